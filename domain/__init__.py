@@ -1,0 +1,1 @@
+"""evaledger domain: events, aggregates, scoring spec and the ledger application service."""

@@ -1,0 +1,398 @@
+"""Aggregates: Run, Case and the project's metric catalogue.
+
+Each aggregate is rebuilt by applying its events in order (`apply` is pure with respect to the
+outside world); commands check invariants, then `_trigger` a new event whose time, actor and
+idempotency data were decided by the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from domain.errors import (
+    ClosedRunError,
+    ConflictError,
+    IdempotencyConflictError,
+    ValidationError,
+)
+from domain.events import (
+    GENESIS_HASH,
+    BaselineApproved,
+    BaselineRevoked,
+    CaseEvent,
+    CaseOpened,
+    CasesAttached,
+    CatalogueEvent,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionCanceled,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    MetricRegistered,
+    MetricScore,
+    OutcomeEvaluated,
+    OutcomeResult,
+    RunCanceled,
+    RunCompleted,
+    RunCreated,
+    RunEvent,
+    RunFailed,
+    RunStarted,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
+
+NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
+E = TypeVar("E", bound=DomainEvent)
+
+
+def run_id_for(project: str, run_key: str) -> UUID:
+    """Deterministic run id: the same (project, key) always names the same run."""
+    return uuid5(NAMESPACE, f"run\x1f{project}\x1f{run_key}")
+
+
+def case_id_for(run_id: UUID, case_key: str, repetition: int, variant: str) -> UUID:
+    """Deterministic case id `uuid5(run_id, case_key, repetition, variant)`."""
+    return uuid5(run_id, f"{case_key}\x1f{repetition}\x1f{variant}")
+
+
+def catalogue_id_for(project: str) -> UUID:
+    """Id of a project's metric catalogue."""
+    return uuid5(NAMESPACE, f"catalogue\x1f{project}")
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What every event of one command shares, decided before any event is created."""
+
+    timestamp: datetime
+    actor: str
+    idempotency_key: str | None = None
+    request_digest: str | None = None
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of a run."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELED = "canceled"
+    FAILED = "failed"
+
+    @property
+    def is_closed(self) -> bool:
+        """Closed runs take no more case events (overrides excepted)."""
+        return self in (RunStatus.COMPLETED, RunStatus.CANCELED, RunStatus.FAILED)
+
+
+class Aggregate:
+    """Common mechanics: id, version, hash chain, pending events, idempotency keys."""
+
+    def __init__(self, aggregate_id: UUID) -> None:
+        self.id = aggregate_id
+        self.version = 0
+        self.last_hash = GENESIS_HASH
+        self.idempotency: dict[str, str | None] = {}
+        self._pending: list[DomainEvent] = []
+
+    def collect_events(self) -> list[DomainEvent]:
+        """Pending events, handed over once (eventsourcing's CollectEventsProtocol)."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    def seen(self, meta: Meta) -> bool:
+        """True when this idempotency key was already recorded with the same body."""
+        if meta.idempotency_key is None or meta.idempotency_key not in self.idempotency:
+            return False
+        if self.idempotency[meta.idempotency_key] != meta.request_digest:
+            raise IdempotencyConflictError(
+                f"idempotency key {meta.idempotency_key!r} was used before with a different body"
+            )
+        return True
+
+    def _trigger(self, cls: type[E], meta: Meta, **fields: Any) -> E:
+        event = cls(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=meta.timestamp,
+            actor=meta.actor,
+            idempotency_key=meta.idempotency_key,
+            request_digest=meta.request_digest,
+            prev_hash=self.last_hash,
+            **fields,
+        )
+        self.apply(event)
+        self._pending.append(event)
+        return event
+
+    def apply(self, event: DomainEvent) -> None:
+        """Apply one event: advance version and chain, then the aggregate's own mutation."""
+        self.version = event.originator_version
+        self.last_hash = event.hash()
+        if event.idempotency_key is not None:
+            self.idempotency[event.idempotency_key] = event.request_digest
+        self._mutate(event)
+
+    def _mutate(self, event: DomainEvent) -> None:
+        raise NotImplementedError
+
+
+A = TypeVar("A", bound=Aggregate)
+
+
+def replay(cls: type[A], events: Iterable[DomainEvent], start: A | None = None) -> A | None:
+    """Projector function for eventsourcing's Repository: fold events into an aggregate."""
+    aggregate = start
+    for event in events:
+        if aggregate is None:
+            aggregate = cls(event.originator_id)
+        aggregate.apply(event)
+    return aggregate
+
+
+class Run(Aggregate):
+    """One evaluation run: config snapshot, lifecycle, its cases' ids, baseline approval."""
+
+    created: RunCreated
+    status: RunStatus
+    case_ids: list[UUID]
+    baseline: bool
+
+    @classmethod
+    def create(cls, run_id: UUID, meta: Meta, **fields: Any) -> Run:
+        """Record RunCreated."""
+        run = cls(run_id)
+        run.case_ids = []
+        run._trigger(RunCreated, meta, **fields)
+        return run
+
+    def _mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, RunCreated):
+            self.created = event
+            self.status = RunStatus.CREATED
+            self.case_ids = []
+            self._case_set: set[UUID] = set()
+            self.baseline = False
+        elif isinstance(event, RunStarted):
+            self.status = RunStatus.RUNNING
+        elif isinstance(event, CasesAttached):
+            self.case_ids.extend(event.case_ids)
+            self._case_set.update(event.case_ids)
+        elif isinstance(event, RunCompleted):
+            self.status = RunStatus.COMPLETED
+        elif isinstance(event, RunCanceled):
+            self.status = RunStatus.CANCELED
+        elif isinstance(event, RunFailed):
+            self.status = RunStatus.FAILED
+        elif isinstance(event, BaselineApproved):
+            self.baseline = True
+        elif isinstance(event, BaselineRevoked):
+            self.baseline = False
+
+    def has_case(self, case_id: UUID) -> bool:
+        """True when the case was attached to this run."""
+        return case_id in self._case_set
+
+    def ensure_open(self) -> None:
+        """Closed runs take no new cases or case events."""
+        if self.status.is_closed:
+            raise ClosedRunError(f"run {self.id} is {self.status.value}; it takes no more cases")
+
+    def start(self, meta: Meta) -> None:
+        """Record RunStarted (once)."""
+        self.ensure_open()
+        if self.status is RunStatus.CREATED:
+            self._trigger(RunStarted, meta)
+
+    def attach_cases(self, case_ids: Sequence[UUID], meta: Meta) -> None:
+        """Record the ids of newly opened cases."""
+        self.ensure_open()
+        new = [c for c in dict.fromkeys(case_ids) if c not in self._case_set]
+        if new:
+            self._trigger(CasesAttached, meta, case_ids=new)
+
+    def complete(self, meta: Meta, completed_at: datetime, case_hashes: Mapping[UUID, str]) -> None:
+        """Record RunCompleted with a seal over the last hash of every case."""
+        self.ensure_open()
+        self._trigger(
+            RunCompleted,
+            meta,
+            completed_at=completed_at,
+            seal=seal_of(case_hashes),
+            case_count=len(case_hashes),
+        )
+
+    def cancel(self, meta: Meta, reason: str | None) -> None:
+        """Record RunCanceled."""
+        self.ensure_open()
+        self._trigger(RunCanceled, meta, reason=reason)
+
+    def fail(self, meta: Meta, reason: str) -> None:
+        """Record RunFailed."""
+        self.ensure_open()
+        self._trigger(RunFailed, meta, reason=reason)
+
+    def approve_baseline(self, meta: Meta, reason: str | None) -> None:
+        """Approve this completed run as the baseline of its (agent, suite)."""
+        if self.status is not RunStatus.COMPLETED:
+            raise ConflictError(f"run {self.id} is {self.status.value}; only a completed run can be a baseline")
+        self._trigger(
+            BaselineApproved,
+            meta,
+            agent=self.created.agent.name,
+            suite=self.created.suite.name,
+            reason=reason,
+        )
+
+    def revoke_baseline(self, meta: Meta, reason: str | None) -> None:
+        """Revoke this run's baseline approval."""
+        if not self.baseline:
+            raise ConflictError(f"run {self.id} is not an approved baseline")
+        self._trigger(
+            BaselineRevoked,
+            meta,
+            agent=self.created.agent.name,
+            suite=self.created.suite.name,
+            reason=reason,
+        )
+
+
+def seal_of(case_hashes: Mapping[UUID, str]) -> str:
+    """Digest over (case id, last hash) of every case, in id order."""
+    h = hashlib.sha256()
+    for case_id in sorted(case_hashes, key=str):
+        h.update(f"{case_id}:{case_hashes[case_id]}\n".encode())
+    return h.hexdigest()
+
+
+class Case(Aggregate):
+    """One executed case: test case snapshot, transcript, verdicts, outcomes, claims, checks."""
+
+    opened: CaseOpened
+    turn_count: int
+    has_transcript: bool
+    errored: bool
+    canceled: bool
+    verdict_ids: set[UUID]
+
+    @classmethod
+    def open(cls, case_id: UUID, meta: Meta, **fields: Any) -> Case:
+        """Record CaseOpened."""
+        case = cls(case_id)
+        case._trigger(CaseOpened, meta, **fields)
+        return case
+
+    def _mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, CaseOpened):
+            self.opened = event
+            self.turn_count = 0
+            self.has_transcript = False
+            self.errored = False
+            self.canceled = False
+            self.verdict_ids = set()
+        elif isinstance(event, TranscriptRecorded):
+            self.turn_count = len(event.turns)
+            self.has_transcript = True
+        elif isinstance(event, ExecutionErrored):
+            self.errored = True
+        elif isinstance(event, ExecutionCanceled):
+            self.canceled = True
+        elif isinstance(event, JudgeVerdictRecorded):
+            self.verdict_ids.add(event.verdict_id)
+
+    @property
+    def run_id(self) -> UUID:
+        """The run this case belongs to."""
+        return self.opened.run_id
+
+    def record(self, cls: type[CaseEvent], meta: Meta, catalogue: Mapping[str, MetricDefinition], **fields: Any) -> CaseEvent:
+        """Check the invariants of one case event, then record it."""
+        if cls is TranscriptRecorded and self.has_transcript:
+            raise ConflictError(f"case {self.id} already has a transcript", field="transcript")
+        if cls is JudgeVerdictRecorded:
+            if fields["verdict_id"] in self.verdict_ids:
+                raise ConflictError(f"verdict {fields['verdict_id']} is already recorded")
+            self._check_scores(fields.get("metric_scores") or [], catalogue, "metric_scores")
+        if cls in (VerdictOverridden, VerdictInvalidated):
+            if fields["verdict_id"] not in self.verdict_ids:
+                raise ValidationError(
+                    f"verdict_id: no verdict {fields['verdict_id']} in case {self.id}",
+                    field="verdict_id",
+                )
+            if fields.get("metric_scores") is not None:
+                self._check_scores(fields["metric_scores"], catalogue, "metric_scores")
+        return self._trigger(cls, meta, **fields)
+
+    def _check_scores(
+        self, scores: Sequence[MetricScore], catalogue: Mapping[str, MetricDefinition], where: str
+    ) -> None:
+        seen: set[str] = set()
+        for i, s in enumerate(scores):
+            at = f"{where}[{i}]"
+            definition = catalogue.get(s.metric)
+            if definition is None:
+                raise ValidationError(f"{at}.metric: unknown metric {s.metric!r}", field=f"{at}.metric")
+            if s.metric in seen:
+                raise ValidationError(f"{at}.metric: {s.metric!r} is scored twice", field=f"{at}.metric")
+            seen.add(s.metric)
+            if definition.score_type is ScoreType.BINARY:
+                if s.score is not None or s.passed is None:
+                    raise ValidationError(
+                        f"{at}: {s.metric!r} is a binary metric; give 'passed' (true/false), not a score",
+                        field=f"{at}.passed",
+                    )
+            elif s.score is None or s.passed is not None:
+                raise ValidationError(
+                    f"{at}.score: {s.metric!r} is a scored metric; give an integer score 0-5",
+                    field=f"{at}.score",
+                )
+            for t in s.turns:
+                if not 0 <= t < self.turn_count:
+                    raise ValidationError(
+                        f"{at}.turns: turn {t} is outside the transcript "
+                        f"({self.turn_count} turns)",
+                        field=f"{at}.turns",
+                    )
+
+
+class MetricCatalogue(Aggregate):
+    """A project's custom metrics (the built-ins are code, not events)."""
+
+    custom: dict[str, MetricDefinition]
+
+    def __init__(self, aggregate_id: UUID) -> None:
+        super().__init__(aggregate_id)
+        self.custom = {}
+
+    def metrics(self) -> dict[str, MetricDefinition]:
+        """Built-in and custom metrics by id."""
+        return {**BUILTIN_BY_NAME, **self.custom}
+
+    def register(self, definition: MetricDefinition, meta: Meta) -> bool:
+        """Record MetricRegistered; False when the same definition is already registered."""
+        if definition.name in BUILTIN_BY_NAME:
+            raise ConflictError(f"metric {definition.name!r} is built in", field="name")
+        existing = self.custom.get(definition.name)
+        if existing == definition:
+            return False
+        if existing is not None:
+            raise ConflictError(f"metric {definition.name!r} is already registered differently", field="name")
+        self._trigger(MetricRegistered, meta, definition=definition)
+        return True
+
+    def _mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, MetricRegistered):
+            self.custom[event.definition.name] = event.definition
+
+
+__all__ = ["Case", "CaseEvent", "CatalogueEvent", "Meta", "MetricCatalogue", "OutcomeResult", "Run", "RunEvent", "RunStatus"]

@@ -1,0 +1,203 @@
+"""The run bundle (`evaledger.run-bundle/1`): one run with its config and cases, as JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
+
+from domain.events import (
+    AgentSnapshot,
+    CheckStatus,
+    Claim,
+    JudgeIdentity,
+    MetricScore,
+    OutcomeResult,
+    ParseStatus,
+    SuiteRef,
+    TestCaseSnapshot,
+    Turn,
+    Usage,
+)
+from domain.spec import RunConfig
+
+BUNDLE_FORMAT = "evaledger.run-bundle/1"
+_MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class BundleRunStatus(StrEnum):
+    """Lifecycle status of a run in a bundle."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELED = "canceled"
+    FAILED = "failed"
+
+
+class BundleCaseStatus(StrEnum):
+    """Execution status of a case in a bundle."""
+
+    COMPLETED = "completed"
+    ERRORED = "errored"
+    CANCELED = "canceled"
+    PENDING = "pending"
+
+
+class BundleError(BaseModel):
+    """Why a case's execution failed."""
+
+    model_config = _MODEL
+
+    message: str = Field(min_length=1)
+    kind: str | None = None
+
+
+class BundleVerdict(BaseModel):
+    """One judge verdict: identity, prompt, raw reply, parsed scores; or an error."""
+
+    model_config = _MODEL
+
+    verdict_id: UUID | None = Field(default=None, description="Stable id; derived if absent.")
+    judge: JudgeIdentity = Field(default_factory=JudgeIdentity)
+    template_id: str | None = None
+    template_hash: str | None = None
+    metric_scores: list[MetricScore] = Field(default_factory=list)
+    expected_outcomes: list[OutcomeResult] = Field(default_factory=list)
+    prompt: str | None = None
+    raw_output: str | None = None
+    parse_status: ParseStatus | None = Field(
+        default=None, description="Derived when absent: parsed, or unparseable on error."
+    )
+    latency_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    error: str | None = Field(default=None, description="Set on a judge error verdict.")
+    recorded_by: str | None = Field(default=None, description="Actor who recorded it (export).")
+
+
+class BundleCheck(BaseModel):
+    """A structural check result."""
+
+    model_config = _MODEL
+
+    check: str = Field(min_length=1)
+    status: CheckStatus
+    evidence: str | None = None
+
+
+class BundleOutcomes(BaseModel):
+    """Expected outcomes evaluated outside a metric verdict."""
+
+    model_config = _MODEL
+
+    results: list[OutcomeResult]
+    judge: JudgeIdentity | None = None
+
+
+class BundleOverride(BaseModel):
+    """A human correction of a verdict (override or invalidation)."""
+
+    model_config = _MODEL
+
+    kind: Literal["override", "invalidate"] = "override"
+    verdict_id: UUID | None = None
+    verdict_index: int | None = Field(default=None, ge=0, description="Index into verdicts.")
+    metric_scores: list[MetricScore] | None = None
+    expected_outcomes: list[OutcomeResult] | None = None
+    passed: StrictBool | None = None
+    reason: str = Field(min_length=1)
+    actor: str | None = None
+
+    @model_validator(mode="after")
+    def _names_a_verdict(self) -> BundleOverride:
+        if (self.verdict_id is None) == (self.verdict_index is None):
+            raise ValueError("give exactly one of verdict_id or verdict_index")
+        return self
+
+
+class BundleCase(BaseModel):
+    """One executed case of the run."""
+
+    model_config = _MODEL
+
+    test_case: TestCaseSnapshot
+    repetition: int = Field(default=0, ge=0)
+    status: BundleCaseStatus = BundleCaseStatus.COMPLETED
+    error: BundleError | None = None
+    transcript: list[Turn] = Field(default_factory=list)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    verdicts: list[BundleVerdict] = Field(default_factory=list)
+    outcomes: list[BundleOutcomes] = Field(default_factory=list)
+    claims: list[Claim] = Field(default_factory=list)
+    checks: list[BundleCheck] = Field(default_factory=list)
+    overrides: list[BundleOverride] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _error_matches_status(self) -> BundleCase:
+        if self.status is BundleCaseStatus.ERRORED and self.error is None:
+            raise ValueError("error: an errored case needs an error {message, kind}")
+        if self.status is not BundleCaseStatus.ERRORED and self.error is not None:
+            raise ValueError(f"error: a {self.status.value} case has no error")
+        return self
+
+    @property
+    def variant(self) -> str:
+        """Configuration/personality label that tells apart runs of the same test case."""
+        tc = self.test_case
+        if tc.configuration is None and tc.persona is None:
+            return ""
+        return f"{tc.configuration or ''}\x1f{tc.persona or ''}"
+
+
+class BundleRun(BaseModel):
+    """The run: who ran what, against which config."""
+
+    model_config = _MODEL
+
+    key: str = Field(min_length=1, description="Client key, unique in the project.")
+    name: str | None = None
+    project: str = Field(default="default", min_length=1)
+    suite: SuiteRef
+    agent: AgentSnapshot
+    labels: dict[str, str] = Field(default_factory=dict)
+    config: RunConfig = Field(default_factory=RunConfig)
+    status: BundleRunStatus = BundleRunStatus.COMPLETED
+    reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None = None
+
+    def creation_body(self) -> dict[str, Any]:
+        """The part of the run that RunCreated fixes (lifecycle fields excluded)."""
+        return self.model_dump(mode="json", exclude={"status", "reason", "completed_at"})
+
+
+class RunBundle(BaseModel):
+    """A whole run, portable between ledgers."""
+
+    model_config = _MODEL
+
+    format: Literal["evaledger.run-bundle/1"] = Field(description="Format tag and version.")
+    run: BundleRun
+    cases: list[BundleCase] = Field(default_factory=list)
+
+
+def bundle_json_schema() -> dict[str, Any]:
+    """The published JSON Schema of the bundle format."""
+    schema = RunBundle.model_json_schema()
+    schema["$id"] = "https://evaledger.dev/schemas/run-bundle.v1.schema.json"
+    schema["title"] = BUNDLE_FORMAT
+    return schema
+
+
+def utc(dt: datetime) -> datetime:
+    """Timestamps in bundles are UTC."""
+    from datetime import UTC
+
+    return dt.astimezone(UTC)

@@ -1,0 +1,495 @@
+"""The event catalogue (DESIGN §2): immutable, versioned facts with explicit stable topics.
+
+Every event is a frozen pydantic model. Its topic is `evaledger.<aggregate>.<name>/v<class_version>`
+and never depends on the Python module it lives in, so moving code never breaks replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+import orjson
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    field_validator,
+)
+
+from domain.metrics import MetricDefinition
+from domain.spec import RunConfig, ScoringSpec, Severity
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+GENESIS_HASH = "0" * 64
+
+
+class Value(BaseModel):
+    """Base of the value objects events carry."""
+
+    model_config = _FROZEN
+
+
+# ---------------------------------------------------------------------------------------------
+# Value objects
+
+
+class ToolSpec(Value):
+    """A tool the agent can call."""
+
+    name: str = Field(min_length=1, description="Tool name.")
+    description: str | None = Field(default=None, description="What the tool does.")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="JSON Schema of args.")
+
+
+class AgentSnapshot(Value):
+    """The agent under test, as it was when the run was created."""
+
+    name: str = Field(min_length=1, description="Agent name.")
+    version: str | None = Field(default=None, description="Agent version.")
+    provider: str | None = Field(default=None, description="LLM provider of the agent.")
+    model: str | None = Field(default=None, description="LLM model of the agent.")
+    system_prompt: str | None = Field(default=None, description="System prompt, verbatim.")
+    tools: list[ToolSpec] = Field(default_factory=list, description="Tools offered to the agent.")
+
+
+class SuiteRef(Value):
+    """The test suite a run executes."""
+
+    name: str = Field(min_length=1, description="Suite name.")
+    version: int | str | None = Field(default=None, description="Suite version.")
+
+
+class ExpectedOutcome(Value):
+    """One expected-outcome statement of a test case."""
+
+    statement: str = Field(min_length=1, description="What must be true of the conversation.")
+    severity: Severity = Field(default=Severity.BLOCKER, description="blocker, medium or low.")
+
+
+class TestCaseSnapshot(Value):
+    """The test case exactly as it was executed."""
+
+    __test__: ClassVar[bool] = False
+
+    key: str = Field(min_length=1, description="Stable test case key, unique in the suite.")
+    name: str | None = Field(default=None, description="Human name.")
+    test_id: str | None = Field(default=None, description="Grading test id; defaults to key.")
+    expected_outcomes: list[ExpectedOutcome] = Field(default_factory=list)
+    evaluation_criteria_override: str | None = Field(default=None)
+    tags: list[str] = Field(default_factory=list)
+    category: str | None = Field(default=None, description="Grading category, or null.")
+    weight: float = Field(default=1.0, ge=0, description="Weight of the case in its test.")
+    persona: str | None = Field(default=None, description="Persona / personality of the user.")
+    configuration: str | None = Field(default=None, description="Configuration label.")
+    evaluation_method: str | None = Field(
+        default=None, description="structural, judge or atomic_claims."
+    )
+    scenario: str | None = Field(default=None, description="Scenario label for rollups.")
+
+    @field_validator("expected_outcomes", mode="before")
+    @classmethod
+    def _outcomes_from_strings(cls, value: Any) -> Any:
+        # The bundle (and Connexity) allow a bare statement for a blocker outcome.
+        if isinstance(value, list):
+            return [{"statement": v} if isinstance(v, str) else v for v in value]
+        return value
+
+
+class ToolCall(Value):
+    """A tool call made by the agent in one turn."""
+
+    id: str | None = Field(default=None, description="Call id the tool result refers to.")
+    name: str = Field(min_length=1, description="Tool name.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Call arguments.")
+
+
+class Usage(Value):
+    """Token usage."""
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+
+
+class Role(StrEnum):
+    """Who spoke a turn."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Turn(Value):
+    """One message of a conversation."""
+
+    role: Role
+    content: str | None = Field(default=None, description="Text of the message.")
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = Field(default=None, description="Call a tool message answers.")
+    latency_ms: float | None = Field(default=None, ge=0, description="Time to produce the turn.")
+    usage: Usage | None = Field(default=None, description="Tokens of this turn.")
+    cost_usd: float | None = Field(default=None, ge=0, description="Cost of this turn.")
+    metrics: dict[str, float] = Field(
+        default_factory=dict, description="Custom per-message metrics (name → value)."
+    )
+
+
+class MetricScore(Value):
+    """A judge's score of one metric."""
+
+    metric: str = Field(min_length=1, description="Metric id from the catalogue.")
+    score: StrictInt | None = Field(default=None, ge=0, le=5, description="0-5 for scored.")
+    passed: StrictBool | None = Field(default=None, description="pass/fail for binary metrics.")
+    justification: str | None = Field(default=None)
+    failure_code: str | None = Field(default=None, description="snake_case failure mode.")
+    turns: list[StrictInt] = Field(default_factory=list, description="Turn indices of the issue.")
+
+
+class OutcomeResult(Value):
+    """The judged result of one expected outcome."""
+
+    statement: str = Field(min_length=1)
+    passed: StrictBool
+    severity: Severity | None = Field(default=None, description="Defaults to the test case's.")
+    justification: str | None = None
+
+
+class JudgeIdentity(Value):
+    """Which judge produced a verdict."""
+
+    kind: Literal["llm", "human", "structural"] = "llm"
+    provider: str | None = None
+    model: str | None = None
+    version: str | None = None
+    temperature: float | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ParseStatus(StrEnum):
+    """How the judge's raw reply was parsed."""
+
+    PARSED = "parsed"
+    UNPARSEABLE = "unparseable"
+    MISSING_METRICS = "missing_metrics"
+    PROVIDER_ERROR = "provider_error"
+
+
+class ClaimSupport(StrEnum):
+    """FActScore-style support of one atomic claim."""
+
+    SUPPORTED = "supported"
+    UNSUPPORTED = "unsupported"
+    CONTRADICTED = "contradicted"
+
+
+class Claim(Value):
+    """One atomic claim of the agent's answer."""
+
+    claim: str = Field(min_length=1)
+    support: ClaimSupport
+    source: str | None = None
+
+
+class CheckStatus(StrEnum):
+    """Result of a structural check."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    INCONCLUSIVE = "inconclusive"
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+
+
+class DomainEvent(BaseModel):
+    """Base of every stored event: who, when, idempotency, and the hash chain."""
+
+    model_config = _FROZEN
+
+    topic_name: ClassVar[str] = ""
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID = Field(description="Aggregate id.")
+    originator_version: int = Field(ge=1, description="Position in the aggregate, from 1.")
+    timestamp: AwareDatetime = Field(description="When it was recorded (UTC).")
+    actor: str = Field(min_length=1, description="Who recorded it (user or token id).")
+    idempotency_key: str | None = Field(default=None, description="Client idempotency key.")
+    request_digest: str | None = Field(default=None, description="Digest of the request body.")
+    prev_hash: str = Field(description="Hash of the previous event of the aggregate.")
+
+    _hash: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def topic(cls) -> str:
+        """The stable topic this class is stored under."""
+        return f"{cls.topic_name}/v{cls.class_version}"
+
+    def state(self) -> dict[str, Any]:
+        """The stored state: every field but the aggregate id and version."""
+        return self.model_dump(exclude={"originator_id", "originator_version"})
+
+    def hash(self) -> str:
+        """Hash of this event as stored (set by the mapper when read back, else computed)."""
+        if self._hash is None:
+            self._hash = stored_hash(type(self).topic(), encode_state(self))
+        return self._hash
+
+
+class RunEvent(DomainEvent):
+    """An event of a Run aggregate."""
+
+
+class CaseEvent(DomainEvent):
+    """An event of a Case aggregate."""
+
+
+class RunCreated(RunEvent):
+    """A run was created with its fully resolved config snapshot."""
+
+    topic_name: ClassVar[str] = "evaledger.run.created"
+
+    run_key: str = Field(min_length=1, description="Client key, unique in the project.")
+    project: str = Field(default="default", min_length=1)
+    name: str | None = None
+    suite: SuiteRef
+    agent: AgentSnapshot
+    labels: dict[str, str] = Field(default_factory=dict, description="git sha, trigger, ...")
+    config: RunConfig = Field(description="The config as given.")
+    spec: ScoringSpec = Field(description="The resolved scoring spec snapshot.")
+    created_at: datetime = Field(description="When the run was created at its source.")
+
+
+class RunStarted(RunEvent):
+    """The run started executing cases."""
+
+    topic_name: ClassVar[str] = "evaledger.run.started"
+
+
+class CasesAttached(RunEvent):
+    """Cases were opened for the run (their ids), so the run can be sealed and listed."""
+
+    topic_name: ClassVar[str] = "evaledger.run.cases_attached"
+
+    case_ids: list[UUID]
+
+
+class RunCompleted(RunEvent):
+    """The run completed; the seal is a digest over its cases' last event hashes."""
+
+    topic_name: ClassVar[str] = "evaledger.run.completed"
+
+    completed_at: datetime
+    seal: str
+    case_count: int
+
+
+class RunCanceled(RunEvent):
+    """The run was canceled."""
+
+    topic_name: ClassVar[str] = "evaledger.run.canceled"
+
+    reason: str | None = None
+
+
+class RunFailed(RunEvent):
+    """The run failed as a whole (harness crash...)."""
+
+    topic_name: ClassVar[str] = "evaledger.run.failed"
+
+    reason: str
+
+
+class BaselineApproved(RunEvent):
+    """The run was approved as the baseline of its (agent, suite)."""
+
+    topic_name: ClassVar[str] = "evaledger.run.baseline_approved"
+
+    agent: str
+    suite: str
+    reason: str | None = None
+
+
+class BaselineRevoked(RunEvent):
+    """The run's baseline approval was revoked."""
+
+    topic_name: ClassVar[str] = "evaledger.run.baseline_revoked"
+
+    agent: str
+    suite: str
+    reason: str | None = None
+
+
+class CaseOpened(CaseEvent):
+    """A case (test case x repetition x variant) was opened in a run."""
+
+    topic_name: ClassVar[str] = "evaledger.case.opened"
+
+    run_id: UUID
+    test_case: TestCaseSnapshot
+    repetition: int = Field(ge=0)
+    variant: str = Field(default="", description="Configuration/personality label.")
+
+
+class TranscriptRecorded(CaseEvent):
+    """The conversation of the case was recorded."""
+
+    topic_name: ClassVar[str] = "evaledger.case.transcript_recorded"
+
+    turns: list[Turn]
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration_ms: float | None = Field(default=None, ge=0)
+
+
+class ExecutionErrored(CaseEvent):
+    """The agent or the harness failed: a system error, not a judge failure."""
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_errored"
+
+    message: str
+    kind: str | None = None
+
+
+class ExecutionCanceled(CaseEvent):
+    """The case was canceled before or while running."""
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_canceled"
+
+    reason: str | None = None
+
+
+class JudgeVerdictRecorded(CaseEvent):
+    """One judge call: identity, prompt, raw reply verbatim, parsed scores; or an error."""
+
+    topic_name: ClassVar[str] = "evaledger.case.judge_verdict_recorded"
+
+    verdict_id: UUID
+    judge: JudgeIdentity
+    template_id: str | None = None
+    template_hash: str | None = None
+    prompt: str | None = Field(default=None, description="Rendered judge prompt, verbatim.")
+    raw_output: str | None = Field(default=None, description="The judge's reply, verbatim.")
+    parse_status: ParseStatus = ParseStatus.PARSED
+    metric_scores: list[MetricScore] = Field(default_factory=list)
+    expected_outcomes: list[OutcomeResult] = Field(default_factory=list)
+    latency_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    error: str | None = Field(default=None, description="Why the verdict is an error verdict.")
+
+
+class OutcomeEvaluated(CaseEvent):
+    """Expected outcomes / assertions were evaluated outside a metric verdict."""
+
+    topic_name: ClassVar[str] = "evaledger.case.outcome_evaluated"
+
+    results: list[OutcomeResult]
+    judge: JudgeIdentity | None = None
+
+
+class ClaimsVerified(CaseEvent):
+    """The answer was decomposed into atomic claims and each was checked."""
+
+    topic_name: ClassVar[str] = "evaledger.case.claims_verified"
+
+    claims: list[Claim]
+    judge: JudgeIdentity | None = None
+
+
+class StructuralCheckRecorded(CaseEvent):
+    """A structural (non-LLM) check ran; inconclusive when its hook is missing."""
+
+    topic_name: ClassVar[str] = "evaledger.case.structural_check_recorded"
+
+    check: str = Field(min_length=1, description="Check / hook name.")
+    status: CheckStatus
+    evidence: str | None = None
+
+
+class VerdictOverridden(CaseEvent):
+    """A human corrected a verdict; the original stays in the history."""
+
+    topic_name: ClassVar[str] = "evaledger.case.verdict_overridden"
+
+    verdict_id: UUID
+    metric_scores: list[MetricScore] | None = None
+    expected_outcomes: list[OutcomeResult] | None = None
+    passed: StrictBool | None = Field(default=None, description="Forced case pass/fail.")
+    reason: str = Field(min_length=1)
+
+
+class VerdictInvalidated(CaseEvent):
+    """A human ruled a verdict out; it no longer counts, and stays in the history."""
+
+    topic_name: ClassVar[str] = "evaledger.case.verdict_invalidated"
+
+    verdict_id: UUID
+    reason: str = Field(min_length=1)
+
+
+class CatalogueEvent(DomainEvent):
+    """An event of a project's metric catalogue."""
+
+
+class MetricRegistered(CatalogueEvent):
+    """A custom metric was added to the project's catalogue."""
+
+    topic_name: ClassVar[str] = "evaledger.catalogue.metric_registered"
+
+    definition: MetricDefinition
+
+
+EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
+    RunCreated,
+    RunStarted,
+    CasesAttached,
+    RunCompleted,
+    RunCanceled,
+    RunFailed,
+    BaselineApproved,
+    BaselineRevoked,
+    CaseOpened,
+    TranscriptRecorded,
+    ExecutionErrored,
+    ExecutionCanceled,
+    JudgeVerdictRecorded,
+    OutcomeEvaluated,
+    ClaimsVerified,
+    StructuralCheckRecorded,
+    VerdictOverridden,
+    VerdictInvalidated,
+    MetricRegistered,
+)
+BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
+
+
+def split_topic(topic: str) -> tuple[str, int]:
+    """`evaledger.case.opened/v2` → (`evaledger.case.opened`, 2)."""
+    name, _, version = topic.rpartition("/v")
+    return name, int(version)
+
+
+def encode_state(event: DomainEvent) -> bytes:
+    """Canonical stored bytes of an event's state."""
+    return orjson.dumps(event.state())
+
+
+def stored_hash(topic: str, state: bytes) -> str:
+    """Hash of one stored event (topic + state bytes), the link of the chain."""
+    return hashlib.sha256(topic.encode() + b"\n" + state).hexdigest()
+
+
+def request_digest(body: Any) -> str:
+    """Digest of a request body, for idempotent re-sends."""
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -1,0 +1,549 @@
+"""The ledger application service: every write goes through one of its commands.
+
+Each command loads the aggregates it needs, checks invariants, and saves once (one transaction).
+It returns the log position of what it wrote so callers can wait for projections.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+from uuid import UUID, uuid5
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, Mapper, Notification, Transcoder
+from eventsourcing.persistence import InfrastructureFactory
+
+from domain.aggregates import (
+    Aggregate,
+    Case,
+    Meta,
+    MetricCatalogue,
+    Run,
+    RunStatus,
+    case_id_for,
+    catalogue_id_for,
+    replay,
+    run_id_for,
+)
+from domain.bundle import (
+    BundleCase,
+    BundleCaseStatus,
+    BundleRun,
+    BundleRunStatus,
+    BundleVerdict,
+    RunBundle,
+)
+from domain.errors import ConflictError, NotFoundError, ValidationError
+from domain.events import (
+    CaseEvent,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionCanceled,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    OutcomeEvaluated,
+    ParseStatus,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+    request_digest,
+)
+from domain.metrics import MetricDefinition
+from domain.persistence import EventMapper, OrjsonTranscoder, StorageLocation
+from domain.spec import ScoringSpec, resolve_spec
+
+A = TypeVar("A", bound=Aggregate)
+T = TypeVar("T")
+MAX_RETRIES = 5
+
+
+def utcnow() -> datetime:
+    """The ledger's clock (UTC)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who sends a command, with an optional idempotency key."""
+
+    actor: str = "anonymous"
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a command wrote: the ids it touched, the log position, how many events."""
+
+    ids: tuple[UUID, ...]
+    position: int
+    events: int
+
+    @property
+    def id(self) -> UUID:
+        """The main id (run or case)."""
+        return self.ids[0]
+
+
+@dataclass
+class ImportResult:
+    """Outcome of importing one bundle."""
+
+    run_id: UUID
+    run_key: str
+    position: int
+    events: int
+    cases: int
+    new_cases: int = 0
+    case_ids: list[UUID] = field(default_factory=list)
+
+
+class LedgerApplication(Application[UUID]):
+    """eventsourcing application storing evaledger's pydantic events."""
+
+    name = "evaledger"
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """Mapper with stable topics and the orjson transcoder."""
+        return EventMapper(transcoder=self.construct_transcoder())
+
+    def construct_transcoder(self) -> Transcoder:
+        """Events are plain JSON (orjson)."""
+        return OrjsonTranscoder()
+
+
+class Ledger:
+    """Commands (writes) and audit reads over the event store."""
+
+    def __init__(
+        self, location: StorageLocation, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        env = dict(location.events_env)
+        env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
+        self.location = location
+        self.app = LedgerApplication(env=env)
+        self.clock = clock
+        self._lock = threading.Lock()
+
+    # -- infrastructure ----------------------------------------------------------------------
+
+    @property
+    def factory(self) -> InfrastructureFactory:
+        """The eventsourcing infrastructure factory (used by projections)."""
+        return self.app.factory
+
+    def position(self) -> int:
+        """The last position in the notification log (0 when empty)."""
+        return self.app.recorder.max_notification_id() or 0
+
+    def notifications(self, start: int, limit: int, stop: int | None = None) -> Sequence[Notification]:
+        """Notifications from `start` (inclusive), in log order."""
+        return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
+
+    def decode(self, notification: Notification) -> DomainEvent:
+        """A stored event as a domain event (upcast)."""
+        return cast(DomainEvent, self.app.mapper.to_domain_event(notification))
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.app.close()
+
+    # -- reads (audit) -----------------------------------------------------------------------
+
+    def _get(self, cls: type[A], aggregate_id: UUID, version: int | None = None) -> A:
+        try:
+            return cast(
+                A,
+                self.app.repository.get(
+                    aggregate_id,
+                    version=version,
+                    projector_func=lambda agg, events: replay(cls, cast(Iterable[DomainEvent], events), agg),
+                ),
+            )
+        except AggregateNotFoundError:
+            raise NotFoundError(f"no {cls.__name__.lower()} {aggregate_id}") from None
+
+    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        try:
+            return self._get(cls, aggregate_id)
+        except NotFoundError:
+            return None
+
+    def get_run(self, run_id: UUID, version: int | None = None) -> Run:
+        """A run as of now, or as of a version."""
+        return self._get(Run, run_id, version)
+
+    def get_case(self, case_id: UUID, version: int | None = None) -> Case:
+        """A case as of now, or as of a version."""
+        case = self._get(Case, case_id, version)
+        if not hasattr(case, "opened"):
+            raise NotFoundError(f"no case {case_id}")
+        return case
+
+    def events_of(self, aggregate_id: UUID) -> list[DomainEvent]:
+        """Every event of one aggregate, in order."""
+        return cast(list[DomainEvent], list(self.app.events.get(aggregate_id)))
+
+    def stored_events_of(self, aggregate_id: UUID) -> list[Any]:
+        """Every stored (raw) event of one aggregate, in order."""
+        return list(self.app.recorder.select_events(aggregate_id))
+
+    def catalogue(self, project: str = "default") -> dict[str, MetricDefinition]:
+        """Built-in and custom metrics of a project."""
+        found = self._find(MetricCatalogue, catalogue_id_for(project))
+        return (found or MetricCatalogue(catalogue_id_for(project))).metrics()
+
+    def find_run(self, project: str, run_key: str) -> Run | None:
+        """The run with this key in this project, if any."""
+        return self._find(Run, run_id_for(project, run_key))
+
+    # -- saving ------------------------------------------------------------------------------
+
+    def _meta(self, ctx: Context, body: Any = None) -> Meta:
+        return Meta(
+            timestamp=self.clock(),
+            actor=ctx.actor,
+            idempotency_key=ctx.idempotency_key,
+            request_digest=request_digest(body) if ctx.idempotency_key is not None else None,
+        )
+
+    def _save(self, *aggregates: Aggregate) -> tuple[int, int]:
+        events: list[DomainEvent] = []
+        for agg in aggregates:
+            events.extend(agg.collect_events())
+        if not events:
+            return self.position(), 0
+        recordings = self.app.save(*events)
+        return recordings[-1].notification.id, len(events)
+
+    def _retrying(self, command: Callable[[], T]) -> T:
+        """Re-run a command on an optimistic-concurrency conflict (someone wrote first)."""
+        for attempt in range(MAX_RETRIES):
+            try:
+                return command()
+            except IntegrityError:
+                if attempt == MAX_RETRIES - 1:
+                    raise ConflictError("too many concurrent writers; try again") from None
+        raise AssertionError("unreachable")
+
+    # -- run commands ------------------------------------------------------------------------
+
+    def create_run(self, run: BundleRun, ctx: Context) -> Written:
+        """Create a run with its resolved config snapshot (idempotent on the same body)."""
+
+        def command() -> Written:
+            created = self._prepare_run(run, ctx)
+            position, n = self._save(created)
+            return Written((created.id,), position, n)
+
+        return self._retrying(command)
+
+    def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
+        """The run to write to: an existing one with the same body, or a new one (unsaved)."""
+        spec = self._resolve(run)
+        run_id = run_id_for(run.project, run.key)
+        body = run.creation_body()
+        digest = request_digest(body)
+        existing = self._find(Run, run_id)
+        if existing is not None:
+            if existing.created.request_digest != digest:
+                raise ConflictError(
+                    f"run {run.key!r} already exists in project {run.project!r} with a different body",
+                    field="run",
+                )
+            return existing
+        meta = Meta(
+            timestamp=self.clock(),
+            actor=ctx.actor,
+            idempotency_key=ctx.idempotency_key,
+            request_digest=digest,
+        )
+        return Run.create(
+            run_id,
+            meta,
+            run_key=run.key,
+            project=run.project,
+            name=run.name,
+            suite=run.suite,
+            agent=run.agent,
+            labels=run.labels,
+            config=run.config,
+            spec=spec,
+            created_at=run.created_at,
+        )
+
+    def _resolve(self, run: BundleRun) -> ScoringSpec:
+        return resolve_spec(run.config, self.catalogue(run.project))
+
+    def _run_command(self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]) -> Written:
+        def command() -> Written:
+            run = self.get_run(run_id)
+            meta = self._meta(ctx, {"run": str(run_id)})
+            if not run.seen(meta):
+                action(run, meta)
+            position, n = self._save(run)
+            return Written((run_id,), position, n)
+
+        return self._retrying(command)
+
+    def start_run(self, run_id: UUID, ctx: Context) -> Written:
+        """Mark a run as running."""
+        return self._run_command(run_id, ctx, lambda run, meta: run.start(meta))
+
+    def complete_run(self, run_id: UUID, ctx: Context, completed_at: datetime | None = None) -> Written:
+        """Complete a run and seal it over its cases' last hashes."""
+
+        def action(run: Run, meta: Meta) -> None:
+            hashes = {cid: self.get_case(cid).last_hash for cid in run.case_ids}
+            run.complete(meta, completed_at or meta.timestamp, hashes)
+
+        return self._run_command(run_id, ctx, action)
+
+    def cancel_run(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
+        """Cancel a run."""
+        return self._run_command(run_id, ctx, lambda run, meta: run.cancel(meta, reason))
+
+    def fail_run(self, run_id: UUID, ctx: Context, reason: str) -> Written:
+        """Mark a run as failed."""
+        return self._run_command(run_id, ctx, lambda run, meta: run.fail(meta, reason))
+
+    def approve_baseline(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
+        """Approve a completed run as the baseline of its (agent, suite)."""
+        return self._run_command(run_id, ctx, lambda run, meta: run.approve_baseline(meta, reason))
+
+    def revoke_baseline(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
+        """Revoke a run's baseline approval."""
+        return self._run_command(run_id, ctx, lambda run, meta: run.revoke_baseline(meta, reason))
+
+    def register_metric(self, definition: MetricDefinition, ctx: Context, project: str = "default") -> Written:
+        """Add a custom metric to a project's catalogue (idempotent)."""
+
+        def command() -> Written:
+            cid = catalogue_id_for(project)
+            cat = self._find(MetricCatalogue, cid) or MetricCatalogue(cid)
+            cat.register(definition, self._meta(ctx, definition.model_dump(mode="json")))
+            position, n = self._save(cat)
+            return Written((cid,), position, n)
+
+        return self._retrying(command)
+
+    # -- case commands -----------------------------------------------------------------------
+
+    def open_case(self, run_id: UUID, case: BundleCase, ctx: Context) -> Written:
+        """Open one case, with whatever of its facts the body already holds."""
+        return self.ingest_cases(run_id, [case], ctx)
+
+    def ingest_cases(self, run_id: UUID, cases: Sequence[BundleCase], ctx: Context) -> Written:
+        """Open many cases with their facts in one transaction (the batch endpoint)."""
+
+        def command() -> Written:
+            run = self.get_run(run_id)
+            catalogue = self.catalogue(run.created.project)
+            built = self._build_cases(run, cases, ctx, catalogue)
+            position, n = self._save(run, *built)
+            return Written(tuple(c.id for c in built) or (run_id,), position, n)
+
+        return self._retrying(command)
+
+    def _build_cases(
+        self,
+        run: Run,
+        cases: Sequence[BundleCase],
+        ctx: Context,
+        catalogue: Mapping[str, MetricDefinition],
+    ) -> list[Case]:
+        built: list[Case] = []
+        new_ids: list[UUID] = []
+        seen_ids: set[UUID] = set()
+        for index, bc in enumerate(cases):
+            case_id = case_id_for(run.id, bc.test_case.key, bc.repetition, bc.variant)
+            if case_id in seen_ids:
+                raise ValidationError(
+                    f"cases[{index}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
+                    "appears twice",
+                    field=f"cases[{index}].test_case.key",
+                )
+            seen_ids.add(case_id)
+            digest = request_digest(bc.model_dump(mode="json"))
+            existing = self._find(Case, case_id) if run.has_case(case_id) else None
+            if existing is not None:
+                if existing.opened.request_digest != digest:
+                    raise ConflictError(
+                        f"cases[{index}]: case {bc.test_case.key!r} repetition {bc.repetition} "
+                        "is already recorded with different content",
+                        field=f"cases[{index}]",
+                    )
+                built.append(existing)
+                continue
+            run.ensure_open()
+            try:
+                built.append(self._new_case(run.id, case_id, bc, ctx, digest, catalogue))
+            except ValidationError as e:
+                raise ValidationError(f"cases[{index}].{e.detail}", field=f"cases[{index}].{e.field}") from None
+            new_ids.append(case_id)
+        if new_ids:
+            run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
+        return built
+
+    def _new_case(
+        self,
+        run_id: UUID,
+        case_id: UUID,
+        bc: BundleCase,
+        ctx: Context,
+        digest: str,
+        catalogue: Mapping[str, MetricDefinition],
+    ) -> Case:
+        meta = Meta(timestamp=self.clock(), actor=ctx.actor, idempotency_key=ctx.idempotency_key, request_digest=digest)
+        case = Case.open(
+            case_id, meta, run_id=run_id, test_case=bc.test_case, repetition=bc.repetition, variant=bc.variant
+        )
+        follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
+        if bc.transcript or bc.usage is not None or bc.cost_usd is not None:
+            case.record(
+                TranscriptRecorded,
+                follow,
+                catalogue,
+                turns=bc.transcript,
+                usage=bc.usage,
+                cost_usd=bc.cost_usd,
+                started_at=bc.started_at,
+                ended_at=bc.ended_at,
+            )
+        verdict_ids: list[UUID] = []
+        for i, v in enumerate(bc.verdicts):
+            vid = v.verdict_id or uuid5(case_id, f"verdict\x1f{i}")
+            verdict_ids.append(vid)
+            try:
+                case.record(JudgeVerdictRecorded, follow, catalogue, **verdict_fields(v, vid))
+            except ValidationError as e:
+                raise ValidationError(f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}") from None
+        for o in bc.outcomes:
+            case.record(OutcomeEvaluated, follow, catalogue, results=o.results, judge=o.judge)
+        if bc.claims:
+            case.record(ClaimsVerified, follow, catalogue, claims=bc.claims)
+        for c in bc.checks:
+            case.record(StructuralCheckRecorded, follow, catalogue, check=c.check, status=c.status, evidence=c.evidence)
+        for i, o in enumerate(bc.overrides):
+            if o.verdict_index is not None and o.verdict_index >= len(verdict_ids):
+                raise ValidationError(
+                    f"overrides[{i}].verdict_index: no verdict {o.verdict_index}",
+                    field=f"overrides[{i}].verdict_index",
+                )
+            vid = o.verdict_id or verdict_ids[cast(int, o.verdict_index)]
+            who = Meta(timestamp=meta.timestamp, actor=o.actor or ctx.actor)
+            if o.kind == "invalidate":
+                case.record(VerdictInvalidated, who, catalogue, verdict_id=vid, reason=o.reason)
+            else:
+                case.record(
+                    VerdictOverridden,
+                    who,
+                    catalogue,
+                    verdict_id=vid,
+                    metric_scores=o.metric_scores,
+                    expected_outcomes=o.expected_outcomes,
+                    passed=o.passed,
+                    reason=o.reason,
+                )
+        if bc.status is BundleCaseStatus.ERRORED:
+            assert bc.error is not None
+            case.record(ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind)
+        elif bc.status is BundleCaseStatus.CANCELED:
+            case.record(ExecutionCanceled, follow, catalogue, reason=None)
+        return case
+
+    def record(self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]) -> Written:
+        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...)."""
+        overrides = cls in (VerdictOverridden, VerdictInvalidated)
+
+        def command() -> Written:
+            case = self.get_case(case_id)
+            run = self.get_run(case.run_id)
+            if not overrides:
+                run.ensure_open()
+            meta = self._meta(ctx, {"type": cls.topic(), **_jsonable(body)})
+            if not case.seen(meta):
+                case.record(cls, meta, self.catalogue(run.created.project), **body)
+            position, n = self._save(case)
+            return Written((case_id,), position, n)
+
+        return self._retrying(command)
+
+    # -- bundles -----------------------------------------------------------------------------
+
+    def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Import a whole run atomically (one transaction); importing it again writes nothing."""
+
+        def command() -> ImportResult:
+            run = self._prepare_run(bundle.run, ctx)
+            catalogue = self.catalogue(bundle.run.project)
+            before = set(run.case_ids) if run.version else set()
+            cases = self._build_cases(run, bundle.cases, ctx, catalogue)
+            status = bundle.run.status
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
+                built = {c.id: c for c in cases}
+                hashes = {
+                    cid: (built[cid] if cid in built else self.get_case(cid)).last_hash
+                    for cid in run.case_ids
+                }
+                run.complete(meta, bundle.run.completed_at or meta.timestamp, hashes)
+            elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
+                run.cancel(meta, bundle.run.reason)
+            elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
+                run.fail(meta, bundle.run.reason or "failed")
+            elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
+                run.start(meta)
+            position, n = self._save(run, *cases)
+            return ImportResult(
+                run_id=run.id,
+                run_key=bundle.run.key,
+                position=position,
+                events=n,
+                cases=len(cases),
+                new_cases=len([c for c in cases if c.id not in before]),
+                case_ids=[c.id for c in cases],
+            )
+
+        return self._retrying(command)
+
+
+def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:
+    """The fields of JudgeVerdictRecorded for a bundle verdict."""
+    status = v.parse_status or (ParseStatus.PARSED if v.error is None else ParseStatus.UNPARSEABLE)
+    return {
+        "verdict_id": verdict_id,
+        "judge": v.judge,
+        "template_id": v.template_id,
+        "template_hash": v.template_hash,
+        "prompt": v.prompt,
+        "raw_output": v.raw_output,
+        "parse_status": status,
+        "metric_scores": v.metric_scores,
+        "expected_outcomes": v.expected_outcomes,
+        "latency_ms": v.latency_ms,
+        "usage": v.usage,
+        "cost_usd": v.cost_usd,
+        "error": v.error,
+    }
+
+
+def _jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
+    from pydantic import BaseModel
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, BaseModel):
+            return x.model_dump(mode="json")
+        if isinstance(x, list | tuple):
+            return [conv(i) for i in x]
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, UUID | datetime):
+            return str(x)
+        return x
+
+    return {k: conv(v) for k, v in body.items()}

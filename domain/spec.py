@@ -1,0 +1,244 @@
+"""Run config (what users write) and ScoringSpec (the resolved policy every score is derived under)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.errors import ValidationError
+from domain.metrics import BUILTIN_BY_NAME, DEFAULT_METRIC_NAMES, MetricDefinition, ScoreType
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class Gate(StrEnum):
+    """How a case's pass/fail is decided."""
+
+    OUTCOMES_THEN_SCORE = "outcomes_then_score"
+    """Expected-outcome results decide when present; otherwise overall_score >= pass_threshold."""
+    BLOCKERS = "blockers"
+    """The case passes iff every blocker outcome passes (no blockers: passes)."""
+
+
+class JudgeErrorPolicy(StrEnum):
+    """What a judge error verdict counts as."""
+
+    SCORE_ZERO = "score_zero"
+    """Reference behaviour: a 0.0 verdict that enters the run's metric mean and fails the case."""
+    UNSCORED = "unscored"
+    """Left out of means and pass/fail; counted in the run's unscored bucket."""
+
+
+class PanelPolicy(StrEnum):
+    """How several verdicts of one case are combined."""
+
+    FIRST = "first"
+    MEAN = "mean"
+    MEDIAN = "median"
+    MAJORITY = "majority"
+    STRICT_MAJORITY = "strict_majority"
+
+
+class ScoreReducer(StrEnum):
+    """One score per test case from its repetitions."""
+
+    MEAN = "mean"
+    MEDIAN = "median"
+    MIN = "min"
+    MAX = "max"
+
+
+class PassReducer(StrEnum):
+    """One pass/fail per test case from its repetitions."""
+
+    ALL = "all"
+    ANY = "any"
+    MAJORITY = "majority"
+    AT_LEAST_K = "at_least_k"
+
+
+class Severity(StrEnum):
+    """Weight class of an expected outcome (Voxli assertions)."""
+
+    BLOCKER = "blocker"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class MetricSelection(BaseModel):
+    """One metric chosen for a run, with an optional weight override."""
+
+    model_config = _FROZEN
+
+    metric: str = Field(description="Metric id from the catalogue.")
+    weight: float | None = Field(default=None, description="Explicit weight; default if absent.")
+
+
+class JudgeConfig(BaseModel):
+    """The judge part of a run config (Connexity JudgeConfig)."""
+
+    model_config = _FROZEN
+
+    metrics: list[MetricSelection] | None = Field(
+        default=None, description="Selected metrics; null or empty means the 8 defaults."
+    )
+    pass_threshold: float = Field(
+        default=75.0, ge=0, le=100, description="Fallback case gate on overall_score (0-100)."
+    )
+    provider: str | None = Field(default=None, description="Judge LLM provider override.")
+    model: str | None = Field(default=None, description="Judge LLM model override.")
+    temperature: float | None = Field(default=None, ge=0, description="Judge sampling temperature.")
+
+
+class SeverityWeights(BaseModel):
+    """Weights of outcome severities in the assertion score."""
+
+    model_config = _FROZEN
+
+    blocker: float = Field(default=4.0, ge=0, description="Weight of a blocker outcome.")
+    medium: float = Field(default=2.0, ge=0, description="Weight of a medium outcome.")
+    low: float = Field(default=1.0, ge=0, description="Weight of a low outcome.")
+
+    def of(self, severity: Severity) -> float:
+        """Weight of one severity."""
+        return float(getattr(self, severity.value))
+
+
+class Reducers(BaseModel):
+    """How repetitions of one test case reduce to one value."""
+
+    model_config = _FROZEN
+
+    score: ScoreReducer = Field(default=ScoreReducer.MEAN, description="Score reducer.")
+    passed: PassReducer = Field(default=PassReducer.ALL, description="Pass reducer.")
+    k: int = Field(default=1, ge=1, description="k of at_least_k, pass@k and pass^k.")
+
+
+class ComparisonThresholds(BaseModel):
+    """Run-to-run regression thresholds (Connexity compare defaults)."""
+
+    model_config = _FROZEN
+
+    max_pass_rate_drop: float = Field(default=0.0, ge=0, description="Fraction, 0.0 = strict.")
+    max_avg_score_drop: float = Field(default=5.0, ge=0, description="Points on 0-100.")
+    max_latency_increase_pct: float = Field(default=0.2, ge=0, description="Fraction, 0.2 = 20%.")
+    case_score_delta: float = Field(default=5.0, ge=0, description="Per-case score delta, points.")
+
+
+class PolicyFields(BaseModel):
+    """Scoring policy beyond the Connexity config; shared by RunConfig and ScoringSpec."""
+
+    model_config = _FROZEN
+
+    gate: Gate = Field(default=Gate.OUTCOMES_THEN_SCORE, description="Case gate policy.")
+    severity_weights: SeverityWeights = Field(default_factory=SeverityWeights)
+    judge_errors: JudgeErrorPolicy = Field(default=JudgeErrorPolicy.SCORE_ZERO)
+    panel: PanelPolicy = Field(default=PanelPolicy.FIRST, description="Judge panel policy.")
+    reducers: Reducers = Field(default_factory=Reducers)
+    comparison: ComparisonThresholds = Field(default_factory=ComparisonThresholds)
+    grading: dict[str, Any] | None = Field(
+        default=None, description="Optional grading section (categories, tests, minimums)."
+    )
+
+
+class RunConfig(PolicyFields):
+    """A run's config as users write it (the bundle's `config`, or a spec file)."""
+
+    metrics_pass_threshold: float = Field(default=80.0, ge=0, le=100)
+    cases_pass_threshold: float = Field(default=100.0, ge=0, le=100)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+
+
+class ResolvedMetric(BaseModel):
+    """A selected metric with its weight renormalised over the selection."""
+
+    model_config = _FROZEN
+
+    metric: str
+    weight: float = Field(description="Normalised weight; the selection sums to 1.")
+    raw_weight: float = Field(description="Weight before normalisation.")
+    score_type: ScoreType
+
+
+class ScoringSpec(PolicyFields):
+    """The fully resolved scoring policy. Its content hash is its id."""
+
+    metrics: tuple[ResolvedMetric, ...]
+    pass_threshold: float = Field(ge=0, le=100)
+    metrics_pass_threshold: float = Field(ge=0, le=100)
+    cases_pass_threshold: float = Field(ge=0, le=100)
+
+    @property
+    def spec_id(self) -> str:
+        """Content hash of the spec: equal specs share an id."""
+        digest = hashlib.sha256(
+            orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+        ).hexdigest()
+        return f"spec-{digest[:16]}"
+
+    def weight_of(self, metric: str) -> float | None:
+        """Normalised weight of a metric, or None when it is not selected."""
+        for m in self.metrics:
+            if m.metric == metric:
+                return m.weight
+        return None
+
+
+def resolve_spec(
+    config: RunConfig, catalogue: Mapping[str, MetricDefinition] = BUILTIN_BY_NAME
+) -> ScoringSpec:
+    """Resolve a run config into a ScoringSpec (Connexity weight resolution)."""
+    selections = config.judge.metrics
+    raw: list[tuple[str, float, ScoreType]] = []
+    if not selections:
+        for name in DEFAULT_METRIC_NAMES:
+            d = catalogue[name]
+            raw.append((name, d.default_weight, d.score_type))
+    else:
+        seen: set[str] = set()
+        for i, sel in enumerate(selections):
+            where = f"config.judge.metrics[{i}]"
+            definition = catalogue.get(sel.metric)
+            if definition is None:
+                raise ValidationError(
+                    f"{where}.metric: unknown metric {sel.metric!r}", field=f"{where}.metric"
+                )
+            if sel.metric in seen:
+                raise ValidationError(
+                    f"{where}.metric: {sel.metric!r} is selected twice", field=f"{where}.metric"
+                )
+            seen.add(sel.metric)
+            if sel.weight is None and definition.default_weight == 0:
+                raise ValidationError(
+                    f"{where}.weight: {sel.metric!r} has no default weight; give an explicit one",
+                    field=f"{where}.weight",
+                )
+            weight = definition.default_weight if sel.weight is None else sel.weight
+            if weight < 0:
+                raise ValidationError(
+                    f"{where}.weight: must be >= 0, got {weight}", field=f"{where}.weight"
+                )
+            raw.append((sel.metric, weight, definition.score_type))
+    total = sum(w for _, w, _ in raw)
+    if total <= 0:
+        raise ValidationError(
+            "config.judge.metrics: the weights sum to 0", field="config.judge.metrics"
+        )
+    policy = config.model_dump(
+        include=set(PolicyFields.model_fields), round_trip=True
+    )
+    return ScoringSpec(
+        metrics=tuple(
+            ResolvedMetric(metric=name, weight=w / total, raw_weight=w, score_type=t)
+            for name, w, t in raw
+        ),
+        pass_threshold=config.judge.pass_threshold,
+        metrics_pass_threshold=config.metrics_pass_threshold,
+        cases_pass_threshold=config.cases_pass_threshold,
+        **policy,
+    )
