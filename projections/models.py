@@ -1,0 +1,151 @@
+"""Result models of the scoring projections: case scores and run aggregates (seed field names)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class CaseStatus(StrEnum):
+    """Where a case stands under a spec."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERRORED = "errored"
+    """Execution error: failed and errored."""
+    CANCELED = "canceled"
+    """Canceled before it ran: neither passed nor failed."""
+    UNSCORED = "unscored"
+    """Only judge error verdicts under `judge_errors: unscored`: no score, no pass/fail."""
+    PENDING = "pending"
+    """Transcript recorded but no verdict, outcome or check yet."""
+
+
+class GateRule(StrEnum):
+    """Which rule decided the case's pass/fail."""
+
+    EXPECTED_OUTCOMES = "expected_outcomes"
+    SCORE_THRESHOLD = "score_threshold"
+    BLOCKERS = "blockers"
+    NO_TRANSCRIPT = "no_transcript"
+    EXECUTION_ERROR = "execution_error"
+    JUDGE_ERROR = "judge_error"
+    OVERRIDE = "override"
+    CANCELED = "canceled"
+    NONE = "none"
+
+
+class MetricResult(BaseModel):
+    """One metric of a case under a spec."""
+
+    model_config = _MODEL
+
+    metric: str
+    score: float | None = Field(description="0-5 (binary: 5 pass, 0 fail); panel-combined.")
+    passed: bool | None = Field(default=None, description="Binary metrics only.")
+    label: str | None = None
+    weight: float = Field(description="Normalised weight in the spec.")
+    contribution: float = Field(description="100 × score/5 × weight, points of overall_score.")
+    failure_code: str | None = None
+    turns: list[int] = Field(default_factory=list)
+
+
+class OutcomeView(BaseModel):
+    """One expected-outcome result as it entered the gate."""
+
+    model_config = _MODEL
+
+    statement: str
+    passed: bool
+    severity: str
+
+
+class CaseScore(BaseModel):
+    """One case scored under one spec."""
+
+    model_config = _MODEL
+
+    case_id: UUID
+    run_id: UUID
+    test_case_key: str
+    test_id: str
+    repetition: int
+    variant: str = ""
+    status: CaseStatus
+    overall_score: float | None = Field(description="0-100, rounded to 2 dp; None if unscored.")
+    passed: bool | None = Field(description="None when canceled, unscored or pending.")
+    errored: bool
+    canceled: bool = False
+    judge_error: bool = Field(default=False, description="The verdict used is an error verdict.")
+    judge_error_message: str | None = None
+    scored: bool = Field(description="Counts in the metric mean (has a verdict score).")
+    gate: GateRule
+    gate_reason: str
+    metric_scores: list[MetricResult] = Field(default_factory=list)
+    outcome_results: list[OutcomeView] = Field(default_factory=list)
+    assertion_score: float | None = Field(default=None, description="Voxli weighted outcomes.")
+    blockers_passed: bool | None = None
+    verdict_ids: list[UUID] = Field(default_factory=list, description="Verdicts that counted.")
+    self_judged: bool = False
+    latency_p50_ms: int | None = Field(default=None, description="int(median) of assistant turns.")
+    latency_p95_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    claims_total: int = 0
+    claims_supported: int = 0
+    hallucinations: int = Field(default=0, description="unsupported + contradicted claims.")
+    checks_passed: int = 0
+    checks_failed: int = 0
+    checks_inconclusive: int = 0
+
+
+class Coverage(BaseModel):
+    """How many executions fall in each bucket."""
+
+    model_config = _MODEL
+
+    scored: int = 0
+    unscored: int = 0
+    errored: int = 0
+    pending: int = 0
+    canceled: int = 0
+
+
+class RunAggregate(BaseModel):
+    """Connexity AggregateMetrics plus coverage; unrounded values."""
+
+    model_config = _MODEL
+
+    unique_test_case_count: int
+    total_executions: int
+    passed_count: int
+    failed_count: int
+    error_count: int
+    canceled_count: int = 0
+    pass_rate: float
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_max_ms: float | None = None
+    latency_avg_ms: float | None = None
+    total_prompt_tokens: int = 0
+    total_completion_tokens: int = 0
+    total_tokens: int = 0
+    total_cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+    avg_overall_score: float | None = None
+    weighted_metrics_score_pct: float | None = None
+    metrics_pass_threshold: float
+    metrics_passed: bool | None = None
+    cases_pass_rate_pct: float | None = None
+    cases_pass_threshold: float
+    cases_passed: bool | None = None
+    per_metric_means: dict[str, float] = Field(
+        default_factory=dict, description="Scored: mean 0-5; binary: fraction passing."
+    )
+    coverage: Coverage = Field(default_factory=Coverage)
+    self_judged_count: int = 0
