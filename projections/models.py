@@ -149,3 +149,31 @@ class RunAggregate(BaseModel):
     )
     coverage: Coverage = Field(default_factory=Coverage)
     self_judged_count: int = 0
+
+
+class TestCaseResult(BaseModel):
+    """One test case's repetitions reduced to one value by the spec's reducers."""
+
+    __test__ = False
+    model_config = _MODEL
+
+    test_case_key: str
+    repetitions: int = Field(description="How many executions (cases) the key has.")
+    case_ids: list[UUID]
+    score: float | None = Field(description="Score reducer over scored repetitions; None if none.")
+    passed: bool | None = Field(description="Pass reducer over decided repetitions; None if none.")
+    errored: bool = Field(description="Every repetition errored (the comparison's `error`).")
+    any_errored: bool = False
+    passes: int = 0
+    decided: int = Field(default=0, description="Repetitions with a pass/fail.")
+    flaky: bool = Field(default=False, description="Decided repetitions disagree on pass/fail.")
+    pass_at_k: float | None = None
+    pass_hat_k: float | None = None
+    latency_p50_ms: float | None = Field(default=None, description="Mean of per-case p50s.")
+    metric_scores: dict[str, float] = Field(
+        default_factory=dict, description="Per metric mean over scored repetitions (0-5)."
+    )
+    metric_passed: dict[str, bool] = Field(
+        default_factory=dict, description="Binary metrics: reduced with the pass reducer."
+    )
+    cost_usd: float | None = None
