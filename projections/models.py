@@ -102,6 +102,9 @@ class CaseScore(BaseModel):
     checks_passed: int = 0
     checks_failed: int = 0
     checks_inconclusive: int = 0
+    judge_cost_usd: float = Field(
+        default=0.0, description="Cost of every judge call of the case, invalidated ones included."
+    )
 
 
 class Coverage(BaseModel):
