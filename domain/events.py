@@ -447,6 +447,7 @@ class MetricRegistered(CatalogueEvent):
 
     topic_name: ClassVar[str] = "evaledger.catalogue.metric_registered"
 
+    project: str = Field(min_length=1, description="Project whose catalogue this is.")
     definition: MetricDefinition
 
 

@@ -6,7 +6,6 @@ It returns the log position of what it wrote so callers can wait for projections
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -127,7 +126,27 @@ class Ledger:
         self.location = location
         self.app = LedgerApplication(env=env)
         self.clock = clock
-        self._lock = threading.Lock()
+        if location.kind == "postgresql":
+            self._make_append_only()
+
+    def _make_append_only(self) -> None:
+        """On PostgreSQL the events table refuses UPDATE, DELETE and TRUNCATE (DESIGN §8)."""
+        recorder: Any = self.app.recorder
+        table = recorder.events_table_name
+        schema = getattr(recorder.datastore, "schema", None) or "public"
+        with recorder.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
+                "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; END $$"
+            )
+            for op, level in (("UPDATE OR DELETE", "ROW"), ("TRUNCATE", "STATEMENT")):
+                name = f"{table}_immutable_{'row' if level == 'ROW' else 'truncate'}"
+                curs.execute(
+                    f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}') THEN "
+                    f'CREATE TRIGGER {name} BEFORE {op} ON "{schema}"."{table}" '
+                    f"FOR EACH {level} EXECUTE FUNCTION evaledger_refuse_change(); END IF; END $$"
+                )
 
     # -- infrastructure ----------------------------------------------------------------------
 
@@ -325,7 +344,7 @@ class Ledger:
         def command() -> Written:
             cid = catalogue_id_for(project)
             cat = self._find(MetricCatalogue, cid) or MetricCatalogue(cid)
-            cat.register(definition, self._meta(ctx, definition.model_dump(mode="json")))
+            cat.register(definition, self._meta(ctx, definition.model_dump(mode="json")), project)
             position, n = self._save(cat)
             return Written((cid,), position, n)
 

@@ -1,0 +1,1 @@
+"""evaledger interfaces: HTTP API (FastAPI), CLI, and the composition root."""

@@ -1,0 +1,40 @@
+"""The FastAPI application: `create_app(settings)`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import errors
+from api.bootstrap import Services, Settings, build_ledger
+from api.responses import OrjsonResponse
+from api.routes import cases, config, runs
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+    """Build the app; the store is opened at start-up and closed at shutdown (lifespan)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = services is None
+        app.state.services = services or build_ledger(settings or Settings.from_env())
+        try:
+            yield
+        finally:
+            if owned:
+                app.state.services.close()
+
+    app = FastAPI(
+        title="evaledger",
+        version="0.1.0",
+        description="Event-sourced evaluation ledger for LLM and voice-agent evaluations.",
+        lifespan=lifespan,
+        default_response_class=OrjsonResponse,
+    )
+    errors.install(app)
+    app.include_router(config.router)
+    app.include_router(runs.router)
+    app.include_router(cases.router)
+    return app

@@ -1,0 +1,76 @@
+"""Audit reads: a case's or run's history, and a case's state as of a version."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from api.bootstrap import Services
+from api.schemas import HistoryEntry
+from domain.errors import NotFoundError, ValidationError
+from domain.events import CaseOpened, DomainEvent
+from domain.spec import ScoringSpec
+from projections.facts import CaseFacts, apply_fact, opened_facts
+from projections.scoring import score_case
+
+
+def entry(event: DomainEvent) -> HistoryEntry:
+    """One event as a history entry."""
+    payload = event.model_dump(
+        mode="json",
+        exclude={"originator_id", "originator_version", "timestamp", "actor", "idempotency_key", "request_digest", "prev_hash"},
+    )
+    return HistoryEntry(
+        version=event.originator_version,
+        type=type(event).__name__,
+        topic=type(event).topic(),
+        timestamp=event.timestamp,
+        actor=event.actor,
+        idempotency_key=event.idempotency_key,
+        prev_hash=event.prev_hash,
+        hash=event.hash(),
+        payload=payload,
+    )
+
+
+def fold_facts(events: list[DomainEvent], agent_provider: str | None) -> CaseFacts:
+    """A case's facts from its events (the audit path: straight from the store)."""
+    first = events[0]
+    assert isinstance(first, CaseOpened)
+    facts = opened_facts(first, agent_provider)
+    for event in events[1:]:
+        apply_fact(facts, event)
+    return facts
+
+
+def case_history(services: Services, case_id: UUID, version: int | None = None) -> dict[str, Any]:
+    """Every event of the case in order, and its state (facts + score) as of `version`."""
+    events = services.ledger.events_of(case_id)
+    if not events or not isinstance(events[0], CaseOpened):
+        raise NotFoundError(f"no case {case_id}")
+    last = events[-1].originator_version
+    if version is not None and not 1 <= version <= last:
+        raise ValidationError(f"version: must be between 1 and {last}", field="version")
+    upto = [e for e in events if version is None or e.originator_version <= version]
+    run = services.ledger.get_run(events[0].run_id)
+    spec: ScoringSpec = run.created.spec
+    facts = fold_facts(upto, run.created.agent.provider)
+    return {
+        "case_id": str(case_id),
+        "run_id": str(run.id),
+        "version": upto[-1].originator_version,
+        "latest_version": last,
+        "events": [entry(e).model_dump(mode="json") for e in events],
+        "state": {
+            "facts": facts.model_dump(mode="json"),
+            "score": score_case(facts, spec).model_dump(mode="json"),
+        },
+    }
+
+
+def run_history(services: Services, run_id: UUID) -> dict[str, Any]:
+    """Every event of the run aggregate in order."""
+    events = services.ledger.events_of(run_id)
+    if not events:
+        raise NotFoundError(f"no run {run_id}")
+    return {"run_id": str(run_id), "events": [entry(e).model_dump(mode="json") for e in events]}

@@ -1,0 +1,78 @@
+"""The composition root: settings in, a wired ledger + read side out."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine
+
+from domain.ledger import Ledger
+from domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from projections.queries import ReadModels
+from projections.runner import ProjectionRunner
+from projections.store import make_engine
+from projections.views import all_projections
+
+
+class Settings(BaseModel):
+    """Everything a process needs to know to open the ledger."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    db: str = Field(default=DEFAULT_DB_URL, description="sqlite:///path or postgresql://...")
+    projections: Literal["inline", "external"] = Field(
+        default="inline",
+        description="inline: catch projections up in-process before reads (single-flight); "
+        "external: an `evaledger project --follow` process does it, reads wait for it.",
+    )
+    default_actor: str = Field(default="anonymous", description="Actor when none is sent.")
+
+    @classmethod
+    def from_env(cls, db: str | None = None, **overrides: str) -> Settings:
+        """Settings from EVALEDGER_* environment variables, overridden by arguments."""
+        values: dict[str, str] = {}
+        if "EVALEDGER_DB" in os.environ:
+            values["db"] = os.environ["EVALEDGER_DB"]
+        if "EVALEDGER_PROJECTIONS" in os.environ:
+            values["projections"] = os.environ["EVALEDGER_PROJECTIONS"]
+        if db:
+            values["db"] = db
+        values.update(overrides)
+        return cls.model_validate(values)
+
+
+@dataclass
+class Services:
+    """A wired ledger: commands, projections and queries over one store."""
+
+    settings: Settings
+    location: StorageLocation
+    ledger: Ledger
+    engine: Engine
+    runner: ProjectionRunner
+    reads: ReadModels
+    _closed: bool = field(default=False)
+
+    def sync(self, position: int | None = None) -> None:
+        """Make reads reflect writes up to `position` (or everything written so far)."""
+        target = self.ledger.position() if position is None else position
+        self.runner.wait_for(target, inline=self.settings.projections == "inline")
+
+    def close(self) -> None:
+        """Release connections."""
+        if not self._closed:
+            self._closed = True
+            self.ledger.close()
+            self.engine.dispose()
+
+
+def build_ledger(settings: Settings) -> Services:
+    """Open the store named by the settings and wire the ledger, projections and queries."""
+    location = parse_db_url(settings.db)
+    ledger = Ledger(location)
+    engine = make_engine(location.views_url)
+    runner = ProjectionRunner(ledger, engine, all_projections())
+    return Services(settings, location, ledger, engine, runner, ReadModels(engine))

@@ -1,0 +1,78 @@
+"""Domain errors → HTTP, in one place. Every error body is `{detail, code, status}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from api.responses import OrjsonResponse
+from domain.errors import (
+    ConflictError,
+    EvaledgerError,
+    NotFoundError,
+    StateError,
+    ValidationError,
+)
+
+STATUS: dict[type[EvaledgerError], int] = {
+    ValidationError: 422,
+    NotFoundError: 404,
+    ConflictError: 409,
+    StateError: 400,
+}
+
+
+def status_of(error: EvaledgerError) -> int:
+    """HTTP status of a domain error."""
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]  # type: ignore[index]
+    return 400
+
+
+def error_body(detail: Any, code: str, status: int) -> dict[str, Any]:
+    """The one error shape of the API."""
+    return {"detail": detail, "code": code, "status": status}
+
+
+def describe_validation(errors: list[dict[str, Any]]) -> str:
+    """`body.cases.0.transcript: Input should be ...; ...` — names every offending field."""
+    parts = []
+    for e in errors:
+        loc = ".".join(str(x) for x in e.get("loc", ()))
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers."""
+
+    @app.exception_handler(EvaledgerError)
+    async def _domain(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, EvaledgerError)
+        status = status_of(exc)
+        body = error_body(exc.detail, exc.code, status)
+        if exc.field:
+            body["field"] = exc.field
+        return OrjsonResponse(body, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()
+        ]
+        body = error_body(describe_validation(errors), "invalid", 422)
+        body["errors"] = errors
+        return OrjsonResponse(body, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        return OrjsonResponse(
+            error_body(exc.detail, "http_error", exc.status_code), status_code=exc.status_code
+        )

@@ -1,0 +1,40 @@
+"""GET /config/available-metrics, POST /config/metrics, GET /health."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from api.deps import ContextDep, ServicesDep, SyncedDep
+from api.schemas import Written
+from domain.metrics import MetricDefinition
+
+router = APIRouter(tags=["config"])
+
+
+@router.get("/health")
+def health(services: ServicesDep) -> dict[str, Any]:
+    """Liveness plus where the log and the projections are."""
+    return {
+        "status": "ok",
+        "store": services.location.kind,
+        "log_position": services.ledger.position(),
+        "projections": services.runner.positions(),
+    }
+
+
+@router.get("/config/available-metrics")
+def available_metrics(services: SyncedDep, project: str = "default") -> dict[str, Any]:
+    """Every registered metric (built-in and custom), for UI discovery."""
+    data = services.reads.available_metrics(project)
+    return {"data": [m.model_dump(mode="json") for m in data], "count": len(data)}
+
+
+@router.post("/config/metrics", status_code=201)
+def register_metric(
+    definition: MetricDefinition, services: ServicesDep, ctx: ContextDep, project: str = "default"
+) -> Written:
+    """Register a custom metric in a project's catalogue (as an event)."""
+    w = services.ledger.register_metric(definition, ctx, project)
+    return Written(id=w.id, position=w.position, events=w.events)

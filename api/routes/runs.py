@@ -1,0 +1,174 @@
+"""Runs: create, list, get, lifecycle, cases of a run, bundles, rescore, baselines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Query
+from fastapi.responses import Response
+
+from api.deps import ContextDep, ServicesDep, SyncedDep
+from api.responses import OrjsonResponse
+from api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
+from domain.bundle import BundleCase, BundleRun, RunBundle
+from domain.export import bundle_to_json, export_bundle
+from domain.ledger import Written as LedgerWritten
+from domain.spec import RunConfig, resolve_spec
+from projections.queries import RunFilter
+
+router = APIRouter(tags=["runs"])
+
+
+def _written(w: LedgerWritten) -> Written:
+    return Written(id=w.id, position=w.position, events=w.events)
+
+
+@router.post("/runs", status_code=201)
+def create_run(run: BundleRun, services: ServicesDep, ctx: ContextDep) -> Written:
+    """Create a run with its config snapshot (idempotent for the same body)."""
+    return _written(services.ledger.create_run(run, ctx))
+
+
+@router.get("/runs")
+def list_runs(
+    services: SyncedDep,
+    project: str | None = None,
+    suite: str | None = None,
+    agent: str | None = None,
+    status: str | None = None,
+    label: Annotated[str | None, Query(description="key=value")] = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """Runs, newest first, filtered and paginated."""
+    f = RunFilter(
+        project=project,
+        suite=suite,
+        agent=agent,
+        status=status,
+        label=label,
+        created_from=created_from,
+        created_to=created_to,
+        limit=limit,
+        offset=offset,
+    )
+    rows, total = services.reads.list_runs(f)
+    return {
+        "data": [r.model_dump(mode="json") for r in rows],
+        "count": len(rows),
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+@router.get("/runs/baseline")
+def get_baseline(services: SyncedDep, agent: str, suite: str) -> dict[str, Any]:
+    """The approved baseline run of (agent, suite)."""
+    return services.reads.baseline(agent, suite).model_dump(mode="json")
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: UUID, services: SyncedDep) -> dict[str, Any]:
+    """A run: its config snapshot and its aggregate under its own spec."""
+    run = services.reads.get_run(run_id)
+    summary = services.reads.summary(run_id)
+    return {**run.model_dump(mode="json"), "aggregate": summary.aggregate.model_dump(mode="json")}
+
+
+@router.get("/runs/{run_id}/cases")
+def run_cases(run_id: UUID, services: SyncedDep) -> dict[str, Any]:
+    """Every case of a run scored under the run's own spec."""
+    scores = services.reads.case_scores(run_id)
+    return {"data": [s.model_dump(mode="json") for s in scores], "count": len(scores)}
+
+
+@router.post("/runs/{run_id}/start")
+def start_run(run_id: UUID, services: ServicesDep, ctx: ContextDep) -> Written:
+    """Mark the run as running."""
+    return _written(services.ledger.start_run(run_id, ctx))
+
+
+@router.post("/runs/{run_id}/complete")
+def complete_run(
+    run_id: UUID, services: ServicesDep, ctx: ContextDep, body: CompleteBody | None = None
+) -> Written:
+    """Complete the run and seal it."""
+    return _written(services.ledger.complete_run(run_id, ctx, body.completed_at if body else None))
+
+
+@router.post("/runs/{run_id}/cancel")
+def cancel_run(
+    run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
+) -> Written:
+    """Cancel the run."""
+    return _written(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
+
+
+@router.post("/runs/{run_id}/cases", status_code=201)
+def open_case(run_id: UUID, case: BundleCase, services: ServicesDep, ctx: ContextDep) -> Written:
+    """Open a case (with whatever facts it already has); idempotent for the same body."""
+    return _written(services.ledger.open_case(run_id, case, ctx))
+
+
+@router.post("/runs/{run_id}/cases/batch", status_code=201)
+def open_cases(
+    run_id: UUID, cases: list[BundleCase], services: ServicesDep, ctx: ContextDep
+) -> BatchWritten:
+    """Open many cases in one transaction."""
+    w = services.ledger.ingest_cases(run_id, cases, ctx)
+    ids = [i for i in w.ids if i != run_id]
+    return BatchWritten(case_ids=ids, position=w.position, events=w.events)
+
+
+@router.post("/bundles", status_code=201)
+def import_bundle(bundle: RunBundle, services: ServicesDep, ctx: ContextDep) -> dict[str, Any]:
+    """Import a run bundle atomically; importing it again writes nothing."""
+    r = services.ledger.import_bundle(bundle, ctx)
+    return {
+        "run_id": str(r.run_id),
+        "run_key": r.run_key,
+        "position": r.position,
+        "events": r.events,
+        "cases": r.cases,
+        "new_cases": r.new_cases,
+    }
+
+
+@router.get("/runs/{run_id}/bundle")
+def export_run(run_id: UUID, services: ServicesDep) -> Response:
+    """The run exported as a run bundle."""
+    return OrjsonResponse(bundle_to_json(export_bundle(services.ledger, run_id)))
+
+
+@router.post("/runs/{run_id}/rescore")
+def rescore(
+    run_id: UUID,
+    services: SyncedDep,
+    config: Annotated[RunConfig, Body(description="A run config plus policy fields.")],
+) -> dict[str, Any]:
+    """Replay the run under another spec: old and new side by side, no judge call, no event."""
+    run = services.reads.get_run(run_id)
+    catalogue = {m.name: m for m in services.reads.available_metrics(run.project)}
+    spec = resolve_spec(config, catalogue)
+    return services.reads.rescore(run_id, spec)
+
+
+@router.post("/runs/{run_id}/baseline")
+def approve_baseline(
+    run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
+) -> Written:
+    """Approve the run as its (agent, suite) baseline."""
+    return _written(services.ledger.approve_baseline(run_id, ctx, body.reason if body else None))
+
+
+@router.delete("/runs/{run_id}/baseline")
+def revoke_baseline(
+    run_id: UUID, services: ServicesDep, ctx: ContextDep, reason: str | None = None
+) -> Written:
+    """Revoke the run's baseline approval."""
+    return _written(services.ledger.revoke_baseline(run_id, ctx, reason))

@@ -1,0 +1,158 @@
+"""Export a run from its events back to a run bundle (the inverse of import)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid5
+
+from domain.bundle import (
+    BUNDLE_FORMAT,
+    BundleCase,
+    BundleCaseStatus,
+    BundleCheck,
+    BundleError,
+    BundleOutcomes,
+    BundleOverride,
+    BundleRun,
+    BundleRunStatus,
+    BundleVerdict,
+    RunBundle,
+)
+from domain.events import (
+    CaseOpened,
+    ClaimsVerified,
+    ExecutionCanceled,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    OutcomeEvaluated,
+    ParseStatus,
+    RunCanceled,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunStarted,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from domain.ledger import Ledger
+
+_RUN_STATUS = {
+    RunStarted: BundleRunStatus.RUNNING,
+    RunCompleted: BundleRunStatus.COMPLETED,
+    RunCanceled: BundleRunStatus.CANCELED,
+    RunFailed: BundleRunStatus.FAILED,
+}
+
+
+def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
+    """The run and every case of it, rebuilt from the events."""
+    run = ledger.get_run(run_id)
+    created: RunCreated = run.created
+    status = BundleRunStatus.CREATED
+    completed_at = None
+    reason = None
+    for event in ledger.events_of(run_id):
+        if type(event) in _RUN_STATUS:
+            status = _RUN_STATUS[type(event)]
+        if isinstance(event, RunCompleted):
+            completed_at = event.completed_at
+        if isinstance(event, RunCanceled | RunFailed):
+            reason = event.reason
+    bundle_run = BundleRun(
+        key=created.run_key,
+        name=created.name,
+        project=created.project,
+        suite=created.suite,
+        agent=created.agent,
+        labels=created.labels,
+        config=created.config,
+        status=status,
+        reason=reason,
+        created_at=created.created_at,
+        completed_at=completed_at,
+    )
+    return RunBundle(
+        format=BUNDLE_FORMAT,
+        run=bundle_run,
+        cases=[export_case(ledger, cid) for cid in run.case_ids],
+    )
+
+
+def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
+    """One case as a bundle case."""
+    fields: dict[str, Any] = {"verdicts": [], "outcomes": [], "claims": [], "checks": [], "overrides": []}
+    status = BundleCaseStatus.COMPLETED
+    for event in ledger.events_of(case_id):
+        if isinstance(event, CaseOpened):
+            fields["test_case"] = event.test_case
+            fields["repetition"] = event.repetition
+        elif isinstance(event, TranscriptRecorded):
+            fields.update(
+                transcript=event.turns,
+                usage=event.usage,
+                cost_usd=event.cost_usd,
+                started_at=event.started_at,
+                ended_at=event.ended_at,
+            )
+        elif isinstance(event, ExecutionErrored):
+            status = BundleCaseStatus.ERRORED
+            fields["error"] = BundleError(message=event.message, kind=event.kind)
+        elif isinstance(event, ExecutionCanceled):
+            status = BundleCaseStatus.CANCELED
+        elif isinstance(event, JudgeVerdictRecorded):
+            derived = uuid5(case_id, f"verdict\x1f{len(fields['verdicts'])}")
+            fields["verdicts"].append(
+                BundleVerdict(
+                    verdict_id=None if event.verdict_id == derived else event.verdict_id,
+                    judge=event.judge,
+                    template_id=event.template_id,
+                    template_hash=event.template_hash,
+                    metric_scores=event.metric_scores,
+                    expected_outcomes=event.expected_outcomes,
+                    prompt=event.prompt,
+                    raw_output=event.raw_output,
+                    # Left out when it is what import derives, so re-imports stay idempotent.
+                    parse_status=None
+                    if event.parse_status == (ParseStatus.PARSED if event.error is None else ParseStatus.UNPARSEABLE)
+                    else event.parse_status,
+                    latency_ms=event.latency_ms,
+                    usage=event.usage,
+                    cost_usd=event.cost_usd,
+                    error=event.error,
+                )
+            )
+        elif isinstance(event, OutcomeEvaluated):
+            fields["outcomes"].append(BundleOutcomes(results=event.results, judge=event.judge))
+        elif isinstance(event, ClaimsVerified):
+            fields["claims"].extend(event.claims)
+        elif isinstance(event, StructuralCheckRecorded):
+            fields["checks"].append(BundleCheck(check=event.check, status=event.status, evidence=event.evidence))
+        elif isinstance(event, VerdictOverridden):
+            fields["overrides"].append(
+                BundleOverride(
+                    kind="override",
+                    verdict_id=event.verdict_id,
+                    metric_scores=event.metric_scores,
+                    expected_outcomes=event.expected_outcomes,
+                    passed=event.passed,
+                    reason=event.reason,
+                    actor=event.actor,
+                )
+            )
+        elif isinstance(event, VerdictInvalidated):
+            fields["overrides"].append(
+                BundleOverride(kind="invalidate", verdict_id=event.verdict_id, reason=event.reason, actor=event.actor)
+            )
+    return BundleCase(status=status, **fields)
+
+
+def bundle_to_json(bundle: RunBundle) -> dict[str, Any]:
+    """JSON form of a bundle with the defaults left out and bare blocker outcomes as strings."""
+    data: dict[str, Any] = bundle.model_dump(mode="json", exclude_none=False)
+    for case in data["cases"]:
+        case["test_case"]["expected_outcomes"] = [
+            o["statement"] if o["severity"] == "blocker" else o for o in case["test_case"]["expected_outcomes"]
+        ]
+    return data

@@ -1,0 +1,284 @@
+"""Read-side queries: runs, cases, summaries, baselines, metrics, and rescoring under a new spec.
+
+Queries read read-model tables only; they never replay aggregates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from sqlalchemy import Engine, and_, func, select
+
+from domain.errors import NotFoundError
+from domain.metrics import BUILTIN_METRICS, MetricDefinition
+from domain.spec import ScoringSpec
+from projections import json
+from projections.facts import CaseFacts
+from projections.models import CaseScore, RunAggregate, TestCaseResult
+from projections.scoring import reduce_repetitions, score_case, summarize_run
+from projections.store import baselines, cases, custom_metrics, rescores, run_summaries, runs
+from projections.views import load_facts, load_scores
+
+TEST_CASES = TypeAdapter(list[TestCaseResult])
+
+
+class RunFilter(BaseModel):
+    """Filters of GET /runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str | None = None
+    suite: str | None = None
+    agent: str | None = None
+    status: str | None = None
+    label: str | None = Field(default=None, description="key=value")
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+    offset: int = Field(default=0, ge=0)
+
+
+class RunRow(BaseModel):
+    """A run as listed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: UUID
+    run_key: str
+    project: str
+    name: str | None
+    suite: dict[str, Any]
+    agent: dict[str, Any]
+    status: str
+    labels: dict[str, str]
+    created_at: str
+    completed_at: str | None
+    reason: str | None = None
+    case_count: int
+    baseline: bool
+    config: dict[str, Any]
+    spec: dict[str, Any]
+    spec_id: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A run summarised under one spec."""
+
+    spec: ScoringSpec
+    aggregate: RunAggregate
+    test_cases: list[TestCaseResult]
+
+
+class ReadModels:
+    """Queries over the projections' tables."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def list_runs(self, f: RunFilter) -> tuple[list[RunRow], int]:
+        """Runs matching the filter, newest first, with the total count."""
+        conds = []
+        if f.project:
+            conds.append(runs.c.project == f.project)
+        if f.suite:
+            conds.append(runs.c.suite_name == f.suite)
+        if f.agent:
+            conds.append(runs.c.agent_name == f.agent)
+        if f.status:
+            conds.append(runs.c.status == f.status)
+        if f.created_from:
+            conds.append(runs.c.created_at >= _iso(f.created_from))
+        if f.created_to:
+            conds.append(runs.c.created_at <= _iso(f.created_to))
+        where = and_(*conds) if conds else None
+        q = select(runs).order_by(runs.c.created_at.desc(), runs.c.run_id)
+        cq = select(func.count()).select_from(runs)
+        if where is not None:
+            q, cq = q.where(where), cq.where(where)
+        with self.engine.connect() as conn:
+            if f.label:
+                # Labels live in a JSON column: filter in Python, paginate after.
+                k, _, v = f.label.partition("=")
+                rows = [r for r in conn.execute(q) if json.loads(r.labels).get(k) == v]
+                total = len(rows)
+                rows = rows[f.offset : f.offset + f.limit]
+            else:
+                total = conn.execute(cq).scalar_one()
+                rows = list(conn.execute(q.limit(f.limit).offset(f.offset)))
+        return [_run_row(r) for r in rows], total
+
+    def get_run(self, run_id: UUID) -> RunRow:
+        """One run, or NotFoundError."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == str(run_id))).first()
+        if row is None:
+            raise NotFoundError(f"no run {run_id}")
+        return _run_row(row)
+
+    def run_spec(self, run_id: UUID) -> ScoringSpec:
+        """The run's own spec (snapshotted at creation)."""
+        return ScoringSpec.model_validate(self.get_run(run_id).spec)
+
+    def baseline(self, agent: str, suite: str) -> RunRow:
+        """The approved baseline run of (agent, suite)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(baselines.c.run_id).where(baselines.c.agent == agent, baselines.c.suite == suite)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no approved baseline for agent {agent!r} and suite {suite!r}")
+        return self.get_run(UUID(row.run_id))
+
+    # -- cases and summaries -----------------------------------------------------------------
+
+    def case_scores(self, run_id: UUID) -> list[CaseScore]:
+        """Case scores under the run's own spec, in opening order."""
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            return load_scores(conn, str(run_id))
+
+    def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
+        """One case's facts and own-spec score."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(cases.c.facts, cases.c.score).where(cases.c.case_id == str(case_id))).first()
+        if row is None:
+            raise NotFoundError(f"no case {case_id}")
+        return CaseFacts.model_validate_json(row.facts), CaseScore.model_validate_json(row.score)
+
+    def facts(self, run_id: UUID) -> list[CaseFacts]:
+        """Every case's facts of a run."""
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            return load_facts(conn, run_id)
+
+    def summary(self, run_id: UUID) -> Summary:
+        """The run summarised under its own spec (materialised once the run is closed)."""
+        spec = self.run_spec(run_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(run_summaries).where(run_summaries.c.run_id == str(run_id))).first()
+            if row is not None and row.spec_id == spec.spec_id:
+                return Summary(
+                    spec,
+                    RunAggregate.model_validate_json(row.aggregate),
+                    TEST_CASES.validate_json(row.test_cases),
+                )
+            scores = load_scores(conn, str(run_id))
+        return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
+
+    def summary_under(self, run_id: UUID, spec: ScoringSpec | None) -> tuple[Summary, list[CaseScore]]:
+        """The run summarised under `spec` (its own when None), with the case scores."""
+        own = self.run_spec(run_id)
+        if spec is None or spec.spec_id == own.spec_id:
+            scores = self.case_scores(run_id)
+            return Summary(own, summarize_run(scores, own), reduce_repetitions(scores, own)), scores
+        scores = [score_case(f, spec) for f in self.facts(run_id)]
+        return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec)), scores
+
+    # -- rescore -----------------------------------------------------------------------------
+
+    def rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
+        """Re-derive every case score and the summary under `spec`, store it beside the old.
+
+        Reads facts from the read model only: no judge is called and no event is written.
+        """
+        before_scores = self.case_scores(run_id)
+        own = self.run_spec(run_id)
+        before = summarize_run(before_scores, own)
+        facts = self.facts(run_id)
+        after_scores = [score_case(f, spec) for f in facts]
+        after = summarize_run(after_scores, spec)
+        old = {s.case_id: s for s in before_scores}
+        changed = [
+            {
+                "case_id": str(s.case_id),
+                "test_case_key": s.test_case_key,
+                "repetition": s.repetition,
+                "before": {"overall_score": old[s.case_id].overall_score, "passed": old[s.case_id].passed, "status": old[s.case_id].status.value},
+                "after": {"overall_score": s.overall_score, "passed": s.passed, "status": s.status.value},
+            }
+            for s in after_scores
+            if s.case_id in old
+            and (old[s.case_id].overall_score, old[s.case_id].passed, old[s.case_id].status)
+            != (s.overall_score, s.passed, s.status)
+        ]
+        from projections.views import upsert
+
+        with self.engine.begin() as conn:
+            upsert(
+                conn,
+                rescores,
+                [
+                    {
+                        "run_id": str(run_id),
+                        "spec_id": spec.spec_id,
+                        "spec": json.dumps(spec),
+                        "aggregate": json.dumps(after),
+                        "cases": json.dumps([s.model_dump(mode="json") for s in after_scores]),
+                        "position": 0,
+                        "created_at": datetime.now(UTC).isoformat(),
+                    }
+                ],
+            )
+        return {
+            "run_id": str(run_id),
+            "spec_id": spec.spec_id,
+            "own_spec_id": own.spec_id,
+            "before": {"spec_id": own.spec_id, "aggregate": before.model_dump(mode="json")},
+            "after": {"spec_id": spec.spec_id, "aggregate": after.model_dump(mode="json")},
+            "changed_cases": changed,
+            "judge_calls": 0,
+            "events_written": 0,
+        }
+
+    def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
+        """Rescores stored side by side for a run."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(rescores.c.spec_id, rescores.c.aggregate, rescores.c.created_at).where(rescores.c.run_id == str(run_id)))
+            return [
+                {"spec_id": r.spec_id, "aggregate": json.loads(r.aggregate), "created_at": r.created_at}
+                for r in rows
+            ]
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def available_metrics(self, project: str = "default") -> list[MetricDefinition]:
+        """Built-in metrics then the project's custom ones."""
+        with self.engine.connect() as conn:
+            texts = conn.scalars(
+                select(custom_metrics.c.definition).where(custom_metrics.c.project == project).order_by(custom_metrics.c.name)
+            ).all()
+        return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
+
+
+def _iso(dt: datetime) -> str:
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def _run_row(r: Any) -> RunRow:
+    created = json.loads(r.created)
+    spec = ScoringSpec.model_validate(created["spec"])
+    return RunRow(
+        run_id=UUID(r.run_id),
+        run_key=r.run_key,
+        project=r.project,
+        name=r.name,
+        suite=created["suite"],
+        agent=created["agent"],
+        status=r.status,
+        labels=json.loads(r.labels),
+        created_at=r.created_at,
+        completed_at=r.completed_at,
+        reason=r.reason,
+        case_count=r.case_count,
+        baseline=bool(r.baseline),
+        config=created["config"],
+        spec=created["spec"],
+        spec_id=spec.spec_id,
+    )

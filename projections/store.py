@@ -1,0 +1,142 @@
+"""Read-model tables (SQLAlchemy Core), one schema for SQLite and PostgreSQL.
+
+Each projection owns tables whose names carry its version and one row in `projection_tracking`;
+rows and tracking position are written in one transaction.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+)
+
+metadata = MetaData()
+
+tracking = Table(
+    "projection_tracking",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("position", Integer, nullable=False),
+)
+
+runs = Table(
+    "runs_v1",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("run_key", String(300), nullable=False),
+    Column("project", String(200), nullable=False),
+    Column("name", Text),
+    Column("suite_name", String(300), nullable=False),
+    Column("suite_version", String(100)),
+    Column("agent_name", String(300), nullable=False),
+    Column("agent_version", String(100)),
+    Column("status", String(20), nullable=False),
+    Column("labels", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("completed_at", String(40)),
+    Column("reason", Text),
+    Column("case_count", Integer, nullable=False),
+    Column("baseline", Boolean, nullable=False),
+    Column("created", Text, nullable=False),  # RunCreated payload (agent, config, spec)
+    Column("position", Integer, nullable=False),
+)
+Index("ix_runs_v1_list", runs.c.project, runs.c.created_at)
+
+baselines = Table(
+    "baselines_v1",
+    metadata,
+    Column("agent", String(300), primary_key=True),
+    Column("suite", String(300), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("approved_at", String(40), nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("reason", Text),
+)
+
+case_runs = Table(
+    "cases_v1_runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("spec", Text, nullable=False),
+    Column("agent_provider", String(200)),
+    Column("status", String(20), nullable=False),
+)
+
+cases = Table(
+    "cases_v1",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("test_case_key", String(300), nullable=False),
+    Column("repetition", Integer, nullable=False),
+    Column("variant", String(300), nullable=False),
+    Column("seq", Integer, nullable=False),  # order of opening within the projection
+    Column("facts", Text, nullable=False),
+    Column("score", Text, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("overall_score", Float),
+    Column("passed", Boolean),
+    Column("position", Integer, nullable=False),
+)
+Index("ix_cases_v1_run", cases.c.run_id, cases.c.seq)
+
+run_summaries = Table(
+    "run_summaries_v1",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("spec_id", String(40), nullable=False),
+    Column("aggregate", Text, nullable=False),
+    Column("test_cases", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+
+rescores = Table(
+    "rescores_v1",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("spec_id", String(40), primary_key=True),
+    Column("spec", Text, nullable=False),
+    Column("aggregate", Text, nullable=False),
+    Column("cases", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+custom_metrics = Table(
+    "metrics_v1",
+    metadata,
+    Column("project", String(200), primary_key=True),
+    Column("name", String(100), primary_key=True),
+    Column("definition", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+
+
+def make_engine(url: str) -> Engine:
+    """Engine for the read models; SQLite in WAL mode so readers never block the projector."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: object, _record: object) -> None:
+            cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+            if ":memory:" not in url and "mode=memory" not in url:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+    else:
+        engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    metadata.create_all(engine)
+    return engine

@@ -1,0 +1,310 @@
+"""The projections: runs, cases (facts + scores under the run's own spec + run summaries), metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from domain.events import (
+    BaselineApproved,
+    BaselineRevoked,
+    CaseEvent,
+    CaseOpened,
+    CasesAttached,
+    DomainEvent,
+    MetricRegistered,
+    RunCanceled,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunStarted,
+)
+from domain.spec import ScoringSpec
+from projections import json
+from projections.facts import CaseFacts, apply_fact, opened_facts
+from projections.models import CaseScore
+from projections.runner import Batch
+from projections.scoring import reduce_repetitions, score_case, summarize_run
+from projections.store import baselines, case_runs, cases, custom_metrics, run_summaries, runs
+
+CASE_SCORES = TypeAdapter(list[CaseScore])
+IN_CHUNK = 500
+
+_STATUS_OF = {
+    RunStarted: "running",
+    RunCompleted: "completed",
+    RunCanceled: "canceled",
+    RunFailed: "failed",
+}
+
+
+def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert rows, replacing those with the same primary key (SQLite and PostgreSQL)."""
+    if not rows:
+        return
+    keys = [c.name for c in table.primary_key.columns]
+    if conn.dialect.name == "postgresql":
+        pg = postgresql.insert(table)
+        stmt: Any = pg.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: pg.excluded[c.name] for c in table.columns if c.name not in keys},
+        )
+    else:
+        lite = sqlite.insert(table)
+        stmt = lite.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: lite.excluded[c.name] for c in table.columns if c.name not in keys},
+        )
+    conn.execute(stmt, list(rows))
+
+
+class RunsProjection:
+    """`runs_v1`: one row per run (list and filter), plus the approved baselines."""
+
+    name = "runs_v1"
+    tables = (runs, baselines)
+
+    def reset(self) -> None:
+        """Nothing cached."""
+
+    def process(self, conn: Connection, batch: Batch) -> None:
+        """Fold run events into rows."""
+        for position, event in batch:
+            rid = str(event.originator_id)
+            if isinstance(event, RunCreated):
+                conn.execute(
+                    runs.insert().values(
+                        run_id=rid,
+                        run_key=event.run_key,
+                        project=event.project,
+                        name=event.name,
+                        suite_name=event.suite.name,
+                        suite_version=None if event.suite.version is None else str(event.suite.version),
+                        agent_name=event.agent.name,
+                        agent_version=event.agent.version,
+                        status="created",
+                        labels=json.dumps(event.labels),
+                        created_at=event.created_at.isoformat(),
+                        case_count=0,
+                        baseline=False,
+                        created=json.dumps(
+                            event.model_dump(
+                                mode="json",
+                                include={"agent", "suite", "config", "spec", "labels", "name", "run_key", "project"},
+                            )
+                        ),
+                        position=position,
+                    )
+                )
+            elif type(event) in _STATUS_OF:
+                values: dict[str, Any] = {"status": _STATUS_OF[type(event)], "position": position}
+                if isinstance(event, RunCompleted):
+                    values["completed_at"] = event.completed_at.isoformat()
+                if isinstance(event, RunCanceled | RunFailed):
+                    values["reason"] = event.reason
+                conn.execute(update(runs).where(runs.c.run_id == rid).values(**values))
+            elif isinstance(event, CasesAttached):
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.run_id == rid)
+                    .values(case_count=runs.c.case_count + len(event.case_ids), position=position)
+                )
+            elif isinstance(event, BaselineApproved):
+                upsert(
+                    conn,
+                    baselines,
+                    [
+                        {
+                            "agent": event.agent,
+                            "suite": event.suite,
+                            "run_id": rid,
+                            "approved_at": event.timestamp.isoformat(),
+                            "actor": event.actor,
+                            "reason": event.reason,
+                        }
+                    ],
+                )
+                conn.execute(update(runs).where(runs.c.agent_name == event.agent, runs.c.suite_name == event.suite).values(baseline=False))
+                conn.execute(update(runs).where(runs.c.run_id == rid).values(baseline=True, position=position))
+            elif isinstance(event, BaselineRevoked):
+                conn.execute(
+                    baselines.delete().where(
+                        baselines.c.agent == event.agent,
+                        baselines.c.suite == event.suite,
+                        baselines.c.run_id == rid,
+                    )
+                )
+                conn.execute(update(runs).where(runs.c.run_id == rid).values(baseline=False, position=position))
+
+
+class CasesProjection:
+    """`cases_v1`: per case its facts and its score under the run's own spec; run summaries.
+
+    Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
+    when a closed run's cases change (overrides); open runs are summarised when read.
+    """
+
+    name = "cases_v1"
+    tables = (run_summaries, cases, case_runs)
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[ScoringSpec, str | None, str]] = {}
+        self._seq: int | None = None
+
+    def reset(self) -> None:
+        """Drop caches (they are rebuilt from the tables)."""
+        self._runs.clear()
+        self._seq = None
+
+    def _run(self, conn: Connection, run_id: str) -> tuple[ScoringSpec, str | None, str]:
+        found = self._runs.get(run_id)
+        if found is None:
+            row = conn.execute(select(case_runs).where(case_runs.c.run_id == run_id)).one()
+            found = (ScoringSpec.model_validate_json(row.spec), row.agent_provider, row.status)
+            self._runs[run_id] = found
+        return found
+
+    def process(self, conn: Connection, batch: Batch) -> None:
+        """Fold a page of events: load touched cases once, apply, rescore, write once."""
+        if self._seq is None:
+            self._seq = conn.execute(select(cases.c.seq).order_by(cases.c.seq.desc()).limit(1)).scalar() or 0
+        wanted = {
+            str(ev.originator_id)
+            for _, ev in batch
+            if isinstance(ev, CaseEvent) and not isinstance(ev, CaseOpened)
+        }
+        facts: dict[str, CaseFacts] = {}
+        seqs: dict[str, int] = {}
+        listed = sorted(wanted)
+        for i in range(0, len(listed), IN_CHUNK):
+            rows = conn.execute(
+                select(cases.c.case_id, cases.c.facts, cases.c.seq).where(
+                    cases.c.case_id.in_(listed[i : i + IN_CHUNK])
+                )
+            )
+            for row in rows:
+                facts[row.case_id] = CaseFacts.model_validate_json(row.facts)
+                seqs[row.case_id] = row.seq
+        touched: dict[str, int] = {}
+        dirty_runs: set[str] = set()
+        for position, event in batch:
+            oid = str(event.originator_id)
+            if isinstance(event, RunCreated):
+                spec = event.spec
+                self._runs[oid] = (spec, event.agent.provider, "created")
+                conn.execute(
+                    case_runs.insert().values(
+                        run_id=oid, spec=json.dumps(spec), agent_provider=event.agent.provider, status="created"
+                    )
+                )
+            elif type(event) in _STATUS_OF:
+                status = _STATUS_OF[type(event)]
+                spec, provider, _ = self._run(conn, oid)
+                self._runs[oid] = (spec, provider, status)
+                conn.execute(update(case_runs).where(case_runs.c.run_id == oid).values(status=status))
+                if status != "running":
+                    dirty_runs.add(oid)
+            elif isinstance(event, CaseOpened):
+                _, provider, _ = self._run(conn, str(event.run_id))
+                facts[oid] = opened_facts(event, provider)
+                self._seq += 1
+                seqs[oid] = self._seq
+                touched[oid] = position
+            elif isinstance(event, CaseEvent):
+                apply_fact(facts[oid], event)
+                touched[oid] = position
+        rows: list[dict[str, Any]] = []
+        for cid, position in touched.items():
+            f = facts[cid]
+            run_id = str(f.run_id)
+            spec, _, status = self._run(conn, run_id)
+            if status in ("completed", "canceled", "failed"):
+                dirty_runs.add(run_id)
+            score = score_case(f, spec)
+            rows.append(
+                {
+                    "case_id": cid,
+                    "run_id": run_id,
+                    "test_case_key": f.test_case_key,
+                    "repetition": f.repetition,
+                    "variant": f.variant,
+                    "seq": seqs[cid],
+                    "facts": json.dumps(f),
+                    "score": json.dumps(score),
+                    "status": score.status.value,
+                    "overall_score": score.overall_score,
+                    "passed": score.passed,
+                    "position": position,
+                }
+            )
+        upsert(conn, cases, rows)
+        last = batch[-1][0]
+        for run_id in sorted(dirty_runs):
+            spec, _, _ = self._run(conn, run_id)
+            scores = load_scores(conn, run_id)
+            upsert(
+                conn,
+                run_summaries,
+                [
+                    {
+                        "run_id": run_id,
+                        "spec_id": spec.spec_id,
+                        "aggregate": json.dumps(summarize_run(scores, spec)),
+                        "test_cases": json.dumps(
+                            [t.model_dump(mode="json") for t in reduce_repetitions(scores, spec)]
+                        ),
+                        "position": last,
+                    }
+                ],
+            )
+
+
+def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
+    """Every case score of a run under its own spec, in opening order."""
+    texts = conn.scalars(select(cases.c.score).where(cases.c.run_id == run_id).order_by(cases.c.seq)).all()
+    if not texts:
+        return []
+    return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
+
+
+def load_facts(conn: Connection, run_id: str | UUID) -> list[CaseFacts]:
+    """Every case's facts of a run, in opening order."""
+    texts = conn.scalars(select(cases.c.facts).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)).all()
+    if not texts:
+        return []
+    return TypeAdapter(list[CaseFacts]).validate_json("[" + ",".join(texts) + "]")
+
+
+class CatalogueProjection:
+    """`metrics_v1`: custom metrics per project."""
+
+    name = "metrics_v1"
+    tables = (custom_metrics,)
+
+    def reset(self) -> None:
+        """Nothing cached."""
+
+    def process(self, conn: Connection, batch: Batch) -> None:
+        """Record registered metrics."""
+        rows = []
+        for position, event in batch:
+            if isinstance(event, MetricRegistered):
+                rows.append(
+                    {
+                        "project": event.project,
+                        "name": event.definition.name,
+                        "definition": json.dumps(event.definition),
+                        "position": position,
+                    }
+                )
+        upsert(conn, custom_metrics, rows)
+
+
+def all_projections() -> list[Any]:
+    """The projections a ledger's read side runs, in processing order."""
+    return [RunsProjection(), CasesProjection(), CatalogueProjection()]
