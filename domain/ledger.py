@@ -363,7 +363,7 @@ class Ledger:
             run = self.get_run(run_id)
             catalogue = self.catalogue(run.created.project)
             built = self._build_cases(run, cases, ctx, catalogue)
-            position, n = self._save(run, *built)
+            position, n = self._save(*built, run)
             return Written(tuple(c.id for c in built) or (run_id,), position, n)
 
         return self._retrying(command)
@@ -517,7 +517,8 @@ class Ledger:
                 run.fail(meta, bundle.run.reason or "failed")
             elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
                 run.start(meta)
-            position, n = self._save(run, *cases)
+            # Cases first: the run's seal must follow, in log order, the case events it covers.
+            position, n = self._save(*cases, run)
             return ImportResult(
                 run_id=run.id,
                 run_key=bundle.run.key,

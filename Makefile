@@ -1,0 +1,40 @@
+# evaledger developer tasks. `make check` is what CI runs (plus PostgreSQL).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export EVALEDGER_TEST_PG ?= postgresql://postgres@127.0.0.1:5432/test
+
+.PHONY: install fmt lint typecheck test check demo bench schema
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+
+install: $(PY)
+
+fmt: $(PY)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+lint: $(PY)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+typecheck: $(PY)
+	$(VENV)/bin/mypy domain projections api judging bench
+
+test: $(PY)
+	$(VENV)/bin/pytest -q -n 2
+
+check: lint typecheck test
+
+demo: $(PY)
+	$(VENV)/bin/evaledger demo
+
+schema: $(PY)
+	$(PY) -m domain.schema > schemas/run-bundle.v1.schema.json
+
+bench: $(PY)
+	$(PY) bench/ingest.py
+	$(PY) bench/replay.py
+	$(PY) bench/compare.py

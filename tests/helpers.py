@@ -1,0 +1,64 @@
+"""Small builders shared by tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from api.bootstrap import Services
+from tests.conftest import example_bundle_data
+
+
+def event_count(services: Services) -> int:
+    """How many events the store holds."""
+    return len(services.ledger.notifications(1, 1_000_000))
+
+
+def bundle(**run_overrides: Any) -> dict[str, Any]:
+    """A deep copy of the example bundle, with run fields overridden."""
+    data = copy.deepcopy(example_bundle_data())
+    data["run"].update(run_overrides)  # type: ignore[union-attr]
+    return data
+
+
+def scores(*values: int) -> list[dict[str, Any]]:
+    """Metric scores for the 8 default metrics, in catalogue order."""
+    names = [
+        "tool_routing",
+        "parameter_extraction",
+        "result_interpretation",
+        "grounding_fidelity",
+        "instruction_compliance",
+        "information_gathering",
+        "conversation_management",
+        "response_delivery",
+    ]
+    vals = list(values) * 8 if len(values) == 1 else list(values)
+    return [{"metric": n, "score": v, "justification": f"{n} is {v}", "turns": []} for n, v in zip(names, vals, strict=True)]
+
+
+def case(key: str, score: int = 4, *, outcomes: list[dict[str, Any]] | None = None, repetition: int = 0, status: str = "completed") -> dict[str, Any]:
+    """A bundle case with a 4-turn transcript and one verdict."""
+    c: dict[str, Any] = {
+        "test_case": {"key": key, "name": key, "expected_outcomes": [o["statement"] for o in outcomes or []]},
+        "repetition": repetition,
+        "status": status,
+        "transcript": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello", "latency_ms": 500},
+            {"role": "user", "content": "bye"},
+            {"role": "assistant", "content": "bye", "latency_ms": 700},
+        ],
+        "verdicts": [
+            {
+                "judge": {"provider": "anthropic", "model": "claude"},
+                "metric_scores": scores(score),
+                "expected_outcomes": outcomes or [],
+                "prompt": f"judge {key}",
+                "raw_output": "{}",
+            }
+        ],
+    }
+    if status == "errored":
+        c.update(transcript=[], verdicts=[], error={"message": "timeout", "kind": "timeout"})
+    return c
