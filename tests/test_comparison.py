@@ -17,8 +17,8 @@ from domain.spec import (
     resolve_spec,
 )
 from projections.comparison import (
-    CompareThresholds,
     ComparedRun,
+    CompareThresholds,
     RunComparison,
     classify_case,
     compare_results,
@@ -142,9 +142,7 @@ def agg_only(**kw: Any) -> RunAggregate:
 
 def test_pass_rate_drop_one_to_point_nine_is_regression_with_exact_reason():
     base = run([case(f"k{i}") for i in range(10)])
-    cand = run(
-        [case(f"k{i}") for i in range(9)] + [case("k9", passed=False)], run_id=CAND_ID
-    )
+    cand = run([case(f"k{i}") for i in range(9)] + [case("k9", passed=False)], run_id=CAND_ID)
     result = compare(base, cand)
     assert result.aggregate.pass_rate_delta == -0.1
     assert result.verdict.regression_detected
@@ -228,11 +226,15 @@ def test_missing_latency_skips_check_with_warning():
 
 
 def test_all_three_reasons_in_order():
-    base = run([case("a")], agg={"pass_rate": 1.0, "weighted_metrics_score_pct": 80.0,
-                                 "latency_avg_ms": 500.0})
-    cand = run([case("a")], run_id=CAND_ID,
-               agg={"pass_rate": 0.9, "weighted_metrics_score_pct": 70.0,
-                    "latency_avg_ms": 700.0})
+    base = run(
+        [case("a")],
+        agg={"pass_rate": 1.0, "weighted_metrics_score_pct": 80.0, "latency_avg_ms": 500.0},
+    )
+    cand = run(
+        [case("a")],
+        run_id=CAND_ID,
+        agg={"pass_rate": 0.9, "weighted_metrics_score_pct": 70.0, "latency_avg_ms": 700.0},
+    )
     result = compare(base, cand)
     assert result.verdict.reasons == [
         "pass_rate dropped 10% (1.00 → 0.90)",
@@ -242,9 +244,7 @@ def test_all_three_reasons_in_order():
 
 
 def test_thresholds_default_from_candidate_spec_and_request_overrides():
-    lenient = SPEC.model_copy(
-        update={"comparison": ComparisonThresholds(max_avg_score_drop=12.0)}
-    )
+    lenient = SPEC.model_copy(update={"comparison": ComparisonThresholds(max_avg_score_drop=12.0)})
     base = run([case("a", 80.0)])
     cand = run([case("a", 70.0)], run_id=CAND_ID, spec=lenient)
     result = compare(base, cand)
@@ -520,8 +520,9 @@ def test_cost_delta_rounded_and_none_when_missing():
 
 def test_latency_p95_delta():
     base = run([case("a")], agg={"latency_p95_ms": 1000.0, "latency_avg_ms": 500.0})
-    cand = run([case("a")], run_id=CAND_ID,
-               agg={"latency_p95_ms": 1234.56789, "latency_avg_ms": 500.0})
+    cand = run(
+        [case("a")], run_id=CAND_ID, agg={"latency_p95_ms": 1234.56789, "latency_avg_ms": 500.0}
+    )
     result = compare(base, cand)
     assert result.aggregate.latency_p95_delta_ms == 234.5679
     assert result.aggregate.latency_avg_delta_ms == 0.0
@@ -529,8 +530,12 @@ def test_latency_p95_delta():
 
 def test_aggregate_without_scores_has_no_avg_score_delta():
     base = ComparedRun(
-        run_id="b", status="completed", suite_name="s", agent=AgentSnapshot(name="x"),
-        spec=SPEC, aggregate=agg_only(weighted_metrics_score_pct=None),
+        run_id="b",
+        status="completed",
+        suite_name="s",
+        agent=AgentSnapshot(name="x"),
+        spec=SPEC,
+        aggregate=agg_only(weighted_metrics_score_pct=None),
     )
     cand = base.model_copy(update={"run_id": "c"})
     result = compare(base, cand)
@@ -564,7 +569,7 @@ def test_self_judged_and_status_warnings():
     assert "baseline run is 'running', not completed" in result.warnings
 
 
-def test_clean_comparison_has_only_latency_warning():
+def test_clean_comparison_has_no_warnings():
     base = run([case("a", latency=300)])
     cand = run([case("a", latency=300)], run_id=CAND_ID)
     assert compare(base, cand).warnings == []
@@ -619,26 +624,54 @@ def test_tool_diff_added_removed_changed():
 
 def test_config_diff_in_comparison():
     base_agent = AgentSnapshot(
-        name="bot", version="1", provider="openai", model="m1", system_prompt=PROMPT_A,
+        name="bot",
+        version="1",
+        provider="openai",
+        model="m1",
+        system_prompt=PROMPT_A,
         tools=[LOOKUP],
     )
     cand_agent = AgentSnapshot(
-        name="bot", version="2", provider="anthropic", model="m2", system_prompt=PROMPT_B,
+        name="bot",
+        version="2",
+        provider="anthropic",
+        model="m2",
+        system_prompt=PROMPT_B,
         tools=[LOOKUP.model_copy(update={"description": "Find any order"})],
     )
     base = run(
-        [case("a")], agent=base_agent,
+        [case("a")],
+        agent=base_agent,
         config={"concurrency": 5, "judge": {"temperature": 0.0, "model": "j1"}, "tags": ["x"]},
         judge={"provider": "anthropic", "model": "j1", "pass_threshold": 75.0, "metrics": None},
     )
     cand = run(
-        [case("a")], run_id=CAND_ID, agent=cand_agent,
-        config={"concurrency": 10, "judge": {"temperature": 0.2, "model": "j1"}, "max_turns": 8,
-                "tags": ["x"]},
-        judge={"provider": "openai", "model": "j2", "pass_threshold": 80.0,
-               "metrics": [{"metric": "tool_routing"}]},
+        [case("a")],
+        run_id=CAND_ID,
+        agent=cand_agent,
+        config={
+            "concurrency": 10,
+            "judge": {"temperature": 0.2, "model": "j1"},
+            "max_turns": 8,
+            "tags": ["x"],
+        },
+        judge={
+            "provider": "openai",
+            "model": "j2",
+            "pass_threshold": 80.0,
+            "metrics": [{"metric": "tool_routing"}],
+        },
     )
-    diff = compare(base, cand).config_diff
+    result = compare(base, cand)
+    diff = result.config_diff
+    md = render_markdown(result)
+    assert (
+        "Changes: system prompt (+1/-1 lines); tools (~lookup); agent.version 1 → 2; "
+        "agent.provider openai → anthropic; agent.model m1 → m2; "
+        "judge.provider anthropic → openai; judge.model j1 → j2; "
+        "judge.pass_threshold 75.0 → 80.0; judge.metrics; "
+        "config: concurrency, judge.temperature, max_turns\n"
+    ) in md
     assert diff.prompt_diff is not None
     assert "-Be polite.\n+Be concise.\n" in diff.prompt_diff.unified_diff
     assert diff.tool_diff is not None
@@ -690,7 +723,7 @@ def test_statistics_mcnemar_on_reduced_pass_flips():
     assert st.mcnemar.p_value == 0.021484375
     ci = st.score_delta_ci95
     assert ci.n == 10
-    assert ci.mean == 16.0  # (-20 + 9 × 20) / 10
+    assert ci.mean == 16.0  # (-20 + 9 * 20) / 10
     assert ci.resamples == RESAMPLES
     assert st.verdict == "improvement"
     # The statistics never replace the threshold verdict.

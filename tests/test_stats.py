@@ -28,14 +28,14 @@ def test_binom_cdf_half_exact_fractions():
 @pytest.mark.parametrize(
     ("b", "c", "expected"),
     [
-        (0, 6, 0.03125),  # 2 × 1/64
+        (0, 6, 0.03125),  # 2 * 1/64
         (6, 0, 0.03125),  # symmetric
-        (1, 9, 0.021484375),  # 2 × 11/1024
+        (1, 9, 0.021484375),  # 2 * 11/1024
         (9, 1, 0.021484375),
-        (2, 8, 0.109375),  # 2 × 56/1024
-        (0, 5, 0.0625),  # 2 × 1/32: 5 flips can never reach 0.05
-        (3, 0, 0.25),  # 2 × 1/8
-        (0, 1, 1.0),  # 2 × 1/2
+        (2, 8, 0.109375),  # 2 * 56/1024
+        (0, 5, 0.0625),  # 2 * 1/32: 5 flips can never reach 0.05
+        (3, 0, 0.25),  # 2 * 1/8
+        (0, 1, 1.0),  # 2 * 1/2
         (5, 5, 1.0),  # capped at 1
         (0, 0, 1.0),  # no discordant pairs
         (0, 10, 0.001953125),  # 2 / 1024
@@ -135,8 +135,12 @@ def _flips(b: int, c: int, same: int = 0) -> list[PairedCase]:
 
 def _scores(deltas: list[float]) -> list[PairedCase]:
     return [
-        PairedCase(baseline_passed=True, candidate_passed=True, baseline_score=80.0,
-                   candidate_score=80.0 + d)
+        PairedCase(
+            baseline_passed=True,
+            candidate_passed=True,
+            baseline_score=80.0,
+            candidate_score=80.0 + d,
+        )
         for d in deltas
     ]
 
@@ -182,8 +186,9 @@ def test_verdict_no_significant_change():
 
 def test_verdict_undecided_and_unscored_pairs_are_ignored():
     pairs = [
-        PairedCase(baseline_passed=None, candidate_passed=False, baseline_score=None,
-                   candidate_score=50.0),
+        PairedCase(
+            baseline_passed=None, candidate_passed=False, baseline_score=None, candidate_score=50.0
+        ),
         PairedCase(baseline_passed=True, candidate_passed=None),
     ]
     stats = paired_statistics(pairs)

@@ -1,0 +1,899 @@
+"""Run-to-run comparison (DESIGN §5; Connexity `GET /runs/compare` field names, and beyond).
+
+Pure functions, no I/O. `compare_runs` reduces each run's repetitions per test case with the
+spec's reducers (`projections.scoring.reduce_repetitions`, never "last row wins"), matches test
+cases by key, classifies every matched case, diffs the aggregates and the run configs, decides the
+suite verdict against the thresholds, and adds paired statistics (`projections.stats`) beside
+that verdict. `render_markdown` turns the result into a compact PR comment.
+
+Decisions where the rules are silent:
+
+- Thresholds: per-request overrides, else the `comparison` section of the spec in effect (the
+  `spec` argument when given, else the candidate's own spec).
+- Every threshold comparison is strict `>` on values rounded to 10 dp, so float noise such as
+  ``(600 - 500) / 500`` never crosses an exactly-on-threshold value.
+- Pass flips need both sides decided (passed not None); an undecided side never flips.
+- Per-metric aggregate deltas: each side's mean over the matched test cases for which that side
+  has the metric (scored: mean 0-5; binary: fraction passing).
+- Scored per-metric case status: regression / improvement / unchanged by the sign of the delta;
+  binary: ``pass→fail`` / ``fail→pass`` / ``unchanged``. A metric on one side only is
+  ``unchanged`` with no delta.
+- Cost delta: None when a side carries no cost data at all (no case has ``cost_usd`` and the
+  aggregate total is 0).
+- Statistics pair the reduced values of matched cases whose status is not ``error``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.events import AgentSnapshot, ToolSpec
+from domain.metrics import SCORE_LABELS, ScoreType
+from domain.spec import ComparisonThresholds, ScoringSpec
+from projections.models import CaseScore, RunAggregate, TestCaseResult
+from projections.scoring import reduce_repetitions
+from projections.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PairedCase,
+    PairedStatistics,
+    paired_statistics,
+)
+
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+_EPS_DP = 10
+"""Threshold comparisons are made on values rounded to this many decimals."""
+MAX_MARKDOWN_CASES = 20
+"""Regressed cases listed in the markdown comment at most."""
+
+CaseStatus = Literal["regression", "improvement", "unchanged", "error"]
+MetricStatus = Literal["regression", "improvement", "unchanged", "pass→fail", "fail→pass"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input
+
+
+class ComparedRun(BaseModel):
+    """One side of a comparison: a run's snapshot, its scored cases and its aggregate.
+
+    ``cases`` and ``aggregate`` are expected to be scored under the same spec (the run's own or
+    a replay spec); the comparison only re-reduces repetitions.
+    """
+
+    model_config = _MODEL
+
+    run_id: UUID | str
+    status: str = Field(description="Run status; the API only compares completed runs.")
+    suite_name: str
+    suite_version: int | str | None = None
+    agent: AgentSnapshot
+    config: dict[str, Any] = Field(default_factory=dict, description="The run config as given.")
+    judge: dict[str, Any] = Field(
+        default_factory=dict, description="provider / model / pass_threshold / metrics."
+    )
+    spec: ScoringSpec
+    cases: list[CaseScore] = Field(default_factory=list)
+    aggregate: RunAggregate
+
+
+class CompareThresholds(BaseModel):
+    """Per-request threshold overrides; None takes the spec's `comparison` value."""
+
+    model_config = _MODEL
+
+    max_pass_rate_drop: float | None = Field(default=None, ge=0, description="Fraction (0.0).")
+    max_avg_score_drop: float | None = Field(default=None, ge=0, description="Points (5.0).")
+    max_latency_increase_pct: float | None = Field(
+        default=None, ge=0, description="Fraction (0.2 = 20%)."
+    )
+    case_score_delta: float | None = Field(default=None, ge=0, description="Points (5.0).")
+
+    def resolve(self, defaults: ComparisonThresholds) -> ComparisonThresholds:
+        """Return the thresholds in effect: these overrides over ``defaults``."""
+        overrides = self.model_dump(exclude_none=True)
+        return defaults.model_copy(update=overrides)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output (Connexity RunComparison field names)
+
+
+class MetricDelta(BaseModel):
+    """One metric of one matched test case, baseline vs candidate."""
+
+    model_config = _MODEL
+
+    metric: str
+    is_binary: bool
+    baseline_score: float | None = Field(default=None, description="Scored: mean 0-5.")
+    candidate_score: float | None = None
+    delta: float | None = Field(default=None, description="Scored only; None for binary.")
+    baseline_label: str | None = None
+    candidate_label: str | None = None
+    status: MetricStatus
+
+
+class MetricAggregateDelta(BaseModel):
+    """One metric over the matched test cases (scored: mean 0-5; binary: fraction passing)."""
+
+    model_config = _MODEL
+
+    metric: str
+    is_binary: bool
+    baseline_avg: float | None = None
+    candidate_avg: float | None = None
+    delta: float | None = None
+
+
+class RepetitionCounts(BaseModel):
+    """How many executions each side had for a test case."""
+
+    model_config = _MODEL
+
+    baseline: int
+    candidate: int
+
+
+class TestCaseComparison(BaseModel):
+    """One matched test case, repetitions reduced on both sides."""
+
+    __test__ = False
+    model_config = _MODEL
+
+    test_case_key: str
+    status: CaseStatus
+    baseline_passed: bool | None = None
+    candidate_passed: bool | None = None
+    baseline_score: float | None = None
+    candidate_score: float | None = None
+    score_delta: float | None = Field(default=None, description="candidate - baseline, 4 dp.")
+    baseline_latency_ms: float | None = None
+    candidate_latency_ms: float | None = None
+    latency_delta_ms: float | None = None
+    metric_deltas: list[MetricDelta] = Field(default_factory=list)
+    baseline_flaky: bool = False
+    candidate_flaky: bool = False
+    repetitions: RepetitionCounts
+
+
+class AggregateComparison(BaseModel):
+    """Run-level deltas (candidate - baseline, rounded 4 dp) and case status counts."""
+
+    model_config = _MODEL
+
+    baseline_metrics: RunAggregate
+    candidate_metrics: RunAggregate
+    pass_rate_delta: float
+    avg_score_delta: float | None = None
+    latency_avg_delta_ms: float | None = None
+    latency_p95_delta_ms: float | None = None
+    cost_delta_usd: float | None = None
+    total_regressions: int = 0
+    total_improvements: int = 0
+    total_unchanged: int = 0
+    total_errors: int = 0
+    per_metric_aggregate_deltas: list[MetricAggregateDelta] = Field(default_factory=list)
+
+
+class FieldChange(BaseModel):
+    """One changed field with its old and new value."""
+
+    model_config = _MODEL
+
+    field: str
+    old_value: Any = None
+    new_value: Any = None
+
+
+class PromptDiff(BaseModel):
+    """The agent system prompt, baseline vs candidate."""
+
+    model_config = _MODEL
+
+    changed: bool = True
+    unified_diff: str
+    change_ratio: float = Field(description="0.0 = identical, 1.0 = completely different.")
+    added_line_count: int = 0
+    removed_line_count: int = 0
+
+
+class ToolDiff(BaseModel):
+    """Tools offered to the agent, compared by name."""
+
+    model_config = _MODEL
+
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list, description="Description or parameters.")
+    modified: list[FieldChange] = Field(
+        default_factory=list, description="`<tool>.description` / `<tool>.parameters` changes."
+    )
+
+
+class RunConfigDiff(BaseModel):
+    """Structured diff of the two runs' snapshotted configuration."""
+
+    model_config = _MODEL
+
+    baseline_agent_version: str | None = None
+    candidate_agent_version: str | None = None
+    agent_name_changed: FieldChange | None = None
+    agent_version_changed: FieldChange | None = None
+    prompt_diff: PromptDiff | None = None
+    tool_diff: ToolDiff | None = None
+    model_changed: FieldChange | None = None
+    provider_changed: FieldChange | None = None
+    judge_provider_changed: FieldChange | None = None
+    judge_model_changed: FieldChange | None = None
+    judge_pass_threshold_changed: FieldChange | None = None
+    judge_metrics_changed: FieldChange | None = None
+    suite_changed: FieldChange | None = None
+    suite_version_changed: FieldChange | None = None
+    config_changes: list[FieldChange] = Field(
+        default_factory=list, description="Flattened dotted paths of the run configs."
+    )
+
+
+class RegressionVerdict(BaseModel):
+    """The suite-level threshold verdict."""
+
+    model_config = _MODEL
+
+    regression_detected: bool
+    reasons: list[str] = Field(default_factory=list)
+    thresholds_used: ComparisonThresholds
+
+
+class RunComparison(BaseModel):
+    """Baseline vs candidate: aggregate deltas, per-case statuses, config diff, verdicts."""
+
+    model_config = _MODEL
+
+    baseline_run_id: str
+    candidate_run_id: str
+    baseline_agent_version: str | None = None
+    candidate_agent_version: str | None = None
+    aggregate: AggregateComparison
+    test_case_comparisons: list[TestCaseComparison]
+    baseline_only_test_cases: list[str]
+    candidate_only_test_cases: list[str]
+    config_diff: RunConfigDiff
+    verdict: RegressionVerdict
+    statistics: PairedStatistics
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _exceeds(value: float, limit: float) -> bool:
+    """Strict ``value > limit``, immune to float noise below 1e-10."""
+    return round(value - limit, _EPS_DP) > 0
+
+
+def _delta(baseline: float | None, candidate: float | None, dp: int = 4) -> float | None:
+    if baseline is None or candidate is None:
+        return None
+    return round(candidate - baseline, dp)
+
+
+def _num(value: float) -> str:
+    """Format with at most one decimal, trailing zeros dropped (10.0 → "10", 3.25 → "3.2")."""
+    text = f"{round(value, 1):.1f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _pct(fraction: float) -> str:
+    return f"{_num(fraction * 100)}%"
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    items = list(values)
+    return math.fsum(items) / len(items) if items else None
+
+
+def _score_label(value: float | None, binary: bool) -> str | None:
+    if value is None:
+        return None
+    if binary:
+        return "pass" if value >= 5 else "fail"
+    if float(value).is_integer() and 0 <= value <= 5:
+        return SCORE_LABELS[int(value)]
+    return None
+
+
+def _metric_types(specs: Iterable[ScoringSpec]) -> dict[str, bool]:
+    """Metric name → is_binary, in spec order (first spec first)."""
+    types: dict[str, bool] = {}
+    for spec in specs:
+        for m in spec.metrics:
+            types.setdefault(m.metric, m.score_type is ScoreType.BINARY)
+    return types
+
+
+def _binary_value(result: TestCaseResult, metric: str) -> bool | None:
+    if metric in result.metric_passed:
+        return result.metric_passed[metric]
+    score = result.metric_scores.get(metric)
+    return None if score is None else score >= 5
+
+
+def _metric_deltas(
+    base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
+) -> list[MetricDelta]:
+    names = list(types)
+    extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
+        cand.metric_passed
+    )
+    names += sorted(extra - set(types))
+    out: list[MetricDelta] = []
+    for name in names:
+        binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
+        if binary:
+            bp, cp = _binary_value(base, name), _binary_value(cand, name)
+            if bp is None and cp is None:
+                continue
+            status: MetricStatus = "unchanged"
+            if bp is True and cp is False:
+                status = "pass→fail"
+            elif bp is False and cp is True:
+                status = "fail→pass"
+            out.append(
+                MetricDelta(
+                    metric=name,
+                    is_binary=True,
+                    baseline_score=None if bp is None else (5.0 if bp else 0.0),
+                    candidate_score=None if cp is None else (5.0 if cp else 0.0),
+                    delta=None,
+                    baseline_label=None if bp is None else ("pass" if bp else "fail"),
+                    candidate_label=None if cp is None else ("pass" if cp else "fail"),
+                    status=status,
+                )
+            )
+            continue
+        bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
+        if bs is None and cs is None:
+            continue
+        delta = _delta(bs, cs)
+        status = "unchanged"
+        if bs is not None and cs is not None:
+            raw = round(cs - bs, _EPS_DP)
+            status = "regression" if raw < 0 else "improvement" if raw > 0 else "unchanged"
+        out.append(
+            MetricDelta(
+                metric=name,
+                is_binary=False,
+                baseline_score=bs,
+                candidate_score=cs,
+                delta=delta,
+                baseline_label=_score_label(bs, False),
+                candidate_label=_score_label(cs, False),
+                status=status,
+            )
+        )
+    return out
+
+
+def classify_case(
+    baseline: TestCaseResult, candidate: TestCaseResult, case_score_delta: float = 5.0
+) -> CaseStatus:
+    """DESIGN §5 per-case rule; the first that matches wins.
+
+    Either side errored → ``error``; pass flipped → ``regression`` / ``improvement``; both scored
+    and ``|Δ score| > case_score_delta`` (strict) → ``regression`` / ``improvement``; else
+    ``unchanged``.
+    """
+    if baseline.errored or candidate.errored:
+        return "error"
+    if baseline.passed is True and candidate.passed is False:
+        return "regression"
+    if baseline.passed is False and candidate.passed is True:
+        return "improvement"
+    if baseline.score is not None and candidate.score is not None:
+        delta = candidate.score - baseline.score
+        if _exceeds(abs(delta), case_score_delta):
+            return "regression" if delta < 0 else "improvement"
+    return "unchanged"
+
+
+def _compare_case(
+    base: TestCaseResult,
+    cand: TestCaseResult,
+    thresholds: ComparisonThresholds,
+    types: Mapping[str, bool],
+) -> TestCaseComparison:
+    return TestCaseComparison(
+        test_case_key=base.test_case_key,
+        status=classify_case(base, cand, thresholds.case_score_delta),
+        baseline_passed=base.passed,
+        candidate_passed=cand.passed,
+        baseline_score=base.score,
+        candidate_score=cand.score,
+        score_delta=_delta(base.score, cand.score),
+        baseline_latency_ms=base.latency_p50_ms,
+        candidate_latency_ms=cand.latency_p50_ms,
+        latency_delta_ms=_delta(base.latency_p50_ms, cand.latency_p50_ms),
+        metric_deltas=_metric_deltas(base, cand, types),
+        baseline_flaky=base.flaky,
+        candidate_flaky=cand.flaky,
+        repetitions=RepetitionCounts(baseline=base.repetitions, candidate=cand.repetitions),
+    )
+
+
+def _aggregate_metric_deltas(
+    matched: Sequence[tuple[TestCaseResult, TestCaseResult]], types: Mapping[str, bool]
+) -> list[MetricAggregateDelta]:
+    names = list(types)
+    seen = set(names)
+    for base, cand in matched:
+        for r in (base, cand):
+            for name in sorted(set(r.metric_scores) | set(r.metric_passed)):
+                if name not in seen:
+                    seen.add(name)
+                    names.append(name)
+    out: list[MetricAggregateDelta] = []
+    for name in names:
+        binary = types.get(name)
+        if binary is None:
+            binary = any(name in r.metric_passed for pair in matched for r in pair)
+        sides: list[float | None] = []
+        for idx in (0, 1):
+            if binary:
+                flags = [_binary_value(pair[idx], name) for pair in matched]
+                sides.append(_mean(1.0 if f else 0.0 for f in flags if f is not None))
+            else:
+                sides.append(
+                    _mean(
+                        pair[idx].metric_scores[name]
+                        for pair in matched
+                        if name in pair[idx].metric_scores
+                    )
+                )
+        b, c = sides
+        if b is None and c is None:
+            continue
+        out.append(
+            MetricAggregateDelta(
+                metric=name,
+                is_binary=binary,
+                baseline_avg=None if b is None else round(b, 4),
+                candidate_avg=None if c is None else round(c, 4),
+                delta=_delta(b, c),
+            )
+        )
+    return out
+
+
+def _run_cost(run: ComparedRun) -> float | None:
+    """Return the run's total cost, or None when it carries no cost data at all."""
+    has_case_cost = any(c.cost_usd is not None for c in run.cases)
+    if has_case_cost or run.aggregate.total_cost_usd != 0:
+        return run.aggregate.total_cost_usd
+    return None
+
+
+def _change(name: str, old: Any, new: Any) -> FieldChange | None:
+    return None if old == new else FieldChange(field=name, old_value=old, new_value=new)
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts → dotted paths; lists, scalars and empty dicts are leaves."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        path = f"{prefix}{key}"
+        if isinstance(item, Mapping) and item:
+            out.update(_flatten(item, f"{path}."))
+        else:
+            out[path] = item
+    return out
+
+
+def prompt_diff(baseline: str | None, candidate: str | None) -> PromptDiff | None:
+    """Unified diff of two system prompts ("baseline" → "candidate"); None when identical."""
+    old, new = baseline or "", candidate or ""
+    if old == new:
+        return None
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines(), new.splitlines(), fromfile="baseline", tofile="candidate", lineterm=""
+        )
+    )
+    body = lines[2:]
+    added = sum(1 for line in body if line.startswith("+"))
+    removed = sum(1 for line in body if line.startswith("-"))
+    ratio = difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+    return PromptDiff(
+        unified_diff="\n".join(lines) + "\n",
+        change_ratio=round(1 - ratio, 4),
+        added_line_count=added,
+        removed_line_count=removed,
+    )
+
+
+def tool_diff(baseline: Sequence[ToolSpec], candidate: Sequence[ToolSpec]) -> ToolDiff | None:
+    """Tools added, removed and changed (description or parameters) by name; None if equal."""
+    old = {t.name: t for t in baseline}
+    new = {t.name: t for t in candidate}
+    diff = ToolDiff(added=sorted(new.keys() - old.keys()), removed=sorted(old.keys() - new.keys()))
+    for name in sorted(old.keys() & new.keys()):
+        before, after = old[name], new[name]
+        changes = [
+            _change(f"{name}.description", before.description, after.description),
+            _change(f"{name}.parameters", before.parameters, after.parameters),
+        ]
+        found = [c for c in changes if c is not None]
+        if found:
+            diff.changed.append(name)
+            diff.modified.extend(found)
+    if not (diff.added or diff.removed or diff.changed):
+        return None
+    return diff
+
+
+def config_diff(baseline: ComparedRun, candidate: ComparedRun) -> RunConfigDiff:
+    """Structured diff of agent, prompt, tools, judge, suite and run config of two runs."""
+    ba, ca = baseline.agent, candidate.agent
+    bj, cj = baseline.judge, candidate.judge
+    bflat, cflat = _flatten(baseline.config), _flatten(candidate.config)
+    config_changes = [
+        FieldChange(field=path, old_value=bflat.get(path), new_value=cflat.get(path))
+        for path in sorted(bflat.keys() | cflat.keys())
+        if (path in bflat) != (path in cflat) or bflat.get(path) != cflat.get(path)
+    ]
+    return RunConfigDiff(
+        baseline_agent_version=ba.version,
+        candidate_agent_version=ca.version,
+        agent_name_changed=_change("agent.name", ba.name, ca.name),
+        agent_version_changed=_change("agent.version", ba.version, ca.version),
+        prompt_diff=prompt_diff(ba.system_prompt, ca.system_prompt),
+        tool_diff=tool_diff(ba.tools, ca.tools),
+        model_changed=_change("agent.model", ba.model, ca.model),
+        provider_changed=_change("agent.provider", ba.provider, ca.provider),
+        judge_provider_changed=_change("judge.provider", bj.get("provider"), cj.get("provider")),
+        judge_model_changed=_change("judge.model", bj.get("model"), cj.get("model")),
+        judge_pass_threshold_changed=_change(
+            "judge.pass_threshold", bj.get("pass_threshold"), cj.get("pass_threshold")
+        ),
+        judge_metrics_changed=_change("judge.metrics", bj.get("metrics"), cj.get("metrics")),
+        suite_changed=_change("suite.name", baseline.suite_name, candidate.suite_name),
+        suite_version_changed=_change(
+            "suite.version", baseline.suite_version, candidate.suite_version
+        ),
+        config_changes=config_changes,
+    )
+
+
+def _verdict(
+    base: RunAggregate, cand: RunAggregate, thresholds: ComparisonThresholds, warnings: list[str]
+) -> RegressionVerdict:
+    reasons: list[str] = []
+    drop = base.pass_rate - cand.pass_rate
+    if _exceeds(drop, thresholds.max_pass_rate_drop):
+        reasons.append(
+            f"pass_rate dropped {_pct(drop)} ({base.pass_rate:.2f} → {cand.pass_rate:.2f})"
+        )
+    bs, cs = base.weighted_metrics_score_pct, cand.weighted_metrics_score_pct
+    if bs is not None and cs is not None and _exceeds(bs - cs, thresholds.max_avg_score_drop):
+        reasons.append(f"avg_score dropped {bs - cs:.1f}pt ({bs:.1f} → {cs:.1f})")
+    bl, cl = base.latency_avg_ms, cand.latency_avg_ms
+    if bl is None or cl is None:
+        missing = " and ".join(
+            side for side, v in (("baseline", bl), ("candidate", cl)) if v is None
+        )
+        warnings.append(f"latency check skipped: no latency data in {missing}")
+    elif bl == 0:
+        warnings.append("latency check skipped: baseline latency_avg_ms is 0")
+    else:
+        increase = (cl - bl) / bl
+        if _exceeds(increase, thresholds.max_latency_increase_pct):
+            reasons.append(f"avg_latency increased {_pct(increase)} ({bl:.0f}ms → {cl:.0f}ms)")
+    return RegressionVerdict(
+        regression_detected=bool(reasons), reasons=reasons, thresholds_used=thresholds
+    )
+
+
+def _self_judged(run: ComparedRun) -> int:
+    return sum(1 for c in run.cases if c.self_judged) or run.aggregate.self_judged_count
+
+
+def _keys_text(keys: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f", … (+{len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def _warnings(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    comparisons: Sequence[TestCaseComparison],
+    spec: ScoringSpec | None,
+) -> list[str]:
+    out: list[str] = []
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        if run.status != "completed":
+            out.append(f"{side} run is {run.status!r}, not completed")
+    if baseline.suite_name != candidate.suite_name:
+        out.append(
+            f"runs use different suites: {baseline.suite_name!r} vs {candidate.suite_name!r}"
+        )
+    elif baseline.suite_version != candidate.suite_version:
+        out.append(
+            f"runs use different versions of suite {baseline.suite_name!r}: "
+            f"{baseline.suite_version} vs {candidate.suite_version}"
+        )
+    if spec is None and baseline.spec.spec_id != candidate.spec.spec_id:
+        out.append(
+            "runs are scored under different specs "
+            f"({baseline.spec.spec_id} vs {candidate.spec.spec_id})"
+        )
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        n = _self_judged(run)
+        if n:
+            out.append(f"{side} has {n} self-judged case(s): judge provider = agent provider")
+    for side in ("baseline", "candidate"):
+        flaky = [
+            c.test_case_key
+            for c in comparisons
+            if (c.baseline_flaky if side == "baseline" else c.candidate_flaky)
+        ]
+        if flaky:
+            out.append(
+                f"{len(flaky)} flaky test case(s) in {side} (repetitions disagree): "
+                + _keys_text(flaky)
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def compare_results(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    baseline_results: Sequence[TestCaseResult],
+    candidate_results: Sequence[TestCaseResult],
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> RunComparison:
+    """Compare two runs whose repetitions are already reduced to one result per test case.
+
+    ``spec`` (or the candidate's own spec) supplies the default thresholds, overridden by
+    ``thresholds``. `compare_runs` is the usual entry point; this is its reduced-input core.
+    """
+    effective = thresholds or CompareThresholds()
+    used = effective.resolve((spec or candidate.spec).comparison)
+    types = _metric_types([spec] if spec is not None else [candidate.spec, baseline.spec])
+    base_by_key = {r.test_case_key: r for r in baseline_results}
+    cand_by_key = {r.test_case_key: r for r in candidate_results}
+    matched_keys = sorted(base_by_key.keys() & cand_by_key.keys())
+    matched = [(base_by_key[k], cand_by_key[k]) for k in matched_keys]
+    comparisons = [_compare_case(b, c, used, types) for b, c in matched]
+
+    counts = {
+        s: sum(1 for c in comparisons if c.status == s)
+        for s in ("regression", "improvement", "unchanged", "error")
+    }
+    ba, ca = baseline.aggregate, candidate.aggregate
+    aggregate = AggregateComparison(
+        baseline_metrics=ba,
+        candidate_metrics=ca,
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, 4),
+        avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
+        latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
+        latency_p95_delta_ms=_delta(ba.latency_p95_ms, ca.latency_p95_ms),
+        cost_delta_usd=_delta(_run_cost(baseline), _run_cost(candidate)),
+        total_regressions=counts["regression"],
+        total_improvements=counts["improvement"],
+        total_unchanged=counts["unchanged"],
+        total_errors=counts["error"],
+        per_metric_aggregate_deltas=_aggregate_metric_deltas(matched, types),
+    )
+    warnings = _warnings(baseline, candidate, comparisons, spec)
+    verdict = _verdict(ba, ca, used, warnings)
+    pairs = [
+        PairedCase(
+            baseline_passed=c.baseline_passed,
+            candidate_passed=c.candidate_passed,
+            baseline_score=c.baseline_score,
+            candidate_score=c.candidate_score,
+        )
+        for c in comparisons
+        if c.status != "error"
+    ]
+    return RunComparison(
+        baseline_run_id=str(baseline.run_id),
+        candidate_run_id=str(candidate.run_id),
+        baseline_agent_version=baseline.agent.version,
+        candidate_agent_version=candidate.agent.version,
+        aggregate=aggregate,
+        test_case_comparisons=comparisons,
+        baseline_only_test_cases=sorted(base_by_key.keys() - cand_by_key.keys()),
+        candidate_only_test_cases=sorted(cand_by_key.keys() - base_by_key.keys()),
+        config_diff=config_diff(baseline, candidate),
+        verdict=verdict,
+        statistics=paired_statistics(pairs, resamples=resamples, seed=seed),
+        warnings=warnings,
+    )
+
+
+def compare_runs(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> RunComparison:
+    """Compare a candidate run against a baseline run (DESIGN §5).
+
+    Repetitions are reduced per test case with `reduce_repetitions` under ``spec`` when given,
+    else under each run's own spec (never "last row wins"); test cases are matched by key.
+    Thresholds are ``thresholds`` overrides over the ``comparison`` section of ``spec`` (or the
+    candidate's spec). ``resamples`` and ``seed`` drive the bootstrap of the statistics.
+    """
+    baseline_results = reduce_repetitions(baseline.cases, spec or baseline.spec)
+    candidate_results = reduce_repetitions(candidate.cases, spec or candidate.spec)
+    return compare_results(
+        baseline,
+        candidate,
+        baseline_results,
+        candidate_results,
+        thresholds,
+        spec,
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(value: float | None, fmt: str, suffix: str = "", signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    spec = f"+{fmt}" if signed else fmt
+    return f"{value:{spec}}{suffix}"
+
+
+def _case_side(passed: bool | None, score: float | None) -> str:
+    verdict = "pass" if passed is True else "fail" if passed is False else "—"
+    return verdict if score is None else f"{verdict} {score:.1f}"
+
+
+def _config_summary(diff: RunConfigDiff) -> list[str]:
+    """Short phrases naming what changed between the two runs' configuration."""
+    parts: list[str] = []
+    if diff.prompt_diff is not None:
+        pd = diff.prompt_diff
+        parts.append(f"system prompt (+{pd.added_line_count}/-{pd.removed_line_count} lines)")
+    if diff.tool_diff is not None:
+        td = diff.tool_diff
+        names = [f"+{n}" for n in td.added] + [f"-{n}" for n in td.removed]
+        names += [f"~{n}" for n in td.changed]
+        parts.append(f"tools ({', '.join(names)})")
+    for change in (
+        diff.agent_name_changed,
+        diff.agent_version_changed,
+        diff.provider_changed,
+        diff.model_changed,
+        diff.judge_provider_changed,
+        diff.judge_model_changed,
+        diff.judge_pass_threshold_changed,
+        diff.suite_changed,
+        diff.suite_version_changed,
+    ):
+        if change is not None:
+            parts.append(f"{change.field} {change.old_value} → {change.new_value}")
+    if diff.judge_metrics_changed is not None:
+        parts.append("judge.metrics")
+    if diff.config_changes:
+        parts.append("config: " + _keys_text([c.field for c in diff.config_changes], limit=5))
+    return parts
+
+
+def render_markdown(comparison: RunComparison, max_cases: int = MAX_MARKDOWN_CASES) -> str:
+    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases."""
+    c = comparison
+    agg = c.aggregate
+    ba, ca = agg.baseline_metrics, agg.candidate_metrics
+    lines: list[str] = []
+    if c.verdict.regression_detected:
+        lines.append("### ❌ Regression detected")
+    else:
+        lines.append("### ✅ No regression")
+    lines.append(f"Baseline `{c.baseline_run_id}` → candidate `{c.candidate_run_id}`")
+    lines.append("")
+    lines.extend(f"- {reason}" for reason in c.verdict.reasons)
+    if c.verdict.reasons:
+        lines.append("")
+    pr_delta = agg.pass_rate_delta * 100
+    lines += [
+        "| | Baseline | Candidate | Δ |",
+        "|---|---:|---:|---:|",
+        f"| Pass rate | {ba.pass_rate * 100:.1f}% | {ca.pass_rate * 100:.1f}% "
+        f"| {_fmt(pr_delta, '.1f', 'pt', signed=True)} |",
+        f"| Avg score | {_fmt(ba.weighted_metrics_score_pct, '.1f')} "
+        f"| {_fmt(ca.weighted_metrics_score_pct, '.1f')} "
+        f"| {_fmt(agg.avg_score_delta, '.1f', signed=True)} |",
+        f"| Latency avg | {_fmt(ba.latency_avg_ms, '.0f', 'ms')} "
+        f"| {_fmt(ca.latency_avg_ms, '.0f', 'ms')} "
+        f"| {_fmt(agg.latency_avg_delta_ms, '.0f', 'ms', signed=True)} |",
+    ]
+    if ba.latency_p95_ms is not None or ca.latency_p95_ms is not None:
+        lines.append(
+            f"| Latency p95 | {_fmt(ba.latency_p95_ms, '.0f', 'ms')} "
+            f"| {_fmt(ca.latency_p95_ms, '.0f', 'ms')} "
+            f"| {_fmt(agg.latency_p95_delta_ms, '.0f', 'ms', signed=True)} |"
+        )
+    if agg.cost_delta_usd is not None:
+        lines.append(
+            f"| Cost | ${ba.total_cost_usd:.4f} | ${ca.total_cost_usd:.4f} "
+            f"| {agg.cost_delta_usd:+.4f} USD |"
+        )
+    lines.append("")
+    lines.append(
+        f"Cases: {agg.total_regressions} regressed · {agg.total_improvements} improved · "
+        f"{agg.total_unchanged} unchanged · {agg.total_errors} errors"
+        + (
+            f" · {len(c.baseline_only_test_cases)} baseline-only"
+            if c.baseline_only_test_cases
+            else ""
+        )
+        + (
+            f" · {len(c.candidate_only_test_cases)} candidate-only"
+            if c.candidate_only_test_cases
+            else ""
+        )
+    )
+    changes = _config_summary(c.config_diff)
+    if changes:
+        lines.append("Changes: " + _md("; ".join(changes)))
+    st = c.statistics
+    ci = st.score_delta_ci95
+    ci_text = (
+        f"score Δ 95% CI [{ci.low:+.2f}, {ci.high:+.2f}] (n={ci.n})"
+        if ci.low is not None and ci.high is not None
+        else f"score Δ CI n/a (n={ci.n})"
+    )
+    lines.append(
+        f"Statistics: McNemar b={st.mcnemar.b} c={st.mcnemar.c} p={st.mcnemar.p_value:.4g} · "
+        f"{ci_text} · **{st.verdict}**"
+    )
+    regressed = [t for t in c.test_case_comparisons if t.status == "regression"]
+    if regressed:
+        lines += [
+            "",
+            f"**Regressed cases ({len(regressed)})**",
+            "",
+            "| Test case | Baseline | Candidate | Δ score |",
+            "|---|---|---|---:|",
+        ]
+        for t in regressed[:max_cases]:
+            lines.append(
+                f"| `{_md(t.test_case_key)}` | {_case_side(t.baseline_passed, t.baseline_score)} "
+                f"| {_case_side(t.candidate_passed, t.candidate_score)} "
+                f"| {_fmt(t.score_delta, '.1f', signed=True)} |"
+            )
+        if len(regressed) > max_cases:
+            lines.append(f"\n…and {len(regressed) - max_cases} more")
+    if c.warnings:
+        lines.append("")
+        lines.extend(f"> ⚠️ {_md(w)}" for w in c.warnings)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,235 @@
+"""Paired statistics for run-to-run comparison (DESIGN §5, "beyond the reference").
+
+Pure functions, standard library only:
+
+- `mcnemar_exact(b, c)`: the exact two-sided McNemar test on the discordant pass flips of matched
+  test cases (``b`` = pass→fail, ``c`` = fail→pass). Under H0 a discordant pair is equally likely
+  to go either way, so ``min(b, c) ~ Binomial(b + c, 0.5)`` and
+  ``p = min(1, 2 * P[X <= min(b, c)])``; ``p = 1.0`` when there are no discordant pairs. The sum
+  is computed with exact integer arithmetic before the one final division.
+- `paired_bootstrap_ci(deltas)`: the paired bootstrap percentile interval of the mean per-case
+  score delta (candidate - baseline). Resampling uses ``random.Random(seed)``, so the same input
+  and seed always give the same interval.
+- `paired_statistics(pairs)`: both tests over matched test cases plus a verdict.
+
+Minimum data (the ``insufficient_data`` choice):
+
+- McNemar needs ``b + c >= 6`` discordant pairs (`MIN_DISCORDANT_PAIRS`): with 5 or fewer, even a
+  unanimous split (0 vs 5) gives p = 0.0625, so the test *cannot* reach alpha = 0.05; calling that
+  "no significant change" would be misleading.
+- The bootstrap needs at least 5 paired scores (`MIN_PAIRED_SCORES`): below that the resampling
+  distribution has so few distinct values that its percentiles are not a meaningful interval.
+
+``insufficient_data`` is true when *either* test lacks its minimum; that test is then ignored.
+The verdict is ``regression`` / ``improvement`` when a test that has enough data is significant
+at alpha (McNemar p < alpha with the majority of flips in that direction, or a 95% CI wholly below
+/ above 0); a regression signal wins over a conflicting improvement signal. Otherwise the verdict
+is ``insufficient_data`` when a test lacked data, else ``no_significant_change``. The statistics
+are reported beside the threshold verdict and never replace it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+DEFAULT_RESAMPLES = 10_000
+"""Bootstrap resamples by default."""
+DEFAULT_SEED = 0
+"""Seed of the bootstrap's `random.Random` by default."""
+DEFAULT_ALPHA = 0.05
+"""Significance level of the statistical verdict."""
+MIN_DISCORDANT_PAIRS = 6
+"""Smallest b + c for which the exact two-sided McNemar p can fall below 0.05."""
+MIN_PAIRED_SCORES = 5
+"""Smallest number of paired scores the bootstrap interval is computed on."""
+
+StatVerdict = Literal["regression", "improvement", "no_significant_change", "insufficient_data"]
+
+
+class McNemarResult(BaseModel):
+    """Exact McNemar test on discordant pass flips."""
+
+    model_config = _MODEL
+
+    b: int = Field(ge=0, description="Discordant pairs that went pass → fail.")
+    c: int = Field(ge=0, description="Discordant pairs that went fail → pass.")
+    p_value: float = Field(ge=0, le=1, description="Exact two-sided p-value.")
+    sufficient_data: bool = Field(
+        default=True, description=f"b + c >= {MIN_DISCORDANT_PAIRS}; otherwise not used."
+    )
+
+
+class BootstrapCI(BaseModel):
+    """Paired bootstrap percentile interval of the mean score delta."""
+
+    model_config = _MODEL
+
+    mean: float | None = Field(description="Observed mean delta (candidate - baseline), points.")
+    low: float | None = Field(description="Lower bound of the interval; None when n = 0.")
+    high: float | None = Field(description="Upper bound of the interval; None when n = 0.")
+    n: int = Field(ge=0, description="Paired scores.")
+    resamples: int = Field(ge=1, description="Bootstrap resamples drawn.")
+    seed: int = Field(description="Seed of random.Random.")
+    confidence: float = Field(default=0.95, description="Coverage of the interval.")
+    sufficient_data: bool = Field(
+        default=True, description=f"n >= {MIN_PAIRED_SCORES}; otherwise not used."
+    )
+
+
+class PairedStatistics(BaseModel):
+    """Paired statistics of a comparison, reported beside the threshold verdict."""
+
+    model_config = _MODEL
+
+    mcnemar: McNemarResult
+    score_delta_ci95: BootstrapCI
+    insufficient_data: bool = Field(description="At least one test lacked its minimum data.")
+    alpha: float = DEFAULT_ALPHA
+    verdict: StatVerdict
+
+
+class PairedCase(BaseModel):
+    """One matched test case, repetitions already reduced, as the statistics see it."""
+
+    model_config = _MODEL
+
+    baseline_passed: bool | None = None
+    candidate_passed: bool | None = None
+    baseline_score: float | None = None
+    candidate_score: float | None = None
+
+
+def binom_cdf_half(k: int, n: int) -> Fraction:
+    """Exact P[X <= k] for X ~ Binomial(n, 0.5), as a fraction."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if k < 0:
+        return Fraction(0)
+    if k >= n:
+        return Fraction(1)
+    return Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+
+
+def mcnemar_exact(b: int, c: int) -> McNemarResult:
+    """Exact two-sided McNemar test: ``p = min(1, 2 * binom_cdf(min(b, c); b + c, 0.5))``.
+
+    ``b`` counts pass→fail flips and ``c`` fail→pass flips among matched cases; ``p = 1.0`` when
+    ``b + c = 0``.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"b and c must be >= 0, got b={b}, c={c}")
+    n = b + c
+    p = Fraction(1) if n == 0 else min(Fraction(1), 2 * binom_cdf_half(min(b, c), n))
+    return McNemarResult(b=b, c=c, p_value=float(p), sufficient_data=n >= MIN_DISCORDANT_PAIRS)
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default, "type 7") of sorted values, q in 0..1."""
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def paired_bootstrap_ci(
+    deltas: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> BootstrapCI:
+    """Paired bootstrap percentile CI of the mean of per-case deltas.
+
+    Each resample draws ``len(deltas)`` deltas with replacement from ``random.Random(seed)``; the
+    interval is the (1 - confidence)/2 and (1 + confidence)/2 linear-interpolation percentiles of
+    the resample means. Reproducible: the same deltas, resamples and seed give the same interval.
+    Values are rounded to 4 dp. With no deltas, mean/low/high are None.
+    """
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    values = [float(d) for d in deltas]
+    n = len(values)
+    sufficient = n >= MIN_PAIRED_SCORES
+    if n == 0:
+        return BootstrapCI(
+            mean=None,
+            low=None,
+            high=None,
+            n=0,
+            resamples=resamples,
+            seed=seed,
+            confidence=confidence,
+            sufficient_data=False,
+        )
+    rng = random.Random(seed)  # noqa: S311 - statistics, not cryptography
+    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return BootstrapCI(
+        mean=round(math.fsum(values) / n, 4),
+        low=round(_percentile(means, tail), 4),
+        high=round(_percentile(means, 1 - tail), 4),
+        n=n,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+        sufficient_data=sufficient,
+    )
+
+
+def paired_statistics(
+    pairs: Sequence[PairedCase],
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> PairedStatistics:
+    """McNemar on pass flips and a bootstrap CI of score deltas over matched cases, with a verdict.
+
+    Pass flips count only cases decided on both sides; score deltas only cases scored on both
+    sides. See the module docstring for the minimum-data rules and how the verdict is chosen.
+    """
+    b = sum(1 for p in pairs if p.baseline_passed is True and p.candidate_passed is False)
+    c = sum(1 for p in pairs if p.baseline_passed is False and p.candidate_passed is True)
+    mcnemar = mcnemar_exact(b, c)
+    deltas = [
+        p.candidate_score - p.baseline_score
+        for p in pairs
+        if p.baseline_score is not None and p.candidate_score is not None
+    ]
+    ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed, confidence=1 - alpha)
+
+    regression = improvement = False
+    if mcnemar.sufficient_data and mcnemar.p_value < alpha:
+        regression |= b > c
+        improvement |= c > b
+    if ci.sufficient_data and ci.low is not None and ci.high is not None:
+        regression |= ci.high < 0
+        improvement |= ci.low > 0
+    insufficient = not (mcnemar.sufficient_data and ci.sufficient_data)
+    verdict: StatVerdict
+    if regression:
+        verdict = "regression"
+    elif improvement:
+        verdict = "improvement"
+    elif insufficient:
+        verdict = "insufficient_data"
+    else:
+        verdict = "no_significant_change"
+    return PairedStatistics(
+        mcnemar=mcnemar,
+        score_delta_ci95=ci,
+        insufficient_data=insufficient,
+        alpha=alpha,
+        verdict=verdict,
+    )
