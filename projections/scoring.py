@@ -1,0 +1,624 @@
+"""Scoring math (DESIGN §3.1-3.2): pure functions from CaseFacts and a ScoringSpec to scores.
+
+Projections and what-if replays share these functions, so a rescore under another spec is only
+`score_case` over the same facts: no I/O, no clock, no judge call.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from domain.events import CheckStatus, ClaimSupport, ParseStatus
+from domain.metrics import ScoreType, score_label
+from domain.spec import (
+    Gate,
+    JudgeErrorPolicy,
+    PanelPolicy,
+    PassReducer,
+    ResolvedMetric,
+    ScoreReducer,
+    ScoringSpec,
+    Severity,
+)
+from projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from projections.models import (
+    CaseScore,
+    CaseStatus,
+    Coverage,
+    GateRule,
+    MetricResult,
+    OutcomeView,
+    RunAggregate,
+    TestCaseResult,
+)
+
+__all__ = ["reduce_repetitions", "score_case", "score_run", "summarize_run"]
+
+MAX_SCORE = 5
+"""Top of the 0-5 metric scale; a binary pass counts as this score, a fail as 0."""
+P95_MIN_SAMPLES = 20
+"""Below this many samples a 95th percentile is meaningless (Connexity): max / None instead."""
+JUDGE_ERROR_PREFIX = "Judge evaluation failed: "
+
+_PARSE_FAILURES: dict[ParseStatus, str] = {
+    ParseStatus.UNPARSEABLE: "unparseable reply",
+    ParseStatus.MISSING_METRICS: "missing metric block",
+    ParseStatus.PROVIDER_ERROR: "provider error",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Case level
+
+
+@dataclass(frozen=True)
+class _Panel:
+    """What the judge verdicts of one case amount to under the spec's panel policy."""
+
+    counted: list[VerdictFact]
+    """Verdicts that count: the valid ones the policy uses, or the error verdicts if none is."""
+    metrics: list[MetricResult]
+    overall: float | None
+    outcomes: list[OutcomeFact]
+    error: str | None
+    """'Judge evaluation failed: …' when verdicts are active but none of them is valid."""
+
+
+@dataclass(frozen=True)
+class _Decision:
+    status: CaseStatus
+    passed: bool | None
+    gate: GateRule
+    reason: str
+
+
+def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
+    """Score one case under a spec (DESIGN §3.1).
+
+    Precedence: execution error, cancellation, missing transcript, judge error verdict, pending,
+    then the spec's gate; a human override forcing pass/fail on a counted verdict has the last word
+    (except over the first three, which are facts about the execution, not judgements).
+    """
+    observed = _observations(facts)
+    if facts.errored:
+        detail = f": {facts.error_message}" if facts.error_message else ""
+        # Checked before cancellation: a case that errored and was then canceled still errored.
+        return _case_score(
+            facts,
+            observed,
+            _Decision(
+                CaseStatus.ERRORED, False, GateRule.EXECUTION_ERROR, f"execution error{detail}"
+            ),
+            errored=True,
+        )
+    if facts.canceled:
+        return _case_score(
+            facts,
+            observed,
+            _Decision(CaseStatus.CANCELED, None, GateRule.CANCELED, "canceled before it ran"),
+        )
+
+    panel = _judge_panel(facts, spec)
+    outcomes = _outcome_results(facts, panel.outcomes)
+    assertion_score, blockers_passed = _assertions(outcomes, spec)
+    overall = panel.overall
+    if (
+        panel.error is not None
+        and facts.has_transcript
+        and spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
+    ):
+        # Reference behaviour: the error verdict is a 0.0 that drags the run's metric mean down.
+        # Without a transcript there was nothing to judge, so no 0.0 is invented for it.
+        overall = 0.0
+
+    decision = _decide(facts, spec, panel, outcomes, overall)
+    return _case_score(
+        facts,
+        observed,
+        decision,
+        overall=overall,
+        scored=overall is not None,
+        panel=panel,
+        outcomes=outcomes,
+        assertion_score=assertion_score,
+        blockers_passed=blockers_passed,
+    )
+
+
+def _decide(
+    facts: CaseFacts,
+    spec: ScoringSpec,
+    panel: _Panel,
+    outcomes: list[OutcomeFact],
+    overall: float | None,
+) -> _Decision:
+    if not facts.has_transcript:
+        # Failed, not errored: the execution ran but produced nothing to judge.
+        return _Decision(
+            CaseStatus.FAILED, False, GateRule.NO_TRANSCRIPT, "no transcript was recorded"
+        )
+    if panel.error is not None:
+        if spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO:
+            decision = _Decision(
+                CaseStatus.FAILED,
+                False,
+                GateRule.JUDGE_ERROR,
+                f"{panel.error}; counted as overall_score 0.0 (judge_errors: score_zero)",
+            )
+        else:
+            decision = _Decision(
+                CaseStatus.UNSCORED,
+                None,
+                GateRule.JUDGE_ERROR,
+                f"{panel.error}; left unscored (judge_errors: unscored)",
+            )
+    elif not panel.counted and not outcomes:
+        return _Decision(
+            CaseStatus.PENDING, None, GateRule.NONE, "no verdict, outcome or check recorded yet"
+        )
+    elif spec.gate is Gate.BLOCKERS:
+        blockers = [o for o in outcomes if o.severity is Severity.BLOCKER]
+        if blockers:
+            passed = all(o.passed for o in blockers)
+            reason = _tally(blockers, "blocker outcomes")
+        else:
+            passed, reason = True, "no blocker outcomes, so the blockers gate passes"
+        decision = _decided(passed, GateRule.BLOCKERS, reason)
+    elif outcomes:
+        # The checklist overrides the score in both directions (Connexity).
+        decision = _decided(
+            all(o.passed for o in outcomes),
+            GateRule.EXPECTED_OUTCOMES,
+            _tally(outcomes, "expected outcomes"),
+        )
+    elif overall is not None:
+        passed = overall >= spec.pass_threshold
+        sign = ">=" if passed else "<"
+        decision = _decided(
+            passed,
+            GateRule.SCORE_THRESHOLD,
+            f"overall_score {overall} {sign} pass_threshold {spec.pass_threshold}",
+        )
+    else:  # pragma: no cover - a counted valid verdict always has an overall score
+        return _Decision(CaseStatus.PENDING, None, GateRule.NONE, "nothing to decide on")
+
+    forced = [(v, v.forced_passed) for v in panel.counted if v.forced_passed is not None]
+    if forced:
+        # Overrides are ordered with their verdicts; the latest verdict's correction wins.
+        verdict, forced_passed = forced[-1]
+        why = f": {verdict.override_reasons[-1]}" if verdict.override_reasons else ""
+        word = "pass" if forced_passed else "fail"
+        return _decided(forced_passed, GateRule.OVERRIDE, f"overridden by a human to {word}{why}")
+    return decision
+
+
+def _decided(passed: bool, gate: GateRule, reason: str) -> _Decision:
+    return _Decision(CaseStatus.PASSED if passed else CaseStatus.FAILED, passed, gate, reason)
+
+
+def _tally(outcomes: list[OutcomeFact], what: str) -> str:
+    failed = [o.statement for o in outcomes if not o.passed]
+    text = f"{len(outcomes) - len(failed)} of {len(outcomes)} {what} passed"
+    if failed:
+        text += ": " + ", ".join(repr(s) for s in failed) + " failed"
+    return text
+
+
+def _case_score(
+    facts: CaseFacts,
+    observed: dict[str, Any],
+    decision: _Decision,
+    *,
+    errored: bool = False,
+    overall: float | None = None,
+    scored: bool = False,
+    panel: _Panel | None = None,
+    outcomes: list[OutcomeFact] | None = None,
+    assertion_score: float | None = None,
+    blockers_passed: bool | None = None,
+) -> CaseScore:
+    counted = panel.counted if panel is not None else []
+    agent = facts.agent_provider
+    return CaseScore(
+        case_id=facts.case_id,
+        run_id=facts.run_id,
+        test_case_key=facts.test_case_key,
+        test_id=facts.test_id,
+        repetition=facts.repetition,
+        variant=facts.variant,
+        status=decision.status,
+        overall_score=overall,
+        passed=decision.passed,
+        errored=errored,
+        canceled=facts.canceled,
+        judge_error=panel is not None and panel.error is not None,
+        judge_error_message=panel.error if panel is not None else None,
+        scored=scored,
+        gate=decision.gate,
+        gate_reason=decision.reason,
+        metric_scores=panel.metrics if panel is not None else [],
+        outcome_results=[
+            OutcomeView(statement=o.statement, passed=o.passed, severity=o.severity.value)
+            for o in outcomes or []
+        ],
+        assertion_score=assertion_score,
+        blockers_passed=blockers_passed,
+        verdict_ids=[v.verdict_id for v in counted],
+        self_judged=agent is not None and any(v.judge_provider == agent for v in counted),
+        **observed,
+    )
+
+
+def _observations(facts: CaseFacts) -> dict[str, Any]:
+    """Numbers observed on the case whatever its status (latency, usage, claims, checks)."""
+    latencies = facts.assistant_latencies
+    statuses = _latest_checks(facts)
+    return {
+        "latency_p50_ms": int(statistics.median(latencies)) if latencies else None,
+        "latency_p95_ms": _case_p95(latencies),
+        "prompt_tokens": facts.prompt_tokens,
+        "completion_tokens": facts.completion_tokens,
+        "cost_usd": facts.cost_usd,
+        "claims_total": len(facts.claims),
+        "claims_supported": facts.claims.count(ClaimSupport.SUPPORTED),
+        "hallucinations": facts.claims.count(ClaimSupport.UNSUPPORTED)
+        + facts.claims.count(ClaimSupport.CONTRADICTED),
+        "checks_passed": sum(s is CheckStatus.PASSED for s in statuses.values()),
+        "checks_failed": sum(s is CheckStatus.FAILED for s in statuses.values()),
+        "checks_inconclusive": sum(s is CheckStatus.INCONCLUSIVE for s in statuses.values()),
+        # Every judge call was paid for, even the ones later invalidated.
+        "judge_cost_usd": sum(v.cost_usd for v in facts.verdicts if v.cost_usd is not None),
+    }
+
+
+def _case_p95(latencies: list[float]) -> float | None:
+    if not latencies:
+        return None
+    if len(latencies) >= P95_MIN_SAMPLES:
+        return statistics.quantiles(latencies, n=20)[18]
+    return max(latencies)
+
+
+def _latest_checks(facts: CaseFacts) -> dict[str, CheckStatus]:
+    # A check recorded again (a re-run hook) supersedes its earlier result.
+    return {c.check: c.status for c in facts.checks}
+
+
+def _judge_panel(facts: CaseFacts, spec: ScoringSpec) -> _Panel:
+    active = sorted((v for v in facts.verdicts if not v.invalidated), key=lambda v: v.position)
+    problems = {v.verdict_id: _verdict_error(v, spec) for v in active}
+    valid = [v for v in active if problems[v.verdict_id] is None]
+    use_one = spec.panel is PanelPolicy.FIRST
+    if not valid:
+        if not active:
+            return _Panel(counted=[], metrics=[], overall=None, outcomes=[], error=None)
+        counted = active[:1] if use_one else active
+        problem = problems[counted[0].verdict_id] or ""
+        return _Panel(
+            counted=counted,
+            metrics=[],
+            overall=None,
+            outcomes=[],
+            error=JUDGE_ERROR_PREFIX + problem.removeprefix(JUDGE_ERROR_PREFIX),
+        )
+    counted = valid[:1] if use_one else valid
+    metrics = [_combine_metric(m, counted, spec.panel) for m in spec.metrics]
+    return _Panel(
+        counted=counted,
+        metrics=metrics,
+        overall=round(sum(m.contribution for m in metrics), 2),
+        outcomes=_combine_outcomes(counted, spec.panel),
+        error=None,
+    )
+
+
+def _verdict_error(verdict: VerdictFact, spec: ScoringSpec) -> str | None:
+    """Why a verdict is an error verdict, or None when it is valid under the spec."""
+    if verdict.error is not None:
+        return verdict.error
+    if verdict.parse_status is not ParseStatus.PARSED:
+        return _PARSE_FAILURES.get(verdict.parse_status, verdict.parse_status.value)
+    by_metric = _metric_facts(verdict)
+    for selected in spec.metrics:
+        fact = by_metric.get(selected.metric)
+        if fact is None:
+            return f"missing metric {selected.metric}"
+        if selected.score_type is ScoreType.BINARY and fact.passed is None:
+            return f"metric {selected.metric} has no pass/fail"
+        if selected.score_type is ScoreType.SCORED and fact.score is None:
+            return f"metric {selected.metric} has no score"
+    return None
+
+
+def _metric_facts(verdict: VerdictFact) -> dict[str, MetricFact]:
+    facts: dict[str, MetricFact] = {}
+    for m in verdict.metric_scores:
+        facts.setdefault(m.metric, m)  # a metric reported twice: the judge's first answer counts
+    return facts
+
+
+def _combine_metric(
+    selected: ResolvedMetric, verdicts: list[VerdictFact], panel: PanelPolicy
+) -> MetricResult:
+    facts = [_metric_facts(v)[selected.metric] for v in verdicts]
+    passed: bool | None = None
+    if selected.score_type is ScoreType.BINARY:
+        score, passed = _combine_binary([bool(f.passed) for f in facts], panel)
+        label = score_label(MAX_SCORE if passed else 0, ScoreType.BINARY)
+    else:
+        # Judge scores are integers 0-5; clamp in case a custom importer slipped past validation.
+        score = _combine_scored([max(0, min(MAX_SCORE, int(f.score or 0))) for f in facts], panel)
+        label = score_label(int(score), ScoreType.SCORED)
+    diagnosed = next((f for f in facts if f.failure_code or f.turns), facts[0])
+    return MetricResult(
+        metric=selected.metric,
+        score=score,
+        passed=passed,
+        label=label,
+        weight=selected.weight,
+        contribution=100 * score / MAX_SCORE * selected.weight,
+        failure_code=diagnosed.failure_code or None,
+        turns=list(diagnosed.turns),
+    )
+
+
+def _combine_scored(votes: list[int], panel: PanelPolicy) -> float:
+    if panel is PanelPolicy.FIRST:
+        return float(votes[0])
+    if panel is PanelPolicy.MEAN:
+        return statistics.fmean(votes)
+    if panel is PanelPolicy.MEDIAN:
+        return float(statistics.median(votes))
+    if panel is PanelPolicy.MAJORITY:
+        counts = Counter(votes)
+        top = max(counts.values())
+        # A tie resolves to the lower (more pessimistic) score.
+        return float(min(v for v, c in counts.items() if c == top))
+    # strict_majority: the best score that more than half of the panel grants (at least).
+    return float(
+        max(s for s in range(MAX_SCORE + 1) if 2 * sum(v >= s for v in votes) > len(votes))
+    )
+
+
+def _combine_binary(votes: list[bool], panel: PanelPolicy) -> tuple[float, bool]:
+    """Score (0-5) and pass of a binary metric across a panel; ties fail."""
+    if panel is PanelPolicy.FIRST:
+        return (MAX_SCORE if votes[0] else 0.0), votes[0]
+    passed = 2 * sum(votes) > len(votes)
+    points = [MAX_SCORE if v else 0 for v in votes]
+    # mean and median keep the panel's averaged points in the weighted sum; the vote decides pass.
+    if panel is PanelPolicy.MEAN:
+        return statistics.fmean(points), passed
+    if panel is PanelPolicy.MEDIAN:
+        return float(statistics.median(points)), passed
+    return (MAX_SCORE if passed else 0.0), passed
+
+
+def _combine_outcomes(verdicts: list[VerdictFact], panel: PanelPolicy) -> list[OutcomeFact]:
+    if panel is PanelPolicy.FIRST:
+        return list({o.statement: o for o in verdicts[0].expected_outcomes}.values())
+    votes: dict[str, list[OutcomeFact]] = {}
+    for verdict in verdicts:
+        for statement, outcome in {o.statement: o for o in verdict.expected_outcomes}.items():
+            votes.setdefault(statement, []).append(outcome)
+    return [
+        OutcomeFact(
+            statement=statement,
+            # Per statement majority; a tie fails, like every other panel tie.
+            passed=2 * sum(o.passed for o in results) > len(results),
+            severity=results[0].severity,
+        )
+        for statement, results in votes.items()
+    ]
+
+
+def _outcome_results(facts: CaseFacts, combined: list[OutcomeFact]) -> list[OutcomeFact]:
+    results = {o.statement: o for o in combined}
+    for evaluation in facts.outcome_evaluations:
+        for outcome in evaluation:
+            results[outcome.statement] = outcome  # later evaluations supersede earlier ones
+    for check, status in _latest_checks(facts).items():
+        # An inconclusive check (missing hook) is skipped, never failed.
+        if status is not CheckStatus.INCONCLUSIVE:
+            results[f"check:{check}"] = OutcomeFact(
+                statement=f"check:{check}",
+                passed=status is CheckStatus.PASSED,
+                severity=Severity.BLOCKER,
+            )
+    return list(results.values())
+
+
+def _assertions(outcomes: list[OutcomeFact], spec: ScoringSpec) -> tuple[float | None, bool | None]:
+    """Voxli assertion score (severity-weighted % passed) and whether every blocker passed."""
+    if not outcomes:
+        return None, None
+    weights = spec.severity_weights
+    total = sum(weights.of(o.severity) for o in outcomes)
+    earned = sum(weights.of(o.severity) for o in outcomes if o.passed)
+    score = 100 * earned / total if total > 0 else None
+    return score, all(o.passed for o in outcomes if o.severity is Severity.BLOCKER)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run level
+
+
+def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregate:
+    """Connexity AggregateMetrics of one run's case scores plus coverage (DESIGN §3.2).
+
+    Values are unrounded. Canceled and errored cases stay in the pass-rate denominator.
+    """
+    total = len(scores)
+    passed = sum(s.passed is True for s in scores)
+    scored = [s for s in scores if s.scored and s.overall_score is not None]
+    latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
+    prompt_tokens = sum(s.prompt_tokens for s in scores)
+    completion_tokens = sum(s.completion_tokens for s in scores)
+    metrics_pct = _mean([s.overall_score for s in scored if s.overall_score is not None])
+    cases_pct = 100 * passed / total if total else None
+    return RunAggregate(
+        unique_test_case_count=len({s.test_case_key for s in scores}),
+        total_executions=total,
+        passed_count=passed,
+        failed_count=sum(s.passed is False and not s.errored for s in scores),
+        error_count=sum(s.errored for s in scores),
+        canceled_count=sum(s.canceled and not s.errored for s in scores),
+        pass_rate=passed / total if total else 0.0,
+        latency_p50_ms=statistics.median(latencies) if latencies else None,
+        latency_p95_ms=(
+            statistics.quantiles(latencies, n=20)[18] if len(latencies) >= P95_MIN_SAMPLES else None
+        ),
+        latency_max_ms=max(latencies) if latencies else None,
+        latency_avg_ms=_mean(latencies),
+        total_prompt_tokens=prompt_tokens,
+        total_completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+        total_cost_usd=sum(s.cost_usd for s in scores if s.cost_usd is not None),
+        judge_cost_usd=sum(s.judge_cost_usd for s in scores),
+        avg_overall_score=metrics_pct,
+        weighted_metrics_score_pct=metrics_pct,
+        metrics_pass_threshold=spec.metrics_pass_threshold,
+        metrics_passed=None if metrics_pct is None else metrics_pct >= spec.metrics_pass_threshold,
+        cases_pass_rate_pct=cases_pct,
+        cases_pass_threshold=spec.cases_pass_threshold,
+        cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
+        per_metric_means=_per_metric_means(scored, spec),
+        coverage=Coverage(
+            scored=len(scored),
+            unscored=sum(s.status is CaseStatus.UNSCORED for s in scores),
+            errored=sum(s.errored for s in scores),
+            pending=sum(s.status is CaseStatus.PENDING for s in scores),
+            canceled=sum(s.status is CaseStatus.CANCELED for s in scores),
+        ),
+        self_judged_count=sum(s.self_judged for s in scores),
+    )
+
+
+def _per_metric_means(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, float]:
+    """Scored metrics: mean 0-5; binary: fraction passing. Over the cases that have the metric."""
+    means: dict[str, float] = {}
+    for selected in spec.metrics:
+        results = _metric_results(scores, selected.metric)
+        if results and selected.score_type is ScoreType.BINARY:
+            means[selected.metric] = sum(m.passed is True for m in results) / len(results)
+        elif results:
+            means[selected.metric] = statistics.fmean(m.score or 0.0 for m in results)
+    return means
+
+
+def _metric_results(scores: Sequence[CaseScore], metric: str) -> list[MetricResult]:
+    """One metric's results across cases (judge error verdicts have none, so they are skipped)."""
+    return [
+        m for s in scores for m in s.metric_scores if m.metric == metric and m.score is not None
+    ]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def score_run(
+    facts: Iterable[CaseFacts], spec: ScoringSpec
+) -> tuple[list[CaseScore], RunAggregate]:
+    """Score every case of a run and summarise them, under one spec."""
+    scores = [score_case(f, spec) for f in facts]
+    return scores, summarize_run(scores, spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# Repetitions
+
+
+def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[TestCaseResult]:
+    """One result per test case key (sorted by key) from its repetitions, by the spec's reducers.
+
+    pass@k is the chance that at least one of k repetitions drawn without replacement passes,
+    pass^k the chance that all k pass (tau-bench); both need at least k decided repetitions.
+    """
+    groups: dict[str, list[CaseScore]] = {}
+    for s in scores:
+        groups.setdefault(s.test_case_key, []).append(s)
+    reducers = spec.reducers
+    results: list[TestCaseResult] = []
+    for key in sorted(groups):
+        reps = sorted(groups[key], key=lambda s: (s.repetition, s.variant))
+        scored = [s for s in reps if s.scored and s.overall_score is not None]
+        decided = [s.passed for s in reps if s.passed is not None]
+        n, c, k = len(decided), sum(decided), reducers.k
+        latencies = [float(s.latency_p50_ms) for s in reps if s.latency_p50_ms is not None]
+        costs = [s.cost_usd for s in reps if s.cost_usd is not None]
+        results.append(
+            TestCaseResult(
+                test_case_key=key,
+                repetitions=len(reps),
+                case_ids=[s.case_id for s in reps],
+                score=_reduce_score(
+                    [s.overall_score for s in scored if s.overall_score is not None],
+                    reducers.score,
+                ),
+                passed=_reduce_passed(decided, reducers.passed, k),
+                errored=all(s.errored for s in reps),
+                any_errored=any(s.errored for s in reps),
+                passes=c,
+                decided=n,
+                flaky=0 < c < n,
+                pass_at_k=None if n < k else 1 - math.comb(n - c, k) / math.comb(n, k),
+                pass_hat_k=None if n < k else math.comb(c, k) / math.comb(n, k),
+                latency_p50_ms=_mean(latencies),
+                metric_scores=_rep_metric_means(scored, spec),
+                metric_passed=_rep_metric_passed(scored, spec),
+                # Per repetition, so test cases with different repetition counts compare.
+                cost_usd=_mean(costs),
+            )
+        )
+    return results
+
+
+def _reduce_score(values: list[float], reducer: ScoreReducer) -> float | None:
+    if not values:
+        return None
+    if reducer is ScoreReducer.MEAN:
+        return statistics.fmean(values)
+    if reducer is ScoreReducer.MEDIAN:
+        return float(statistics.median(values))
+    if reducer is ScoreReducer.MIN:
+        return min(values)
+    return max(values)
+
+
+def _reduce_passed(votes: list[bool], reducer: PassReducer, k: int) -> bool | None:
+    if not votes:
+        return None
+    if reducer is PassReducer.ALL:
+        return all(votes)
+    if reducer is PassReducer.ANY:
+        return any(votes)
+    if reducer is PassReducer.MAJORITY:
+        return 2 * sum(votes) > len(votes)  # a tie is not a majority
+    return sum(votes) >= k
+
+
+def _rep_metric_means(scored: list[CaseScore], spec: ScoringSpec) -> dict[str, float]:
+    means: dict[str, float] = {}
+    for selected in spec.metrics:
+        mean = _mean([m.score or 0.0 for m in _metric_results(scored, selected.metric)])
+        if mean is not None:
+            means[selected.metric] = mean
+    return means
+
+
+def _rep_metric_passed(scored: list[CaseScore], spec: ScoringSpec) -> dict[str, bool]:
+    reduced: dict[str, bool] = {}
+    for selected in spec.metrics:
+        if selected.score_type is not ScoreType.BINARY:
+            continue
+        votes = [m.passed for m in _metric_results(scored, selected.metric) if m.passed is not None]
+        value = _reduce_passed(votes, spec.reducers.passed, spec.reducers.k)
+        if value is not None:
+            reduced[selected.metric] = value
+    return reduced
