@@ -6,6 +6,9 @@ It returns the log position of what it wrote so callers can wait for projections
 
 from __future__ import annotations
 
+import random
+import time
+
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +49,7 @@ from domain.events import (
     JudgeVerdictRecorded,
     OutcomeEvaluated,
     ParseStatus,
+    RunCreated,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -58,7 +62,7 @@ from domain.spec import ScoringSpec, resolve_spec
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
-MAX_RETRIES = 5
+MAX_RETRIES = 25
 
 
 def utcnow() -> datetime:
@@ -123,11 +127,35 @@ class Ledger:
     ) -> None:
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
+        if location.kind == "postgresql":
+            # Tables are created below under a lock: concurrent start-ups race on DDL otherwise.
+            env["CREATE_TABLE"] = "no"
         self.location = location
         self.app = LedgerApplication(env=env)
         self.clock = clock
         if location.kind == "postgresql":
-            self._make_append_only()
+            self._create_postgres_tables()
+
+    def _create_postgres_tables(self) -> None:
+        """Create the events table and make it append-only, once, whoever starts first."""
+        import psycopg
+
+        recorder: Any = self.app.recorder
+        env = self.location.events_env
+        with psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            autocommit=True,
+        ) as lock_conn:
+            lock_conn.execute("SELECT pg_advisory_lock(4242000)")
+            try:
+                recorder.create_table()
+                self._make_append_only()
+            finally:
+                lock_conn.execute("SELECT pg_advisory_unlock(4242000)")
 
     def _make_append_only(self) -> None:
         """On PostgreSQL the events table refuses UPDATE, DELETE and TRUNCATE (DESIGN §8)."""
@@ -230,10 +258,17 @@ class Ledger:
             request_digest=request_digest(body) if ctx.idempotency_key is not None else None,
         )
 
-    def _save(self, *aggregates: Aggregate) -> tuple[int, int]:
+    def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:
+        """Save in one transaction. With a run, log order is: its creation, the case events,
+        then its other events (attached cases, completion), so readers meet a run before its
+        cases and a seal after the case events it covers."""
         events: list[DomainEvent] = []
+        run_events = run.collect_events() if run is not None else []
+        head = [e for e in run_events if isinstance(e, RunCreated)]
+        events.extend(head)
         for agg in aggregates:
             events.extend(agg.collect_events())
+        events.extend(e for e in run_events if not isinstance(e, RunCreated))
         if not events:
             return self.position(), 0
         recordings = self.app.save(*events)
@@ -247,6 +282,8 @@ class Ledger:
             except IntegrityError:
                 if attempt == MAX_RETRIES - 1:
                     raise ConflictError("too many concurrent writers; try again") from None
+                # Jittered exponential backoff: writers on one hot run spread out.
+                time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))  # noqa: S311
         raise AssertionError("unreachable")
 
     # -- run commands ------------------------------------------------------------------------
@@ -363,7 +400,7 @@ class Ledger:
             run = self.get_run(run_id)
             catalogue = self.catalogue(run.created.project)
             built = self._build_cases(run, cases, ctx, catalogue)
-            position, n = self._save(*built, run)
+            position, n = self._save(*built, run=run)
             return Written(tuple(c.id for c in built) or (run_id,), position, n)
 
         return self._retrying(command)
@@ -517,8 +554,7 @@ class Ledger:
                 run.fail(meta, bundle.run.reason or "failed")
             elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
                 run.start(meta)
-            # Cases first: the run's seal must follow, in log order, the case events it covers.
-            position, n = self._save(*cases, run)
+            position, n = self._save(*cases, run=run)
             return ImportResult(
                 run_id=run.id,
                 run_key=bundle.run.key,

@@ -24,12 +24,12 @@ from domain.events import (
     OutcomeResult,
     ParseStatus,
     Role,
-    Severity,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
 )
+from domain.spec import Severity
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

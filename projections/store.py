@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    text,
 )
 
 metadata = MetaData()
@@ -136,7 +137,11 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
+        metadata.create_all(engine)
     else:
         engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
-    metadata.create_all(engine)
+        with engine.begin() as conn:
+            # Concurrent start-ups race on DDL: one at a time.
+            conn.execute(text("SELECT pg_advisory_xact_lock(4242002)"))
+            metadata.create_all(conn)
     return engine

@@ -1,0 +1,87 @@
+"""Contract tests: the same behaviour on SQLite files and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from api.audit import case_history
+from api.bootstrap import Services, Settings, build_ledger
+from domain.bundle import BundleCase, BundleRun, RunBundle
+from domain.export import export_bundle
+from domain.ledger import Context
+from domain.verify import verify
+from tests.helpers import bundle, case, event_count
+
+CTX = Context(actor="contract")
+
+
+def test_example_bundle_imports_once_exports_back_and_shows_every_event(store_services: Services) -> None:
+    s = store_services
+    original = RunBundle.model_validate(bundle())
+    first = s.ledger.import_bundle(original, CTX)
+    assert (first.events, first.cases) == (13, 3)
+    assert s.ledger.import_bundle(original, CTX).events == 0
+    assert event_count(s) == 13
+    assert export_bundle(s.ledger, first.run_id) == original
+    history = case_history(s, first.case_ids[0])
+    assert [e["type"] for e in history["events"]] == ["CaseOpened", "TranscriptRecorded", "JudgeVerdictRecorded", "ClaimsVerified"]
+    assert [e["version"] for e in history["events"]] == [1, 2, 3, 4]
+    assert all(e["actor"] == "contract" for e in history["events"])
+    assert verify(s.ledger).ok
+
+
+def test_projections_show_the_example_run(store_services: Services) -> None:
+    s = store_services
+    r = s.ledger.import_bundle(RunBundle.model_validate(bundle()), CTX)
+    s.sync(r.position)
+    agg = s.reads.summary(r.run_id).aggregate
+    assert agg.weighted_metrics_score_pct == pytest.approx(68.0)
+    assert (agg.passed_count, agg.failed_count, agg.error_count, agg.total_executions) == (1, 1, 1, 3)
+    assert agg.metrics_passed is False and agg.cases_passed is False
+    rows, total = s.reads.list_runs(__import__("projections.queries", fromlist=["RunFilter"]).RunFilter())
+    assert total == 1 and rows[0].status == "completed" and rows[0].case_count == 3
+
+
+def test_concurrent_writers_on_one_run_all_land(store_services: Services) -> None:
+    # Opening cases appends to the run (CasesAttached): parallel writers conflict and retry.
+    s = store_services
+    run = BundleRun.model_validate({**bundle()["run"], "status": "running"})
+    run_id = s.ledger.create_run(run, CTX).id
+    errors: list[BaseException] = []
+
+    def open_cases(worker: int) -> None:
+        try:
+            other = build_ledger(Settings(db=s.settings.db))
+            try:
+                for i in range(5):
+                    other.ledger.open_case(run_id, BundleCase.model_validate(case(f"w{worker}-{i}")), CTX)
+            finally:
+                other.close()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_cases, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(s.ledger.get_run(run_id).case_ids) == 15
+
+
+@pytest.mark.postgres
+def test_postgres_events_table_refuses_update_and_delete(pg_url: str) -> None:
+    import psycopg
+
+    s = build_ledger(Settings(db=pg_url))
+    try:
+        s.ledger.import_bundle(RunBundle.model_validate(bundle()), CTX)
+    finally:
+        s.close()
+    with psycopg.connect(pg_url.replace("postgresql://", "postgresql://", 1)) as conn:
+        for sql in ("UPDATE evaledger_events SET topic = 'x'", "DELETE FROM evaledger_events", "TRUNCATE evaledger_events"):
+            with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
+                conn.execute(sql)
+            conn.rollback()
