@@ -18,7 +18,15 @@ def entry(event: DomainEvent) -> HistoryEntry:
     """One event as a history entry."""
     payload = event.model_dump(
         mode="json",
-        exclude={"originator_id", "originator_version", "timestamp", "actor", "idempotency_key", "request_digest", "prev_hash"},
+        exclude={
+            "originator_id",
+            "originator_version",
+            "timestamp",
+            "actor",
+            "idempotency_key",
+            "request_digest",
+            "prev_hash",
+        },
     )
     return HistoryEntry(
         version=event.originator_version,

@@ -1,4 +1,7 @@
-"""The `evaledger` command line. Exit codes: 0 ok, 1 regression / failed gate, 2 usage or input error."""
+"""The `evaledger` command line.
+
+Exit codes: 0 ok, 1 regression or failed gate, 2 usage or input error.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +37,9 @@ class UsageError(Exception):
 
 def emit_json(data: Any) -> None:
     """Print JSON (pretty, stable key order)."""
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+    sys.stdout.write(
+        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+    )
 
 
 class Progress:
@@ -76,7 +81,9 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     """A plain-text table."""
     cells = [[str(h) for h in header], *[[fmt(c) for c in r] for r in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -163,22 +170,37 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
     progress = Progress("importing")
     for i, (path, bundle) in enumerate(bundles):
         r = services.ledger.import_bundle(bundle, Context(actor=args.actor))
-        results.append({"file": path, "run_id": str(r.run_id), "run_key": r.run_key, "events": r.events, "cases": r.cases, "new_cases": r.new_cases})
+        results.append(
+            {
+                "file": path,
+                "run_id": str(r.run_id),
+                "run_key": r.run_key,
+                "events": r.events,
+                "cases": r.cases,
+                "new_cases": r.new_cases,
+            }
+        )
         progress(i + 1, len(bundles))
     progress.done()
     if args.json:
         emit_json({"imported": results})
     else:
-        for r in results:
-            what = f"{r['events']} events" if r["events"] else "already imported, nothing written"
-            print(f"{r['run_id']}  {r['run_key']}  {r['cases']} cases  ({what})")
+        for item in results:
+            what = (
+                f"{item['events']} events"
+                if item["events"]
+                else "already imported, nothing written"
+            )
+            print(f"{item['run_id']}  {item['run_key']}  {item['cases']} cases  ({what})")
     return EXIT_OK
 
 
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle."""
     run_id = resolve_run(services, args.run, args.project)
-    data = orjson.dumps(bundle_to_json(export_bundle(services.ledger, run_id)), option=orjson.OPT_INDENT_2)
+    data = orjson.dumps(
+        bundle_to_json(export_bundle(services.ledger, run_id)), option=orjson.OPT_INDENT_2
+    )
     if args.output:
         Path(args.output).write_bytes(data + b"\n")
     else:
@@ -192,14 +214,34 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
 
     services.sync()
     rows, total = services.reads.list_runs(
-        RunFilter(project=args.project, suite=args.suite, agent=args.agent, status=args.status, label=args.label, limit=args.limit)
+        RunFilter(
+            project=args.project,
+            suite=args.suite,
+            agent=args.agent,
+            status=args.status,
+            label=args.label,
+            limit=args.limit,
+        )
     )
     if args.json:
-        emit_json({"data": [r.model_dump(mode="json") for r in rows], "count": len(rows), "total": total})
+        emit_json(
+            {"data": [r.model_dump(mode="json") for r in rows], "count": len(rows), "total": total}
+        )
         return EXIT_OK
     print(
         table(
-            [(str(r.run_id), r.run_key, r.suite["name"], r.agent["name"], r.status, r.case_count, r.created_at) for r in rows],
+            [
+                (
+                    str(r.run_id),
+                    r.run_key,
+                    r.suite["name"],
+                    r.agent["name"],
+                    r.status,
+                    r.case_count,
+                    r.created_at,
+                )
+                for r in rows
+            ],
             ["run_id", "key", "suite", "agent", "status", "cases", "created_at"],
         )
     )
@@ -272,11 +314,24 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         return EXIT_OK
     run = payload["run"]
     print(f"run {run['run_id']}  {run['run_key']}  [{run['status']}]")
-    print(f"  suite {run['suite']['name']} v{run['suite'].get('version')}  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}")
+    print(
+        f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
+        f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
+    )
     print_aggregate(payload["aggregate"], "aggregate:")
     print(
         table(
-            [(c["test_case_key"], c["repetition"], c["status"], c["overall_score"], c["passed"], c["gate"]) for c in payload["cases"]],
+            [
+                (
+                    c["test_case_key"],
+                    c["repetition"],
+                    c["status"],
+                    c["overall_score"],
+                    c["passed"],
+                    c["gate"],
+                )
+                for c in payload["cases"]
+            ],
             ["test_case_key", "rep", "status", "score", "passed", "gate"],
         )
     )
@@ -299,12 +354,24 @@ def cmd_rescore(services: Services, args: argparse.Namespace) -> int:
 def print_rescore(result: dict[str, Any]) -> None:
     """Before and after, side by side."""
     before, after = result["before"]["aggregate"], result["after"]["aggregate"]
-    print(f"rescore of run {result['run_id']}: {result['before']['spec_id']} → {result['after']['spec_id']} (0 judge calls, 0 events)")
-    print(table([(n, before.get(n), after.get(n)) for n in AGGREGATE_FIELDS[:12]], ["field", "before", "after"]))
+    print(
+        f"rescore of run {result['run_id']}: {result['before']['spec_id']} → "
+        f"{result['after']['spec_id']} (0 judge calls, 0 events)"
+    )
+    print(
+        table(
+            [(n, before.get(n), after.get(n)) for n in AGGREGATE_FIELDS[:12]],
+            ["field", "before", "after"],
+        )
+    )
     changed = result["changed_cases"]
     print(f"{len(changed)} case(s) changed")
     for c in changed[:20]:
-        print(f"  {c['test_case_key']} rep {c['repetition']}: {fmt(c['before']['overall_score'])} {c['before']['status']} → {fmt(c['after']['overall_score'])} {c['after']['status']}")
+        print(
+            f"  {c['test_case_key']} rep {c['repetition']}: "
+            f"{fmt(c['before']['overall_score'])} {c['before']['status']} → "
+            f"{fmt(c['after']['overall_score'])} {c['after']['status']}"
+        )
 
 
 def cmd_history(services: Services, args: argparse.Namespace) -> int:
@@ -315,11 +382,20 @@ def cmd_history(services: Services, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(payload)
         return EXIT_OK
-    print(f"case {payload['case_id']} (run {payload['run_id']}), {payload['latest_version']} events")
+    print(
+        f"case {payload['case_id']} (run {payload['run_id']}), {payload['latest_version']} events"
+    )
     for e in payload["events"]:
-        print(f"  v{e['version']:<3} {e['timestamp']}  {e['type']:<24} by {e['actor']}  {e['hash'][:12]}")
+        print(
+            f"  v{e['version']:<3} {e['timestamp']}  {e['type']:<24} "
+            f"by {e['actor']}  {e['hash'][:12]}"
+        )
     score = payload["state"]["score"]
-    print(f"state as of v{payload['version']}: {score['status']}, overall {fmt(score['overall_score'])}, passed {fmt(score['passed'])} ({score['gate_reason']})")
+    print(
+        f"state as of v{payload['version']}: {score['status']}, "
+        f"overall {fmt(score['overall_score'])}, passed {fmt(score['passed'])} "
+        f"({score['gate_reason']})"
+    )
     return EXIT_OK
 
 
@@ -339,7 +415,9 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
     if args.follow:
         stop = threading.Event()
         try:
-            services.runner.follow(stop, poll_interval=args.poll, safety_interval=args.safety_interval)
+            services.runner.follow(
+                stop, poll_interval=args.poll, safety_interval=args.safety_interval
+            )
         except KeyboardInterrupt:
             stop.set()
     return EXIT_OK
@@ -351,9 +429,20 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
-        emit_json({"ok": report.ok, "events": report.events, "aggregates": report.aggregates, "runs_sealed": report.runs_sealed, "broken": report.broken})
+        emit_json(
+            {
+                "ok": report.ok,
+                "events": report.events,
+                "aggregates": report.aggregates,
+                "runs_sealed": report.runs_sealed,
+                "broken": report.broken,
+            }
+        )
     elif report.ok:
-        print(f"ok: {report.events} events in {report.aggregates} aggregates, {report.runs_sealed} sealed runs")
+        print(
+            f"ok: {report.events} events in {report.aggregates} aggregates, "
+            f"{report.runs_sealed} sealed runs"
+        )
     else:
         print(f"BROKEN: first broken link: {report.broken[0]}")
         for line in report.broken[1:10]:
@@ -388,13 +477,25 @@ COMMANDS: dict[str, Callable[[Services, argparse.Namespace], int]] = {}
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="sqlite:///path or postgresql://... (default: EVALEDGER_DB or sqlite:///.evaledger/)")
-    common.add_argument("--project", default="default", help="project of run keys (default: default)")
+    common.add_argument(
+        "--db",
+        help="sqlite:///path or postgresql://... (default: EVALEDGER_DB or sqlite:///.evaledger/)",
+    )
+    common.add_argument(
+        "--project", default="default", help="project of run keys (default: default)"
+    )
     common.add_argument("--actor", default="cli", help="who records (default: cli)")
-    parser = argparse.ArgumentParser(prog="evaledger", description="Event-sourced evaluation ledger.")
+    parser = argparse.ArgumentParser(
+        prog="evaledger", description="Event-sourced evaluation ledger."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, func: Callable[[Services, argparse.Namespace], int], help_: str, json: bool = True) -> argparse.ArgumentParser:
+    def add(
+        name: str,
+        func: Callable[[Services, argparse.Namespace], int],
+        help_: str,
+        json: bool = True,
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help_, description=help_)
         if json:
             p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -425,11 +526,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("history", cmd_history, "every event of a case, and its state as of a version")
     p.add_argument("case", metavar="CASE")
     p.add_argument("--version", type=int)
-    p = add("project", cmd_project, "run the projections (catch up, --follow, --rebuild NAME)", json=False)
+    p = add(
+        "project",
+        cmd_project,
+        "run the projections (catch up, --follow, --rebuild NAME)",
+        json=False,
+    )
     p.add_argument("--follow", action="store_true", help="keep following the log")
     p.add_argument("--rebuild", metavar="NAME", help="rebuild one projection from position 0")
     p.add_argument("--poll", type=float, default=0.2, help="poll interval in seconds")
-    p.add_argument("--safety-interval", type=float, default=30.0, help="full catch-up every N seconds")
+    p.add_argument(
+        "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
+    )
     add("verify", cmd_verify, "recompute every hash chain and run seal")
     return parser
 

@@ -23,7 +23,9 @@ def get_context(
 ) -> Context:
     """Actor and idempotency key of a command."""
     services: Services = request.app.state.services
-    return Context(actor=x_actor or services.settings.default_actor, idempotency_key=idempotency_key)
+    return Context(
+        actor=x_actor or services.settings.default_actor, idempotency_key=idempotency_key
+    )
 
 
 def get_synced(request: Request) -> Services:

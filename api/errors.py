@@ -30,7 +30,7 @@ def status_of(error: EvaledgerError) -> int:
     """HTTP status of a domain error."""
     for cls in type(error).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return 400
 
 
@@ -63,9 +63,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        errors = [
-            {k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()
-        ]
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         body = error_body(describe_validation(errors), "invalid", 422)
         body["errors"] = errors
         return OrjsonResponse(body, status_code=422)

@@ -29,14 +29,12 @@ from domain.events import (
     CaseOpened,
     CasesAttached,
     CatalogueEvent,
-    ClaimsVerified,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
-    OutcomeEvaluated,
     OutcomeResult,
     RunCanceled,
     RunCompleted,
@@ -44,7 +42,6 @@ from domain.events import (
     RunEvent,
     RunFailed,
     RunStarted,
-    StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
@@ -245,7 +242,9 @@ class Run(Aggregate):
     def approve_baseline(self, meta: Meta, reason: str | None) -> None:
         """Approve this completed run as the baseline of its (agent, suite)."""
         if self.status is not RunStatus.COMPLETED:
-            raise ConflictError(f"run {self.id} is {self.status.value}; only a completed run can be a baseline")
+            raise ConflictError(
+                f"run {self.id} is {self.status.value}; only a completed run can be a baseline"
+            )
         self._trigger(
             BaselineApproved,
             meta,
@@ -315,7 +314,13 @@ class Case(Aggregate):
         """The run this case belongs to."""
         return self.opened.run_id
 
-    def record(self, cls: type[CaseEvent], meta: Meta, catalogue: Mapping[str, MetricDefinition], **fields: Any) -> CaseEvent:
+    def record(
+        self,
+        cls: type[CaseEvent],
+        meta: Meta,
+        catalogue: Mapping[str, MetricDefinition],
+        **fields: Any,
+    ) -> CaseEvent:
         """Check the invariants of one case event, then record it."""
         if cls is TranscriptRecorded and self.has_transcript:
             raise ConflictError(f"case {self.id} already has a transcript", field="transcript")
@@ -341,14 +346,19 @@ class Case(Aggregate):
             at = f"{where}[{i}]"
             definition = catalogue.get(s.metric)
             if definition is None:
-                raise ValidationError(f"{at}.metric: unknown metric {s.metric!r}", field=f"{at}.metric")
+                raise ValidationError(
+                    f"{at}.metric: unknown metric {s.metric!r}", field=f"{at}.metric"
+                )
             if s.metric in seen:
-                raise ValidationError(f"{at}.metric: {s.metric!r} is scored twice", field=f"{at}.metric")
+                raise ValidationError(
+                    f"{at}.metric: {s.metric!r} is scored twice", field=f"{at}.metric"
+                )
             seen.add(s.metric)
             if definition.score_type is ScoreType.BINARY:
                 if s.score is not None or s.passed is None:
                     raise ValidationError(
-                        f"{at}: {s.metric!r} is a binary metric; give 'passed' (true/false), not a score",
+                        f"{at}: {s.metric!r} is a binary metric; "
+                        "give 'passed' (true/false), not a score",
                         field=f"{at}.passed",
                     )
             elif s.score is None or s.passed is not None:
@@ -359,8 +369,7 @@ class Case(Aggregate):
             for t in s.turns:
                 if not 0 <= t < self.turn_count:
                     raise ValidationError(
-                        f"{at}.turns: turn {t} is outside the transcript "
-                        f"({self.turn_count} turns)",
+                        f"{at}.turns: turn {t} is outside the transcript ({self.turn_count} turns)",
                         field=f"{at}.turns",
                     )
 
@@ -386,7 +395,9 @@ class MetricCatalogue(Aggregate):
         if existing == definition:
             return False
         if existing is not None:
-            raise ConflictError(f"metric {definition.name!r} is already registered differently", field="name")
+            raise ConflictError(
+                f"metric {definition.name!r} is already registered differently", field="name"
+            )
         self._trigger(MetricRegistered, meta, project=project, definition=definition)
         return True
 
@@ -395,4 +406,14 @@ class MetricCatalogue(Aggregate):
             self.custom[event.definition.name] = event.definition
 
 
-__all__ = ["Case", "CaseEvent", "CatalogueEvent", "Meta", "MetricCatalogue", "OutcomeResult", "Run", "RunEvent", "RunStatus"]
+__all__ = [
+    "Case",
+    "CaseEvent",
+    "CatalogueEvent",
+    "Meta",
+    "MetricCatalogue",
+    "OutcomeResult",
+    "Run",
+    "RunEvent",
+    "RunStatus",
+]

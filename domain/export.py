@@ -82,7 +82,13 @@ def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
 
 def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
     """One case as a bundle case."""
-    fields: dict[str, Any] = {"verdicts": [], "outcomes": [], "claims": [], "checks": [], "overrides": []}
+    fields: dict[str, Any] = {
+        "verdicts": [],
+        "outcomes": [],
+        "claims": [],
+        "checks": [],
+        "overrides": [],
+    }
     status = BundleCaseStatus.COMPLETED
     for event in ledger.events_of(case_id):
         if isinstance(event, CaseOpened):
@@ -115,7 +121,8 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
                     raw_output=event.raw_output,
                     # Left out when it is what import derives, so re-imports stay idempotent.
                     parse_status=None
-                    if event.parse_status == (ParseStatus.PARSED if event.error is None else ParseStatus.UNPARSEABLE)
+                    if event.parse_status
+                    == (ParseStatus.PARSED if event.error is None else ParseStatus.UNPARSEABLE)
                     else event.parse_status,
                     latency_ms=event.latency_ms,
                     usage=event.usage,
@@ -128,7 +135,9 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         elif isinstance(event, ClaimsVerified):
             fields["claims"].extend(event.claims)
         elif isinstance(event, StructuralCheckRecorded):
-            fields["checks"].append(BundleCheck(check=event.check, status=event.status, evidence=event.evidence))
+            fields["checks"].append(
+                BundleCheck(check=event.check, status=event.status, evidence=event.evidence)
+            )
         elif isinstance(event, VerdictOverridden):
             fields["overrides"].append(
                 BundleOverride(
@@ -143,7 +152,12 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
             )
         elif isinstance(event, VerdictInvalidated):
             fields["overrides"].append(
-                BundleOverride(kind="invalidate", verdict_id=event.verdict_id, reason=event.reason, actor=event.actor)
+                BundleOverride(
+                    kind="invalidate",
+                    verdict_id=event.verdict_id,
+                    reason=event.reason,
+                    actor=event.actor,
+                )
             )
     return BundleCase(status=status, **fields)
 
@@ -153,6 +167,7 @@ def bundle_to_json(bundle: RunBundle) -> dict[str, Any]:
     data: dict[str, Any] = bundle.model_dump(mode="json", exclude_none=False)
     for case in data["cases"]:
         case["test_case"]["expected_outcomes"] = [
-            o["statement"] if o["severity"] == "blocker" else o for o in case["test_case"]["expected_outcomes"]
+            o["statement"] if o["severity"] == "blocker" else o
+            for o in case["test_case"]["expected_outcomes"]
         ]
     return data

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import time
-
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,8 +15,13 @@ from typing import Any, TypeVar, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, Mapper, Notification, Transcoder
-from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    Mapper,
+    Notification,
+    Transcoder,
+)
 
 from domain.aggregates import (
     Aggregate,
@@ -122,9 +126,7 @@ class LedgerApplication(Application[UUID]):
 class Ledger:
     """Commands (writes) and audit reads over the event store."""
 
-    def __init__(
-        self, location: StorageLocation, clock: Callable[[], datetime] = utcnow
-    ) -> None:
+    def __init__(self, location: StorageLocation, clock: Callable[[], datetime] = utcnow) -> None:
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
         if location.kind == "postgresql":
@@ -171,7 +173,8 @@ class Ledger:
             for op, level in (("UPDATE OR DELETE", "ROW"), ("TRUNCATE", "STATEMENT")):
                 name = f"{table}_immutable_{'row' if level == 'ROW' else 'truncate'}"
                 curs.execute(
-                    f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}') THEN "
+                    "DO $$ BEGIN IF NOT EXISTS "
+                    f"(SELECT 1 FROM pg_trigger WHERE tgname = '{name}') THEN "
                     f'CREATE TRIGGER {name} BEFORE {op} ON "{schema}"."{table}" '
                     f"FOR EACH {level} EXECUTE FUNCTION evaledger_refuse_change(); END IF; END $$"
                 )
@@ -187,7 +190,9 @@ class Ledger:
         """The last position in the notification log (0 when empty)."""
         return self.app.recorder.max_notification_id() or 0
 
-    def notifications(self, start: int, limit: int, stop: int | None = None) -> Sequence[Notification]:
+    def notifications(
+        self, start: int, limit: int, stop: int | None = None
+    ) -> Sequence[Notification]:
         """Notifications from `start` (inclusive), in log order."""
         return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
 
@@ -203,13 +208,9 @@ class Ledger:
 
     def _get(self, cls: type[A], aggregate_id: UUID, version: int | None = None) -> A:
         try:
+            project: Any = lambda agg, events: replay(cls, cast(Iterable[DomainEvent], events), agg)  # noqa: E731
             return cast(
-                A,
-                self.app.repository.get(
-                    aggregate_id,
-                    version=version,
-                    projector_func=lambda agg, events: replay(cls, cast(Iterable[DomainEvent], events), agg),
-                ),
+                A, self.app.repository.get(aggregate_id, version=version, projector_func=project)
             )
         except AggregateNotFoundError:
             raise NotFoundError(f"no {cls.__name__.lower()} {aggregate_id}") from None
@@ -259,9 +260,12 @@ class Ledger:
         )
 
     def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:
-        """Save in one transaction. With a run, log order is: its creation, the case events,
+        """Save in one transaction.
+
+        With a run, log order is: its creation, the case events,
         then its other events (attached cases, completion), so readers meet a run before its
-        cases and a seal after the case events it covers."""
+        cases and a seal after the case events it covers.
+        """
         events: list[DomainEvent] = []
         run_events = run.collect_events() if run is not None else []
         head = [e for e in run_events if isinstance(e, RunCreated)]
@@ -308,7 +312,8 @@ class Ledger:
         if existing is not None:
             if existing.created.request_digest != digest:
                 raise ConflictError(
-                    f"run {run.key!r} already exists in project {run.project!r} with a different body",
+                    f"run {run.key!r} already exists in project {run.project!r} "
+                    "with a different body",
                     field="run",
                 )
             return existing
@@ -335,7 +340,9 @@ class Ledger:
     def _resolve(self, run: BundleRun) -> ScoringSpec:
         return resolve_spec(run.config, self.catalogue(run.project))
 
-    def _run_command(self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]) -> Written:
+    def _run_command(
+        self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]
+    ) -> Written:
         def command() -> Written:
             run = self.get_run(run_id)
             meta = self._meta(ctx, {"run": str(run_id)})
@@ -350,7 +357,9 @@ class Ledger:
         """Mark a run as running."""
         return self._run_command(run_id, ctx, lambda run, meta: run.start(meta))
 
-    def complete_run(self, run_id: UUID, ctx: Context, completed_at: datetime | None = None) -> Written:
+    def complete_run(
+        self, run_id: UUID, ctx: Context, completed_at: datetime | None = None
+    ) -> Written:
         """Complete a run and seal it over its cases' last hashes."""
 
         def action(run: Run, meta: Meta) -> None:
@@ -375,7 +384,9 @@ class Ledger:
         """Revoke a run's baseline approval."""
         return self._run_command(run_id, ctx, lambda run, meta: run.revoke_baseline(meta, reason))
 
-    def register_metric(self, definition: MetricDefinition, ctx: Context, project: str = "default") -> Written:
+    def register_metric(
+        self, definition: MetricDefinition, ctx: Context, project: str = "default"
+    ) -> Written:
         """Add a custom metric to a project's catalogue (idempotent)."""
 
         def command() -> Written:
@@ -439,7 +450,9 @@ class Ledger:
             try:
                 built.append(self._new_case(run.id, case_id, bc, ctx, digest, catalogue))
             except ValidationError as e:
-                raise ValidationError(f"cases[{index}].{e.detail}", field=f"cases[{index}].{e.field}") from None
+                raise ValidationError(
+                    f"cases[{index}].{e.detail}", field=f"cases[{index}].{e.field}"
+                ) from None
             new_ids.append(case_id)
         if new_ids:
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
@@ -454,9 +467,19 @@ class Ledger:
         digest: str,
         catalogue: Mapping[str, MetricDefinition],
     ) -> Case:
-        meta = Meta(timestamp=self.clock(), actor=ctx.actor, idempotency_key=ctx.idempotency_key, request_digest=digest)
+        meta = Meta(
+            timestamp=self.clock(),
+            actor=ctx.actor,
+            idempotency_key=ctx.idempotency_key,
+            request_digest=digest,
+        )
         case = Case.open(
-            case_id, meta, run_id=run_id, test_case=bc.test_case, repetition=bc.repetition, variant=bc.variant
+            case_id,
+            meta,
+            run_id=run_id,
+            test_case=bc.test_case,
+            repetition=bc.repetition,
+            variant=bc.variant,
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
         if bc.transcript or bc.usage is not None or bc.cost_usd is not None:
@@ -477,13 +500,24 @@ class Ledger:
             try:
                 case.record(JudgeVerdictRecorded, follow, catalogue, **verdict_fields(v, vid))
             except ValidationError as e:
-                raise ValidationError(f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}") from None
-        for o in bc.outcomes:
-            case.record(OutcomeEvaluated, follow, catalogue, results=o.results, judge=o.judge)
+                raise ValidationError(
+                    f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}"
+                ) from None
+        for outcome in bc.outcomes:
+            case.record(
+                OutcomeEvaluated, follow, catalogue, results=outcome.results, judge=outcome.judge
+            )
         if bc.claims:
             case.record(ClaimsVerified, follow, catalogue, claims=bc.claims)
         for c in bc.checks:
-            case.record(StructuralCheckRecorded, follow, catalogue, check=c.check, status=c.status, evidence=c.evidence)
+            case.record(
+                StructuralCheckRecorded,
+                follow,
+                catalogue,
+                check=c.check,
+                status=c.status,
+                evidence=c.evidence,
+            )
         for i, o in enumerate(bc.overrides):
             if o.verdict_index is not None and o.verdict_index >= len(verdict_ids):
                 raise ValidationError(
@@ -507,12 +541,16 @@ class Ledger:
                 )
         if bc.status is BundleCaseStatus.ERRORED:
             assert bc.error is not None
-            case.record(ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind)
+            case.record(
+                ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind
+            )
         elif bc.status is BundleCaseStatus.CANCELED:
             case.record(ExecutionCanceled, follow, catalogue, reason=None)
         return case
 
-    def record(self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]) -> Written:
+    def record(
+        self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]
+    ) -> Written:
         """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...)."""
         overrides = cls in (VerdictOverridden, VerdictInvalidated)
 

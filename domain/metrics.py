@@ -192,7 +192,9 @@ BUILTIN_METRICS: tuple[MetricDefinition, ...] = (
 )
 
 BUILTIN_BY_NAME: dict[str, MetricDefinition] = {m.name: m for m in BUILTIN_METRICS}
-DEFAULT_METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in BUILTIN_METRICS if m.include_in_defaults)
+DEFAULT_METRIC_NAMES: tuple[str, ...] = tuple(
+    m.name for m in BUILTIN_METRICS if m.include_in_defaults
+)
 
 SCORE_LABELS: tuple[str, ...] = ("critical_fail", "fail", "poor", "acceptable", "good", "excellent")
 

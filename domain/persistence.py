@@ -47,7 +47,9 @@ class UnknownTopicError(ValueError):
     """A stored event's topic is not in the catalogue."""
 
 
-def decode_state(topic: str, state: bytes, transcoder: Transcoder) -> tuple[type[DomainEvent], dict[str, Any]]:
+def decode_state(
+    topic: str, state: bytes, transcoder: Transcoder
+) -> tuple[type[DomainEvent], dict[str, Any]]:
     """Decode a stored state and upcast it to the current class version."""
     name, version = split_topic(topic)
     cls = BY_TOPIC_NAME.get(name)
@@ -77,7 +79,9 @@ class EventMapper(Mapper[UUID]):
         """Decode (and upcast) one stored event."""
         cls, data = decode_state(stored_event.topic, stored_event.state, self.transcoder)
         originator_id = stored_event.originator_id
-        data["originator_id"] = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+        data["originator_id"] = (
+            originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+        )
         data["originator_version"] = stored_event.originator_version
         event = cls.model_validate(data)
         event._hash = stored_hash(stored_event.topic, stored_event.state)

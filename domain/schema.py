@@ -11,7 +11,10 @@ from domain.bundle import bundle_json_schema
 
 def render() -> bytes:
     """The schema file's exact bytes."""
-    return orjson.dumps(bundle_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return (
+        orjson.dumps(bundle_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        + b"\n"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Run config (what users write) and ScoringSpec (the resolved policy every score is derived under)."""
+"""Run config (what users write) and ScoringSpec (the resolved policy scores derive under)."""
 
 from __future__ import annotations
 
@@ -229,9 +229,7 @@ def resolve_spec(
         raise ValidationError(
             "config.judge.metrics: the weights sum to 0", field="config.judge.metrics"
         )
-    policy = config.model_dump(
-        include=set(PolicyFields.model_fields), round_trip=True
-    )
+    policy = config.model_dump(include=set(PolicyFields.model_fields), round_trip=True)
     return ScoringSpec(
         metrics=tuple(
             ResolvedMetric(metric=name, weight=w / total, raw_weight=w, score_type=t)

@@ -56,12 +56,15 @@ def verify(ledger: Ledger, progress: Callable[[int, int], None] | None = None) -
                 )
             if n.originator_version != last_version.get(oid, 0) + 1:
                 report.broken.append(
-                    f"aggregate {oid}: version {n.originator_version} follows {last_version.get(oid, 0)}"
+                    f"aggregate {oid}: version {n.originator_version} "
+                    f"follows {last_version.get(oid, 0)}"
                 )
             if n.topic == attached_topic:
                 run_cases.setdefault(oid, []).extend(UUID(c) for c in state["case_ids"])
             elif n.topic == completed_topic:
-                hashes = {cid: last_hash.get(str(cid), GENESIS_HASH) for cid in run_cases.get(oid, [])}
+                hashes = {
+                    cid: last_hash.get(str(cid), GENESIS_HASH) for cid in run_cases.get(oid, [])
+                }
                 if seal_of(hashes) != state["seal"]:
                     report.broken.append(
                         f"run {oid} (position {n.id}): seal does not match its cases' hashes"

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from domain.events import (
     CaseOpened,
     CheckStatus,
-    ClaimsVerified,
     ClaimSupport,
+    ClaimsVerified,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
@@ -144,7 +144,9 @@ class CaseFacts(BaseModel):
     def assistant_latencies(self) -> list[float]:
         """Latency of every assistant turn that has one."""
         return [
-            m.latency_ms for m in self.messages if m.role is Role.ASSISTANT and m.latency_ms is not None
+            m.latency_ms
+            for m in self.messages
+            if m.role is Role.ASSISTANT and m.latency_ms is not None
         ]
 
 
@@ -236,7 +238,9 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
                 expected_outcomes=_outcomes(event.expected_outcomes, declared),
                 latency_ms=event.latency_ms,
                 cost_usd=event.cost_usd,
-                tokens=(event.usage.prompt_tokens + event.usage.completion_tokens) if event.usage else 0,
+                tokens=(event.usage.prompt_tokens + event.usage.completion_tokens)
+                if event.usage
+                else 0,
             )
         )
     elif isinstance(event, OutcomeEvaluated):

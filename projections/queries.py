@@ -130,7 +130,9 @@ class ReadModels:
         """The approved baseline run of (agent, suite)."""
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(baselines.c.run_id).where(baselines.c.agent == agent, baselines.c.suite == suite)
+                select(baselines.c.run_id).where(
+                    baselines.c.agent == agent, baselines.c.suite == suite
+                )
             ).first()
         if row is None:
             raise NotFoundError(f"no approved baseline for agent {agent!r} and suite {suite!r}")
@@ -147,7 +149,9 @@ class ReadModels:
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(cases.c.facts, cases.c.score).where(cases.c.case_id == str(case_id))).first()
+            row = conn.execute(
+                select(cases.c.facts, cases.c.score).where(cases.c.case_id == str(case_id))
+            ).first()
         if row is None:
             raise NotFoundError(f"no case {case_id}")
         return CaseFacts.model_validate_json(row.facts), CaseScore.model_validate_json(row.score)
@@ -162,7 +166,9 @@ class ReadModels:
         """The run summarised under its own spec (materialised once the run is closed)."""
         spec = self.run_spec(run_id)
         with self.engine.connect() as conn:
-            row = conn.execute(select(run_summaries).where(run_summaries.c.run_id == str(run_id))).first()
+            row = conn.execute(
+                select(run_summaries).where(run_summaries.c.run_id == str(run_id))
+            ).first()
             if row is not None and row.spec_id == spec.spec_id:
                 return Summary(
                     spec,
@@ -172,7 +178,9 @@ class ReadModels:
             scores = load_scores(conn, str(run_id))
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
 
-    def summary_under(self, run_id: UUID, spec: ScoringSpec | None) -> tuple[Summary, list[CaseScore]]:
+    def summary_under(
+        self, run_id: UUID, spec: ScoringSpec | None
+    ) -> tuple[Summary, list[CaseScore]]:
         """The run summarised under `spec` (its own when None), with the case scores."""
         own = self.run_spec(run_id)
         if spec is None or spec.spec_id == own.spec_id:
@@ -200,8 +208,16 @@ class ReadModels:
                 "case_id": str(s.case_id),
                 "test_case_key": s.test_case_key,
                 "repetition": s.repetition,
-                "before": {"overall_score": old[s.case_id].overall_score, "passed": old[s.case_id].passed, "status": old[s.case_id].status.value},
-                "after": {"overall_score": s.overall_score, "passed": s.passed, "status": s.status.value},
+                "before": {
+                    "overall_score": old[s.case_id].overall_score,
+                    "passed": old[s.case_id].passed,
+                    "status": old[s.case_id].status.value,
+                },
+                "after": {
+                    "overall_score": s.overall_score,
+                    "passed": s.passed,
+                    "status": s.status.value,
+                },
             }
             for s in after_scores
             if s.case_id in old
@@ -240,9 +256,17 @@ class ReadModels:
     def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
         """Rescores stored side by side for a run."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(rescores.c.spec_id, rescores.c.aggregate, rescores.c.created_at).where(rescores.c.run_id == str(run_id)))
+            rows = conn.execute(
+                select(rescores.c.spec_id, rescores.c.aggregate, rescores.c.created_at).where(
+                    rescores.c.run_id == str(run_id)
+                )
+            )
             return [
-                {"spec_id": r.spec_id, "aggregate": json.loads(r.aggregate), "created_at": r.created_at}
+                {
+                    "spec_id": r.spec_id,
+                    "aggregate": json.loads(r.aggregate),
+                    "created_at": r.created_at,
+                }
                 for r in rows
             ]
 
@@ -252,7 +276,9 @@ class ReadModels:
         """Built-in metrics then the project's custom ones."""
         with self.engine.connect() as conn:
             texts = conn.scalars(
-                select(custom_metrics.c.definition).where(custom_metrics.c.project == project).order_by(custom_metrics.c.name)
+                select(custom_metrics.c.definition)
+                .where(custom_metrics.c.project == project)
+                .order_by(custom_metrics.c.name)
             ).all()
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
 

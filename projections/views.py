@@ -1,4 +1,4 @@
-"""The projections: runs, cases (facts + scores under the run's own spec + run summaries), metrics."""
+"""The projections: runs, cases (facts, own-spec scores, run summaries) and custom metrics."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from domain.events import (
     CaseEvent,
     CaseOpened,
     CasesAttached,
-    DomainEvent,
     MetricRegistered,
     RunCanceled,
     RunCompleted,
@@ -84,7 +83,9 @@ class RunsProjection:
                         project=event.project,
                         name=event.name,
                         suite_name=event.suite.name,
-                        suite_version=None if event.suite.version is None else str(event.suite.version),
+                        suite_version=None
+                        if event.suite.version is None
+                        else str(event.suite.version),
                         agent_name=event.agent.name,
                         agent_version=event.agent.version,
                         status="created",
@@ -95,7 +96,16 @@ class RunsProjection:
                         created=json.dumps(
                             event.model_dump(
                                 mode="json",
-                                include={"agent", "suite", "config", "spec", "labels", "name", "run_key", "project"},
+                                include={
+                                    "agent",
+                                    "suite",
+                                    "config",
+                                    "spec",
+                                    "labels",
+                                    "name",
+                                    "run_key",
+                                    "project",
+                                },
                             )
                         ),
                         position=position,
@@ -129,8 +139,16 @@ class RunsProjection:
                         }
                     ],
                 )
-                conn.execute(update(runs).where(runs.c.agent_name == event.agent, runs.c.suite_name == event.suite).values(baseline=False))
-                conn.execute(update(runs).where(runs.c.run_id == rid).values(baseline=True, position=position))
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.agent_name == event.agent, runs.c.suite_name == event.suite)
+                    .values(baseline=False)
+                )
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.run_id == rid)
+                    .values(baseline=True, position=position)
+                )
             elif isinstance(event, BaselineRevoked):
                 conn.execute(
                     baselines.delete().where(
@@ -139,7 +157,11 @@ class RunsProjection:
                         baselines.c.run_id == rid,
                     )
                 )
-                conn.execute(update(runs).where(runs.c.run_id == rid).values(baseline=False, position=position))
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.run_id == rid)
+                    .values(baseline=False, position=position)
+                )
 
 
 class CasesProjection:
@@ -172,7 +194,10 @@ class CasesProjection:
     def process(self, conn: Connection, batch: Batch) -> None:
         """Fold a page of events: load touched cases once, apply, rescore, write once."""
         if self._seq is None:
-            self._seq = conn.execute(select(cases.c.seq).order_by(cases.c.seq.desc()).limit(1)).scalar() or 0
+            self._seq = (
+                conn.execute(select(cases.c.seq).order_by(cases.c.seq.desc()).limit(1)).scalar()
+                or 0
+            )
         wanted = {
             str(ev.originator_id)
             for _, ev in batch
@@ -182,12 +207,12 @@ class CasesProjection:
         seqs: dict[str, int] = {}
         listed = sorted(wanted)
         for i in range(0, len(listed), IN_CHUNK):
-            rows = conn.execute(
+            found = conn.execute(
                 select(cases.c.case_id, cases.c.facts, cases.c.seq).where(
                     cases.c.case_id.in_(listed[i : i + IN_CHUNK])
                 )
             )
-            for row in rows:
+            for row in found:
                 facts[row.case_id] = CaseFacts.model_validate_json(row.facts)
                 seqs[row.case_id] = row.seq
         touched: dict[str, int] = {}
@@ -199,14 +224,19 @@ class CasesProjection:
                 self._runs[oid] = (spec, event.agent.provider, "created")
                 conn.execute(
                     case_runs.insert().values(
-                        run_id=oid, spec=json.dumps(spec), agent_provider=event.agent.provider, status="created"
+                        run_id=oid,
+                        spec=json.dumps(spec),
+                        agent_provider=event.agent.provider,
+                        status="created",
                     )
                 )
             elif type(event) in _STATUS_OF:
                 status = _STATUS_OF[type(event)]
                 spec, provider, _ = self._run(conn, oid)
                 self._runs[oid] = (spec, provider, status)
-                conn.execute(update(case_runs).where(case_runs.c.run_id == oid).values(status=status))
+                conn.execute(
+                    update(case_runs).where(case_runs.c.run_id == oid).values(status=status)
+                )
                 if status != "running":
                     dirty_runs.add(oid)
             elif isinstance(event, CaseOpened):
@@ -266,7 +296,9 @@ class CasesProjection:
 
 def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
     """Every case score of a run under its own spec, in opening order."""
-    texts = conn.scalars(select(cases.c.score).where(cases.c.run_id == run_id).order_by(cases.c.seq)).all()
+    texts = conn.scalars(
+        select(cases.c.score).where(cases.c.run_id == run_id).order_by(cases.c.seq)
+    ).all()
     if not texts:
         return []
     return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
@@ -274,7 +306,9 @@ def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
 
 def load_facts(conn: Connection, run_id: str | UUID) -> list[CaseFacts]:
     """Every case's facts of a run, in opening order."""
-    texts = conn.scalars(select(cases.c.facts).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)).all()
+    texts = conn.scalars(
+        select(cases.c.facts).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+    ).all()
     if not texts:
         return []
     return TypeAdapter(list[CaseFacts]).validate_json("[" + ",".join(texts) + "]")
@@ -291,7 +325,7 @@ class CatalogueProjection:
 
     def process(self, conn: Connection, batch: Batch) -> None:
         """Record registered metrics."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for position, event in batch:
             if isinstance(event, MetricRegistered):
                 rows.append(

@@ -34,13 +34,27 @@ def scores(*values: int) -> list[dict[str, Any]]:
         "response_delivery",
     ]
     vals = list(values) * 8 if len(values) == 1 else list(values)
-    return [{"metric": n, "score": v, "justification": f"{n} is {v}", "turns": []} for n, v in zip(names, vals, strict=True)]
+    return [
+        {"metric": n, "score": v, "justification": f"{n} is {v}", "turns": []}
+        for n, v in zip(names, vals, strict=True)
+    ]
 
 
-def case(key: str, score: int = 4, *, outcomes: list[dict[str, Any]] | None = None, repetition: int = 0, status: str = "completed") -> dict[str, Any]:
+def case(
+    key: str,
+    score: int = 4,
+    *,
+    outcomes: list[dict[str, Any]] | None = None,
+    repetition: int = 0,
+    status: str = "completed",
+) -> dict[str, Any]:
     """A bundle case with a 4-turn transcript and one verdict."""
     c: dict[str, Any] = {
-        "test_case": {"key": key, "name": key, "expected_outcomes": [o["statement"] for o in outcomes or []]},
+        "test_case": {
+            "key": key,
+            "name": key,
+            "expected_outcomes": [o["statement"] for o in outcomes or []],
+        },
         "repetition": repetition,
         "status": status,
         "transcript": [

@@ -40,14 +40,21 @@ BAD_BUNDLES: dict[str, tuple[Any, str]] = {
     "score of 6": (_with_first_score(bundle(), 6), "metric_scores.0.score"),
     "score of 4.5": (_with_first_score(bundle(), 4.5), "metric_scores.0.score"),
     "unknown metric": (_with_metric(bundle(), metric="charm"), "metric_scores[0].metric"),
-    "binary metric given a score": (_with_metric(bundle(), metric="task_completion", score=5), "metric_scores[0]"),
+    "binary metric given a score": (
+        _with_metric(bundle(), metric="task_completion", score=5),
+        "metric_scores[0]",
+    ),
     "turn outside the transcript": (_with_metric(bundle(), turns=[99]), "metric_scores[0].turns"),
     "unknown metric in config": (
         bundle(config={"judge": {"metrics": [{"metric": "charm", "weight": 1}]}}),
         "config.judge.metrics[0].metric",
     ),
     "task_completion without a weight": (
-        bundle(config={"judge": {"metrics": [{"metric": "tool_routing"}, {"metric": "task_completion"}]}}),
+        bundle(
+            config={
+                "judge": {"metrics": [{"metric": "tool_routing"}, {"metric": "task_completion"}]}
+            }
+        ),
         "config.judge.metrics[1].weight",
     ),
     "negative weight": (
@@ -62,7 +69,9 @@ BAD_BUNDLES: dict[str, tuple[Any, str]] = {
 
 
 @pytest.mark.parametrize("name", BAD_BUNDLES)
-def test_bad_bundle_over_http_is_422_naming_the_field_and_stores_nothing(client: TestClient, services: Services, name: str) -> None:
+def test_bad_bundle_over_http_is_422_naming_the_field_and_stores_nothing(
+    client: TestClient, services: Services, name: str
+) -> None:
     body, field = BAD_BUNDLES[name]
     before = event_count(services)
     r = client.post("/bundles", json=body)
@@ -99,7 +108,11 @@ def test_nan_is_rejected(client: TestClient, services: Services) -> None:
 def test_malformed_json_is_422_over_http_and_exit_2_on_the_cli(
     client: TestClient, services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    r = client.post("/bundles", content=b'{"format": "evaledger.run-bundle/1", "run": ', headers={"content-type": "application/json"})
+    r = client.post(
+        "/bundles",
+        content=b'{"format": "evaledger.run-bundle/1", "run": ',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 422
     assert r.json()["code"] == "invalid"
     path = tmp_path / "broken.json"
@@ -111,18 +124,24 @@ def test_malformed_json_is_422_over_http_and_exit_2_on_the_cli(
     assert event_count(services) == 0
 
 
-def test_a_case_for_a_completed_run_is_409_and_stores_nothing(client: TestClient, services: Services) -> None:
+def test_a_case_for_a_completed_run_is_409_and_stores_nothing(
+    client: TestClient, services: Services
+) -> None:
     imported = client.post("/bundles", json=bundle()).json()
     before = event_count(services)
     r = client.post(f"/runs/{imported['run_id']}/cases", json=case("late"))
     assert r.status_code == 409
     assert r.json()["code"] == "run_closed"
-    r = client.post(f"/runs/{imported['run_id']}/cases/batch", json=[case("late-1"), case("late-2")])
+    r = client.post(
+        f"/runs/{imported['run_id']}/cases/batch", json=[case("late-1"), case("late-2")]
+    )
     assert r.status_code == 409
     assert event_count(services) == before
 
 
-def test_a_bad_case_in_a_batch_stores_none_of_the_batch(client: TestClient, services: Services) -> None:
+def test_a_bad_case_in_a_batch_stores_none_of_the_batch(
+    client: TestClient, services: Services
+) -> None:
     run = {**bundle()["run"], "status": "running", "key": "batch-run"}
     run_id = client.post("/runs", json=run).json()["id"]
     before = event_count(services)
@@ -134,15 +153,23 @@ def test_a_bad_case_in_a_batch_stores_none_of_the_batch(client: TestClient, serv
     assert event_count(services) == before
 
 
-def test_a_binary_metric_over_the_case_endpoint_names_the_field(client: TestClient, services: Services) -> None:
+def test_a_binary_metric_over_the_case_endpoint_names_the_field(
+    client: TestClient, services: Services
+) -> None:
     run = {**bundle()["run"], "status": "running", "key": "verdict-run"}
     run_id = client.post("/runs", json=run).json()["id"]
     case_id = client.post(f"/runs/{run_id}/cases", json={**case("a"), "verdicts": []}).json()["id"]
     before = event_count(services)
-    r = client.post(f"/cases/{case_id}/verdicts", json={"metric_scores": [{"metric": "task_completion", "score": 3}]})
+    r = client.post(
+        f"/cases/{case_id}/verdicts",
+        json={"metric_scores": [{"metric": "task_completion", "score": 3}]},
+    )
     assert r.status_code == 422
     assert "metric_scores[0]" in r.json()["detail"] and "binary" in r.json()["detail"]
-    r = client.post(f"/cases/{case_id}/verdicts", json={"metric_scores": [{"metric": "tool_routing", "score": 5, "turns": [4]}]})
+    r = client.post(
+        f"/cases/{case_id}/verdicts",
+        json={"metric_scores": [{"metric": "tool_routing", "score": 5, "turns": [4]}]},
+    )
     assert r.status_code == 422
     assert "turns" in r.json()["detail"]
     assert event_count(services) == before

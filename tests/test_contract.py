@@ -17,7 +17,9 @@ from tests.helpers import bundle, case, event_count
 CTX = Context(actor="contract")
 
 
-def test_example_bundle_imports_once_exports_back_and_shows_every_event(store_services: Services) -> None:
+def test_example_bundle_imports_once_exports_back_and_shows_every_event(
+    store_services: Services,
+) -> None:
     s = store_services
     original = RunBundle.model_validate(bundle())
     first = s.ledger.import_bundle(original, CTX)
@@ -26,7 +28,12 @@ def test_example_bundle_imports_once_exports_back_and_shows_every_event(store_se
     assert event_count(s) == 13
     assert export_bundle(s.ledger, first.run_id) == original
     history = case_history(s, first.case_ids[0])
-    assert [e["type"] for e in history["events"]] == ["CaseOpened", "TranscriptRecorded", "JudgeVerdictRecorded", "ClaimsVerified"]
+    assert [e["type"] for e in history["events"]] == [
+        "CaseOpened",
+        "TranscriptRecorded",
+        "JudgeVerdictRecorded",
+        "ClaimsVerified",
+    ]
     assert [e["version"] for e in history["events"]] == [1, 2, 3, 4]
     assert all(e["actor"] == "contract" for e in history["events"])
     assert verify(s.ledger).ok
@@ -38,9 +45,16 @@ def test_projections_show_the_example_run(store_services: Services) -> None:
     s.sync(r.position)
     agg = s.reads.summary(r.run_id).aggregate
     assert agg.weighted_metrics_score_pct == pytest.approx(68.0)
-    assert (agg.passed_count, agg.failed_count, agg.error_count, agg.total_executions) == (1, 1, 1, 3)
+    assert (agg.passed_count, agg.failed_count, agg.error_count, agg.total_executions) == (
+        1,
+        1,
+        1,
+        3,
+    )
     assert agg.metrics_passed is False and agg.cases_passed is False
-    rows, total = s.reads.list_runs(__import__("projections.queries", fromlist=["RunFilter"]).RunFilter())
+    rows, total = s.reads.list_runs(
+        __import__("projections.queries", fromlist=["RunFilter"]).RunFilter()
+    )
     assert total == 1 and rows[0].status == "completed" and rows[0].case_count == 3
 
 
@@ -56,10 +70,12 @@ def test_concurrent_writers_on_one_run_all_land(store_services: Services) -> Non
             other = build_ledger(Settings(db=s.settings.db))
             try:
                 for i in range(5):
-                    other.ledger.open_case(run_id, BundleCase.model_validate(case(f"w{worker}-{i}")), CTX)
+                    other.ledger.open_case(
+                        run_id, BundleCase.model_validate(case(f"w{worker}-{i}")), CTX
+                    )
             finally:
                 other.close()
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=open_cases, args=(w,)) for w in range(3)]
@@ -81,7 +97,11 @@ def test_postgres_events_table_refuses_update_and_delete(pg_url: str) -> None:
     finally:
         s.close()
     with psycopg.connect(pg_url.replace("postgresql://", "postgresql://", 1)) as conn:
-        for sql in ("UPDATE evaledger_events SET topic = 'x'", "DELETE FROM evaledger_events", "TRUNCATE evaledger_events"):
+        for sql in (
+            "UPDATE evaledger_events SET topic = 'x'",
+            "DELETE FROM evaledger_events",
+            "TRUNCATE evaledger_events",
+        ):
             with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
                 conn.execute(sql)
             conn.rollback()

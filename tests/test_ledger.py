@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from uuid import UUID
 
 import pytest
@@ -34,7 +35,11 @@ def test_story_of_a_run(services: Services) -> None:
     assert created.events == 1 and created.position == 1
 
     # When two cases are opened in one batch, and a third on its own
-    batch = ledger.ingest_cases(run_id, [BundleCase.model_validate(case("a", 5)), BundleCase.model_validate(case("b", 3))], ACTOR)
+    batch = ledger.ingest_cases(
+        run_id,
+        [BundleCase.model_validate(case("a", 5)), BundleCase.model_validate(case("b", 3))],
+        ACTOR,
+    )
     single = ledger.open_case(run_id, BundleCase.model_validate(case("c", 4)), ACTOR)
     case_a = case_id_for(run_id, "a", 0, "")
     assert batch.ids == (case_a, case_id_for(run_id, "b", 0, ""))
@@ -48,10 +53,22 @@ def test_story_of_a_run(services: Services) -> None:
     assert (by_key["c"].overall_score, by_key["c"].passed) == (80.0, True)
 
     # When a reviewer overrides b's verdict, the original stays in the history
-    verdict_id = next(e for e in ledger.events_of(by_key["b"].case_id) if isinstance(e, JudgeVerdictRecorded)).verdict_id
-    ledger.record(by_key["b"].case_id, VerdictOverridden, Context("bob"), {"verdict_id": verdict_id, "passed": True, "reason": "judge misread turn 3"})
+    verdict_id = next(
+        e for e in ledger.events_of(by_key["b"].case_id) if isinstance(e, JudgeVerdictRecorded)
+    ).verdict_id
+    ledger.record(
+        by_key["b"].case_id,
+        VerdictOverridden,
+        Context("bob"),
+        {"verdict_id": verdict_id, "passed": True, "reason": "judge misread turn 3"},
+    )
     history = case_history(services, by_key["b"].case_id)
-    assert [e["type"] for e in history["events"]] == ["CaseOpened", "TranscriptRecorded", "JudgeVerdictRecorded", "VerdictOverridden"]
+    assert [e["type"] for e in history["events"]] == [
+        "CaseOpened",
+        "TranscriptRecorded",
+        "JudgeVerdictRecorded",
+        "VerdictOverridden",
+    ]
     assert history["events"][-1]["actor"] == "bob"
     assert history["state"]["score"]["passed"] is True
     as_of_3 = case_history(services, by_key["b"].case_id, version=3)
@@ -63,7 +80,20 @@ def test_story_of_a_run(services: Services) -> None:
     with pytest.raises(ClosedRunError):
         ledger.open_case(run_id, BundleCase.model_validate(case("d")), ACTOR)
     # ...but overrides still land
-    ledger.record(by_key["c"].case_id, VerdictOverridden, Context("carol"), {"verdict_id": next(e for e in ledger.events_of(by_key["c"].case_id) if isinstance(e, JudgeVerdictRecorded)).verdict_id, "passed": False, "reason": "policy breach"})
+    ledger.record(
+        by_key["c"].case_id,
+        VerdictOverridden,
+        Context("carol"),
+        {
+            "verdict_id": next(
+                e
+                for e in ledger.events_of(by_key["c"].case_id)
+                if isinstance(e, JudgeVerdictRecorded)
+            ).verdict_id,
+            "passed": False,
+            "reason": "policy breach",
+        },
+    )
     services.sync()
     aggregate = services.reads.summary(run_id).aggregate
     assert (aggregate.passed_count, aggregate.failed_count, aggregate.total_executions) == (2, 1, 3)
@@ -78,7 +108,7 @@ def test_hash_chain_links_each_event_to_its_predecessor(services: Services) -> N
     r = services.ledger.import_bundle(RunBundle.model_validate(bundle()), ACTOR)
     events = services.ledger.events_of(r.case_ids[0])
     assert events[0].prev_hash == GENESIS_HASH
-    for before, after in zip(events, events[1:], strict=False):
+    for before, after in itertools.pairwise(events):
         assert after.prev_hash == before.hash()
 
 
@@ -110,7 +140,9 @@ def test_resending_a_case_is_idempotent_and_a_changed_case_conflicts(services: S
 
 def test_idempotency_key_replays_and_conflicts(services: Services) -> None:
     run_id = services.ledger.create_run(_run(), ACTOR).id
-    case_id = services.ledger.open_case(run_id, BundleCase.model_validate({**case("a"), "verdicts": []}), ACTOR).id
+    case_id = services.ledger.open_case(
+        run_id, BundleCase.model_validate({**case("a"), "verdicts": []}), ACTOR
+    ).id
     keyed = Context("alice", idempotency_key="k-1")
     body = {"check": "audit_log", "status": "passed", "evidence": None}
     from domain.events import StructuralCheckRecorded
@@ -119,7 +151,9 @@ def test_idempotency_key_replays_and_conflicts(services: Services) -> None:
     again = services.ledger.record(case_id, StructuralCheckRecorded, keyed, body)
     assert (first.events, again.events) == (1, 0)
     with pytest.raises(IdempotencyConflictError):
-        services.ledger.record(case_id, StructuralCheckRecorded, keyed, {**body, "status": "failed"})
+        services.ledger.record(
+            case_id, StructuralCheckRecorded, keyed, {**body, "status": "failed"}
+        )
 
 
 def test_unknown_run_and_case_are_not_found(services: Services) -> None:
@@ -142,8 +176,13 @@ def test_tampering_is_named_by_verify(services: Services) -> None:
     path = services.location.events_env["SQLITE_DBNAME"]
     services.close()
     with sqlite3.connect(path) as db:
-        row = db.execute("SELECT rowid, state FROM stored_events WHERE originator_version = 2 LIMIT 1").fetchone()
-        db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (row[1].replace(b"hello", b"HELLO").replace(b"7.5", b"9.5"), row[0]))
+        row = db.execute(
+            "SELECT rowid, state FROM stored_events WHERE originator_version = 2 LIMIT 1"
+        ).fetchone()
+        db.execute(
+            "UPDATE stored_events SET state = ? WHERE rowid = ?",
+            (row[1].replace(b"hello", b"HELLO").replace(b"7.5", b"9.5"), row[0]),
+        )
     from api.bootstrap import Settings, build_ledger
 
     reopened = build_ledger(Settings(db=services.settings.db))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from importlib import resources
 from typing import Any
+from uuid import UUID
 
 from api.bootstrap import Services
 from domain.bundle import RunBundle
@@ -23,7 +24,9 @@ def demo_bundles() -> list[RunBundle]:
 def what_if_config(bundle: RunBundle) -> RunConfig:
     """The demo's what-if policy: judge errors unscored and a stricter fallback threshold."""
     judge = bundle.run.config.judge.model_copy(update={"pass_threshold": 80.0})
-    return bundle.run.config.model_copy(update={"judge": judge, "judge_errors": JudgeErrorPolicy.UNSCORED})
+    return bundle.run.config.model_copy(
+        update={"judge": judge, "judge_errors": JudgeErrorPolicy.UNSCORED}
+    )
 
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
@@ -34,14 +37,15 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     loaded: list[dict[str, Any]] = []
     for bundle in bundles:
         r = services.ledger.import_bundle(bundle, Context(actor="demo"))
-        loaded.append({"run_id": str(r.run_id), "run_key": r.run_key, "cases": r.cases, "events": r.events})
+        loaded.append(
+            {"run_id": str(r.run_id), "run_key": r.run_key, "cases": r.cases, "events": r.events}
+        )
     services.sync()
     summaries = {
-        item["run_key"]: services.reads.summary(services.ledger.find_run("default", item["run_key"]).id).aggregate  # type: ignore[union-attr]
-        for item in loaded
+        item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate for item in loaded
     }
     candidate = bundles[-1]
-    run_id = services.ledger.find_run("default", candidate.run.key).id  # type: ignore[union-attr]
+    run_id = UUID(loaded[-1]["run_id"])
     rescore = services.reads.rescore(run_id, resolve_spec(what_if_config(candidate)))
     if getattr(args, "json", False):
         emit_json(
@@ -54,7 +58,11 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         return 0
     print(f"evaledger demo — store: {services.location.url}")
     for item in loaded:
-        what = f"imported {item['events']} events" if item["events"] else "already loaded, nothing written"
+        what = (
+            f"imported {item['events']} events"
+            if item["events"]
+            else "already loaded, nothing written"
+        )
         print(f"  run {item['run_key']} ({item['cases']} cases): {what}  id {item['run_id']}")
     for key, aggregate in summaries.items():
         print()

@@ -1,4 +1,4 @@
-"""Cases: record facts (transcript, verdicts, outcomes, claims, checks, errors, overrides); audit."""
+"""Cases: record facts (transcript, verdicts, outcomes, claims, checks, errors, overrides)."""
 
 from __future__ import annotations
 
@@ -37,10 +37,14 @@ from domain.ledger import Context, verdict_fields
 router = APIRouter(tags=["cases"])
 
 
-def _record(services: Any, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: dict[str, Any]) -> Written:
+def _record(
+    services: Any, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: dict[str, Any]
+) -> Written:
     if ctx.idempotency_key is None:
         # Without a client key, the same body re-sent is the same fact: make it a no-op.
-        ctx = Context(actor=ctx.actor, idempotency_key=f"auto:{cls.topic_name}:{request_digest(_plain(body))}")
+        ctx = Context(
+            actor=ctx.actor, idempotency_key=f"auto:{cls.topic_name}:{request_digest(_plain(body))}"
+        )
     w = services.ledger.record(case_id, cls, ctx, body)
     return Written(id=w.id, position=w.position, events=w.events)
 
@@ -59,58 +63,88 @@ def _plain(body: dict[str, Any]) -> Any:
 
 
 @router.post("/cases/{case_id}/transcript", status_code=201)
-def record_transcript(case_id: UUID, body: TranscriptBody, services: ServicesDep, ctx: ContextDep) -> Written:
+def record_transcript(
+    case_id: UUID, body: TranscriptBody, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Record the conversation."""
     return _record(services, case_id, TranscriptRecorded, ctx, dict(body))
 
 
 @router.post("/cases/{case_id}/verdicts", status_code=201)
-def record_verdict(case_id: UUID, body: BundleVerdict, services: ServicesDep, ctx: ContextDep) -> Written:
+def record_verdict(
+    case_id: UUID, body: BundleVerdict, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Record one judge verdict (prompt and raw reply verbatim)."""
-    vid = body.verdict_id or uuid5(case_id, "verdict\x1f" + request_digest(body.model_dump(mode="json")))
+    vid = body.verdict_id or uuid5(
+        case_id, "verdict\x1f" + request_digest(body.model_dump(mode="json"))
+    )
     return _record(services, case_id, JudgeVerdictRecorded, ctx, verdict_fields(body, vid))
 
 
 @router.post("/cases/{case_id}/outcomes", status_code=201)
-def record_outcomes(case_id: UUID, body: BundleOutcomes, services: ServicesDep, ctx: ContextDep) -> Written:
+def record_outcomes(
+    case_id: UUID, body: BundleOutcomes, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Record expected-outcome results decided outside a metric verdict."""
-    return _record(services, case_id, OutcomeEvaluated, ctx, {"results": body.results, "judge": body.judge})
+    return _record(
+        services, case_id, OutcomeEvaluated, ctx, {"results": body.results, "judge": body.judge}
+    )
 
 
 @router.post("/cases/{case_id}/claims", status_code=201)
-def record_claims(case_id: UUID, body: ClaimsBody, services: ServicesDep, ctx: ContextDep) -> Written:
+def record_claims(
+    case_id: UUID, body: ClaimsBody, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Record a claim decomposition with each claim's support."""
-    return _record(services, case_id, ClaimsVerified, ctx, {"claims": body.claims, "judge": body.judge})
+    return _record(
+        services, case_id, ClaimsVerified, ctx, {"claims": body.claims, "judge": body.judge}
+    )
 
 
 @router.post("/cases/{case_id}/checks", status_code=201)
-def record_check(case_id: UUID, body: BundleCheck, services: ServicesDep, ctx: ContextDep) -> Written:
+def record_check(
+    case_id: UUID, body: BundleCheck, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Record a structural check (inconclusive when its hook is missing)."""
     return _record(
-        services, case_id, StructuralCheckRecorded, ctx, {"check": body.check, "status": body.status, "evidence": body.evidence}
+        services,
+        case_id,
+        StructuralCheckRecorded,
+        ctx,
+        {"check": body.check, "status": body.status, "evidence": body.evidence},
     )
 
 
 @router.post("/cases/{case_id}/error", status_code=201)
 def record_error(case_id: UUID, body: ErrorBody, services: ServicesDep, ctx: ContextDep) -> Written:
     """Record an execution error (a system error, not a judge failure)."""
-    return _record(services, case_id, ExecutionErrored, ctx, {"message": body.message, "kind": body.kind})
+    return _record(
+        services, case_id, ExecutionErrored, ctx, {"message": body.message, "kind": body.kind}
+    )
 
 
 @router.post("/cases/{case_id}/cancel", status_code=201)
-def cancel_case(case_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None) -> Written:
+def cancel_case(
+    case_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
+) -> Written:
     """Cancel the case."""
-    return _record(services, case_id, ExecutionCanceled, ctx, {"reason": body.reason if body else None})
+    return _record(
+        services, case_id, ExecutionCanceled, ctx, {"reason": body.reason if body else None}
+    )
 
 
 @router.post("/cases/{case_id}/overrides", status_code=201)
-def override_verdict(case_id: UUID, body: OverrideBody, services: ServicesDep, ctx: ContextDep) -> Written:
+def override_verdict(
+    case_id: UUID, body: OverrideBody, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """A human correction of a verdict; the original stays in the history."""
     return _record(services, case_id, VerdictOverridden, ctx, dict(body))
 
 
 @router.post("/cases/{case_id}/invalidations", status_code=201)
-def invalidate_verdict(case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep) -> Written:
+def invalidate_verdict(
+    case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep
+) -> Written:
     """Rule a verdict out; it stays in the history."""
     return _record(services, case_id, VerdictInvalidated, ctx, dict(body))
 
