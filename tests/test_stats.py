@@ -194,3 +194,20 @@ def test_verdict_undecided_and_unscored_pairs_are_ignored():
     stats = paired_statistics(pairs)
     assert (stats.mcnemar.b, stats.mcnemar.c, stats.score_delta_ci95.n) == (0, 0, 0)
     assert stats.verdict == "insufficient_data"
+
+
+def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
+    import math
+    import statistics as st
+
+    from projections.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
+
+    deltas = [float(i % 7) - 3.0 for i in range(300)]
+    ci = paired_bootstrap_ci(deltas, resamples=10_000)
+    assert 300 * 10_000 > MAX_BOOTSTRAP_DRAWS
+    assert ci.method == "normal" and ci.resamples == 0
+    mean = sum(deltas) / 300
+    half = 1.959963984540054 * st.stdev(deltas) / math.sqrt(300)
+    assert (ci.mean, ci.low, ci.high) == (round(mean, 4), round(mean - half, 4), round(mean + half, 4))
+    small = paired_bootstrap_ci(deltas[:100], resamples=10_000)
+    assert small.method == "bootstrap" and small.resamples == 10_000
