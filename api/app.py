@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api import errors
 from api.bootstrap import Services, Settings, build_ledger
 from api.responses import OrjsonResponse
-from api.routes import cases, config, runs
+from api.routes import cases, config, reports, runs
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     )
     errors.install(app)
     app.include_router(config.router)
+    app.include_router(reports.router)
     app.include_router(runs.router)
     app.include_router(cases.router)
     return app

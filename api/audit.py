@@ -82,3 +82,21 @@ def run_history(services: Services, run_id: UUID) -> dict[str, Any]:
     if not events:
         raise NotFoundError(f"no run {run_id}")
     return {"run_id": str(run_id), "events": [entry(e).model_dump(mode="json") for e in events]}
+
+
+def explain(services: Services, case_id: UUID, spec: ScoringSpec | None = None) -> dict[str, Any]:
+    """The chain from judge prompt to run aggregate, under the run's own spec or `spec`."""
+    from projections.reports import explain_case
+
+    events = services.ledger.events_of(case_id)
+    if not events or not isinstance(events[0], CaseOpened):
+        raise NotFoundError(f"no case {case_id}")
+    services.sync()
+    facts, own_score = services.reads.case_score(case_id)
+    run_id = facts.run_id
+    if spec is None:
+        summary = services.reads.summary(run_id)
+        return explain_case(events, facts, own_score, summary.spec, summary, "run")
+    summary, scores = services.reads.summary_under(run_id, spec)
+    score = next(s for s in scores if s.case_id == case_id)
+    return explain_case(events, facts, score, spec, summary, "given")

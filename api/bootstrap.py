@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 from domain.ledger import Ledger
 from domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from projections.queries import ReadModels
+from projections.reports import Reports
 from projections.runner import ProjectionRunner
 from projections.store import make_engine
 from projections.views import all_projections
@@ -54,6 +55,7 @@ class Services:
     engine: Engine
     runner: ProjectionRunner
     reads: ReadModels
+    reports: Reports
     _closed: bool = field(default=False)
 
     def sync(self, position: int | None = None) -> None:
@@ -75,4 +77,5 @@ def build_ledger(settings: Settings) -> Services:
     ledger = Ledger(location)
     engine = make_engine(location.views_url)
     runner = ProjectionRunner(ledger, engine, all_projections())
-    return Services(settings, location, ledger, engine, runner, ReadModels(engine))
+    reads = ReadModels(engine)
+    return Services(settings, location, ledger, engine, runner, reads, Reports(reads))

@@ -450,6 +450,266 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
+def cmd_compare(services: Services, args: argparse.Namespace) -> int:
+    """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
+    from projections.comparison import CompareThresholds, render_markdown
+
+    services.sync()
+    if args.against_baseline:
+        if len(args.runs) != 1:
+            raise UsageError("with --against-baseline give only the CANDIDATE run")
+        candidate = resolve_run(services, args.runs[0], args.project)
+        row = services.reads.get_run(candidate)
+        baseline = services.reads.baseline(row.agent["name"], row.suite["name"]).run_id
+    else:
+        if len(args.runs) != 2:
+            raise UsageError("give BASELINE and CANDIDATE runs (or --against-baseline CANDIDATE)")
+        baseline = resolve_run(services, args.runs[0], args.project)
+        candidate = resolve_run(services, args.runs[1], args.project)
+    thresholds = CompareThresholds(
+        max_pass_rate_drop=args.max_pass_rate_drop,
+        max_avg_score_drop=args.max_avg_score_drop,
+        max_latency_increase_pct=args.max_latency_increase_pct,
+        case_score_delta=args.case_score_delta,
+    )
+    spec = load_spec(services, args.spec, args.project) if args.spec else None
+    result = services.reports.compare(baseline, candidate, thresholds, spec)
+    candidate_agg = result.aggregate.candidate_metrics
+    failed_thresholds = [
+        name for name in ("metrics_passed", "cases_passed") if getattr(candidate_agg, name) is False
+    ]
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    elif args.markdown:
+        sys.stdout.write(render_markdown(result) + "\n")
+    else:
+        print_comparison(result)
+    if result.verdict.regression_detected:
+        return EXIT_FAIL
+    if failed_thresholds and not args.no_fail_on_thresholds:
+        if not args.json:
+            print(f"candidate fails its own thresholds: {', '.join(failed_thresholds)}")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def print_comparison(result: Any) -> None:
+    """A readable comparison summary."""
+    agg = result.aggregate
+    verdict = "REGRESSION" if result.verdict.regression_detected else "no regression"
+    print(f"baseline {result.baseline_run_id} → candidate {result.candidate_run_id}: {verdict}")
+    for reason in result.verdict.reasons:
+        print(f"  - {reason}")
+    b, c = agg.baseline_metrics, agg.candidate_metrics
+    print(
+        table(
+            [
+                ("pass_rate", b.pass_rate, c.pass_rate, agg.pass_rate_delta),
+                (
+                    "avg_score",
+                    b.weighted_metrics_score_pct,
+                    c.weighted_metrics_score_pct,
+                    agg.avg_score_delta,
+                ),
+                ("latency_avg_ms", b.latency_avg_ms, c.latency_avg_ms, agg.latency_avg_delta_ms),
+                ("cost_usd", b.total_cost_usd, c.total_cost_usd, agg.cost_delta_usd),
+            ],
+            ["", "baseline", "candidate", "delta"],
+        )
+    )
+    print(
+        f"cases: {agg.total_regressions} regression, {agg.total_improvements} improvement, "
+        f"{agg.total_unchanged} unchanged, {agg.total_errors} error"
+    )
+    for tc in result.test_case_comparisons:
+        if tc.status in ("regression", "improvement", "error"):
+            print(f"  {tc.status:<11} {tc.test_case_key}  Δ {fmt(tc.score_delta)}")
+    stats = result.statistics
+    print(
+        f"statistics: McNemar p={fmt(stats.mcnemar.p_value, 4)} (b={stats.mcnemar.b}, "
+        f"c={stats.mcnemar.c}); mean Δ score {fmt(stats.score_delta_ci95.mean)} "
+        f"[{fmt(stats.score_delta_ci95.low)}, {fmt(stats.score_delta_ci95.high)}] → "
+        f"{stats.verdict}"
+    )
+    for w in result.warnings:
+        print(f"warning: {w}")
+
+
+def cmd_gate(services: Services, args: argparse.Namespace) -> int:
+    """Exit 1 when the run fails its metrics or cases threshold."""
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    agg = services.reads.summary(run_id).aggregate
+    failed = [n for n in ("metrics_passed", "cases_passed") if getattr(agg, n) is False]
+    if args.json:
+        emit_json(
+            {
+                "run_id": str(run_id),
+                "passed": not failed,
+                "failed": failed,
+                "aggregate": agg.model_dump(mode="json"),
+            }
+        )
+    else:
+        print(
+            f"metrics: {fmt(agg.weighted_metrics_score_pct)} vs "
+            f"{fmt(agg.metrics_pass_threshold)} → "
+            f"{fmt(agg.metrics_passed)}; cases: {fmt(agg.cases_pass_rate_pct)} vs "
+            f"{fmt(agg.cases_pass_threshold)} → {fmt(agg.cases_passed)}"
+        )
+        print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
+    """Approve, revoke or show a baseline."""
+    ctx = Context(actor=args.actor)
+    if args.action == "show":
+        if not (args.agent and args.suite):
+            raise UsageError("baseline show needs --agent and --suite")
+        services.sync()
+        row = services.reads.baseline(args.agent, args.suite)
+        if args.json:
+            emit_json(row.model_dump(mode="json"))
+        else:
+            print(f"{row.run_id}  {row.run_key}  (agent {args.agent}, suite {args.suite})")
+        return EXIT_OK
+    if not args.run:
+        raise UsageError(f"baseline {args.action} needs a RUN")
+    run_id = resolve_run(services, args.run, args.project)
+    if args.action == "approve":
+        w = services.ledger.approve_baseline(run_id, ctx, args.reason)
+    else:
+        w = services.ledger.revoke_baseline(run_id, ctx, args.reason)
+    if args.json:
+        emit_json({"run_id": str(run_id), "position": w.position, "events": w.events})
+    else:
+        print(f"baseline {args.action}d: {run_id} by {args.actor}")
+    return EXIT_OK
+
+
+def cmd_grade(services: Services, args: argparse.Namespace) -> int:
+    """Grade a run; exit 2 when the overall score is below --min-score or null."""
+    from projections.grading import grading_spec
+
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    if args.spec:
+        data = read_json(args.spec)
+        section = data.get("grading") if isinstance(data, dict) else None
+        if not isinstance(section, dict):
+            raise UsageError(f"{args.spec}: grading: the spec has no grading section")
+        try:
+            grading = grading_spec(section)
+        except (ValueError, pydantic.ValidationError) as e:
+            raise UsageError(f"{args.spec}: grading: {e}") from None
+        if args.min_score is not None:
+            grading = grading.model_copy(update={"min_score": args.min_score})
+    else:
+        grading = services.reports.grading_for(run_id, args.preset, args.min_score)
+    result = services.reports.grade(run_id, grading, strategic_only=args.strategic)
+    overall = result.overall
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        print_grade(result)
+    return EXIT_OK if overall.score is not None and overall.passed else EXIT_USAGE
+
+
+def print_grade(result: Any) -> None:
+    """A scorecard."""
+    o = result.overall
+    cap = f" (capped from {fmt(o.score_before_cap, 4)})" if o.cap_applied else ""
+    print(
+        f"grade {o.grade}: overall {fmt(o.score, 4)}{cap}, min_score {fmt(o.min_score)} → "
+        + ("passed" if o.passed else "FAILED")
+    )
+    print(f"strategic score {fmt(o.strategic_score, 4)}")
+    for name, value in result.category_scores.items():
+        print(f"  {name:<18} {fmt(value, 4)}")
+    for m in result.mandatory_minimums:
+        data = m.model_dump()
+        print(
+            f"  mandatory {data.get('test_id')} ≥ {data.get('minimum')}: "
+            f"{data.get('status')} ({fmt(data.get('score'), 4)})"
+        )
+    for w in result.warnings[:10]:
+        print(f"warning: {w}")
+
+
+def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
+    """A Voxli pivot of one or several runs."""
+    from projections.rollups import render_table
+
+    services.sync()
+    run_ids = [resolve_run(services, r, args.project) for r in args.runs]
+    result = services.reports.rollup(run_ids, _csv(args.rows), _csv(args.columns))
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        print(render_table(result))
+        s = result.summary
+        print(
+            f"summary: score {fmt(s.score)}, {s.results} results, {s.hallucinations} hallucinations"
+        )
+    return EXIT_OK
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def cmd_explain(services: Services, args: argparse.Namespace) -> int:
+    """How a case's verdict became its pass/fail and entered its run's aggregate."""
+    from api.audit import explain
+
+    case_id = parse_uuid(args.case, "CASE")
+    spec = None
+    if args.spec:
+        services.sync()
+        facts, _ = services.reads.case_score(case_id)
+        spec = load_spec(services, args.spec, services.reads.get_run(facts.run_id).project)
+    payload = explain(services, case_id, spec)
+    if args.json:
+        emit_json(payload)
+        return EXIT_OK
+    print(
+        f"case {payload['case_id']} ({payload['test_case_key']} rep {payload['repetition']}) "
+        f"under {payload['spec_id']} ({payload['spec_source']} spec)"
+    )
+    for v in payload["verdicts"]:
+        judge = v["judge"]
+        print(
+            f"verdict {v['verdict_id']} by {judge.get('provider')}/{judge.get('model')} "
+            f"[{v['parse_status']}] {'counted' if v['counted'] else 'not counted'}"
+        )
+        print(f"  prompt: {(v['prompt'] or '')[:160]!r}")
+        print(f"  raw reply: {(v['raw_output'] or '')[:160]!r}")
+        if v["error"]:
+            print(f"  error: {v['error']}")
+        for c in v["corrections"]:
+            print(f"  {c['type']} by {c['actor']} at {c['timestamp']}: {c['reason']}")
+    print(
+        table(
+            [
+                (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
+                for w in payload["weights"]
+            ],
+            ["metric", "score", "label", "weight", "contribution"],
+        )
+    )
+    o, g, r = payload["overall_score"], payload["gate"], payload["run_aggregate"]
+    print(f"overall_score {fmt(o['value'])} = {o['formula']}")
+    print(f"gate ({g['policy']}): {g['rule']} → {g['status']}: {g['reason']}")
+    print(
+        f"run aggregate: counts in metric mean: {fmt(r['counts_in_metric_mean'])}; "
+        f"counts as {r['counts_as']}; run weighted_metrics_score_pct "
+        f"{fmt(r['weighted_metrics_score_pct'])}, cases_pass_rate_pct "
+        f"{fmt(r['cases_pass_rate_pct'])}"
+    )
+    return EXIT_OK
+
+
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API."""
     import uvicorn
@@ -539,6 +799,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
     add("verify", cmd_verify, "recompute every hash chain and run seal")
+    p = add("compare", cmd_compare, "compare two runs; exit 1 on a regression")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline)",
+    )
+    p.add_argument("--markdown", action="store_true", help="a compact PR comment")
+    p.add_argument(
+        "--against-baseline", action="store_true", help="compare with the approved baseline"
+    )
+    p.add_argument("--max-pass-rate-drop", type=float, help="fraction (default 0.0)")
+    p.add_argument("--max-avg-score-drop", type=float, help="points (default 5.0)")
+    p.add_argument("--max-latency-increase-pct", type=float, help="fraction (default 0.2)")
+    p.add_argument("--case-score-delta", type=float, help="points (default 5.0)")
+    p.add_argument("--spec", metavar="FILE", help="compare under another scoring spec")
+    p.add_argument(
+        "--no-fail-on-thresholds",
+        action="store_true",
+        help="don't exit 1 on the candidate's own failed thresholds",
+    )
+    p = add("gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold")
+    p.add_argument("run", metavar="RUN")
+    p = add("baseline", cmd_baseline, "approve, revoke or show the baseline of an (agent, suite)")
+    p.add_argument("action", choices=["approve", "revoke", "show"])
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--reason")
+    p.add_argument("--agent")
+    p.add_argument("--suite")
+    p = add("grade", cmd_grade, "grade a run (iFixAi rules); exit 2 below --min-score")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--spec", metavar="FILE", help="a spec file with a grading section")
+    p.add_argument("--preset", help="a shipped grading preset, e.g. ifixai-v1")
+    p.add_argument("--min-score", type=float)
+    p.add_argument("--strategic", action="store_true", help="grade the strategic subset only")
+    p = add("rollup", cmd_rollup, "pivot one or several runs (Voxli rules)")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--rows", default="configuration", help="configuration, personality, agent, run")
+    p.add_argument("--columns", default="test", help="test, tag, scenario")
+    p = add("explain", cmd_explain, "how a case's verdict became its pass/fail and run aggregate")
+    p.add_argument("case", metavar="CASE")
+    p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")
     return parser
 
 

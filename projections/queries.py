@@ -270,6 +270,14 @@ class ReadModels:
                 for r in rows
             ]
 
+    def stored_spec(self, spec_id: str) -> ScoringSpec | None:
+        """A spec stored by an earlier rescore, by its id."""
+        with self.engine.connect() as conn:
+            text = conn.scalars(
+                select(rescores.c.spec).where(rescores.c.spec_id == spec_id).limit(1)
+            ).first()
+        return None if text is None else ScoringSpec.model_validate_json(text)
+
     # -- metrics -----------------------------------------------------------------------------
 
     def available_metrics(self, project: str = "default") -> list[MetricDefinition]:

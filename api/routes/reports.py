@@ -1,0 +1,105 @@
+"""Comparison, rollups, grades and explanations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+import orjson
+import pydantic
+from fastapi import APIRouter, Query
+
+from api.audit import explain
+from api.bootstrap import Services
+from api.deps import SyncedDep
+from domain.errors import NotFoundError, ValidationError
+from domain.spec import RunConfig, ScoringSpec, resolve_spec
+from projections.comparison import CompareThresholds
+
+router = APIRouter(tags=["reports"])
+
+
+def spec_from_query(
+    services: Services, spec: str | None, project: str = "default"
+) -> ScoringSpec | None:
+    """`spec` is a run config as JSON, or the id of a spec stored by a rescore."""
+    if spec is None:
+        return None
+    if spec.lstrip().startswith("{"):
+        try:
+            config = RunConfig.model_validate(orjson.loads(spec))
+        except (orjson.JSONDecodeError, pydantic.ValidationError) as e:
+            raise ValidationError(f"spec: invalid spec: {e}", field="spec") from None
+        catalogue = {m.name: m for m in services.reads.available_metrics(project)}
+        return resolve_spec(config, catalogue)
+    stored = services.reads.stored_spec(spec)
+    if stored is None:
+        raise NotFoundError(f"spec: no stored spec {spec!r} (rescore a run with it first)")
+    return stored
+
+
+@router.get("/runs/compare")
+def compare(
+    services: SyncedDep,
+    baseline_run_id: UUID,
+    candidate_run_id: UUID,
+    max_pass_rate_drop: Annotated[float | None, Query(ge=0, description="Fraction, 0.0")] = None,
+    max_avg_score_drop: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
+    max_latency_increase_pct: Annotated[
+        float | None, Query(ge=0, description="Fraction, 0.2")
+    ] = None,
+    case_score_delta: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
+    spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
+) -> dict[str, Any]:
+    """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""
+    thresholds = CompareThresholds(
+        max_pass_rate_drop=max_pass_rate_drop,
+        max_avg_score_drop=max_avg_score_drop,
+        max_latency_increase_pct=max_latency_increase_pct,
+        case_score_delta=case_score_delta,
+    )
+    result = services.reports.compare(
+        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec)
+    )
+    return result.model_dump(mode="json")
+
+
+@router.get("/rollups")
+def rollups(
+    services: SyncedDep,
+    run_id: Annotated[list[UUID], Query(description="One or several runs")],
+    rows: Annotated[
+        str, Query(description="configuration, personality, agent, run (comma-separated)")
+    ] = "configuration",
+    columns: Annotated[str, Query(description="test, tag, scenario (comma-separated)")] = "test",
+) -> dict[str, Any]:
+    """A pivot of results, every summary recomputed from the underlying results."""
+    result = services.reports.rollup(run_id, _split(rows), _split(columns))
+    return result.model_dump(mode="json")
+
+
+@router.get("/runs/{run_id}/grade")
+def run_grade(
+    run_id: UUID,
+    services: SyncedDep,
+    preset: str | None = None,
+    min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
+    strategic: bool = False,
+) -> dict[str, Any]:
+    """The run's governance grade (iFixAi rules) under a preset or its spec's grading section."""
+    grading = services.reports.grading_for(run_id, preset, min_score)
+    return services.reports.grade(run_id, grading, strategic_only=strategic).model_dump(mode="json")
+
+
+@router.get("/cases/{case_id}/explain")
+def explain_case(
+    case_id: UUID,
+    services: SyncedDep,
+    spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
+) -> dict[str, Any]:
+    """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
+    return explain(services, case_id, spec_from_query(services, spec))
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]

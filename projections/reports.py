@@ -1,0 +1,303 @@
+"""Reports assembled from the read models: comparison, rollup, grade, explain."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import select
+
+from domain.errors import StateError, ValidationError
+from domain.events import (
+    AgentSnapshot,
+    DomainEvent,
+    JudgeVerdictRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from domain.metrics import score_label
+from domain.spec import ScoringSpec
+from projections.comparison import ComparedRun, CompareThresholds, RunComparison, compare_results
+from projections.facts import CaseFacts
+from projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
+from projections.models import CaseScore
+from projections.queries import ReadModels, RunRow, Summary
+from projections.rollups import Rollup, RollupInput, rollup
+from projections.store import run_summaries
+
+COMPARE_CACHE_SIZE = 64
+
+
+class Reports:
+    """Comparisons (cached per run positions), rollups, grades and explanations."""
+
+    def __init__(self, reads: ReadModels) -> None:
+        self.reads = reads
+        self._cache: OrderedDict[tuple[Any, ...], RunComparison] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- comparison --------------------------------------------------------------------------
+
+    def _summary_position(self, run_id: UUID) -> int:
+        with self.reads.engine.connect() as conn:
+            pos = conn.execute(
+                select(run_summaries.c.position).where(run_summaries.c.run_id == str(run_id))
+            ).scalar()
+        return int(pos or 0)
+
+    def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
+        """A run as the comparison sees it."""
+        return ComparedRun(
+            run_id=str(run.run_id),
+            status=run.status,
+            suite_name=run.suite["name"],
+            suite_version=run.suite.get("version"),
+            agent=AgentSnapshot.model_validate(run.agent),
+            config=run.config,
+            judge=dict(run.config.get("judge") or {}),
+            spec=ScoringSpec.model_validate(run.spec),
+            aggregate=summary.aggregate,
+        )
+
+    def compare(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        thresholds: CompareThresholds | None = None,
+        spec: ScoringSpec | None = None,
+    ) -> RunComparison:
+        """Compare two completed runs (404 when missing, 400 unless both are completed)."""
+        runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
+        for role, run in zip(("baseline", "candidate"), runs, strict=True):
+            if run.status != "completed":
+                raise StateError(
+                    f"{role} run {run.run_id} is {run.status}; only completed runs are compared",
+                    field=f"{role}_run_id",
+                )
+        thresholds = thresholds or CompareThresholds()
+        key = (
+            baseline_id,
+            self._summary_position(baseline_id),
+            candidate_id,
+            self._summary_position(candidate_id),
+            thresholds.model_dump_json(),
+            spec.spec_id if spec else None,
+        )
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        summaries = [
+            self.reads.summary_under(r.run_id, spec)[0] if spec else self.reads.summary(r.run_id)
+            for r in runs
+        ]
+        result = compare_results(
+            self.compared_run(runs[0], summaries[0]),
+            self.compared_run(runs[1], summaries[1]),
+            summaries[0].test_cases,
+            summaries[1].test_cases,
+            thresholds,
+            spec,
+        )
+        with self._lock:
+            self._cache[key] = result
+            while len(self._cache) > COMPARE_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return result
+
+    # -- rollups and grades ------------------------------------------------------------------
+
+    def rollup_inputs(
+        self, run_ids: Sequence[UUID], spec: ScoringSpec | None = None
+    ) -> list[RollupInput]:
+        """Every case of the runs as rollup input, scored under `spec` (each run's own if None)."""
+        inputs: list[RollupInput] = []
+        for run_id in run_ids:
+            run = self.reads.get_run(run_id)
+            facts = {f.case_id: f for f in self.reads.facts(run_id)}
+            _, scores = self.reads.summary_under(run_id, spec)
+            for s in scores:
+                inputs.append(
+                    RollupInput(
+                        facts=facts[s.case_id],
+                        score=s,
+                        run_name=run.name or run.run_key,
+                        agent=run.agent["name"],
+                        suite=run.suite["name"],
+                    )
+                )
+        return inputs
+
+    def rollup(
+        self, run_ids: Sequence[UUID], rows: Sequence[str], columns: Sequence[str]
+    ) -> Rollup:
+        """A Voxli pivot of one or several runs."""
+        if not run_ids:
+            raise ValidationError("run_id: give at least one run", field="run_id")
+        try:
+            return rollup(self.rollup_inputs(run_ids), rows, columns)
+        except ValueError as e:
+            raise ValidationError(f"rows/columns: {e}", field="rows") from None
+
+    def grading_for(self, run_id: UUID, preset: str | None, min_score: float | None) -> GradingSpec:
+        """The grading spec: a preset, else the run spec's `grading` section."""
+        try:
+            if preset:
+                spec = load_preset(preset)
+            else:
+                section = self.reads.run_spec(run_id).grading
+                if not section:
+                    raise StateError(
+                        f"run {run_id} has no grading section in its spec; give a preset "
+                        "(e.g. ifixai-v1) or a spec with `grading`",
+                        field="preset",
+                    )
+                spec = grading_spec(section)
+        except ValueError as e:
+            raise ValidationError(f"preset: {e}", field="preset") from None
+        if min_score is not None:
+            spec = spec.model_copy(update={"min_score": min_score})
+        return spec
+
+    def grade(
+        self,
+        run_id: UUID,
+        grading: GradingSpec,
+        *,
+        strategic_only: bool = False,
+        spec: ScoringSpec | None = None,
+    ) -> Grade:
+        """The run graded (iFixAi rules)."""
+        facts = {f.case_id: f for f in self.reads.facts(run_id)}
+        _, scores = self.reads.summary_under(run_id, spec)
+        return grade(
+            [(facts[s.case_id], s) for s in scores], grading, strategic_only=strategic_only
+        )
+
+
+def explain_case(
+    events: Sequence[DomainEvent],
+    facts: CaseFacts,
+    score: CaseScore,
+    spec: ScoringSpec,
+    summary: Summary,
+    spec_source: str,
+) -> dict[str, Any]:
+    """From judge prompt → raw reply → parsed scores → weights → overall → gate → run aggregate."""
+    counted = set(score.verdict_ids)
+    corrections: dict[UUID, list[dict[str, Any]]] = {}
+    for e in events:
+        if isinstance(e, VerdictOverridden | VerdictInvalidated):
+            corrections.setdefault(e.verdict_id, []).append(
+                {
+                    "type": type(e).__name__,
+                    "actor": e.actor,
+                    "timestamp": e.timestamp.isoformat(),
+                    "reason": e.reason,
+                    "changes": e.model_dump(
+                        mode="json",
+                        include={"metric_scores", "expected_outcomes", "passed"},
+                        exclude_none=True,
+                    )
+                    if isinstance(e, VerdictOverridden)
+                    else {},
+                }
+            )
+    verdicts = [
+        {
+            "verdict_id": str(e.verdict_id),
+            "version": e.originator_version,
+            "recorded_by": e.actor,
+            "recorded_at": e.timestamp.isoformat(),
+            "judge": e.judge.model_dump(mode="json"),
+            "template_id": e.template_id,
+            "template_hash": e.template_hash,
+            "prompt": e.prompt,
+            "raw_output": e.raw_output,
+            "parse_status": e.parse_status.value,
+            "error": e.error,
+            "parsed_metric_scores": [m.model_dump(mode="json") for m in e.metric_scores],
+            "parsed_expected_outcomes": [o.model_dump(mode="json") for o in e.expected_outcomes],
+            "counted": e.verdict_id in counted,
+            "corrections": corrections.get(e.verdict_id, []),
+        }
+        for e in events
+        if isinstance(e, JudgeVerdictRecorded)
+    ]
+    by_metric = {m.metric: m for m in score.metric_scores}
+    weights = []
+    for m in spec.metrics:
+        result = by_metric.get(m.metric)
+        weights.append(
+            {
+                "metric": m.metric,
+                "score_type": m.score_type.value,
+                "raw_weight": m.raw_weight,
+                "normalised_weight": m.weight,
+                "score": None if result is None else result.score,
+                "label": None
+                if result is None or result.score is None
+                else score_label(int(result.score), m.score_type),
+                "contribution": None if result is None else result.contribution,
+            }
+        )
+    agg = summary.aggregate
+    scored = agg.coverage.scored
+    return {
+        "case_id": str(facts.case_id),
+        "run_id": str(facts.run_id),
+        "test_case_key": facts.test_case_key,
+        "repetition": facts.repetition,
+        "spec_id": spec.spec_id,
+        "spec_source": spec_source,
+        "panel_policy": spec.panel.value,
+        "judge_errors_policy": spec.judge_errors.value,
+        "verdicts": verdicts,
+        "weights": weights,
+        "overall_score": {
+            "value": score.overall_score,
+            "formula": "round(100 × Σ (score / 5) × normalised_weight, 2); "
+            "binary pass = 5, fail = 0",
+            "sum_of_contributions": sum(w["contribution"] or 0.0 for w in weights)
+            if score.metric_scores
+            else None,
+            "judge_error": score.judge_error,
+            "judge_error_message": score.judge_error_message,
+        },
+        "gate": {
+            "policy": spec.gate.value,
+            "rule": score.gate.value,
+            "passed": score.passed,
+            "status": score.status.value,
+            "reason": score.gate_reason,
+            "pass_threshold": spec.pass_threshold,
+            "outcome_results": [o.model_dump(mode="json") for o in score.outcome_results],
+            "assertion_score": score.assertion_score,
+            "blockers_passed": score.blockers_passed,
+        },
+        "run_aggregate": {
+            "counts_in_metric_mean": score.scored,
+            "share_of_metric_mean": (score.overall_score or 0.0) / scored
+            if score.scored and scored
+            else None,
+            "counts_as": "passed"
+            if score.passed
+            else "errored"
+            if score.errored
+            else "failed"
+            if score.passed is False
+            else "neither (not decided)",
+            "weighted_metrics_score_pct": agg.weighted_metrics_score_pct,
+            "metrics_pass_threshold": agg.metrics_pass_threshold,
+            "metrics_passed": agg.metrics_passed,
+            "cases_pass_rate_pct": agg.cases_pass_rate_pct,
+            "cases_pass_threshold": agg.cases_pass_threshold,
+            "cases_passed": agg.cases_passed,
+            "scored_cases": scored,
+            "total_executions": agg.total_executions,
+        },
+    }
