@@ -12,7 +12,11 @@ from domain.bundle import RunBundle
 from domain.ledger import Context
 from domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
 
-BUNDLES = ("customer-service.baseline.json", "customer-service.candidate.json")
+BUNDLES = (
+    "customer-service.baseline.json",
+    "customer-service.candidate.json",
+    "governance.json",
+)
 
 
 def demo_bundles() -> list[RunBundle]:
@@ -31,7 +35,7 @@ def what_if_config(bundle: RunBundle) -> RunConfig:
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
-    from api.cli import emit_json, print_aggregate, print_rescore
+    from api.cli import emit_json, print_aggregate, print_comparison, print_grade, print_rescore
 
     bundles = demo_bundles()
     loaded: list[dict[str, Any]] = []
@@ -41,18 +45,24 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
             {"run_id": str(r.run_id), "run_key": r.run_key, "cases": r.cases, "events": r.events}
         )
     services.sync()
+    baseline_id, candidate_id, governance_id = (UUID(item["run_id"]) for item in loaded)
     summaries = {
-        item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate for item in loaded
+        item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate
+        for item in loaded[:2]
     }
-    candidate = bundles[-1]
-    run_id = UUID(loaded[-1]["run_id"])
-    rescore = services.reads.rescore(run_id, resolve_spec(what_if_config(candidate)))
+    rescore = services.reads.rescore(candidate_id, resolve_spec(what_if_config(bundles[1])))
+    comparison = services.reports.compare(baseline_id, candidate_id)
+    scorecard = services.reports.grade(
+        governance_id, services.reports.grading_for(governance_id, None, None)
+    )
     if getattr(args, "json", False):
         emit_json(
             {
                 "loaded": loaded,
                 "summaries": {k: v.model_dump(mode="json") for k, v in summaries.items()},
                 "rescore": rescore,
+                "comparison": comparison.model_dump(mode="json"),
+                "scorecard": scorecard.model_dump(mode="json"),
             }
         )
         return 0
@@ -70,4 +80,10 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     print()
     print("what-if: the candidate under judge_errors=unscored and pass_threshold 80")
     print_rescore(rescore)
+    print()
+    print("comparison of the customer-service runs (evaledger compare BASELINE CANDIDATE):")
+    print_comparison(comparison)
+    print()
+    print("governance scorecard (evaledger grade governance-audit-2026-11-01):")
+    print_grade(scorecard)
     return 0
