@@ -643,7 +643,7 @@ def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
 
     services.sync()
     run_ids = [resolve_run(services, r, args.project) for r in args.runs]
-    result = services.reports.rollup(run_ids, _csv(args.rows), _csv(args.columns))
+    result = services.reports.rollup(run_ids, _csv(args.rows), _csv(args.columns), args.metric)
     if args.json:
         emit_json(result.model_dump(mode="json"))
     else:
@@ -838,6 +838,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--rows", default="configuration", help="configuration, personality, agent, run")
     p.add_argument("--columns", default="test", help="test, tag, scenario")
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="custom per-message metric name[:unit[:avg,max,p95…]] (repeatable)",
+    )
     p = add("explain", cmd_explain, "how a case's verdict became its pass/fail and run aggregate")
     p.add_argument("case", metavar="CASE")
     p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import pydantic
 from sqlalchemy import select
 
 from domain.errors import StateError, ValidationError
@@ -25,7 +26,7 @@ from projections.facts import CaseFacts
 from projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
 from projections.models import CaseScore
 from projections.queries import ReadModels, RunRow, Summary
-from projections.rollups import Rollup, RollupInput, rollup
+from projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 from projections.store import run_summaries
 
 COMPARE_CACHE_SIZE = 64
@@ -133,13 +134,18 @@ class Reports:
         return inputs
 
     def rollup(
-        self, run_ids: Sequence[UUID], rows: Sequence[str], columns: Sequence[str]
+        self,
+        run_ids: Sequence[UUID],
+        rows: Sequence[str],
+        columns: Sequence[str],
+        metrics: Sequence[str] = (),
     ) -> Rollup:
-        """A Voxli pivot of one or several runs."""
+        """A Voxli pivot of one or several runs; `metrics` declare custom per-message metrics."""
         if not run_ids:
             raise ValidationError("run_id: give at least one run", field="run_id")
+        declared = [parse_metric(m) for m in metrics]
         try:
-            return rollup(self.rollup_inputs(run_ids), rows, columns)
+            return rollup(self.rollup_inputs(run_ids), rows, columns, metrics=declared)
         except ValueError as e:
             raise ValidationError(f"rows/columns: {e}", field="rows") from None
 
@@ -177,6 +183,21 @@ class Reports:
         return grade(
             [(facts[s.case_id], s) for s in scores], grading, strategic_only=strategic_only
         )
+
+
+def parse_metric(text: str) -> CustomMetricSpec:
+    """`name[:unit[:agg,agg…]]`, e.g. `interruptions:count:avg,max,p95`."""
+    name, _, rest = text.partition(":")
+    unit, _, aggs = rest.partition(":")
+    fields: dict[str, Any] = {"name": name, "unit": unit or None}
+    if aggs:
+        fields["aggregates"] = [a.strip() for a in aggs.split(",") if a.strip()]
+    try:
+        return CustomMetricSpec.model_validate(fields)
+    except pydantic.ValidationError as e:
+        raise ValidationError(
+            f"metric: invalid declaration {text!r}: {e}", field="metric"
+        ) from None
 
 
 def explain_case(

@@ -412,3 +412,23 @@ def test_explain_walks_from_prompt_to_aggregate(client: TestClient) -> None:
         params={"spec": '{"judge": {"metrics": [{"metric": "tool_routing", "weight": 1}]}}'},
     ).json()
     assert other["spec_source"] == "given" and other["overall_score"]["value"] == 100.0
+
+
+def test_rollup_custom_per_message_metric_is_declared_with_unit_and_aggregates(
+    client: TestClient,
+) -> None:
+    body = uniform("custom", 2, 4, 4)
+    body["cases"][0]["transcript"][1]["metrics"] = {"interruptions": 1}
+    body["cases"][1]["transcript"][0]["metrics"] = {"interruptions": 2}
+    body["cases"][1]["transcript"][1]["metrics"] = {"interruptions": 6}
+    run_id = imported(client, body)
+    r = client.get("/rollups", params={"run_id": run_id, "metric": "interruptions:count:avg,max"})
+    assert r.status_code == 200, r.text
+    custom = r.json()["summary"]["custom_metrics"]["interruptions"]
+    assert custom["unit"] == "count"
+    # Over every message in scope: (1 + 2 + 6) / 3, max 6
+    assert custom["values"]["avg"] == pytest.approx(3.0) and custom["values"]["max"] == 6.0
+    bad = client.get(
+        "/rollups", params={"run_id": run_id, "metric": "interruptions:count:median-ish"}
+    )
+    assert bad.status_code == 422 and bad.json()["code"] == "invalid"

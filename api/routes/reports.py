@@ -68,13 +68,17 @@ def compare(
 def rollups(
     services: SyncedDep,
     run_id: Annotated[list[UUID], Query(description="One or several runs")],
-    rows: Annotated[
-        str, Query(description="configuration, personality, agent, run (comma-separated)")
-    ] = "configuration",
+    rows: Annotated[str, Query(description="configuration, personality, agent, run")] = (
+        "configuration"
+    ),
     columns: Annotated[str, Query(description="test, tag, scenario (comma-separated)")] = "test",
+    metric: Annotated[
+        list[str] | None,
+        Query(description="Custom per-message metric: name[:unit[:avg,min,max,p50,p95…]]"),
+    ] = None,
 ) -> dict[str, Any]:
     """A pivot of results, every summary recomputed from the underlying results."""
-    result = services.reports.rollup(run_id, _split(rows), _split(columns))
+    result = services.reports.rollup(run_id, _split(rows), _split(columns), metric or [])
     return result.model_dump(mode="json")
 
 
