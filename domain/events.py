@@ -7,7 +7,6 @@ and never depends on the Python module it lives in, so moving code never breaks 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 from uuid import UUID
@@ -265,7 +264,7 @@ class RunCreated(RunEvent):
     labels: dict[str, str] = Field(default_factory=dict, description="git sha, trigger, ...")
     config: RunConfig = Field(description="The config as given.")
     spec: ScoringSpec = Field(description="The resolved scoring spec snapshot.")
-    created_at: datetime = Field(description="When the run was created at its source.")
+    created_at: AwareDatetime = Field(description="When the run was created at its source.")
 
 
 class RunStarted(RunEvent):
@@ -287,7 +286,7 @@ class RunCompleted(RunEvent):
 
     topic_name: ClassVar[str] = "evaledger.run.completed"
 
-    completed_at: datetime
+    completed_at: AwareDatetime
     seal: str
     case_count: int
 
@@ -347,8 +346,8 @@ class TranscriptRecorded(CaseEvent):
     turns: list[Turn]
     usage: Usage | None = None
     cost_usd: float | None = Field(default=None, ge=0)
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
     duration_ms: float | None = Field(default=None, ge=0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -40,6 +41,12 @@ _STATUS_OF = {
     RunCanceled: "canceled",
     RunFailed: "failed",
 }
+
+
+def _utc(dt: datetime) -> str:
+    """ISO text in UTC, so that text order is time order in every database."""
+    aware = dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat()
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -90,7 +97,7 @@ class RunsProjection:
                         agent_version=event.agent.version,
                         status="created",
                         labels=json.dumps(event.labels),
-                        created_at=event.created_at.isoformat(),
+                        created_at=_utc(event.created_at),
                         case_count=0,
                         baseline=False,
                         created=json.dumps(
@@ -114,7 +121,7 @@ class RunsProjection:
             elif type(event) in _STATUS_OF:
                 values: dict[str, Any] = {"status": _STATUS_OF[type(event)], "position": position}
                 if isinstance(event, RunCompleted):
-                    values["completed_at"] = event.completed_at.isoformat()
+                    values["completed_at"] = _utc(event.completed_at)
                 if isinstance(event, RunCanceled | RunFailed):
                     values["reason"] = event.reason
                 conn.execute(update(runs).where(runs.c.run_id == rid).values(**values))
@@ -133,7 +140,7 @@ class RunsProjection:
                             "agent": event.agent,
                             "suite": event.suite,
                             "run_id": rid,
-                            "approved_at": event.timestamp.isoformat(),
+                            "approved_at": _utc(event.timestamp),
                             "actor": event.actor,
                             "reason": event.reason,
                         }
