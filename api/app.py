@@ -11,6 +11,7 @@ from api import errors
 from api.bootstrap import Services, Settings, build_ledger
 from api.responses import OrjsonResponse
 from api.routes import cases, config, reports, runs
+from api.schemas import ErrorResponse
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
@@ -32,6 +33,16 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         description="Event-sourced evaluation ledger for LLM and voice-agent evaluations.",
         lifespan=lifespan,
         default_response_class=OrjsonResponse,
+        responses={
+            status: {"model": ErrorResponse, "description": description}
+            for status, description in (
+                (400, "Wrong state for the request"),
+                (404, "Not found"),
+                (409, "Conflicts with what is recorded"),
+                (422, "Invalid input (the field is named)"),
+                (500, "Internal error"),
+            )
+        },
     )
     errors.install(app)
     app.include_router(config.router)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +18,8 @@ from domain.errors import (
     StateError,
     ValidationError,
 )
+
+log = logging.getLogger("evaledger.api")
 
 STATUS: dict[type[EvaledgerError], int] = {
     ValidationError: 422,
@@ -67,6 +70,12 @@ def install(app: FastAPI) -> None:
         body = error_body(describe_validation(errors), "invalid", 422)
         body["errors"] = errors
         return OrjsonResponse(body, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        # The cause goes to the server log, never to the client.
+        log.exception("unhandled error", exc_info=exc)
+        return OrjsonResponse(error_body("internal server error", "internal", 500), status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: Exception) -> Response:

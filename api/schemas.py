@@ -13,6 +13,18 @@ from domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
+class ErrorResponse(BaseModel):
+    """Every error the API answers."""
+
+    detail: str = Field(description="What is wrong, naming the offending field.")
+    code: str = Field(description="Machine-readable error code, e.g. invalid, not_found.")
+    status: int = Field(description="The HTTP status, repeated.")
+    field: str | None = Field(default=None, description="The offending field, when known.")
+    errors: list[dict[str, Any]] | None = Field(
+        default=None, description="Request validation errors: loc, msg, type."
+    )
+
+
 class Written(BaseModel):
     """What a command wrote."""
 
