@@ -43,8 +43,10 @@ _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 DEFAULT_RESAMPLES = 10_000
 """Bootstrap resamples by default."""
-MAX_BOOTSTRAP_DRAWS = 2_000_000
-"""Above n × resamples draws the CI uses the normal approximation (see paired_bootstrap_ci)."""
+MAX_BOOTSTRAP_DRAWS = 500_000
+"""Draw budget of one bootstrap (~60 ms here): resamples shrink to fit it, down to
+MIN_RESAMPLES; beyond that the CI uses the normal approximation (see paired_bootstrap_ci)."""
+MIN_RESAMPLES = 1_000
 DEFAULT_SEED = 0
 """Seed of the bootstrap's `random.Random` by default."""
 DEFAULT_ALPHA = 0.05
@@ -181,6 +183,8 @@ def paired_bootstrap_ci(
             sufficient_data=False,
         )
     tail = (1 - confidence) / 2
+    if n * resamples > MAX_BOOTSTRAP_DRAWS:
+        resamples = max(MAX_BOOTSTRAP_DRAWS // n, min(resamples, MIN_RESAMPLES))
     if n * resamples > MAX_BOOTSTRAP_DRAWS:
         # Pure-Python resampling of 10,000 cases x 10,000 resamples takes ~20 s; at such n
         # the mean's sampling distribution is normal (CLT), so use its interval instead.

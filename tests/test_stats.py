@@ -202,12 +202,15 @@ def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
 
     from projections.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
 
-    deltas = [float(i % 7) - 3.0 for i in range(300)]
+    deltas = [float(i % 7) - 3.0 for i in range(600)]
     ci = paired_bootstrap_ci(deltas, resamples=10_000)
-    assert 300 * 10_000 > MAX_BOOTSTRAP_DRAWS
+    assert 600 * 1_000 > MAX_BOOTSTRAP_DRAWS
     assert ci.method == "normal" and ci.resamples == 0
-    mean = sum(deltas) / 300
-    half = 1.959963984540054 * st.stdev(deltas) / math.sqrt(300)
+    mean = sum(deltas) / 600
+    half = 1.959963984540054 * st.stdev(deltas) / math.sqrt(600)
     assert (ci.mean, ci.low, ci.high) == (round(mean, 4), round(mean - half, 4), round(mean + half, 4))
-    small = paired_bootstrap_ci(deltas[:100], resamples=10_000)
+    # Under the budget's reach the bootstrap runs, with resamples shrunk to fit the budget.
+    mid = paired_bootstrap_ci(deltas[:200], resamples=10_000)
+    assert mid.method == "bootstrap" and mid.resamples == MAX_BOOTSTRAP_DRAWS // 200
+    small = paired_bootstrap_ci(deltas[:50], resamples=10_000)
     assert small.method == "bootstrap" and small.resamples == 10_000
