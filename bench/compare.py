@@ -22,7 +22,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (  # noqa: E402
+from api.bootstrap import Settings, build_ledger
+from bench.common import (
     base_parser,
     generate_bundle,
     median_seconds,
@@ -31,15 +32,13 @@ from bench.common import (  # noqa: E402
     progress,
     sqlite_rows,
 )
-
-from api.bootstrap import Settings, build_ledger  # noqa: E402
-from domain.bundle import RunBundle  # noqa: E402
-from domain.events import CaseOpened, RunCreated  # noqa: E402
-from domain.ledger import Context  # noqa: E402
-from domain.persistence import decode_state, OrjsonTranscoder  # noqa: E402
-from projections.comparison import ComparedRun, compare_results  # noqa: E402
-from projections.facts import CaseFacts, apply_fact, opened_facts  # noqa: E402
-from projections.scoring import reduce_repetitions, score_case, summarize_run  # noqa: E402
+from domain.bundle import RunBundle
+from domain.events import CaseOpened, RunCreated
+from domain.ledger import Context
+from domain.persistence import OrjsonTranscoder, decode_state
+from projections.comparison import ComparedRun, compare_results
+from projections.facts import CaseFacts, apply_fact, opened_facts
+from projections.scoring import reduce_repetitions, score_case, summarize_run
 
 
 def free_port() -> int:
@@ -174,7 +173,7 @@ def main() -> None:
                 time.sleep(0.05)
         base = {"baseline_run_id": run_ids[0], "candidate_run_id": run_ids[1]}
         t0 = time.perf_counter()
-        cold = hammer(url, lambda c, i: base, 1, 1)
+        hammer(url, lambda c, i: base, 1, 1)
         cold_ms = 1000 * (time.perf_counter() - t0)
         rows = []
         for clients in (1, 8):
