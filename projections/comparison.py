@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from domain.events import AgentSnapshot, ToolSpec
 from domain.metrics import SCORE_LABELS, ScoreType
@@ -328,13 +328,15 @@ def _binary_value(result: TestCaseResult, metric: str) -> bool | None:
 
 def _metric_deltas(
     base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
-) -> list[MetricDelta]:
+) -> list[dict[str, Any]]:
     names = list(types)
     extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
         cand.metric_passed
     )
     names += sorted(extra - set(types))
-    out: list[MetricDelta] = []
+    # Plain dicts, validated once per comparison by _CASES (a model per metric per case costs
+    # seconds on a 5,000-case comparison).
+    out: list[dict[str, Any]] = []
     for name in names:
         binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
         if binary:
@@ -347,16 +349,16 @@ def _metric_deltas(
             elif bp is False and cp is True:
                 status = "fail→pass"
             out.append(
-                MetricDelta(
-                    metric=name,
-                    is_binary=True,
-                    baseline_score=None if bp is None else (5.0 if bp else 0.0),
-                    candidate_score=None if cp is None else (5.0 if cp else 0.0),
-                    delta=None,
-                    baseline_label=None if bp is None else ("pass" if bp else "fail"),
-                    candidate_label=None if cp is None else ("pass" if cp else "fail"),
-                    status=status,
-                )
+                {
+                    "metric": name,
+                    "is_binary": True,
+                    "baseline_score": None if bp is None else (5.0 if bp else 0.0),
+                    "candidate_score": None if cp is None else (5.0 if cp else 0.0),
+                    "delta": None,
+                    "baseline_label": None if bp is None else ("pass" if bp else "fail"),
+                    "candidate_label": None if cp is None else ("pass" if cp else "fail"),
+                    "status": status,
+                }
             )
             continue
         bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
@@ -368,16 +370,16 @@ def _metric_deltas(
             raw = round(cs - bs, _EPS_DP)
             status = "regression" if raw < 0 else "improvement" if raw > 0 else "unchanged"
         out.append(
-            MetricDelta(
-                metric=name,
-                is_binary=False,
-                baseline_score=bs,
-                candidate_score=cs,
-                delta=delta,
-                baseline_label=_score_label(bs, False),
-                candidate_label=_score_label(cs, False),
-                status=status,
-            )
+            {
+                "metric": name,
+                "is_binary": False,
+                "baseline_score": bs,
+                "candidate_score": cs,
+                "delta": delta,
+                "baseline_label": _score_label(bs, False),
+                "candidate_label": _score_label(cs, False),
+                "status": status,
+            }
         )
     return out
 
@@ -409,23 +411,27 @@ def _compare_case(
     cand: TestCaseResult,
     thresholds: ComparisonThresholds,
     types: Mapping[str, bool],
-) -> TestCaseComparison:
-    return TestCaseComparison(
-        test_case_key=base.test_case_key,
-        status=classify_case(base, cand, thresholds.case_score_delta),
-        baseline_passed=base.passed,
-        candidate_passed=cand.passed,
-        baseline_score=base.score,
-        candidate_score=cand.score,
-        score_delta=_delta(base.score, cand.score),
-        baseline_latency_ms=base.latency_p50_ms,
-        candidate_latency_ms=cand.latency_p50_ms,
-        latency_delta_ms=_delta(base.latency_p50_ms, cand.latency_p50_ms),
-        metric_deltas=_metric_deltas(base, cand, types),
-        baseline_flaky=base.flaky,
-        candidate_flaky=cand.flaky,
-        repetitions=RepetitionCounts(baseline=base.repetitions, candidate=cand.repetitions),
-    )
+) -> dict[str, Any]:
+    return {
+        "test_case_key": base.test_case_key,
+        "status": classify_case(base, cand, thresholds.case_score_delta),
+        "baseline_passed": base.passed,
+        "candidate_passed": cand.passed,
+        "baseline_score": base.score,
+        "candidate_score": cand.score,
+        "score_delta": _delta(base.score, cand.score),
+        "baseline_latency_ms": base.latency_p50_ms,
+        "candidate_latency_ms": cand.latency_p50_ms,
+        "latency_delta_ms": _delta(base.latency_p50_ms, cand.latency_p50_ms),
+        "metric_deltas": _metric_deltas(base, cand, types),
+        "baseline_flaky": base.flaky,
+        "candidate_flaky": cand.flaky,
+        "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
+    }
+
+
+_CASES = TypeAdapter(list[TestCaseComparison])
+_PAIRS = TypeAdapter(list[PairedCase])
 
 
 def _aggregate_metric_deltas(
@@ -678,7 +684,7 @@ def compare_results(
     cand_by_key = {r.test_case_key: r for r in candidate_results}
     matched_keys = sorted(base_by_key.keys() & cand_by_key.keys())
     matched = [(base_by_key[k], cand_by_key[k]) for k in matched_keys]
-    comparisons = [_compare_case(b, c, used, types) for b, c in matched]
+    comparisons = _CASES.validate_python([_compare_case(b, c, used, types) for b, c in matched])
 
     counts = {
         s: sum(1 for c in comparisons if c.status == s)
@@ -701,16 +707,18 @@ def compare_results(
     )
     warnings = _warnings(baseline, candidate, comparisons, spec)
     verdict = _verdict(ba, ca, used, warnings)
-    pairs = [
-        PairedCase(
-            baseline_passed=c.baseline_passed,
-            candidate_passed=c.candidate_passed,
-            baseline_score=c.baseline_score,
-            candidate_score=c.candidate_score,
-        )
-        for c in comparisons
-        if c.status != "error"
-    ]
+    pairs = _PAIRS.validate_python(
+        [
+            {
+                "baseline_passed": c.baseline_passed,
+                "candidate_passed": c.candidate_passed,
+                "baseline_score": c.baseline_score,
+                "candidate_score": c.candidate_score,
+            }
+            for c in comparisons
+            if c.status != "error"
+        ]
+    )
     return RunComparison(
         baseline_run_id=str(baseline.run_id),
         candidate_run_id=str(candidate.run_id),

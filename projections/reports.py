@@ -29,7 +29,7 @@ from projections.queries import ReadModels, RunRow, Summary
 from projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 from projections.store import run_summaries
 
-COMPARE_CACHE_SIZE = 64
+COMPARE_CACHE_SIZE = 8
 
 
 class Reports:
@@ -37,7 +37,8 @@ class Reports:
 
     def __init__(self, reads: ReadModels) -> None:
         self.reads = reads
-        self._cache: OrderedDict[tuple[Any, ...], RunComparison] = OrderedDict()
+        # key → [comparison, its JSON bytes once serialised]
+        self._cache: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
@@ -71,6 +72,30 @@ class Reports:
         spec: ScoringSpec | None = None,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
+        result: RunComparison = self._compared(baseline_id, candidate_id, thresholds, spec)[0]
+        return result
+
+    def compare_json(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        thresholds: CompareThresholds | None = None,
+        spec: ScoringSpec | None = None,
+    ) -> bytes:
+        """The comparison as JSON bytes, serialised once per cached comparison."""
+        entry = self._compared(baseline_id, candidate_id, thresholds, spec)
+        if entry[1] is None:
+            entry[1] = entry[0].__pydantic_serializer__.to_json(entry[0])
+        body: bytes = entry[1]
+        return body
+
+    def _compared(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        thresholds: CompareThresholds | None,
+        spec: ScoringSpec | None,
+    ) -> list[Any]:
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
         for role, run in zip(("baseline", "candidate"), runs, strict=True):
             if run.status != "completed":
@@ -79,6 +104,7 @@ class Reports:
                     field=f"{role}_run_id",
                 )
         thresholds = thresholds or CompareThresholds()
+        # The summaries' positions move whenever a run's scores can change (overrides).
         key = (
             baseline_id,
             self._summary_position(baseline_id),
@@ -104,11 +130,12 @@ class Reports:
             thresholds,
             spec,
         )
+        entry: list[Any] = [result, None]
         with self._lock:
-            self._cache[key] = result
+            self._cache[key] = entry
             while len(self._cache) > COMPARE_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        return result
+        return entry
 
     # -- rollups and grades ------------------------------------------------------------------
 

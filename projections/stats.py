@@ -125,7 +125,12 @@ def binom_cdf_half(k: int, n: int) -> Fraction:
         return Fraction(0)
     if k >= n:
         return Fraction(1)
-    return Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+    # C(n, i+1) = C(n, i) · (n − i) / (i + 1): one multiplication per term, not one comb() each.
+    total, term = 0, 1
+    for i in range(k + 1):
+        total += term
+        term = term * (n - i) // (i + 1)
+    return Fraction(total, 2**n)
 
 
 def mcnemar_exact(b: int, c: int) -> McNemarResult:

@@ -8,13 +8,14 @@ from uuid import UUID
 import orjson
 import pydantic
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
 from api.audit import explain
 from api.bootstrap import Services
 from api.deps import SyncedDep
 from domain.errors import NotFoundError, ValidationError
 from domain.spec import RunConfig, ScoringSpec, resolve_spec
-from projections.comparison import CompareThresholds
+from projections.comparison import CompareThresholds, RunComparison
 
 router = APIRouter(tags=["reports"])
 
@@ -38,7 +39,11 @@ def spec_from_query(
     return stored
 
 
-@router.get("/runs/compare")
+@router.get(
+    "/runs/compare",
+    response_model=None,
+    responses={200: {"model": RunComparison, "description": "The comparison"}},
+)
 def compare(
     services: SyncedDep,
     baseline_run_id: UUID,
@@ -50,7 +55,7 @@ def compare(
     ] = None,
     case_score_delta: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
-) -> dict[str, Any]:
+) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""
     thresholds = CompareThresholds(
         max_pass_rate_drop=max_pass_rate_drop,
@@ -58,10 +63,10 @@ def compare(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    result = services.reports.compare(
+    body = services.reports.compare_json(
         baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec)
     )
-    return result.model_dump(mode="json")
+    return Response(content=body, media_type="application/json")
 
 
 @router.get("/rollups")
