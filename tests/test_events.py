@@ -1,0 +1,701 @@
+"""Stored events: golden fixtures, stable topics, upcasting on read, and the model rules.
+
+Each file in tests/fixtures/golden_events/ is one stored event exactly as the store holds it
+(topic + state bytes). Stored events never change: a schema change needs a new class version and
+an upcaster, never a rewritten golden file. Missing golden files are created with
+    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_events.py
+(existing ones are never overwritten).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+from uuid import UUID
+
+import orjson
+import pydantic
+import pytest
+from eventsourcing.persistence import StoredEvent
+from pydantic import Field
+
+from api.bootstrap import Services
+from domain.bundle import RunBundle
+from domain.events import (
+    BY_TOPIC_NAME,
+    EVENT_CLASSES,
+    GENESIS_HASH,
+    AgentSnapshot,
+    BaselineApproved,
+    BaselineRevoked,
+    CaseEvent,
+    CaseOpened,
+    CasesAttached,
+    CatalogueEvent,
+    CheckStatus,
+    Claim,
+    ClaimSupport,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionCanceled,
+    ExecutionErrored,
+    ExpectedOutcome,
+    JudgeIdentity,
+    JudgeVerdictRecorded,
+    MetricRegistered,
+    MetricScore,
+    OutcomeEvaluated,
+    OutcomeResult,
+    ParseStatus,
+    Role,
+    RunCanceled,
+    RunCompleted,
+    RunCreated,
+    RunEvent,
+    RunFailed,
+    RunStarted,
+    StructuralCheckRecorded,
+    SuiteRef,
+    TestCaseSnapshot,
+    ToolCall,
+    ToolSpec,
+    TranscriptRecorded,
+    Turn,
+    Usage,
+    VerdictInvalidated,
+    VerdictOverridden,
+    encode_state,
+    stored_hash,
+)
+from domain.ledger import Context
+from domain.metrics import MetricDefinition, ScoreType, Tier
+from domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
+from domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
+from domain.verify import verify
+from tests.conftest import FIXTURES
+from tests.helpers import bundle
+
+GOLDEN = FIXTURES / "golden_events"
+UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
+MAPPER = EventMapper(transcoder=OrjsonTranscoder())
+
+RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
+CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
+CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
+VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
+T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
+
+# The stable topics of the catalogue. Changing one breaks every stored event of that class.
+TOPICS = [
+    "evaledger.run.created/v1",
+    "evaledger.run.started/v1",
+    "evaledger.run.cases_attached/v1",
+    "evaledger.run.completed/v1",
+    "evaledger.run.canceled/v1",
+    "evaledger.run.failed/v1",
+    "evaledger.run.baseline_approved/v1",
+    "evaledger.run.baseline_revoked/v1",
+    "evaledger.case.opened/v1",
+    "evaledger.case.transcript_recorded/v1",
+    "evaledger.case.execution_errored/v1",
+    "evaledger.case.execution_canceled/v1",
+    "evaledger.case.judge_verdict_recorded/v1",
+    "evaledger.case.outcome_evaluated/v1",
+    "evaledger.case.claims_verified/v1",
+    "evaledger.case.structural_check_recorded/v1",
+    "evaledger.case.verdict_overridden/v1",
+    "evaledger.case.verdict_invalidated/v1",
+    "evaledger.catalogue.metric_registered/v1",
+]
+
+
+def _meta(
+    aggregate: UUID, version: int, *, key: str | None = None, minutes: int = 0
+) -> dict[str, Any]:
+    return {
+        "originator_id": aggregate,
+        "originator_version": version,
+        "timestamp": T0 + timedelta(minutes=minutes),
+        "actor": "token:ci-42",
+        "idempotency_key": key,
+        "request_digest": None if key is None else "d" * 64,
+        "prev_hash": GENESIS_HASH if version == 1 else f"{version - 1:x}" * 64,
+    }
+
+
+JUDGE = JudgeIdentity(
+    kind="llm",
+    provider="anthropic",
+    model="claude-sonnet-4-5",
+    version="2025-09-29",
+    temperature=0.2,
+    params={"max_tokens": 1024, "top_p": 0.9},
+)
+
+CONFIG = RunConfig(
+    metrics_pass_threshold=85.0,
+    judge=JudgeConfig(
+        metrics=[
+            MetricSelection(metric="tool_routing", weight=2.0),
+            MetricSelection(metric="grounding_fidelity"),
+            MetricSelection(metric="task_completion", weight=1.0),
+        ],
+        pass_threshold=70.0,
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+    ),
+)
+
+
+def samples() -> dict[type[DomainEvent], DomainEvent]:
+    """One fully populated instance of every event class."""
+    turns = [
+        Turn(role=Role.USER, content="Where is order N-1042?"),
+        Turn(
+            role=Role.ASSISTANT,
+            latency_ms=640.5,
+            tool_calls=[ToolCall(id="call_1", name="lookup_order", arguments={"id": "N-1042"})],
+            usage=Usage(prompt_tokens=120, completion_tokens=14),
+            cost_usd=0.0004,
+            metrics={"ttfb_ms": 210.0},
+        ),
+        Turn(role=Role.TOOL, tool_call_id="call_1", content='{"status": "delayed"}'),
+        Turn(role=Role.ASSISTANT, content="It is delayed; I can refund shipping.", latency_ms=910),
+    ]
+    outcome = OutcomeResult(
+        statement="Agent looks the order up first",
+        passed=True,
+        severity=Severity.BLOCKER,
+        justification="turn 1",
+    )
+    built: list[DomainEvent] = [
+        RunCreated(
+            **_meta(RUN_ID, 1, key="create-1"),
+            run_key="northwind-v12-nightly",
+            project="northwind",
+            name="Northwind v12 nightly",
+            suite=SuiteRef(name="northwind-support-voice", version=3),
+            agent=AgentSnapshot(
+                name="northwind-support",
+                version="12",
+                provider="openai",
+                model="gpt-4.1-mini",
+                system_prompt="You are Ava.",
+                tools=[ToolSpec(name="lookup_order", description="Fetch", parameters={"a": 1})],
+            ),
+            labels={"git_sha": "4f2c9e1", "trigger": "nightly"},
+            config=CONFIG,
+            spec=resolve_spec(CONFIG),
+            created_at=datetime(2026, 11, 20, 2, 0, tzinfo=UTC),
+        ),
+        RunStarted(**_meta(RUN_ID, 2)),
+        CasesAttached(**_meta(RUN_ID, 3), case_ids=[CASE_ID]),
+        RunCompleted(
+            **_meta(RUN_ID, 4),
+            completed_at=datetime(2026, 11, 20, 2, 14, 31, tzinfo=UTC),
+            seal="5" * 64,
+            case_count=1,
+        ),
+        RunCanceled(**_meta(RUN_ID, 5), reason="harness stopped"),
+        RunFailed(**_meta(RUN_ID, 6), reason="agent endpoint down"),
+        BaselineApproved(
+            **_meta(RUN_ID, 7), agent="northwind-support", suite="northwind-support-voice"
+        ),
+        BaselineRevoked(
+            **_meta(RUN_ID, 8),
+            agent="northwind-support",
+            suite="northwind-support-voice",
+            reason="regressed",
+        ),
+        CaseOpened(
+            **_meta(CASE_ID, 1, key="case-1"),
+            run_id=RUN_ID,
+            test_case=TestCaseSnapshot(
+                key="refund-late-delivery",
+                name="Refund for a late delivery",
+                test_id="B01",
+                expected_outcomes=[
+                    ExpectedOutcome(statement="Agent looks the order up first"),
+                    ExpectedOutcome(statement="Agent offers the fee", severity=Severity.MEDIUM),
+                ],
+                evaluation_criteria_override="Weigh verification heavily.",
+                tags=["refunds"],
+                category="FABRICATION",
+                weight=2.0,
+                persona="hurried",
+                configuration="voice-default",
+                evaluation_method="judge",
+                scenario="late delivery",
+            ),
+            repetition=2,
+            variant="voice-default\x1fhurried",
+        ),
+        TranscriptRecorded(
+            **_meta(CASE_ID, 2, minutes=1),
+            turns=turns,
+            usage=Usage(prompt_tokens=2140, completion_tokens=188),
+            cost_usd=0.0031,
+            started_at=datetime(2026, 11, 20, 2, 1, tzinfo=UTC),
+            ended_at=datetime(2026, 11, 20, 2, 2, tzinfo=UTC),
+            duration_ms=60000.0,
+        ),
+        ExecutionErrored(
+            **_meta(CASE_ID, 3), message="Agent endpoint timed out after 120000 ms", kind="timeout"
+        ),
+        ExecutionCanceled(**_meta(CASE_ID, 4), reason="suite aborted"),
+        JudgeVerdictRecorded(
+            **_meta(CASE_ID, 5),
+            verdict_id=VERDICT_ID,
+            judge=JUDGE,
+            template_id="connexity-judge/v3",
+            template_hash="e" * 64,
+            prompt="Score the conversation ...",
+            raw_output='{"tool_routing": {"score": 5}}',
+            parse_status=ParseStatus.PARSED,
+            metric_scores=[
+                MetricScore(
+                    metric="tool_routing",
+                    score=5,
+                    justification="order looked up first",
+                    failure_code=None,
+                    turns=[1],
+                ),
+                MetricScore(metric="task_completion", passed=True),
+            ],
+            expected_outcomes=[outcome],
+            latency_ms=2310.0,
+            usage=Usage(prompt_tokens=3000, completion_tokens=400),
+            cost_usd=0.012,
+            error=None,
+        ),
+        OutcomeEvaluated(**_meta(CASE_ID, 6), results=[outcome], judge=JUDGE),
+        ClaimsVerified(
+            **_meta(CASE_ID, 7),
+            claims=[
+                Claim(claim="Order N-1042 is delayed", support=ClaimSupport.SUPPORTED, source="t2"),
+                Claim(claim="Refunds take 1 day", support=ClaimSupport.UNSUPPORTED),
+            ],
+            judge=JUDGE,
+        ),
+        StructuralCheckRecorded(
+            **_meta(CASE_ID, 8),
+            check="refund_amount_matches",
+            status=CheckStatus.INCONCLUSIVE,
+            evidence="hook missing",
+        ),
+        VerdictOverridden(
+            **_meta(CASE_ID, 9),
+            verdict_id=VERDICT_ID,
+            metric_scores=[MetricScore(metric="tool_routing", score=3)],
+            expected_outcomes=[outcome.model_copy(update={"passed": False})],
+            passed=False,
+            reason="the refund was promised before lookup",
+        ),
+        VerdictInvalidated(
+            **_meta(CASE_ID, 10), verdict_id=VERDICT_ID, reason="judge saw the wrong transcript"
+        ),
+        MetricRegistered(
+            **_meta(CATALOGUE_ID, 1),
+            project="northwind",
+            definition=MetricDefinition(
+                name="empathy",
+                display_name="Empathy",
+                description="Acknowledges the customer's situation.",
+                tier=Tier.DELIVERY,
+                default_weight=0.05,
+                score_type=ScoreType.SCORED,
+                rubric="5: warm\n0: cold",
+                include_in_defaults=False,
+            ),
+        ),
+    ]
+    return {type(e): e for e in built}
+
+
+SAMPLES = samples()
+
+
+def golden_path(cls: type[DomainEvent]) -> Path:
+    return GOLDEN / f"{cls.topic_name}.json"
+
+
+def load_golden(cls: type[DomainEvent]) -> StoredEvent:
+    path = golden_path(cls)
+    if not path.exists():
+        if not UPDATE:
+            pytest.fail(
+                f"{path.name} is missing: create it with "
+                "UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_events.py"
+            )
+        stored = MAPPER.to_stored_event(SAMPLES[cls])
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_bytes(
+            orjson.dumps(
+                {
+                    "topic": stored.topic,
+                    "originator_id": str(stored.originator_id),
+                    "originator_version": stored.originator_version,
+                    "state": stored.state.decode(),
+                },
+                option=orjson.OPT_INDENT_2,
+            )
+            + b"\n"
+        )
+    data = orjson.loads(path.read_bytes())
+    return StoredEvent(
+        originator_id=UUID(data["originator_id"]),
+        originator_version=data["originator_version"],
+        topic=data["topic"],
+        state=data["state"].encode(),
+    )
+
+
+by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__)
+
+
+def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
+    assert set(SAMPLES) == set(EVENT_CLASSES)
+    assert len(EVENT_CLASSES) == 19
+    if GOLDEN.exists():
+        assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
+            f"{c.topic_name}.json" for c in EVENT_CLASSES
+        )
+
+
+@by_name
+def test_golden_event_decodes_to_the_expected_event(cls: type[DomainEvent]) -> None:
+    stored = load_golden(cls)
+    decoded = MAPPER.to_domain_event(stored)
+    expected = SAMPLES[cls]
+    assert type(decoded) is cls
+    assert decoded.model_dump() == expected.model_dump()
+    # The mapper caches the stored hash on the event; give the expected one its hash too.
+    assert expected.hash() == decoded.hash() == stored_hash(stored.topic, stored.state)
+    assert decoded == expected
+
+
+@by_name
+def test_encoding_today_gives_the_golden_bytes(cls: type[DomainEvent]) -> None:
+    stored = load_golden(cls)
+    encoded = MAPPER.to_stored_event(SAMPLES[cls])
+    assert encoded.topic == stored.topic == cls.topic()
+    assert (encoded.originator_id, encoded.originator_version) == (
+        stored.originator_id,
+        stored.originator_version,
+    )
+    assert encoded.state == stored.state, (
+        f"the stored form of {cls.__name__} drifted: add a class_version and an upcaster "
+        "instead of changing what v1 stores"
+    )
+    assert encode_state(SAMPLES[cls]) == stored.state
+
+
+@by_name
+def test_golden_state_holds_every_field_but_the_aggregate_position(cls: type[DomainEvent]) -> None:
+    state = orjson.loads(load_golden(cls).state)
+    assert set(state) == set(cls.model_fields) - {"originator_id", "originator_version"}
+    assert state["timestamp"].endswith("+00:00")
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics
+
+
+def test_topics_are_explicit_stable_and_unique() -> None:
+    topics = [c.topic() for c in EVENT_CLASSES]
+    assert topics == TOPICS
+    assert len(set(topics)) == len(topics)
+    assert {c.topic_name: c for c in EVENT_CLASSES} == BY_TOPIC_NAME
+
+
+@by_name
+def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
+    match = re.fullmatch(r"evaledger\.(run|case|catalogue)\.([a-z_]+)/v(\d+)", cls.topic())
+    assert match is not None, cls.topic()
+    base = {"run": RunEvent, "case": CaseEvent, "catalogue": CatalogueEvent}[match.group(1)]
+    assert issubclass(cls, base)
+    assert int(match.group(3)) == cls.class_version == 1
+    assert "topic_name" in vars(cls), "each class declares its own topic"
+    assert cls.__module__ not in cls.topic() and cls.__name__ not in cls.topic()
+
+
+def test_a_class_moved_elsewhere_keeps_its_topic() -> None:
+    class Relocated(DomainEvent):
+        topic_name: ClassVar[str] = "evaledger.run.started"
+
+    assert Relocated.topic() == RunStarted.topic()
+    assert Relocated.__module__ == __name__
+
+
+def test_an_unknown_topic_is_refused() -> None:
+    stored = load_golden(RunStarted)
+    stored = StoredEvent(
+        originator_id=stored.originator_id,
+        originator_version=1,
+        topic="evaledger.run.teleported/v1",
+        state=stored.state,
+    )
+    with pytest.raises(
+        ValueError, match=re.escape("unknown event topic 'evaledger.run.teleported/v1'")
+    ):
+        MAPPER.to_domain_event(stored)
+
+
+# ---------------------------------------------------------------------------------------------
+# Upcasting: a v3 ExecutionErrored (v2 added `retryable`, v3 renamed `kind` to `error_kind`).
+
+ERRORED = ExecutionErrored.topic_name
+
+
+class ExecutionErroredV3(CaseEvent):
+    """What a future ExecutionErrored could look like."""
+
+    topic_name: ClassVar[str] = ERRORED
+    class_version: ClassVar[int] = 3
+
+    message: str
+    error_kind: str | None = None
+    retryable: bool = Field(description="Added in v2.")
+
+
+@pytest.fixture
+def errored_v3(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[ExecutionErroredV3]]:
+    """Register ExecutionErroredV3 and its two upcasters, and remove them afterwards."""
+    before = dict(UPCASTERS)
+
+    @upcaster(ERRORED, 1)
+    def add_retryable(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "retryable": False}
+
+    @upcaster(ERRORED, 2)
+    def rename_kind(state: dict[str, Any]) -> dict[str, Any]:
+        state = dict(state)
+        state["error_kind"] = state.pop("kind")
+        return state
+
+    monkeypatch.setitem(BY_TOPIC_NAME, ERRORED, ExecutionErroredV3)
+    try:
+        yield ExecutionErroredV3
+    finally:
+        UPCASTERS.pop((ERRORED, 1), None)
+        UPCASTERS.pop((ERRORED, 2), None)
+        assert before == UPCASTERS
+
+
+def test_a_v1_stored_event_is_upcast_on_read(errored_v3: type[ExecutionErroredV3]) -> None:
+    stored = load_golden(ExecutionErrored)
+    assert stored.topic.endswith("/v1")
+    event = MAPPER.to_domain_event(stored)
+    assert type(event) is errored_v3
+    v1 = SAMPLES[ExecutionErrored]
+    assert event.model_dump() == {
+        **v1.model_dump(exclude={"kind"}),
+        "error_kind": "timeout",
+        "retryable": False,
+    }
+    # The hash is still the hash of the bytes stored: the chain does not move.
+    assert event.hash() == v1.hash() == stored_hash(stored.topic, stored.state)
+    # Written today, it is a v3 event.
+    assert MAPPER.to_stored_event(event).topic == f"{ERRORED}/v3"
+
+
+def test_a_v2_stored_event_only_takes_the_later_upcaster(
+    errored_v3: type[ExecutionErroredV3],
+) -> None:
+    v1 = load_golden(ExecutionErrored)
+    state = {**orjson.loads(v1.state), "retryable": True}
+    stored = StoredEvent(
+        originator_id=v1.originator_id,
+        originator_version=v1.originator_version,
+        topic=f"{ERRORED}/v2",
+        state=orjson.dumps(state),
+    )
+    event = MAPPER.to_domain_event(stored)
+    assert isinstance(event, errored_v3)
+    assert (event.retryable, event.error_kind) == (True, "timeout")
+
+
+def test_the_ledger_upcasts_events_it_reads_from_the_store(
+    services: Services, errored_v3: type[ExecutionErroredV3]
+) -> None:
+    result = services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context(actor="t"))
+    errored_case = result.case_ids[2]
+    events = services.ledger.events_of(errored_case)
+    assert [type(e).__name__ for e in events] == ["CaseOpened", "ExecutionErroredV3"]
+    last = events[-1]
+    assert isinstance(last, errored_v3)
+    assert (last.error_kind, last.retryable) == ("timeout", False)
+    assert last.message == "Agent endpoint timed out after 120000 ms"
+    assert verify(services.ledger).ok
+
+
+def test_the_upcasting_fixture_cleaned_up() -> None:
+    assert BY_TOPIC_NAME[ERRORED] is ExecutionErrored
+    assert (ERRORED, 1) not in UPCASTERS and (ERRORED, 2) not in UPCASTERS
+    event = MAPPER.to_domain_event(load_golden(ExecutionErrored))
+    assert type(event) is ExecutionErrored
+
+
+# ---------------------------------------------------------------------------------------------
+# Model rules: frozen, extra=forbid, no NaN/inf, timezone-aware timestamps.
+
+
+@by_name
+def test_events_are_frozen_and_forbid_extra_fields(cls: type[DomainEvent]) -> None:
+    event = SAMPLES[cls]
+    assert cls.model_config.get("frozen") is True
+    assert cls.model_config.get("extra") == "forbid"
+    assert cls.model_config.get("allow_inf_nan") is False
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        event.actor = "mallory"
+    with pytest.raises(pydantic.ValidationError, match=r"extra_forbidden|Extra inputs"):
+        cls.model_validate({**event.model_dump(), "surprise": 1})
+
+
+def _value_classes() -> list[type[pydantic.BaseModel]]:
+    seen: dict[str, type[pydantic.BaseModel]] = {}
+
+    def walk(model: type[pydantic.BaseModel]) -> None:
+        for field in model.model_fields.values():
+            for t in _types_in(field.annotation):
+                if t.__name__ not in seen:
+                    seen[t.__name__] = t
+                    walk(t)
+
+    for cls in EVENT_CLASSES:
+        walk(cls)
+    return sorted(seen.values(), key=lambda t: t.__name__)
+
+
+def _types_in(annotation: Any) -> list[type[pydantic.BaseModel]]:
+    found = []
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        found.append(annotation)
+    for arg in getattr(annotation, "__args__", ()):
+        found.extend(_types_in(arg))
+    return found
+
+
+@pytest.mark.parametrize("model", _value_classes(), ids=lambda m: m.__name__)
+def test_every_value_object_in_an_event_is_frozen_and_strict(
+    model: type[pydantic.BaseModel],
+) -> None:
+    assert model.model_config.get("frozen") is True
+    assert model.model_config.get("extra") == "forbid"
+    assert model.model_config.get("allow_inf_nan") is False
+
+
+NON_FINITE = [math.nan, math.inf, -math.inf]
+
+
+def _with(cls: type[DomainEvent], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    data = SAMPLES[cls].model_dump()
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+NUMBER_PATHS = [
+    (TranscriptRecorded, ("cost_usd",)),
+    (TranscriptRecorded, ("duration_ms",)),
+    (TranscriptRecorded, ("turns", 1, "latency_ms")),
+    (TranscriptRecorded, ("turns", 1, "cost_usd")),
+    (TranscriptRecorded, ("turns", 1, "metrics", "ttfb_ms")),
+    (JudgeVerdictRecorded, ("latency_ms",)),
+    (JudgeVerdictRecorded, ("cost_usd",)),
+    (JudgeVerdictRecorded, ("judge", "temperature")),
+    (CaseOpened, ("test_case", "weight")),
+    (RunCreated, ("config", "metrics_pass_threshold")),
+    (RunCreated, ("spec", "metrics", 0, "weight")),
+    (MetricRegistered, ("definition", "default_weight")),
+]
+
+
+@pytest.mark.parametrize("value", NON_FINITE, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize(
+    ("cls", "path"),
+    NUMBER_PATHS,
+    ids=[f"{c.__name__}.{'.'.join(map(str, p))}" for c, p in NUMBER_PATHS],
+)
+def test_numbers_refuse_nan_and_inf(
+    cls: type[DomainEvent], path: tuple[Any, ...], value: float
+) -> None:
+    with pytest.raises(pydantic.ValidationError, match="finite number"):
+        cls.model_validate(_with(cls, path, value))
+
+
+FREE_FORM_PATHS = [
+    (JudgeVerdictRecorded, ("judge", "params", "top_p")),
+    (TranscriptRecorded, ("turns", 1, "tool_calls", 0, "arguments", "id")),
+    (RunCreated, ("agent", "tools", 0, "parameters", "a")),
+    (RunCreated, ("config", "grading")),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: domain/events.py JudgeIdentity.params, ToolCall.arguments, ToolSpec.parameters "
+    "and domain/spec.py PolicyFields.grading are dict[str, Any]: allow_inf_nan does not reach "
+    "Any, so NaN/inf are accepted (also over HTTP) and orjson silently stores them as null",
+)
+@pytest.mark.parametrize(
+    ("cls", "path"),
+    FREE_FORM_PATHS,
+    ids=[f"{c.__name__}.{'.'.join(map(str, p))}" for c, p in FREE_FORM_PATHS],
+)
+def test_free_form_fields_refuse_nan_too(cls: type[DomainEvent], path: tuple[Any, ...]) -> None:
+    value = {"x": math.nan} if path[-1] == "grading" else math.nan
+    with pytest.raises(pydantic.ValidationError):
+        cls.model_validate(_with(cls, path, value))
+
+
+def _datetime_fields() -> list[tuple[type[DomainEvent], str]]:
+    found = []
+    for cls in EVENT_CLASSES:
+        for name, field in cls.model_fields.items():
+            if "datetime" in repr(field.annotation).lower():
+                found.append((cls, name))
+    return found
+
+
+DATETIME_FIELDS = _datetime_fields()
+
+
+def test_the_datetime_fields_are_the_expected_ones() -> None:
+    assert {(c.__name__, n) for c, n in DATETIME_FIELDS if n != "timestamp"} == {
+        ("RunCreated", "created_at"),
+        ("RunCompleted", "completed_at"),
+        ("TranscriptRecorded", "started_at"),
+        ("TranscriptRecorded", "ended_at"),
+    }
+    assert {c for c, n in DATETIME_FIELDS if n == "timestamp"} == set(EVENT_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"), DATETIME_FIELDS, ids=[f"{c.__name__}.{n}" for c, n in DATETIME_FIELDS]
+)
+def test_timestamps_must_be_timezone_aware(cls: type[DomainEvent], name: str) -> None:
+    naive = datetime(2026, 11, 20, 2, 0)  # noqa: DTZ001 - the point of the test
+    with pytest.raises(pydantic.ValidationError, match="timezone"):
+        cls.model_validate({**SAMPLES[cls].model_dump(), name: naive})
+    aware = cls.model_validate({**SAMPLES[cls].model_dump(), name: naive.replace(tzinfo=UTC)})
+    assert getattr(aware, name) == naive.replace(tzinfo=UTC)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: domain/events.py DomainEvent._hash is a pydantic PrivateAttr cache and pydantic's "
+    "__eq__ compares private attributes: equal events compare unequal once one has been hashed",
+)
+def test_equal_events_stay_equal_after_one_is_hashed() -> None:
+    a = RunStarted(**_meta(RUN_ID, 2))
+    b = RunStarted(**_meta(RUN_ID, 2))
+    b.hash()
+    assert a == b

@@ -1,0 +1,157 @@
+"""The README's set-up commands exist and do what they say (STYLE: README commands run by a test).
+
+`make demo` is run as its main job (`.venv/bin/evaledger demo`, the install step aside);
+`make check` is checked with `make -n` and a pytest collection, never run recursively.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from api.bootstrap import Settings, build_ledger
+from api.cli import fmt
+from api.demo import demo_bundles
+from domain.aggregates import run_id_for
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAKEFILE = ROOT / "Makefile"
+EVALEDGER = Path(sys.executable).with_name("evaledger")
+
+
+def code_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number of the opening fence, body) of every fenced code block."""
+    blocks = []
+    for m in re.finditer(r"^```[^\n]*\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL):
+        blocks.append((text[: m.start()].count("\n") + 1, m.group(1)))
+    return blocks
+
+
+def commands(block: str) -> list[str]:
+    """Shell commands of a block, comments and blank lines dropped."""
+    return [
+        line.split("#", 1)[0].strip()
+        for line in block.splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
+
+
+def make_targets() -> set[str]:
+    """Targets the Makefile defines."""
+    return set(re.findall(r"^([A-Za-z][\w-]*):", MAKEFILE.read_text(), flags=re.MULTILINE))
+
+
+def test_readme_starts_with_exactly_the_two_set_up_commands() -> None:
+    text = README.read_text()
+    first_line, first = code_blocks(text)[0]
+    assert first_line <= 15, f"the set-up block starts at line {first_line}: keep it near the top"
+    heading = text[: text.index("```")].rstrip().splitlines()[-1]
+    assert heading == "## Set up on a fresh machine"
+    assert commands(first) == ["make demo", "make check"]
+
+
+def test_makefile_has_the_readme_targets() -> None:
+    assert {"demo", "check", "install", "lint", "typecheck", "test"} <= make_targets()
+
+
+def test_make_check_runs_ruff_mypy_and_pytest() -> None:
+    proc = subprocess.run(
+        ["make", "-n", "check"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    assert ".venv/bin/ruff format --check ." in lines
+    assert ".venv/bin/ruff check ." in lines
+    assert any(re.fullmatch(r"\.venv/bin/mypy( \w+)+", line) for line in lines), lines
+    assert any(line.startswith(".venv/bin/pytest") for line in lines), lines
+    order = [
+        next(i for i, line in enumerate(lines) if tool in line)
+        for tool in ("bin/ruff", "bin/mypy", "bin/pytest")
+    ]
+    assert order == sorted(order), "lint, then types, then tests"
+
+
+def test_the_test_command_collects_tests() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    summary = re.search(r"^(\d+) tests? collected", proc.stdout, flags=re.MULTILINE)
+    assert summary is not None, proc.stdout[-500:]
+    assert int(summary.group(1)) == len(ids) > 0
+    assert any(i.startswith("tests/test_readme.py::") for i in ids)
+
+
+def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
+    return subprocess.run(
+        [str(EVALEDGER), "demo"], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def _stored_events(events_file: Path) -> int:
+    with sqlite3.connect(events_file) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM stored_events").fetchone()
+    return int(n)
+
+
+@pytest.mark.slow
+def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> None:
+    assert EVALEDGER.exists(), f"{EVALEDGER} missing: the package is not installed"
+    keys = [b.run.key for b in demo_bundles()]
+    ids = [str(run_id_for(b.run.project, b.run.key)) for b in demo_bundles()]
+    assert len(keys) >= 2
+
+    first = _demo(tmp_path)
+    assert first.returncode == 0, first.stderr
+    store = tmp_path / ".evaledger"
+    assert sorted(p.name for p in store.iterdir() if p.suffix == ".sqlite") == [
+        "events.sqlite",
+        "views.sqlite",
+    ]
+    events = _stored_events(store / "events.sqlite")
+    out = first.stdout
+    assert out.startswith("evaledger demo — store: sqlite:///.evaledger/\n")
+    imported = [int(n) for n in re.findall(r"imported (\d+) events", out)]
+    assert len(imported) == len(keys) and sum(imported) == events > 0
+    for key, run_id in zip(keys, ids, strict=True):
+        assert f"  run {key} (" in out and f"id {run_id}" in out
+    summarised = [(k, i) for k, i in zip(keys, ids, strict=True) if f"summary of {k}:" in out]
+    assert len(summarised) >= 2, "the demo prints the summaries of its runs"
+
+    # A printed summary is the store's own aggregate, rounded for display only.
+    services = build_ledger(Settings(db=f"sqlite:///{store}/"))
+    try:
+        services.sync()
+        for key, run_id in summarised:
+            agg = services.reads.summary(UUID(run_id)).aggregate
+            section = out.split(f"summary of {key}:\n", 1)[1]
+            for field in ("weighted_metrics_score_pct", "passed_count", "total_executions"):
+                value = fmt(getattr(agg, field))
+                assert re.search(rf"^  {field} +{re.escape(value)}$", section, re.MULTILINE), (
+                    field,
+                    value,
+                )
+    finally:
+        services.close()
+    assert "what-if:" in out and "(0 judge calls, 0 events)" in out
+
+    second = _demo(tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.count("already loaded, nothing written") == len(keys)
+    assert "imported" not in second.stdout
+    assert _stored_events(store / "events.sqlite") == events
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".evaledger"]
