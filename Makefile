@@ -21,7 +21,7 @@ lint: $(PY)
 	$(VENV)/bin/ruff check .
 
 typecheck: $(PY)
-	$(VENV)/bin/mypy domain projections api judging bench
+	$(VENV)/bin/mypy domain projections api bench scripts tests
 
 test: $(PY)
 	$(VENV)/bin/pytest -q -n 2

@@ -32,6 +32,7 @@ from domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    IdempotencyKeyUsed,
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
@@ -322,6 +323,12 @@ class Case(Aggregate):
         **fields: Any,
     ) -> CaseEvent:
         """Check the invariants of one case event, then record it."""
+        if fields.get("metric_scores") is not None:
+            # Internal callers may pass plain dicts; check them as the event will.
+            fields["metric_scores"] = [
+                s if isinstance(s, MetricScore) else MetricScore.model_validate(s)
+                for s in fields["metric_scores"]
+            ]
         if cls is TranscriptRecorded and self.has_transcript:
             raise ConflictError(f"case {self.id} already has a transcript", field="transcript")
         if cls is JudgeVerdictRecorded:
@@ -372,6 +379,36 @@ class Case(Aggregate):
                         f"{at}.turns: turn {t} is outside the transcript ({self.turn_count} turns)",
                         field=f"{at}.turns",
                     )
+
+
+def idempotency_id_for(scope: str, key: str) -> UUID:
+    """Id of the record of one idempotency key in one scope."""
+    return uuid5(NAMESPACE, f"idempotency\x1f{scope}\x1f{key}")
+
+
+class IdempotencyRecord(Aggregate):
+    """Remembers what a creating command did under a client idempotency key."""
+
+    used: IdempotencyKeyUsed | None = None
+
+    def check(self, digest: str | None) -> list[UUID] | None:
+        """The ids created before under this key with the same body; None if never used."""
+        if self.used is None:
+            return None
+        if self.used.request_digest != digest:
+            raise IdempotencyConflictError(
+                f"idempotency key {self.used.idempotency_key!r} was used before with a "
+                "different body"
+            )
+        return list(self.used.result_ids)
+
+    def use(self, meta: Meta, scope: str, result_ids: Sequence[UUID]) -> None:
+        """Record the key's first use."""
+        self._trigger(IdempotencyKeyUsed, meta, scope=scope, result_ids=list(result_ids))
+
+    def _mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, IdempotencyKeyUsed):
+            self.used = event
 
 
 class MetricCatalogue(Aggregate):

@@ -25,6 +25,7 @@ from pydantic import (
 
 from domain.metrics import MetricDefinition
 from domain.spec import RunConfig, ScoringSpec, Severity
+from domain.types import JsonObject
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 GENESIS_HASH = "0" * 64
@@ -45,7 +46,7 @@ class ToolSpec(Value):
 
     name: str = Field(min_length=1, description="Tool name.")
     description: str | None = Field(default=None, description="What the tool does.")
-    parameters: dict[str, Any] = Field(default_factory=dict, description="JSON Schema of args.")
+    parameters: JsonObject = Field(default_factory=dict, description="JSON Schema of args.")
 
 
 class AgentSnapshot(Value):
@@ -107,7 +108,7 @@ class ToolCall(Value):
 
     id: str | None = Field(default=None, description="Call id the tool result refers to.")
     name: str = Field(min_length=1, description="Tool name.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Call arguments.")
+    arguments: JsonObject = Field(default_factory=dict, description="Call arguments.")
 
 
 class Usage(Value):
@@ -169,7 +170,7 @@ class JudgeIdentity(Value):
     model: str | None = None
     version: str | None = None
     temperature: float | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: JsonObject = Field(default_factory=dict)
 
 
 class ParseStatus(StrEnum):
@@ -235,6 +236,14 @@ class DomainEvent(BaseModel):
     def state(self) -> dict[str, Any]:
         """The stored state: every field but the aggregate id and version."""
         return self.model_dump(exclude={"originator_id", "originator_version"})
+
+    def __eq__(self, other: object) -> bool:
+        # Field values only: the cached hash (a private attribute) must not make two equal
+        # events unequal.
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.originator_id, self.originator_version))
 
     def hash(self) -> str:
         """Hash of this event as stored (set by the mapper when read back, else computed)."""
@@ -450,6 +459,19 @@ class MetricRegistered(CatalogueEvent):
     definition: MetricDefinition
 
 
+class IdempotencyKeyUsed(DomainEvent):
+    """A client idempotency key was used to create something (a run, cases).
+
+    Creation has no aggregate to remember the key on yet, so the key gets its own tiny
+    aggregate, saved in the same transaction as what it created.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.idempotency.key_used"
+
+    scope: str = Field(min_length=1, description="The command the key was sent to.")
+    result_ids: list[UUID] = Field(description="What the command created.")
+
+
 EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     RunCreated,
     RunStarted,
@@ -470,6 +492,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     VerdictOverridden,
     VerdictInvalidated,
     MetricRegistered,
+    IdempotencyKeyUsed,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 

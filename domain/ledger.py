@@ -26,12 +26,14 @@ from eventsourcing.persistence import (
 from domain.aggregates import (
     Aggregate,
     Case,
+    IdempotencyRecord,
     Meta,
     MetricCatalogue,
     Run,
     RunStatus,
     case_id_for,
     catalogue_id_for,
+    idempotency_id_for,
     replay,
     run_id_for,
 )
@@ -294,13 +296,39 @@ class Ledger:
 
     def create_run(self, run: BundleRun, ctx: Context) -> Written:
         """Create a run with its resolved config snapshot (idempotent on the same body)."""
+        body = run.creation_body()
 
         def command() -> Written:
+            record, done = self._idempotent("POST /runs", ctx, body)
+            if done is not None:
+                return Written(tuple(done), self.position(), 0)
             created = self._prepare_run(run, ctx)
-            position, n = self._save(created)
+            self._use_key(record, ctx, body, "POST /runs", [created.id])
+            position, n = self._save(*_present(record), created)
             return Written((created.id,), position, n)
 
         return self._retrying(command)
+
+    def _idempotent(
+        self, scope: str, ctx: Context, body: Any
+    ) -> tuple[IdempotencyRecord | None, list[UUID] | None]:
+        """The key's record and, when the key was used with this body, what it created."""
+        if ctx.idempotency_key is None:
+            return None, None
+        rid = idempotency_id_for(scope, ctx.idempotency_key)
+        record = self._find(IdempotencyRecord, rid) or IdempotencyRecord(rid)
+        return record, record.check(request_digest(body))
+
+    def _use_key(
+        self,
+        record: IdempotencyRecord | None,
+        ctx: Context,
+        body: Any,
+        scope: str,
+        ids: Sequence[UUID],
+    ) -> None:
+        if record is not None:
+            record.use(self._meta(ctx, body), scope, ids)
 
     def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
         """The run to write to: an existing one with the same body, or a new one (unsaved)."""
@@ -406,13 +434,20 @@ class Ledger:
 
     def ingest_cases(self, run_id: UUID, cases: Sequence[BundleCase], ctx: Context) -> Written:
         """Open many cases with their facts in one transaction (the batch endpoint)."""
+        scope = f"POST /runs/{run_id}/cases"
+        body = [c.model_dump(mode="json") for c in cases] if ctx.idempotency_key else None
 
         def command() -> Written:
+            record, done = self._idempotent(scope, ctx, body)
+            if done is not None:
+                return Written(tuple(done), self.position(), 0)
             run = self.get_run(run_id)
             catalogue = self.catalogue(run.created.project)
             built = self._build_cases(run, cases, ctx, catalogue)
-            position, n = self._save(*built, run=run)
-            return Written(tuple(c.id for c in built) or (run_id,), position, n)
+            ids = [c.id for c in built] or [run_id]
+            self._use_key(record, ctx, body, scope, ids)
+            position, n = self._save(*built, *_present(record), run=run)
+            return Written(tuple(ids), position, n)
 
         return self._retrying(command)
 
@@ -604,6 +639,10 @@ class Ledger:
             )
 
         return self._retrying(command)
+
+
+def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:
+    return () if record is None else (record,)
 
 
 def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:

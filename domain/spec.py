@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from domain.errors import ValidationError
 from domain.metrics import BUILTIN_BY_NAME, DEFAULT_METRIC_NAMES, MetricDefinition, ScoreType
+from domain.types import JsonObject
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -141,7 +141,7 @@ class PolicyFields(BaseModel):
     panel: PanelPolicy = Field(default=PanelPolicy.FIRST, description="Judge panel policy.")
     reducers: Reducers = Field(default_factory=Reducers)
     comparison: ComparisonThresholds = Field(default_factory=ComparisonThresholds)
-    grading: dict[str, Any] | None = Field(
+    grading: JsonObject | None = Field(
         default=None, description="Optional grading section (categories, tests, minimums)."
     )
 

@@ -223,7 +223,8 @@ class CasesProjection:
                 facts[row.case_id] = CaseFacts.model_validate_json(row.facts)
                 seqs[row.case_id] = row.seq
         touched: dict[str, int] = {}
-        dirty_runs: set[str] = set()
+        # run id → position of the last event in this page that changes its summary
+        dirty_runs: dict[str, int] = {}
         for position, event in batch:
             oid = str(event.originator_id)
             if isinstance(event, RunCreated):
@@ -245,7 +246,7 @@ class CasesProjection:
                     update(case_runs).where(case_runs.c.run_id == oid).values(status=status)
                 )
                 if status != "running":
-                    dirty_runs.add(oid)
+                    dirty_runs[oid] = max(position, dirty_runs.get(oid, 0))
             elif isinstance(event, CaseOpened):
                 _, provider, _ = self._run(conn, str(event.run_id))
                 facts[oid] = opened_facts(event, provider)
@@ -261,7 +262,7 @@ class CasesProjection:
             run_id = str(f.run_id)
             spec, _, status = self._run(conn, run_id)
             if status in ("completed", "canceled", "failed"):
-                dirty_runs.add(run_id)
+                dirty_runs[run_id] = max(position, dirty_runs.get(run_id, 0))
             score = score_case(f, spec)
             rows.append(
                 {
@@ -280,8 +281,7 @@ class CasesProjection:
                 }
             )
         upsert(conn, cases, rows)
-        last = batch[-1][0]
-        for run_id in sorted(dirty_runs):
+        for run_id, last in sorted(dirty_runs.items()):
             spec, _, _ = self._run(conn, run_id)
             scores = load_scores(conn, run_id)
             upsert(

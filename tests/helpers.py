@@ -16,8 +16,8 @@ def event_count(services: Services) -> int:
 
 def bundle(**run_overrides: Any) -> dict[str, Any]:
     """A deep copy of the example bundle, with run fields overridden."""
-    data = copy.deepcopy(example_bundle_data())
-    data["run"].update(run_overrides)  # type: ignore[union-attr]
+    data: dict[str, Any] = copy.deepcopy(example_bundle_data())
+    data["run"].update(run_overrides)
     return data
 
 

@@ -517,12 +517,6 @@ def test_the_same_key_with_another_body_is_a_409(
     assert event_count(services) == count
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: domain/ledger.py Ledger.create_run/_prepare_run and ingest_cases/_build_cases "
-    "never check the Idempotency-Key (only Aggregate.seen on an existing aggregate does): the same "
-    "key with another body on POST /runs or POST /runs/{id}/cases writes a new run / case (201)",
-)
 @pytest.mark.parametrize("endpoint", ["runs", "cases"])
 def test_the_same_key_with_another_body_is_a_409_when_creating(
     client: TestClient, services: Services, open_case: tuple[str, str], endpoint: str
@@ -540,11 +534,6 @@ def test_the_same_key_with_another_body_is_a_409_when_creating(
     assert event_count(services) == count
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: domain/events.py JudgeIdentity.params is dict[str, Any], so allow_inf_nan does not "
-    "apply: a NaN in judge.params is accepted over HTTP (201) and stored as null",
-)
 def test_nan_in_free_form_judge_params_is_refused(
     client: TestClient, services: Services, open_case: tuple[str, str]
 ) -> None:

@@ -62,9 +62,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CASE_KEYS = ["k0", "k1", "k2", "k3"]
 STATEMENTS = ["looks the order up", "offers a refund", "stays polite"]
 
-# Columns that differ between rebuild and incremental because of a known product bug, pinned by
-# the strict xfail test at the bottom. Everything else is compared exactly.
-KNOWN_DIVERGENT = {("run_summaries_v1", "position")}
+# Columns allowed to differ between rebuild and incremental: none. Everything is compared exactly.
+KNOWN_DIVERGENT: set[tuple[str, str]] = set()
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
@@ -442,12 +441,6 @@ def test_rebuild_equals_incremental_on_postgres() -> None:
 # The known divergence, deterministically
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: projections/views.py CasesProjection.process writes run_summaries_v1.position = "
-    "the last position of the whole page (batch[-1][0]), not of the event that changed the run, "
-    "so a rebuild (one big page) stores other positions than catching up page by page",
-)
 def test_run_summary_rows_are_identical_after_a_rebuild(store_services: Services) -> None:
     s = store_services
     incremental = ProjectionRunner(s.ledger, s.engine, all_projections(), page_size=1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ TWO_METRICS = {
 
 def run_bundle(
     key: str,
-    cases: list[tuple[str, int, int, bool | None, int]],
+    cases: Sequence[tuple[str, int, int, bool | None, int]],
     status: str = "completed",
     agent_version: str = "1",
 ) -> dict[str, Any]:
@@ -301,10 +301,9 @@ def test_baselines_are_events_and_compare_against_them(
     assert orjson.loads(capsys.readouterr().out)["run_key"] == "base"
     assert main(["compare", "cand", "--against-baseline", "--db", db]) == 0
     assert main(["baseline", "revoke", "base", "--reason", "bad data", "--db", db]) == 0
-    history = [
-        e.__class__.__name__
-        for e in services.ledger.events_of(services.ledger.find_run("default", "base").id)
-    ]  # type: ignore[union-attr]
+    base = services.ledger.find_run("default", "base")
+    assert base is not None
+    history = [e.__class__.__name__ for e in services.ledger.events_of(base.id)]
     assert history[-2:] == ["BaselineApproved", "BaselineRevoked"]
 
 
