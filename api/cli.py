@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 regression or failed gate, 2 usage or input error.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -414,6 +415,8 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
     print(f"projections at position {reached}")
     if args.follow:
         stop = threading.Event()
+        # SIGTERM (a supervisor stopping us) ends the loop between pages, never inside one.
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             services.runner.follow(
                 stop, poll_interval=args.poll, safety_interval=args.safety_interval
