@@ -31,21 +31,14 @@ from typing import Any
 
 import orjson
 
+from domain.metrics import DEFAULT_METRIC_NAMES
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 DEFAULT_OUT = ROOT / "api" / "demo"
 
 FORMAT = "evaledger.run-bundle/1"
-METRICS = (
-    "tool_routing",
-    "parameter_extraction",
-    "result_interpretation",
-    "grounding_fidelity",
-    "instruction_compliance",
-    "information_gathering",
-    "conversation_management",
-    "response_delivery",
-)
+METRICS = DEFAULT_METRIC_NAMES
 METRIC_RUBRIC = {
     "tool_routing": "right tools, right order, only when needed",
     "parameter_extraction": "arguments taken correctly from the conversation",

@@ -13,17 +13,10 @@ from typing import Any
 
 import orjson
 
+from domain.metrics import DEFAULT_METRIC_NAMES
+
 OUT = Path(__file__).resolve().parents[1] / "api" / "demo" / "governance.json"
-METRICS = (
-    "tool_routing",
-    "parameter_extraction",
-    "result_interpretation",
-    "grounding_fidelity",
-    "instruction_compliance",
-    "information_gathering",
-    "conversation_management",
-    "response_delivery",
-)
+METRICS = DEFAULT_METRIC_NAMES
 
 # test id → (category, method, statement or check, number of failing items out of 10)
 TESTS: dict[str, tuple[str, str, str, int]] = {

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from api.bootstrap import Services
+from domain.metrics import DEFAULT_METRIC_NAMES
 from tests.conftest import example_bundle_data
 
 
@@ -23,16 +24,7 @@ def bundle(**run_overrides: Any) -> dict[str, Any]:
 
 def scores(*values: int) -> list[dict[str, Any]]:
     """Metric scores for the 8 default metrics, in catalogue order."""
-    names = [
-        "tool_routing",
-        "parameter_extraction",
-        "result_interpretation",
-        "grounding_fidelity",
-        "instruction_compliance",
-        "information_gathering",
-        "conversation_management",
-        "response_delivery",
-    ]
+    names = DEFAULT_METRIC_NAMES
     vals = list(values) * 8 if len(values) == 1 else list(values)
     return [
         {"metric": n, "score": v, "justification": f"{n} is {v}", "turns": []}

@@ -12,6 +12,7 @@ import pytest
 from api.bootstrap import Settings, build_ledger
 from domain.bundle import RunBundle
 from domain.ledger import Context
+from projections.queries import RunFilter
 from tests.helpers import bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,10 +46,12 @@ def test_a_separate_projector_serves_readers_that_wait_for_their_writes(
             RunBundle.model_validate(bundle(key="second-run")), Context("ci")
         )
         services.sync(second.position)
-        rows, total = services.reads.list_runs(
-            __import__("projections.queries", fromlist=["RunFilter"]).RunFilter()
-        )
+        rows, total = services.reads.list_runs(RunFilter())
         assert total == 2
+        assert {r.run_key for r in rows} == {
+            "second-run",
+            "northwind-support-v12-nightly-2026-11-20",
+        }
     finally:
         projector.terminate()
         _, err = projector.communicate(timeout=20)

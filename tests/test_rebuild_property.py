@@ -41,23 +41,14 @@ from domain.events import (
     VerdictOverridden,
 )
 from domain.ledger import Context, verdict_fields
-from domain.metrics import MetricDefinition
+from domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
 from projections.runner import ProjectionRunner
 from projections.store import metadata
 from projections.views import all_projections
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
 from tests.helpers import bundle
 
-METRICS = [
-    "tool_routing",
-    "parameter_extraction",
-    "result_interpretation",
-    "grounding_fidelity",
-    "instruction_compliance",
-    "information_gathering",
-    "conversation_management",
-    "response_delivery",
-]
+METRICS = list(DEFAULT_METRIC_NAMES)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CASE_KEYS = ["k0", "k1", "k2", "k3"]
 STATEMENTS = ["looks the order up", "offers a refund", "stays polite"]
