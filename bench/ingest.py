@@ -1,0 +1,401 @@
+"""Ingest benchmark: import one large run bundle with `Ledger.import_bundle` (one transaction).
+
+For each store it prints:
+- the import rate (events/s, MB/s of stored state) beside the raw driver writing the SAME stored
+  rows (read back from the ledger's events table) into a fresh table of identical schema in one
+  transaction (`sqlite3` executemany / execute loop; psycopg executemany / binary COPY), as a
+  ratio (median of `--raw-repeat` raw runs);
+- the projection catch-up after the import (events/s) beside a raw read + orjson decode of the
+  same rows;
+- where the import's time goes: exclusive wall time of its phases, and a cProfile top list.
+
+PostgreSQL: `import_bundle` of a bundle above ~5 MB of state never returns (eventsourcing sends
+all events in one pipelined statement; psycopg 3.3.9 hangs on pipelined statements above
+~10-14 MB, see bench/README.md). So on PostgreSQL the full bundle goes through the batch path
+(`create_run`, `ingest_cases` per `--pg-batch` cases, `complete_run`) and `import_bundle` is
+measured on the largest prefix of the bundle that stays under 3 MB of state.
+
+    .venv/bin/python bench/ingest.py                 # 10,000 cases, SQLite + PostgreSQL
+    .venv/bin/python bench/ingest.py --quick --no-pg # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson
+
+from api.bootstrap import Services, Settings, build_ledger
+from bench.common import (
+    PG_SAFE_STATEMENT_STATE_BYTES,
+    Decoded,
+    PhaseTimer,
+    ProfileLine,
+    base_parser,
+    cpu_timed,
+    deadline,
+    generate_bundle,
+    import_in_batches,
+    machine_note,
+    num,
+    pct,
+    peak_rss_mb,
+    pg_available,
+    pg_database,
+    pg_raw_decode,
+    pg_raw_insert,
+    pg_rows,
+    print_profile,
+    print_table,
+    profile,
+    progress,
+    ratio,
+    sqlite_raw_decode,
+    sqlite_raw_insert,
+    sqlite_rows,
+    timed,
+)
+from domain import aggregates, events, ledger, persistence
+from domain.bundle import BundleCase, RunBundle
+from domain.ledger import Context, Ledger
+
+AIM_SQLITE = 0.25
+CTX = Context(actor="bench")
+PG_DEADLINE_S = 900.0
+
+Importer = Callable[[Ledger], int]
+"""Imports the benchmark's bundle into a ledger; returns the number of events written."""
+
+
+def one_transaction(bundle: RunBundle) -> Importer:
+    """`Ledger.import_bundle`: the whole run in one transaction."""
+    return lambda led: led.import_bundle(bundle, CTX).events
+
+
+def batched(bundle: RunBundle, batch: int) -> Importer:
+    """The batch path: create_run, ingest_cases per `batch` cases, complete_run."""
+    return lambda led: import_in_batches(led, bundle, batch, CTX)[2]
+
+
+@dataclass
+class Result:
+    """Figures of one store and one import path."""
+
+    kind: str
+    path: str
+    cases: int
+    events: int = 0
+    state_bytes: int = 0
+    import_s: float = 0.0
+    import_cpu_s: float = 0.0
+    validate_s: float = 0.0
+    raw: dict[str, list[float]] = field(default_factory=dict)  # baseline → seconds per run
+    catch_up_s: float | None = None
+    catch_up_cpu_s: float = 0.0
+    decode: Decoded | None = None
+    phases: list[tuple[str, float, int]] = field(default_factory=list)
+    phases_total_s: float = 0.0
+    gc_off_import_s: float | None = None
+    profile_total: float = 0.0
+    profile_lines: list[ProfileLine] = field(default_factory=list)
+
+    def raw_s(self, name: str) -> float:
+        """Median seconds of one baseline."""
+        return statistics.median(self.raw[name])
+
+
+def run_import(services: Services, importer: Importer, kind: str) -> tuple[int, float, float]:
+    """Import once (a deadline on PostgreSQL); events written, wall and CPU seconds."""
+    gc.collect()
+    guard = deadline(PG_DEADLINE_S, "import") if kind == "postgresql" else contextlib.nullcontext()
+    with guard:
+        return cpu_timed(lambda: importer(services.ledger))
+
+
+def phase_breakdown(services: Services, importer: Importer, kind: str) -> tuple[list[Any], float]:
+    """Import with timing wrappers around its phases; (label, s, calls) rows and the total."""
+    pt = PhaseTimer()
+    L = ledger.Ledger
+    pt.wrap(L, "_prepare_run", "run: resolve spec, look up, build RunCreated")
+    pt.wrap(L, "catalogue", "catalogue look-up")
+    pt.wrap(L, "_get", "aggregate reads (run, cases) via repository")
+    pt.wrap(L, "_build_cases", "cases: loop glue (ids, verdict fields, Case.open/record)")
+    pt.wrap(BundleCase, "model_dump", "cases: BundleCase.model_dump (input of request digest)")
+    pt.wrap(ledger, "request_digest", "cases: request_digest (orjson sorted + sha256)")
+    pt.wrap(aggregates.Case, "_check_scores", "cases: invariant checks (_check_scores)")
+    pt.wrap(aggregates.Aggregate, "_trigger", "events: construct pydantic event + apply")
+    pt.wrap(events.DomainEvent, "hash", "events: hash chain (model_dump + orjson + sha256)")
+    pt.wrap(aggregates.Run, "complete", "run: seal (RunCompleted)")
+    pt.wrap(L, "_save", "save: collect + order events")
+    pt.wrap(services.ledger.app, "save", "save: eventsourcing Application.save (rest)")
+    pt.wrap(persistence.EventMapper, "to_stored_event", "map: state model_dump + orjson encode")
+    pt.wrap(services.ledger.app.recorder, "insert_events", f"insert: {kind} recorder transaction")
+    try:
+        _, total, _ = run_import(services, importer, kind)
+    finally:
+        pt.restore()
+    rows = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items() if pt.calls[label]]
+    rows.append(("other (outside the phases)", total - sum(s for _, s, _ in rows), 1))
+    rows.sort(key=lambda r: r[1], reverse=True)
+    return rows, total
+
+
+def measure(
+    kind: str,
+    path: str,
+    cases: int,
+    url_for: Callable[[str], str],
+    importer: Importer,
+    workdir: Path,
+    args: Any,
+    full: bool,
+) -> Result:
+    """Every figure of one store and import path. `url_for(tag)` gives a fresh store URL."""
+    res = Result(kind, path, cases)
+    progress(f"{kind} / {path}: import (timed)")
+    url = url_for("main")
+    services = build_ledger(Settings(db=url))
+    try:
+        res.events, res.import_s, res.import_cpu_s = run_import(services, importer, kind)
+        progress(f"{kind} / {path}: raw baselines over the same stored rows")
+        for i in range(args.raw_repeat):
+            if kind == "sqlite":
+                events_file = Path(services.location.events_env["SQLITE_DBNAME"])
+                rows = sqlite_rows(events_file)
+                res.state_bytes = sum(len(r[3]) for r in rows)
+                gc.collect()
+                for name, loop in (("sqlite3 executemany", False), ("sqlite3 execute loop", True)):
+                    target = workdir / f"raw-{loop}-{i}.sqlite"
+                    res.raw.setdefault(name, []).append(sqlite_raw_insert(rows, target, loop))
+                    target.unlink()
+                    Path(f"{target}-wal").unlink(missing_ok=True)
+                del rows
+            else:
+                pg = pg_rows(url)
+                res.state_bytes = sum(len(r[3]) for r in pg)
+                gc.collect()
+                for name, method in (("psycopg executemany", "executemany"),
+                                     ("psycopg COPY (binary)", "copy")):  # fmt: skip
+                    res.raw.setdefault(name, []).append(pg_raw_insert(pg, url, method, i))
+                del pg
+        if full:
+            progress(f"{kind} / {path}: projection catch-up")
+            gc.collect()
+            _, res.catch_up_s, res.catch_up_cpu_s = cpu_timed(services.runner.catch_up)
+            res.decode = sqlite_raw_decode(events_file) if kind == "sqlite" else pg_raw_decode(url)
+    finally:
+        services.close()
+    del services
+    if not full:
+        return res
+    if args.phases:
+        progress(f"{kind} / {path}: import with phase timers")
+        services = build_ledger(Settings(db=url_for("phases")))
+        try:
+            res.phases, res.phases_total_s = phase_breakdown(services, importer, kind)
+        finally:
+            services.close()
+    if args.gc_probe:
+        progress(f"{kind} / {path}: import with the garbage collector off (diagnostic)")
+        services = build_ledger(Settings(db=url_for("gcoff")))
+        try:
+            gc.collect()
+            gc.disable()
+            try:
+                _, res.gc_off_import_s, _ = run_import(services, importer, kind)
+            finally:
+                gc.enable()
+        finally:
+            services.close()
+    if args.profile and (kind == "sqlite" or args.profile_pg):
+        progress(f"{kind} / {path}: import under cProfile")
+        services = build_ledger(Settings(db=url_for("profile")))
+        try:
+            gc.collect()
+            _, res.profile_total, res.profile_lines = profile(lambda: importer(services.ledger))
+        finally:
+            services.close()
+    return res
+
+
+def report(res: Result) -> None:
+    """Print the tables of one store and import path."""
+    mb = res.state_bytes / 1e6
+    ev_s = res.events / res.import_s
+    rows: list[list[object]] = []
+    for name in res.raw:
+        secs = res.raw_s(name)
+        raw_ev_s = res.events / secs
+        rows.append(["import events/s", num(ev_s), name, num(raw_ev_s), ratio(ev_s, raw_ev_s)])
+        rows.append(["import MB/s (state)", num(mb / res.import_s, 2), name, num(mb / secs, 2),
+                     ratio(mb / res.import_s, mb / secs)])  # fmt: skip
+    first = next(iter(res.raw))
+    if res.validate_s:
+        e2e = res.events / (res.import_s + res.validate_s)
+        rows.append(["import incl. bundle validation, events/s", num(e2e), first,
+                     num(res.events / res.raw_s(first)),
+                     ratio(e2e, res.events / res.raw_s(first))])  # fmt: skip
+    if res.catch_up_s is not None and res.decode is not None:
+        cu = res.events / res.catch_up_s
+        raw_dec = res.decode.rows / res.decode.seconds
+        rows.append(["projection catch-up events/s", num(cu), "raw read + orjson.loads",
+                     num(raw_dec), ratio(cu, raw_dec)])  # fmt: skip
+    print_table(
+        f"{res.kind}: {res.path}: {num(res.cases)} cases = {num(res.events)} events, "
+        f"{mb:.1f} MB of stored state",
+        ["figure", "ledger", "baseline (same rows, same run)", "baseline", "ratio"],
+        rows,
+    )
+    detail: list[list[object]] = [
+        ["import (wall)", f"{res.import_s:.2f}"],
+        ["import (CPU of this process)", f"{res.import_cpu_s:.2f}"],
+    ]
+    if res.validate_s:
+        detail.insert(0, ["bundle validation (RunBundle.model_validate of the dict)",
+                          f"{res.validate_s:.2f}"])  # fmt: skip
+    for name, each in res.raw.items():
+        runs = ", ".join(f"{s:.2f}" for s in each)
+        detail.append([f"raw: {name} (median of {len(each)}: {runs})", f"{res.raw_s(name):.2f}"])
+    if res.catch_up_s is not None and res.decode is not None:
+        detail.append(["projection catch-up (wall)", f"{res.catch_up_s:.2f}"])
+        detail.append(["projection catch-up (CPU of this process)", f"{res.catch_up_cpu_s:.2f}"])
+        detail.append(["raw read + decode of the same rows", f"{res.decode.seconds:.2f}"])
+    if res.gc_off_import_s is not None:
+        detail.append(["import with gc disabled (diagnostic)", f"{res.gc_off_import_s:.2f}"])
+    print_table(f"{res.kind}: {res.path}: seconds", ["step", "s"], detail)
+    if res.kind == "sqlite":
+        got = ev_s / (res.events / res.raw_s(first))
+        verdict = "met" if got >= AIM_SQLITE else "NOT met"
+        print(f"aim: import >= {AIM_SQLITE:.0%} of raw {first} -> {got:.1%} ({verdict})")
+    if res.phases:
+        print_table(
+            f"{res.kind}: {res.path}: where the import's time goes (exclusive wall time; "
+            f"{res.phases_total_s:.2f} s with timers)",
+            ["phase", "s", "% of import", "calls"],
+            [[label, f"{s:.3f}", pct(s, res.phases_total_s), num(c)] for label, s, c in res.phases],
+        )
+    if res.profile_lines:
+        print_profile(
+            f"{res.kind}: {res.path} under cProfile ({res.profile_total:.2f} s profiled)",
+            res.profile_total,
+            res.profile_lines,
+            25,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 on success."""
+    p = base_parser(__doc__ or "")
+    p.add_argument("--cases", type=int, default=None, help="cases in the run (default 10,000)")
+    p.add_argument("--raw-repeat", type=int, default=None, help="raw baseline runs (median; 3)")
+    p.add_argument("--pg-batch", type=int, default=250, help="cases per ingest_cases on PG")
+    p.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--profile-pg", action="store_true", help="cProfile on PostgreSQL too")
+    p.add_argument("--gc-probe", action=argparse.BooleanOptionalAction, default=None)
+    args = p.parse_args(argv)
+    cases = args.cases or (300 if args.quick else 10_000)
+    if args.raw_repeat is None:
+        args.raw_repeat = 1 if args.quick else 3
+    if args.gc_probe is None:
+        args.gc_probe = not args.quick
+    if args.profile is None:
+        args.profile = not args.quick
+
+    print(f"machine: {machine_note()}")
+    progress(f"generating a {num(cases)}-case bundle (seed {args.seed})")
+    data, gen_s = timed(lambda: generate_bundle(cases, args.seed, f"bench-ingest-{args.seed}"))
+    size = len(orjson.dumps(data))
+    bundle, validate_s = timed(lambda: RunBundle.model_validate(data))
+    _, validate_json_s = timed(lambda: RunBundle.model_validate_json(orjson.dumps(data)))
+    encode_s = timed(lambda: orjson.dumps(data))[1]
+    validate_json_s -= encode_s
+    print(
+        f"bundle: {num(cases)} cases, {size / 1e6:.1f} MB of JSON, generated in {gen_s:.2f} s "
+        f"(seed {args.seed}); validation {validate_s:.2f} s from the dict (CLI path), "
+        f"{validate_json_s:.2f} s with model_validate_json from bytes"
+    )
+    data.clear()  # the validated bundle is all we keep
+    root = Path(tempfile.mkdtemp(prefix="evaledger-bench-", dir=args.tmp))
+    try:
+        workdir = root / "sqlite"
+        workdir.mkdir()
+        res = measure(
+            "sqlite",
+            "import_bundle (one transaction)",
+            cases,
+            lambda tag: f"sqlite:///{workdir}/{tag}/",
+            one_transaction(bundle),
+            workdir,
+            args,
+            full=True,
+        )
+        res.validate_s = validate_s
+        report(res)
+        if args.pg:
+            if not pg_available(args.pg_admin):
+                print(f"\npostgresql: skipped, {args.pg_admin} does not answer")
+            else:
+                pg_runs(bundle, res.state_bytes, validate_s, workdir, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\npeak RSS of this process: {peak_rss_mb():.0f} MB; machine: {machine_note()}")
+    return 0
+
+
+def pg_runs(
+    bundle: RunBundle, state_bytes: int, validate_s: float, workdir: Path, args: Any
+) -> None:
+    """PostgreSQL: import_bundle under the pipeline limit, and the full bundle in batches."""
+    cases = len(bundle.cases)
+    fits = max(1, int(cases * PG_SAFE_STATEMENT_STATE_BYTES / max(state_bytes, 1)))
+    with contextlib.ExitStack() as stack:
+
+        def pg_url(_tag: str) -> str:
+            return stack.enter_context(pg_database(args.pg_admin))
+
+        if fits >= cases:
+            res = measure("postgresql", "import_bundle (one transaction)", cases, pg_url,
+                          one_transaction(bundle), workdir, args, full=True)  # fmt: skip
+            res.validate_s = validate_s
+            report(res)
+            return
+        small = bundle.model_copy(update={"cases": bundle.cases[:fits]})
+        print(
+            f"\npostgresql: import_bundle of all {num(cases)} cases "
+            f"({state_bytes / 1e6:.0f} MB of state) is NOT run: above ~5 MB of state it never "
+            "returns (one pipelined INSERT above psycopg's ~10-14 MB limit, see bench/README.md). "
+            f"Measured instead: import_bundle of the first {num(fits)} cases, and all cases "
+            f"through the batch path ({args.pg_batch} cases per transaction)."
+        )
+        res = measure("postgresql", "import_bundle (one transaction)", fits, pg_url,
+                      one_transaction(small), workdir, args, full=False)  # fmt: skip
+        report(res)
+        res = measure(
+            "postgresql",
+            f"create_run + ingest_cases x{args.pg_batch} + complete_run",
+            cases,
+            pg_url,
+            batched(bundle, args.pg_batch),
+            workdir,
+            args,
+            full=True,
+        )
+        report(res)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,578 @@
+"""Replay benchmark: rebuild every projection from the event log, and rescore a run.
+
+(a) Rebuild: fills a store with runs of `--cases-per-run` cases until it holds `--events`
+    events (default 1,000,000), then builds every projection from position 0 into a fresh
+    read-model store (what bumping a projection's version does), in a child process whose peak
+    RSS is the rebuild's memory. Beside it, in the same child: a raw read of the same rows of
+    the notification log + `orjson.loads` of every state. A phase breakdown and a cProfile of
+    the first `--profile-events` events follow.
+(b) Rescore: `ReadModels.rescore` of one `--cases-per-run`-case run under a new spec
+    (pass_threshold 80, judge_errors unscored), median of `--repeat`, beside a raw read + decode
+    of that run's event rows and of the read-model rows rescore reads.
+
+    .venv/bin/python bench/replay.py                     # SQLite 1M events, PostgreSQL 150k
+    .venv/bin/python bench/replay.py --quick --no-pg     # smoke run
+    .venv/bin/python bench/replay.py --store /tmp/st     # keep (and reuse) the SQLite store
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson
+
+from api.bootstrap import Services, Settings, build_ledger
+from bench.common import (
+    Decoded,
+    PhaseTimer,
+    base_parser,
+    deadline,
+    generate_bundle,
+    import_in_batches,
+    machine_note,
+    median_seconds,
+    num,
+    pct,
+    peak_rss_mb,
+    pg_available,
+    pg_database,
+    pg_raw_decode,
+    print_profile,
+    print_table,
+    profile,
+    progress,
+    ratio,
+    sqlite_raw_decode,
+    timed,
+)
+from domain import persistence
+from domain.bundle import RunBundle
+from domain.ledger import Context, Ledger
+from domain.persistence import parse_db_url
+from domain.spec import RunConfig, ScoringSpec, resolve_spec
+from projections import json as pjson
+from projections import queries, runner, views
+from projections.runner import ProjectionRunner
+from projections.store import make_engine
+from projections.views import all_projections
+
+AIM_REBUILD = 0.40
+AIM_RESCORE_MS = 300.0
+CTX = Context(actor="bench")
+
+
+@dataclass
+class RunInfo:
+    """One imported run and its range of the notification log."""
+
+    key: str
+    run_id: str
+    first: int
+    last: int
+    events: int
+    cases: int
+
+
+@dataclass
+class Manifest:
+    """What a store holds (kept beside a reusable SQLite store)."""
+
+    seed: int
+    cases_per_run: int
+    runs: list[RunInfo] = field(default_factory=list)
+    generate_s: float = 0.0
+    validate_s: float = 0.0
+    import_s: float = 0.0
+    state_bytes: int = 0
+    reused: bool = False
+    path: str = "import_bundle"
+
+    @property
+    def events(self) -> int:
+        """Events in the store (every run's)."""
+        return sum(r.events for r in self.runs)
+
+    @property
+    def cases(self) -> int:
+        """Cases in the store."""
+        return sum(r.cases for r in self.runs)
+
+
+def fill_store(
+    url: str, target: int, cases_per_run: int, seed: int, batch: int | None = None
+) -> Manifest:
+    """Import runs until the store holds at least `target` events.
+
+    Each run goes in with `import_bundle` (one transaction), or with `batch` set through
+    create_run + ingest_cases per `batch` cases + complete_run.
+    """
+    ledger = Ledger(parse_db_url(url))
+    m = Manifest(seed=seed, cases_per_run=cases_per_run)
+    if batch is not None:
+        m.path = f"create_run + ingest_cases x{batch} + complete_run"
+    try:
+        i = 0
+        while m.events < target:
+            key = f"bench-replay-{seed}-{i:04d}"
+            t0 = time.perf_counter()
+            data = generate_bundle(cases_per_run, seed, key)
+            t1 = time.perf_counter()
+            bundle = RunBundle.model_validate(data)
+            t2 = time.perf_counter()
+            del data
+            first = ledger.position() + 1
+            gc.collect()
+            t3 = time.perf_counter()
+            if batch is None:
+                result = ledger.import_bundle(bundle, CTX)
+                run_id, last, written = result.run_id, result.position, result.events
+            else:
+                with deadline(900, "batched import"):
+                    run_id, last, written = import_in_batches(ledger, bundle, batch, CTX)
+            s = time.perf_counter() - t3
+            del bundle
+            g, v = t1 - t0, t2 - t1
+            m.generate_s += g
+            m.validate_s += v
+            m.import_s += s
+            m.runs.append(RunInfo(key, str(run_id), first, last, written, cases_per_run))
+            i += 1
+            progress(
+                f"run {i}: {num(written)} events in {s:.1f} s "
+                f"({num(written / s)} events/s); store {num(m.events)}/{num(target)}"
+            )
+    finally:
+        ledger.close()
+    return m
+
+
+def sqlite_store(path: Path, args: Any, target: int, cases_per_run: int) -> Manifest:
+    """The SQLite store at `path`: reused when its manifest matches, else filled afresh."""
+    manifest = path / "manifest.json"
+    if manifest.exists():
+        raw = json.loads(manifest.read_text())
+        m = Manifest(**{**raw, "runs": [RunInfo(**r) for r in raw["runs"]]})
+        if m.seed == args.seed and m.cases_per_run == cases_per_run and m.events >= target:
+            m.reused = True
+            return m
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    m = fill_store(f"sqlite:///{path}/", target, cases_per_run, args.seed)
+    m.state_bytes = sqlite_raw_decode(path / "events.sqlite").state_bytes
+    manifest.write_text(json.dumps(asdict(m), indent=1))
+    return m
+
+
+def drop_sqlite_views(path: Path) -> None:
+    """Remove the read-model store so the next build starts from position 0."""
+    for name in ("views.sqlite", "views.sqlite-wal", "views.sqlite-shm"):
+        (path / name).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) rebuild, in a child process
+
+
+def child(kind: str, url: str) -> int:
+    """Raw read + decode of the whole log, then a rebuild of every projection; JSON on stdout."""
+    location = parse_db_url(url)
+    out: dict[str, Any] = {"rss_start_mb": peak_rss_mb()}
+    cpu = time.process_time()
+    if kind == "sqlite":
+        raw = sqlite_raw_decode(Path(location.events_env["SQLITE_DBNAME"]))
+    else:
+        raw = pg_raw_decode(url)
+    out["raw_cpu_s"] = time.process_time() - cpu
+    out["raw"] = asdict(raw)
+    out["rss_after_raw_mb"] = peak_rss_mb()
+    services = build_ledger(Settings(db=url))
+    try:
+        head = services.ledger.position()
+        step = max(head // 10, 1)
+        marks = {"next": step, "t0": time.perf_counter()}
+
+        def report(pos: int, target: int) -> None:
+            if pos >= marks["next"]:
+                marks["next"] += step
+                rate = pos / (time.perf_counter() - marks["t0"])
+                progress(f"rebuild {num(pos)}/{num(target)} ({num(rate)} events/s)")
+
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        reached = services.runner.catch_up(progress=report)
+        out["rebuild_s"] = time.perf_counter() - start
+        out["rebuild_cpu_s"] = time.process_time() - cpu
+        out["rebuild_events"] = reached
+    finally:
+        services.close()
+    out["rss_after_rebuild_mb"] = peak_rss_mb()
+    print(json.dumps(out))
+    return 0
+
+
+def run_child(kind: str, url: str) -> dict[str, Any]:
+    """Run `child` in a fresh interpreter; its JSON report."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--child-url", url]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
+def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list[Any], float]:
+    """Catch up a fresh read-model store to `until` with timing wrappers around the phases."""
+    engine = make_engine(views_url)
+    pt = PhaseTimer()
+    try:
+        r = ProjectionRunner(services.ledger, engine, all_projections())
+        pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
+        pt.wrap(persistence, "decode_state", "decode: orjson.loads + upcast")
+        pt.wrap(persistence, "stored_hash", "decode: sha256 of stored bytes")
+        pt.wrap(
+            persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
+        )
+        pt.wrap(views.RunsProjection, "process", "runs_v1: process")
+        pt.wrap(views.CasesProjection, "process", "cases_v1: process (load facts, fold, rows)")
+        pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
+        pt.wrap(views, "opened_facts", "cases_v1: opened_facts (CaseFacts)")
+        pt.wrap(views, "apply_fact", "cases_v1: apply_fact (pydantic facts)")
+        pt.wrap(views, "score_case", "cases_v1: score_case")
+        pt.wrap(pjson, "dumps", "cases_v1: json.dumps facts/score/summary")
+        pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
+        pt.wrap(views, "load_scores", "cases_v1: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v1: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v1: reduce_repetitions")
+        pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
+        gc.collect()
+        _, total = timed(lambda: r.catch_up(until=until))
+        reached = r.position()
+    finally:
+        pt.restore()
+        engine.dispose()
+    rows = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items()]
+    rows.append(("catch_up loop (rest)", total - sum(s for _, s, _ in rows), 1))
+    rows.sort(key=lambda x: x[1], reverse=True)
+    return [*rows, ("events", float(reached), 0)], total
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) rescore
+
+
+def new_spec(services: Services, run_id: UUID) -> ScoringSpec:
+    """The run's config with pass_threshold 80 and judge errors unscored."""
+    config = dict(services.reads.get_run(run_id).config)
+    config["judge"] = {**config.get("judge", {}), "pass_threshold": 80.0}
+    config["judge_errors"] = "unscored"
+    return resolve_spec(RunConfig.model_validate(config), services.ledger.catalogue())
+
+
+def read_model_decode(services: Services, run_id: str) -> Decoded:
+    """Raw read + orjson decode of the read-model rows rescore reads (score and facts)."""
+    out = Decoded()
+    sql = "SELECT score, facts FROM cases_v1 WHERE run_id = {p} ORDER BY seq"
+    if services.location.is_sqlite:
+        con = sqlite3.connect(services.location.views_url.removeprefix("sqlite:///"))
+        try:
+            start = time.perf_counter()
+            rows = con.execute(sql.format(p="?"), (run_id,)).fetchall()
+            for score, facts in rows:
+                orjson.loads(score)
+                orjson.loads(facts)
+                out.state_bytes += len(score) + len(facts)
+            out.seconds = time.perf_counter() - start
+        finally:
+            con.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(services.location.url) as conn:
+            start = time.perf_counter()
+            rows = conn.execute(sql.format(p="%s").encode(), (run_id,)).fetchall()
+            for score, facts in rows:
+                orjson.loads(score)
+                orjson.loads(facts)
+                out.state_bytes += len(score) + len(facts)
+            out.seconds = time.perf_counter() - start
+    out.rows = len(rows)
+    return out
+
+
+@dataclass
+class RescoreResult:
+    """Figures of (b)."""
+
+    cases: int
+    median_s: float
+    times: list[float]
+    events: Decoded
+    read_model: Decoded
+    changed: int
+    pass_rate: tuple[float, float]
+    phases: list[Any]
+    phases_total: float
+
+
+def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
+    """Median of `repeat` rescores of one run, its baselines and a phase breakdown."""
+    run_id = UUID(info.run_id)
+    spec = new_spec(services, run_id)
+    out: dict[str, Any] = {}
+
+    def once() -> None:
+        out["r"] = services.reads.rescore(run_id, spec)
+
+    gc.collect()
+    median, times = median_seconds(once, repeat)
+    r = out["r"]
+    if services.location.is_sqlite:
+        events = sqlite_raw_decode(
+            Path(services.location.events_env["SQLITE_DBNAME"]),
+            "WHERE rowid BETWEEN ? AND ?",
+            (info.first, info.last),
+        )
+    else:
+        events = pg_raw_decode(
+            services.location.url,
+            "WHERE notification_id BETWEEN %s AND %s",
+            (info.first, info.last),
+        )
+    rm = read_model_decode(services, info.run_id)
+    pt = PhaseTimer()
+    pt.wrap(queries, "load_scores", "load_scores (read + validate CaseScore rows)")
+    pt.wrap(queries, "load_facts", "load_facts (read + validate CaseFacts rows)")
+    pt.wrap(queries, "score_case", "score_case x cases")
+    pt.wrap(queries, "summarize_run", "summarize_run (before and after)")
+    pt.wrap(pjson, "dumps", "json.dumps of the stored rescore (cases, aggregate)")
+    pt.wrap(views, "upsert", "upsert of the rescores_v1 row")
+    pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v1 row)")
+    try:
+        _, total = timed(once)
+    finally:
+        pt.restore()
+    phases = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items()]
+    phases.append(
+        (
+            "rest (diff of before/after, model_dump of cases)",
+            total - sum(s for _, s, _ in phases),
+            1,
+        )
+    )
+    phases.sort(key=lambda x: x[1], reverse=True)
+    return RescoreResult(
+        cases=info.cases,
+        median_s=median,
+        times=times,
+        events=events,
+        read_model=rm,
+        changed=len(r["changed_cases"]),
+        pass_rate=(r["before"]["aggregate"]["pass_rate"], r["after"]["aggregate"]["pass_rate"]),
+        phases=phases,
+        phases_total=total,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# reporting
+
+
+def report_rebuild(kind: str, m: Manifest, c: dict[str, Any]) -> None:
+    """Table of (a)."""
+    raw = c["raw"]
+    rb_rate = c["rebuild_events"] / c["rebuild_s"]
+    raw_rate = raw["rows"] / raw["seconds"]
+    mb = raw["state_bytes"] / 1e6
+    imported = "reused store" if m.reused else f"{m.import_s:.0f} s"
+    print_table(
+        f"{kind}: rebuild of every projection over {num(c['rebuild_events'])} events "
+        f"({num(m.cases)} cases in {len(m.runs)} runs, {mb:,.0f} MB of state)",
+        ["figure", "ledger", "baseline (same rows, same run)", "baseline", "ratio"],
+        [
+            [
+                "rebuild events/s",
+                num(rb_rate),
+                "raw read + orjson.loads",
+                num(raw_rate),
+                ratio(rb_rate, raw_rate),
+            ],
+            [
+                "rebuild MB/s (state)",
+                num(mb / c["rebuild_s"], 2),
+                "raw read + orjson.loads",
+                num(mb / raw["seconds"], 2),
+                ratio(mb / c["rebuild_s"], mb / raw["seconds"]),
+            ],
+        ],
+    )
+    detail = [
+        ["rebuild (fresh read-model store, catch-up from 0)", f"{c['rebuild_s']:.1f} s"],
+        ["rebuild CPU of the child process", f"{c['rebuild_cpu_s']:.1f} s"],
+        ["raw read + decode of the same rows", f"{raw['seconds']:.1f} s"],
+        ["raw read + decode CPU", f"{c['raw_cpu_s']:.1f} s"],
+        ["peak RSS: child after imports", f"{c['rss_start_mb']:.0f} MB"],
+        ["peak RSS: after raw decode", f"{c['rss_after_raw_mb']:.0f} MB"],
+        ["peak RSS: after rebuild", f"{c['rss_after_rebuild_mb']:.0f} MB"],
+        [f"store filled by {m.path}", imported],
+    ]
+    if not m.reused and m.import_s:
+        detail.append(["  import rate while filling", f"{num(m.events / m.import_s)} events/s"])
+        detail.append(
+            ["  generate + validate bundles", f"{m.generate_s:.0f} s + {m.validate_s:.0f} s"]
+        )
+    print_table(f"{kind}: rebuild details", ["item", "value"], detail)
+    if kind == "sqlite":
+        got = rb_rate / raw_rate
+        verdict = "met" if got >= AIM_REBUILD else "NOT met"
+        print(f"aim: rebuild >= {AIM_REBUILD:.0%} of raw read + decode -> {got:.1%} ({verdict})")
+
+
+def report_phases(kind: str, phases: list[Any], total: float) -> None:
+    """Table of the rebuild's phases."""
+    events = int(phases[-1][1])
+    rows = [[label, f"{s:.2f}", pct(s, total), num(calls)] for label, s, calls in phases[:-1]]
+    print_table(
+        f"{kind}: where the rebuild's time goes (first {num(events)} events, {total:.1f} s "
+        f"= {num(events / total)} events/s with timers; exclusive wall time)",
+        ["phase", "s", "% of rebuild", "calls"],
+        rows,
+    )
+
+
+def report_rescore(kind: str, r: RescoreResult) -> None:
+    """Table of (b)."""
+    ms = r.median_s * 1000
+    ev_ms = r.events.seconds * 1000
+    rm_ms = r.read_model.seconds * 1000
+    print_table(
+        f"{kind}: rescore of a {num(r.cases)}-case run (pass_threshold 80, judge_errors "
+        f"unscored), median of {len(r.times)}",
+        ["figure", "ms", "baseline / ratio"],
+        [
+            [
+                "ReadModels.rescore",
+                f"{ms:.0f}",
+                "runs: " + ", ".join(f"{t * 1000:.0f}" for t in r.times),
+            ],
+            [
+                f"raw read + decode of the run's {num(r.events.rows)} event rows "
+                f"({r.events.state_bytes / 1e6:.1f} MB)",
+                f"{ev_ms:.0f}",
+                f"rescore takes {r.median_s / r.events.seconds:.1f}x this",
+            ],
+            [
+                f"raw read + decode of its {num(r.read_model.rows)} read-model rows "
+                f"(score + facts, {r.read_model.state_bytes / 1e6:.1f} MB)",
+                f"{rm_ms:.0f}",
+                f"rescore takes {r.median_s / r.read_model.seconds:.1f}x this",
+            ],
+        ],
+    )
+    before, after = r.pass_rate
+    print(
+        f"result: {num(r.changed)} cases changed; pass_rate {before:.4f} -> {after:.4f}; "
+        f"0 judge calls, 0 events written"
+    )
+    if kind == "sqlite":
+        verdict = "met" if ms < AIM_RESCORE_MS else "NOT met"
+        print(f"aim: rescore < {AIM_RESCORE_MS:.0f} ms -> {ms:.0f} ms ({verdict})")
+    print_table(
+        f"{kind}: where one rescore's time goes ({r.phases_total * 1000:.0f} ms with timers)",
+        ["phase", "ms", "%", "calls"],
+        [[label, f"{s * 1000:.0f}", pct(s, r.phases_total), num(c)] for label, s, c in r.phases],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_backend(kind: str, url: str, m: Manifest, args: Any, views_dir: Path | None) -> None:
+    """(a) and (b) on one store whose events are already in place."""
+    progress(f"{kind}: raw decode + rebuild of {num(m.events)} events in a child process")
+    c = run_child(kind, url)
+    report_rebuild(kind, m, c)
+    services = build_ledger(Settings(db=url))
+    try:
+        progress(f"{kind}: rescore x {args.repeat}")
+        report_rescore(kind, rescore(services, m.runs[0], args.repeat))
+        if args.profile_events and views_dir is not None:
+            until = min(args.profile_events, m.events)
+            progress(f"{kind}: rebuild phases over the first {num(until)} events")
+            phases, total = rebuild_phases(
+                services, f"sqlite:///{views_dir / 'views-phases.sqlite'}", until
+            )
+            report_phases(kind, phases, total)
+            progress(f"{kind}: rebuild under cProfile over the first {num(until)} events")
+            engine = make_engine(f"sqlite:///{views_dir / 'views-profile.sqlite'}")
+            try:
+                r = ProjectionRunner(services.ledger, engine, all_projections())
+                gc.collect()
+                _, total, lines = profile(lambda: r.catch_up(until=until))
+            finally:
+                engine.dispose()
+            print_profile(
+                f"{kind}: rebuild under cProfile ({total:.1f} s profiled)", total, lines, 25
+            )
+    finally:
+        services.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 on success."""
+    p = base_parser(__doc__ or "")
+    p.add_argument("--events", type=int, default=None, help="events to rebuild (default 1M)")
+    p.add_argument("--cases-per-run", type=int, default=None, help="cases per run (10,000)")
+    p.add_argument("--pg-events", type=int, default=None, help="events on PostgreSQL (150k)")
+    p.add_argument("--pg-batch", type=int, default=250, help="cases per ingest_cases on PG")
+    p.add_argument("--repeat", type=int, default=5, help="rescore repetitions (median)")
+    p.add_argument("--profile-events", type=int, default=None, help="events profiled (40k)")
+    p.add_argument("--store", default=None, help="SQLite store folder to keep and reuse")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-url", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return child(args.child, args.child_url)
+    q = args.quick
+    target = args.events or (2_000 if q else 1_000_000)
+    per_run = args.cases_per_run or (200 if q else 10_000)
+    pg_target = args.pg_events or (800 if q else 150_000)
+    if args.profile_events is None:
+        args.profile_events = 0 if q else 40_000
+
+    print(f"machine: {machine_note()}")
+    tmp = Path(tempfile.mkdtemp(prefix="evaledger-bench-", dir=args.tmp))
+    try:
+        store = Path(args.store) if args.store else tmp / "sqlite"
+        progress(f"sqlite: filling {store} with >= {num(target)} events")
+        m = sqlite_store(store, args, target, per_run)
+        drop_sqlite_views(store)
+        bench_backend("sqlite", f"sqlite:///{store}/", m, args, tmp)
+        if args.pg:
+            if not pg_available(args.pg_admin):
+                print(f"\npostgresql: skipped, {args.pg_admin} does not answer")
+            else:
+                with pg_database(args.pg_admin) as url:
+                    progress(f"postgresql: filling with >= {num(pg_target)} events")
+                    pm = fill_store(url, pg_target, per_run, args.seed, batch=args.pg_batch)
+                    bench_backend("postgresql", url, pm, args, None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\npeak RSS of the parent process: {peak_rss_mb():.0f} MB; machine: {machine_note()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
