@@ -105,3 +105,20 @@ def test_postgres_events_table_refuses_update_and_delete(pg_url: str) -> None:
             with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
                 conn.execute(sql)
             conn.rollback()
+
+
+def test_a_large_bundle_imports_atomically(store_services: Services) -> None:
+    # ~7 MB of state in one save: on PostgreSQL it goes in chunks of one transaction.
+    s = store_services
+    data = bundle(key="large-run")
+    data["cases"] = [case(f"big-{i:04d}") for i in range(600)]
+    for c in data["cases"]:
+        c["transcript"][1]["content"] = "x" * 12_000
+    result = s.ledger.import_bundle(RunBundle.model_validate(data), CTX)
+    stored = s.ledger.notifications(1, 100_000)
+    assert result.events == len(stored) == 600 * 3 + 3
+    assert [n.id for n in stored] == list(range(stored[0].id, stored[0].id + len(stored)))
+    assert result.position == stored[-1].id
+    assert verify(s.ledger).ok
+    s.sync(result.position)
+    assert s.reads.summary(result.run_id).aggregate.total_executions == 600
