@@ -16,7 +16,7 @@ from sqlalchemy import Engine, and_, func, select
 from domain.errors import NotFoundError
 from domain.metrics import BUILTIN_METRICS, MetricDefinition
 from domain.spec import ScoringSpec
-from projections import json
+from projections import gc, json
 from projections.facts import CaseFacts
 from projections.models import CaseScore, RunAggregate, TestCaseResult
 from projections.scoring import reduce_repetitions, score_case, summarize_run
@@ -182,6 +182,12 @@ class ReadModels:
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
         """The run summarised under `spec` (its own when None), with the case scores."""
+        with gc.paused():
+            return self._summary_under(run_id, spec)
+
+    def _summary_under(
+        self, run_id: UUID, spec: ScoringSpec | None
+    ) -> tuple[Summary, list[CaseScore]]:
         own = self.run_spec(run_id)
         if spec is None or spec.spec_id == own.spec_id:
             scores = self.case_scores(run_id)
@@ -196,34 +202,44 @@ class ReadModels:
 
         Reads facts from the read model only: no judge is called and no event is written.
         """
-        before_scores = self.case_scores(run_id)
+        with gc.paused():
+            return self._rescore(run_id, spec)
+
+    def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
+        # Before: the (materialised) summary and three plain columns per case; no case JSON.
         own = self.run_spec(run_id)
-        before = summarize_run(before_scores, own)
+        before = self.summary(run_id).aggregate
+        with self.engine.connect() as conn:
+            old = {
+                row.case_id: (row.overall_score, row.passed, row.status)
+                for row in conn.execute(
+                    select(
+                        cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
+                    ).where(cases.c.run_id == str(run_id))
+                )
+            }
         facts = self.facts(run_id)
         after_scores = [score_case(f, spec) for f in facts]
         after = summarize_run(after_scores, spec)
-        old = {s.case_id: s for s in before_scores}
-        changed = [
-            {
-                "case_id": str(s.case_id),
-                "test_case_key": s.test_case_key,
-                "repetition": s.repetition,
-                "before": {
-                    "overall_score": old[s.case_id].overall_score,
-                    "passed": old[s.case_id].passed,
-                    "status": old[s.case_id].status.value,
-                },
-                "after": {
-                    "overall_score": s.overall_score,
-                    "passed": s.passed,
-                    "status": s.status.value,
-                },
-            }
-            for s in after_scores
-            if s.case_id in old
-            and (old[s.case_id].overall_score, old[s.case_id].passed, old[s.case_id].status)
-            != (s.overall_score, s.passed, s.status)
-        ]
+        changed = []
+        for s in after_scores:
+            was = old.get(str(s.case_id))
+            now = (s.overall_score, s.passed, s.status.value)
+            if was is None or was == now:
+                continue
+            changed.append(
+                {
+                    "case_id": str(s.case_id),
+                    "test_case_key": s.test_case_key,
+                    "repetition": s.repetition,
+                    "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
+                    "after": {
+                        "overall_score": s.overall_score,
+                        "passed": s.passed,
+                        "status": s.status.value,
+                    },
+                }
+            )
         from projections.views import upsert
 
         with self.engine.begin() as conn:

@@ -21,6 +21,7 @@ from domain.events import (
 )
 from domain.metrics import score_label
 from domain.spec import ScoringSpec
+from projections import gc
 from projections.comparison import ComparedRun, CompareThresholds, RunComparison, compare_results
 from projections.facts import CaseFacts
 from projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
@@ -118,18 +119,21 @@ class Reports:
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        summaries = [
-            self.reads.summary_under(r.run_id, spec)[0] if spec else self.reads.summary(r.run_id)
-            for r in runs
-        ]
-        result = compare_results(
-            self.compared_run(runs[0], summaries[0]),
-            self.compared_run(runs[1], summaries[1]),
-            summaries[0].test_cases,
-            summaries[1].test_cases,
-            thresholds,
-            spec,
-        )
+        with gc.paused():
+            summaries = [
+                self.reads.summary_under(r.run_id, spec)[0]
+                if spec
+                else self.reads.summary(r.run_id)
+                for r in runs
+            ]
+            result = compare_results(
+                self.compared_run(runs[0], summaries[0]),
+                self.compared_run(runs[1], summaries[1]),
+                summaries[0].test_cases,
+                summaries[1].test_cases,
+                thresholds,
+                spec,
+            )
         entry: list[Any] = [result, None]
         with self._lock:
             self._cache[key] = entry

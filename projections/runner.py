@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
 
 from domain.events import DomainEvent
 from domain.ledger import Ledger
+from projections import gc
 from projections.store import tracking
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,10 @@ class ProjectionRunner:
                 notifications = self.ledger.notifications(start + 1, self.page_size)
                 if not notifications:
                     return start
-                batch = [(n.id, self.ledger.decode(n)) for n in notifications]
                 try:
-                    self._apply(batch, positions)
+                    with gc.paused():
+                        batch = [(n.id, self.ledger.decode(n)) for n in notifications]
+                        self._apply(batch, positions)
                 except TrackingConflictError:
                     for p in self.projections:
                         p.reset()
