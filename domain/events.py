@@ -227,6 +227,7 @@ class DomainEvent(BaseModel):
     prev_hash: str = Field(description="Hash of the previous event of the aggregate.")
 
     _hash: str | None = PrivateAttr(default=None)
+    _state: bytes | None = PrivateAttr(default=None)
 
     @classmethod
     def topic(cls) -> str:
@@ -245,10 +246,16 @@ class DomainEvent(BaseModel):
     def __hash__(self) -> int:
         return hash((type(self), self.originator_id, self.originator_version))
 
+    def stored_state(self) -> bytes:
+        """The canonical stored bytes of the state, encoded once (hashing and storing share it)."""
+        if self._state is None:
+            self._state = encode_state(self)
+        return self._state
+
     def hash(self) -> str:
         """Hash of this event as stored (set by the mapper when read back, else computed)."""
         if self._hash is None:
-            self._hash = stored_hash(type(self).topic(), encode_state(self))
+            self._hash = stored_hash(type(self).topic(), self.stored_state())
         return self._hash
 
 

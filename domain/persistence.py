@@ -73,7 +73,8 @@ class EventMapper(Mapper[UUID]):
             originator_id=event.originator_id,
             originator_version=event.originator_version,
             topic=type(event).topic(),
-            state=self.transcoder.encode(event.state()),
+            # The bytes the hash chain was computed over (same orjson encoding as the transcoder).
+            state=event.stored_state(),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
