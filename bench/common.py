@@ -461,7 +461,15 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> tuple[float, list[f
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (MB)."""
+    """Peak resident set size of this process so far (MB).
+
+    Linux `VmHWM` when available: unlike `ru_maxrss`, it is not inherited from the parent across
+    fork + exec, so a child process reports its own peak.
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -825,15 +833,6 @@ def add_repo_root() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # importing
-
-PG_SAFE_STATEMENT_STATE_BYTES = 3_000_000
-"""Largest stored state we send to PostgreSQL in ONE import_bundle.
-
-eventsourcing 9.5.6 inserts all events of a save in one `INSERT ... unnest(%s::type[])` inside a
-psycopg pipeline; with psycopg 3.3.9 a pipelined statement above ~10-14 MB never completes (the
-server waits in ClientRead forever, see bench/README.md). The composite array's text form is
-about twice the state bytes, so bundles above ~5 MB of state hang. 3 MB keeps a margin.
-"""
 
 
 @contextlib.contextmanager

@@ -9,11 +9,10 @@ For each store it prints:
   same rows;
 - where the import's time goes: exclusive wall time of its phases, and a cProfile top list.
 
-PostgreSQL: `import_bundle` of a bundle above ~5 MB of state never returns (eventsourcing sends
-all events in one pipelined statement; psycopg 3.3.9 hangs on pipelined statements above
-~10-14 MB, see bench/README.md). So on PostgreSQL the full bundle goes through the batch path
-(`create_run`, `ingest_cases` per `--pg-batch` cases, `complete_run`) and `import_bundle` is
-measured on the largest prefix of the bundle that stays under 3 MB of state.
+PostgreSQL also measures the batch path (`create_run`, `ingest_cases` per `--pg-batch` cases,
+`complete_run`) on the same bundle, with its phases. Every PostgreSQL import runs under an alarm:
+a hang (as with eventsourcing's stock pipelined insert of large saves, see bench/README.md) fails
+the run instead of stalling it.
 
     .venv/bin/python bench/ingest.py                 # 10,000 cases, SQLite + PostgreSQL
     .venv/bin/python bench/ingest.py --quick --no-pg # smoke run
@@ -40,7 +39,6 @@ import orjson
 
 from api.bootstrap import Services, Settings, build_ledger
 from bench.common import (
-    PG_SAFE_STATEMENT_STATE_BYTES,
     Decoded,
     PhaseTimer,
     ProfileLine,
@@ -161,7 +159,7 @@ def measure(
     importer: Importer,
     workdir: Path,
     args: Any,
-    full: bool,
+    extras: frozenset[str] = frozenset({"catch_up", "phases", "gc", "profile"}),
 ) -> Result:
     """Every figure of one store and import path. `url_for(tag)` gives a fresh store URL."""
     res = Result(kind, path, cases)
@@ -191,7 +189,7 @@ def measure(
                                      ("psycopg COPY (binary)", "copy")):  # fmt: skip
                     res.raw.setdefault(name, []).append(pg_raw_insert(pg, url, method, i))
                 del pg
-        if full:
+        if "catch_up" in extras:
             progress(f"{kind} / {path}: projection catch-up")
             gc.collect()
             _, res.catch_up_s, res.catch_up_cpu_s = cpu_timed(services.runner.catch_up)
@@ -199,16 +197,14 @@ def measure(
     finally:
         services.close()
     del services
-    if not full:
-        return res
-    if args.phases:
+    if args.phases and "phases" in extras:
         progress(f"{kind} / {path}: import with phase timers")
         services = build_ledger(Settings(db=url_for("phases")))
         try:
             res.phases, res.phases_total_s = phase_breakdown(services, importer, kind)
         finally:
             services.close()
-    if args.gc_probe:
+    if args.gc_probe and "gc" in extras:
         progress(f"{kind} / {path}: import with the garbage collector off (diagnostic)")
         services = build_ledger(Settings(db=url_for("gcoff")))
         try:
@@ -220,7 +216,7 @@ def measure(
                 gc.enable()
         finally:
             services.close()
-    if args.profile and (kind == "sqlite" or args.profile_pg):
+    if args.profile and "profile" in extras and (kind == "sqlite" or args.profile_pg):
         progress(f"{kind} / {path}: import under cProfile")
         services = build_ledger(Settings(db=url_for("profile")))
         try:
@@ -301,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p = base_parser(__doc__ or "")
     p.add_argument("--cases", type=int, default=None, help="cases in the run (default 10,000)")
     p.add_argument("--raw-repeat", type=int, default=None, help="raw baseline runs (median; 3)")
-    p.add_argument("--pg-batch", type=int, default=250, help="cases per ingest_cases on PG")
+    p.add_argument(
+        "--pg-batch", type=int, default=None, help="cases per ingest_cases on PG (250; 0 = off)"
+    )
     p.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--profile-pg", action="store_true", help="cProfile on PostgreSQL too")
@@ -312,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         args.raw_repeat = 1 if args.quick else 3
     if args.gc_probe is None:
         args.gc_probe = not args.quick
+    if args.pg_batch is None:
+        args.pg_batch = 0 if args.quick else 250
     if args.profile is None:
         args.profile = not args.quick
 
@@ -328,6 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         f"(seed {args.seed}); validation {validate_s:.2f} s from the dict (CLI path), "
         f"{validate_json_s:.2f} s with model_validate_json from bytes"
     )
+    if args.gc_probe:
+        gc.collect()
+        gc.disable()
+        try:
+            _, nogc_s = timed(lambda: RunBundle.model_validate(data))
+        finally:
+            gc.enable()
+        print(f"diagnostic: validation from the dict with the gc disabled: {nogc_s:.2f} s")
     data.clear()  # the validated bundle is all we keep
     root = Path(tempfile.mkdtemp(prefix="evaledger-bench-", dir=args.tmp))
     try:
@@ -341,7 +349,6 @@ def main(argv: list[str] | None = None) -> int:
             one_transaction(bundle),
             workdir,
             args,
-            full=True,
         )
         res.validate_s = validate_s
         report(res)
@@ -349,52 +356,44 @@ def main(argv: list[str] | None = None) -> int:
             if not pg_available(args.pg_admin):
                 print(f"\npostgresql: skipped, {args.pg_admin} does not answer")
             else:
-                pg_runs(bundle, res.state_bytes, validate_s, workdir, args)
+                pg_runs(bundle, validate_s, workdir, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\npeak RSS of this process: {peak_rss_mb():.0f} MB; machine: {machine_note()}")
     return 0
 
 
-def pg_runs(
-    bundle: RunBundle, state_bytes: int, validate_s: float, workdir: Path, args: Any
-) -> None:
-    """PostgreSQL: import_bundle under the pipeline limit, and the full bundle in batches."""
+def pg_runs(bundle: RunBundle, validate_s: float, workdir: Path, args: Any) -> None:
+    """PostgreSQL: import_bundle of the whole bundle, then the batch path."""
     cases = len(bundle.cases)
-    fits = max(1, int(cases * PG_SAFE_STATEMENT_STATE_BYTES / max(state_bytes, 1)))
     with contextlib.ExitStack() as stack:
 
         def pg_url(_tag: str) -> str:
             return stack.enter_context(pg_database(args.pg_admin))
 
-        if fits >= cases:
-            res = measure("postgresql", "import_bundle (one transaction)", cases, pg_url,
-                          one_transaction(bundle), workdir, args, full=True)  # fmt: skip
-            res.validate_s = validate_s
-            report(res)
-            return
-        small = bundle.model_copy(update={"cases": bundle.cases[:fits]})
-        print(
-            f"\npostgresql: import_bundle of all {num(cases)} cases "
-            f"({state_bytes / 1e6:.0f} MB of state) is NOT run: above ~5 MB of state it never "
-            "returns (one pipelined INSERT above psycopg's ~10-14 MB limit, see bench/README.md). "
-            f"Measured instead: import_bundle of the first {num(fits)} cases, and all cases "
-            f"through the batch path ({args.pg_batch} cases per transaction)."
-        )
-        res = measure("postgresql", "import_bundle (one transaction)", fits, pg_url,
-                      one_transaction(small), workdir, args, full=False)  # fmt: skip
-        report(res)
         res = measure(
             "postgresql",
-            f"create_run + ingest_cases x{args.pg_batch} + complete_run",
+            "import_bundle (one transaction)",
             cases,
             pg_url,
-            batched(bundle, args.pg_batch),
+            one_transaction(bundle),
             workdir,
             args,
-            full=True,
         )
+        res.validate_s = validate_s
         report(res)
+        if args.pg_batch:
+            res = measure(
+                "postgresql",
+                f"create_run + ingest_cases x{args.pg_batch} + complete_run",
+                cases,
+                pg_url,
+                batched(bundle, args.pg_batch),
+                workdir,
+                args,
+                extras=frozenset({"phases"}),
+            )
+            report(res)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import shutil
@@ -138,11 +139,12 @@ def fill_store(
             first = ledger.position() + 1
             gc.collect()
             t3 = time.perf_counter()
-            if batch is None:
-                result = ledger.import_bundle(bundle, CTX)
-                run_id, last, written = result.run_id, result.position, result.events
-            else:
-                with deadline(900, "batched import"):
+            pg = not url.startswith("sqlite")
+            with deadline(900, "import") if pg else contextlib.nullcontext():
+                if batch is None:
+                    result = ledger.import_bundle(bundle, CTX)
+                    run_id, last, written = result.run_id, result.position, result.events
+                else:
                     run_id, last, written = import_in_batches(ledger, bundle, batch, CTX)
             s = time.perf_counter() - t3
             del bundle
@@ -189,7 +191,13 @@ def drop_sqlite_views(path: Path) -> None:
 
 
 def child(kind: str, url: str) -> int:
-    """Raw read + decode of the whole log, then a rebuild of every projection; JSON on stdout."""
+    """The child process: `rebuild_report` as JSON on stdout."""
+    print(json.dumps(rebuild_report(kind, url)))
+    return 0
+
+
+def rebuild_report(kind: str, url: str) -> dict[str, Any]:
+    """Raw read + decode of the whole log, then a rebuild of every projection."""
     location = parse_db_url(url)
     out: dict[str, Any] = {"rss_start_mb": peak_rss_mb()}
     cpu = time.process_time()
@@ -221,12 +229,13 @@ def child(kind: str, url: str) -> int:
     finally:
         services.close()
     out["rss_after_rebuild_mb"] = peak_rss_mb()
-    print(json.dumps(out))
-    return 0
+    return out
 
 
-def run_child(kind: str, url: str) -> dict[str, Any]:
-    """Run `child` in a fresh interpreter; its JSON report."""
+def run_child(kind: str, url: str, in_process: bool = False) -> dict[str, Any]:
+    """Run `child` in a fresh interpreter (or here, for smoke runs); its report."""
+    if in_process:
+        return rebuild_report(kind, url)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--child-url", url]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -263,7 +272,7 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
     finally:
         pt.restore()
         engine.dispose()
-    rows = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items()]
+    rows = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items() if pt.calls[label]]
     rows.append(("catch_up loop (rest)", total - sum(s for _, s, _ in rows), 1))
     rows.sort(key=lambda x: x[1], reverse=True)
     return [*rows, ("events", float(reached), 0)], total
@@ -360,14 +369,15 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     pt.wrap(pjson, "dumps", "json.dumps of the stored rescore (cases, aggregate)")
     pt.wrap(views, "upsert", "upsert of the rescores_v1 row")
     pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v1 row)")
+    pt.wrap(queries.ReadModels, "summary", "summary under the run's own spec (materialised)")
     try:
         _, total = timed(once)
     finally:
         pt.restore()
-    phases = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items()]
+    phases = [(label, s, pt.calls[label]) for label, s in pt.exclusive.items() if pt.calls[label]]
     phases.append(
         (
-            "rest (diff of before/after, model_dump of cases)",
+            "rest (before/after diff, model_dump of the cases)",
             total - sum(s for _, s, _ in phases),
             1,
         )
@@ -420,10 +430,10 @@ def report_rebuild(kind: str, m: Manifest, c: dict[str, Any]) -> None:
     )
     detail = [
         ["rebuild (fresh read-model store, catch-up from 0)", f"{c['rebuild_s']:.1f} s"],
-        ["rebuild CPU of the child process", f"{c['rebuild_cpu_s']:.1f} s"],
+        ["rebuild CPU (process time)", f"{c['rebuild_cpu_s']:.1f} s"],
         ["raw read + decode of the same rows", f"{raw['seconds']:.1f} s"],
         ["raw read + decode CPU", f"{c['raw_cpu_s']:.1f} s"],
-        ["peak RSS: child after imports", f"{c['rss_start_mb']:.0f} MB"],
+        ["peak RSS: rebuild process at start", f"{c['rss_start_mb']:.0f} MB"],
         ["peak RSS: after raw decode", f"{c['rss_after_raw_mb']:.0f} MB"],
         ["peak RSS: after rebuild", f"{c['rss_after_rebuild_mb']:.0f} MB"],
         [f"store filled by {m.path}", imported],
@@ -499,15 +509,65 @@ def report_rescore(kind: str, r: RescoreResult) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def timed_catch_up(services: Services, views_url: str, until: int, collect: bool) -> float:
+    """Seconds to catch a fresh read-model store up to `until`, with or without the gc."""
+    engine = make_engine(views_url)
+    try:
+        r = ProjectionRunner(services.ledger, engine, all_projections())
+        gc.collect()
+        if not collect:
+            gc.disable()
+        try:
+            return timed(lambda: r.catch_up(until=until))[1]
+        finally:
+            gc.enable()
+    finally:
+        engine.dispose()
+
+
+def gc_probe(kind: str, services: Services, m: Manifest, args: Any, views_dir: Path | None) -> None:
+    """Diagnostic: the same work with Python's cyclic garbage collector disabled."""
+    rows: list[list[object]] = []
+    if views_dir is not None and args.profile_events:
+        until = min(args.profile_events, m.events)
+        progress(f"{kind}: gc probe, catch-up of the first {num(until)} events, gc on and off")
+        on = timed_catch_up(services, f"sqlite:///{views_dir / 'views-gc-on.sqlite'}", until, True)
+        off = timed_catch_up(
+            services, f"sqlite:///{views_dir / 'views-gc-off.sqlite'}", until, False
+        )
+        rows.append([f"rebuild of the first {num(until)} events", f"{on:.2f}", f"{off:.2f}",
+                     pct(on - off, on)])  # fmt: skip
+    progress(f"{kind}: gc probe, rescore with gc on and off")
+    run_id = UUID(m.runs[0].run_id)
+    spec = new_spec(services, run_id)
+    gc.collect()
+    on = timed(lambda: services.reads.rescore(run_id, spec))[1]
+    gc.collect()
+    gc.disable()
+    try:
+        off = timed(lambda: services.reads.rescore(run_id, spec))[1]
+    finally:
+        gc.enable()
+    rows.append([f"rescore of a {num(m.runs[0].cases)}-case run", f"{on:.2f}", f"{off:.2f}",
+                 pct(on - off, on)])  # fmt: skip
+    print_table(
+        f"{kind}: diagnostic, the same work with the cyclic garbage collector off (one run each)",
+        ["work", "gc on, s", "gc off, s", "gc share"],
+        rows,
+    )
+
+
 def bench_backend(kind: str, url: str, m: Manifest, args: Any, views_dir: Path | None) -> None:
     """(a) and (b) on one store whose events are already in place."""
-    progress(f"{kind}: raw decode + rebuild of {num(m.events)} events in a child process")
-    c = run_child(kind, url)
+    progress(f"{kind}: raw decode + rebuild of {num(m.events)} events")
+    c = run_child(kind, url, in_process=not args.child_process)
     report_rebuild(kind, m, c)
     services = build_ledger(Settings(db=url))
     try:
         progress(f"{kind}: rescore x {args.repeat}")
         report_rescore(kind, rescore(services, m.runs[0], args.repeat))
+        if args.gc_probe:
+            gc_probe(kind, services, m, args, views_dir)
         if args.profile_events and views_dir is not None:
             until = min(args.profile_events, m.events)
             progress(f"{kind}: rebuild phases over the first {num(until)} events")
@@ -536,10 +596,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=None, help="events to rebuild (default 1M)")
     p.add_argument("--cases-per-run", type=int, default=None, help="cases per run (10,000)")
     p.add_argument("--pg-events", type=int, default=None, help="events on PostgreSQL (150k)")
-    p.add_argument("--pg-batch", type=int, default=250, help="cases per ingest_cases on PG")
+    p.add_argument(
+        "--pg-batch",
+        type=int,
+        default=0,
+        help="fill PostgreSQL through ingest_cases of N cases per transaction (0: import_bundle)",
+    )
+    p.add_argument("--sqlite", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--repeat", type=int, default=5, help="rescore repetitions (median)")
     p.add_argument("--profile-events", type=int, default=None, help="events profiled (40k)")
     p.add_argument("--store", default=None, help="SQLite store folder to keep and reuse")
+    p.add_argument("--gc-probe", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--child-process",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rebuild in a fresh process so its peak RSS is its own (default: not with --quick)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-url", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -551,22 +624,28 @@ def main(argv: list[str] | None = None) -> int:
     pg_target = args.pg_events or (800 if q else 150_000)
     if args.profile_events is None:
         args.profile_events = 0 if q else 40_000
+    if args.gc_probe is None:
+        args.gc_probe = not q
+    if args.child_process is None:
+        args.child_process = not q
 
     print(f"machine: {machine_note()}")
     tmp = Path(tempfile.mkdtemp(prefix="evaledger-bench-", dir=args.tmp))
     try:
-        store = Path(args.store) if args.store else tmp / "sqlite"
-        progress(f"sqlite: filling {store} with >= {num(target)} events")
-        m = sqlite_store(store, args, target, per_run)
-        drop_sqlite_views(store)
-        bench_backend("sqlite", f"sqlite:///{store}/", m, args, tmp)
+        if args.sqlite:
+            store = Path(args.store) if args.store else tmp / "sqlite"
+            progress(f"sqlite: filling {store} with >= {num(target)} events")
+            m = sqlite_store(store, args, target, per_run)
+            drop_sqlite_views(store)
+            bench_backend("sqlite", f"sqlite:///{store}/", m, args, tmp)
         if args.pg:
             if not pg_available(args.pg_admin):
                 print(f"\npostgresql: skipped, {args.pg_admin} does not answer")
             else:
                 with pg_database(args.pg_admin) as url:
                     progress(f"postgresql: filling with >= {num(pg_target)} events")
-                    pm = fill_store(url, pg_target, per_run, args.seed, batch=args.pg_batch)
+                    batch = args.pg_batch or None
+                    pm = fill_store(url, pg_target, per_run, args.seed, batch=batch)
                     bench_backend("postgresql", url, pm, args, None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
