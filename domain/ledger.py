@@ -23,6 +23,7 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
+from domain import gc
 from domain.aggregates import (
     Aggregate,
     Case,
@@ -284,7 +285,8 @@ class Ledger:
         """Re-run a command on an optimistic-concurrency conflict (someone wrote first)."""
         for attempt in range(MAX_RETRIES):
             try:
-                return command()
+                with gc.paused():
+                    return command()
             except IntegrityError:
                 if attempt == MAX_RETRIES - 1:
                     raise ConflictError("too many concurrent writers; try again") from None

@@ -13,10 +13,11 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sqlalchemy import Engine, and_, func, select
 
+from domain import gc
 from domain.errors import NotFoundError
 from domain.metrics import BUILTIN_METRICS, MetricDefinition
 from domain.spec import ScoringSpec
-from projections import gc, json
+from projections import json
 from projections.facts import CaseFacts
 from projections.models import CaseScore, RunAggregate, TestCaseResult
 from projections.scoring import reduce_repetitions, score_case, summarize_run

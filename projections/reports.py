@@ -11,6 +11,7 @@ from uuid import UUID
 import pydantic
 from sqlalchemy import select
 
+from domain import gc
 from domain.errors import StateError, ValidationError
 from domain.events import (
     AgentSnapshot,
@@ -21,7 +22,6 @@ from domain.events import (
 )
 from domain.metrics import score_label
 from domain.spec import ScoringSpec
-from projections import gc
 from projections.comparison import ComparedRun, CompareThresholds, RunComparison, compare_results
 from projections.facts import CaseFacts
 from projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset

@@ -15,9 +15,9 @@ from typing import Protocol
 
 from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
 
+from domain import gc
 from domain.events import DomainEvent
 from domain.ledger import Ledger
-from projections import gc
 from projections.store import tracking
 
 log = logging.getLogger(__name__)

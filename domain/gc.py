@@ -1,8 +1,9 @@
 """Pausing the cyclic garbage collector around bulk work.
 
-Rebuilds and rescores allocate hundreds of thousands of short-lived pydantic objects, none in
-reference cycles; the collector's generation scans then cost 25-55% of the time (measured in
-bench/replay.py). Reference counting still frees everything; cycles wait until the end.
+Imports, rebuilds and rescores allocate hundreds of thousands of short-lived pydantic objects,
+none in reference cycles; the collector's generation scans then cost 25-55% of the time
+(measured in bench/ingest.py and bench/replay.py). Reference counting still frees everything;
+cycles wait until the block ends.
 """
 
 from __future__ import annotations
