@@ -107,6 +107,7 @@ class Result:
     phases: list[tuple[str, float, int]] = field(default_factory=list)
     phases_total_s: float = 0.0
     gc_off_import_s: float | None = None
+    warm_import_s: float | None = None
     profile_total: float = 0.0
     profile_lines: list[ProfileLine] = field(default_factory=list)
 
@@ -159,7 +160,7 @@ def measure(
     importer: Importer,
     workdir: Path,
     args: Any,
-    extras: frozenset[str] = frozenset({"catch_up", "phases", "gc", "profile"}),
+    extras: frozenset[str] = frozenset({"catch_up", "warm", "phases", "gc", "profile"}),
 ) -> Result:
     """Every figure of one store and import path. `url_for(tag)` gives a fresh store URL."""
     res = Result(kind, path, cases)
@@ -197,6 +198,13 @@ def measure(
     finally:
         services.close()
     del services
+    if "warm" in extras:
+        progress(f"{kind} / {path}: a second import in this process (fresh store)")
+        services = build_ledger(Settings(db=url_for("warm")))
+        try:
+            _, res.warm_import_s, _ = run_import(services, importer, kind)
+        finally:
+            services.close()
     if args.phases and "phases" in extras:
         progress(f"{kind} / {path}: import with phase timers")
         services = build_ledger(Settings(db=url_for("phases")))
@@ -239,6 +247,11 @@ def report(res: Result) -> None:
         rows.append(["import MB/s (state)", num(mb / res.import_s, 2), name, num(mb / secs, 2),
                      ratio(mb / res.import_s, mb / secs)])  # fmt: skip
     first = next(iter(res.raw))
+    if res.warm_import_s:
+        warm = res.events / res.warm_import_s
+        raw_first = res.events / res.raw_s(first)
+        rows.append(["import events/s, second import in the process", num(warm), first,
+                     num(raw_first), ratio(warm, raw_first)])  # fmt: skip
     if res.validate_s:
         e2e = res.events / (res.import_s + res.validate_s)
         rows.append(["import incl. bundle validation, events/s", num(e2e), first,
@@ -269,6 +282,10 @@ def report(res: Result) -> None:
         detail.append(["projection catch-up (wall)", f"{res.catch_up_s:.2f}"])
         detail.append(["projection catch-up (CPU of this process)", f"{res.catch_up_cpu_s:.2f}"])
         detail.append(["raw read + decode of the same rows", f"{res.decode.seconds:.2f}"])
+    if res.warm_import_s is not None:
+        detail.append(
+            ["import again in this process, fresh store (warm)", f"{res.warm_import_s:.2f}"]
+        )
     if res.gc_off_import_s is not None:
         detail.append(["import with gc disabled (diagnostic)", f"{res.gc_off_import_s:.2f}"])
     print_table(f"{res.kind}: {res.path}: seconds", ["step", "s"], detail)
