@@ -734,9 +734,6 @@ def cmd_demo(services: Services, args: argparse.Namespace) -> int:
 # parser
 
 
-COMMANDS: dict[str, Callable[[Services, argparse.Namespace], int]] = {}
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
     common = argparse.ArgumentParser(add_help=False)
@@ -763,7 +760,6 @@ def build_parser() -> argparse.ArgumentParser:
         if json:
             p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
-        COMMANDS[name] = func
         return p
 
     add("demo", cmd_demo, "load the demo runs and show scores, a what-if rescore and a comparison")

@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
+from domain.ledger import Written as LedgerWritten
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
@@ -31,6 +32,11 @@ class Written(BaseModel):
     id: UUID = Field(description="The run or case the command wrote to.")
     position: int = Field(description="Log position; wait for it to read your writes.")
     events: int = Field(description="Events written (0 for an idempotent re-send).")
+
+    @classmethod
+    def of(cls, written: LedgerWritten) -> Written:
+        """The HTTP view of what a ledger command wrote."""
+        return cls(id=written.id, position=written.position, events=written.events)
 
 
 class BatchWritten(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
@@ -194,10 +193,3 @@ def bundle_json_schema() -> dict[str, Any]:
     schema["$id"] = "https://evaledger.dev/schemas/run-bundle.v1.schema.json"
     schema["title"] = BUNDLE_FORMAT
     return schema
-
-
-def utc(dt: datetime) -> datetime:
-    """Timestamps in bundles are UTC."""
-    from datetime import UTC
-
-    return dt.astimezone(UTC)

@@ -596,7 +596,7 @@ class Ledger:
             run = self.get_run(case.run_id)
             if not overrides:
                 run.ensure_open()
-            meta = self._meta(ctx, {"type": cls.topic(), **_jsonable(body)})
+            meta = self._meta(ctx, {"type": cls.topic(), **jsonable(body)})
             if not case.seen(meta):
                 case.record(cls, meta, self.catalogue(run.created.project), **body)
             position, n = self._save(case)
@@ -667,7 +667,8 @@ def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:
     }
 
 
-def _jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
+def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A command body with models, UUIDs and datetimes as plain JSON values (for digests)."""
     from pydantic import BaseModel
 
     def conv(x: Any) -> Any:

@@ -181,13 +181,6 @@ class ScoringSpec(PolicyFields):
         ).hexdigest()
         return f"spec-{digest[:16]}"
 
-    def weight_of(self, metric: str) -> float | None:
-        """Normalised weight of a metric, or None when it is not selected."""
-        for m in self.metrics:
-            if m.metric == metric:
-                return m.weight
-        return None
-
 
 def resolve_spec(
     config: RunConfig, catalogue: Mapping[str, MetricDefinition] = BUILTIN_BY_NAME

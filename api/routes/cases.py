@@ -32,7 +32,7 @@ from domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from domain.ledger import Context, verdict_fields
+from domain.ledger import Context, jsonable, verdict_fields
 
 router = APIRouter(tags=["cases"])
 
@@ -43,23 +43,10 @@ def _record(
     if ctx.idempotency_key is None:
         # Without a client key, the same body re-sent is the same fact: make it a no-op.
         ctx = Context(
-            actor=ctx.actor, idempotency_key=f"auto:{cls.topic_name}:{request_digest(_plain(body))}"
+            actor=ctx.actor,
+            idempotency_key=f"auto:{cls.topic_name}:{request_digest(jsonable(body))}",
         )
-    w = services.ledger.record(case_id, cls, ctx, body)
-    return Written(id=w.id, position=w.position, events=w.events)
-
-
-def _plain(body: dict[str, Any]) -> Any:
-    from pydantic import BaseModel
-
-    def conv(x: Any) -> Any:
-        if isinstance(x, BaseModel):
-            return x.model_dump(mode="json")
-        if isinstance(x, list):
-            return [conv(i) for i in x]
-        return x if isinstance(x, str | int | float | bool | type(None) | dict) else str(x)
-
-    return {k: conv(v) for k, v in body.items()}
+    return Written.of(services.ledger.record(case_id, cls, ctx, body))
 
 
 @router.post("/cases/{case_id}/transcript", status_code=201)

@@ -36,5 +36,4 @@ def register_metric(
     definition: MetricDefinition, services: ServicesDep, ctx: ContextDep, project: str = "default"
 ) -> Written:
     """Register a custom metric in a project's catalogue (as an event)."""
-    w = services.ledger.register_metric(definition, ctx, project)
-    return Written(id=w.id, position=w.position, events=w.events)
+    return Written.of(services.ledger.register_metric(definition, ctx, project))

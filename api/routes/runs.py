@@ -14,21 +14,16 @@ from api.responses import OrjsonResponse
 from api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
 from domain.bundle import BundleCase, BundleRun, RunBundle
 from domain.export import bundle_to_json, export_bundle
-from domain.ledger import Written as LedgerWritten
 from domain.spec import RunConfig, resolve_spec
 from projections.queries import RunFilter
 
 router = APIRouter(tags=["runs"])
 
 
-def _written(w: LedgerWritten) -> Written:
-    return Written(id=w.id, position=w.position, events=w.events)
-
-
 @router.post("/runs", status_code=201)
 def create_run(run: BundleRun, services: ServicesDep, ctx: ContextDep) -> Written:
     """Create a run with its config snapshot (idempotent for the same body)."""
-    return _written(services.ledger.create_run(run, ctx))
+    return Written.of(services.ledger.create_run(run, ctx))
 
 
 @router.get("/runs")
@@ -90,7 +85,7 @@ def run_cases(run_id: UUID, services: SyncedDep) -> dict[str, Any]:
 @router.post("/runs/{run_id}/start")
 def start_run(run_id: UUID, services: ServicesDep, ctx: ContextDep) -> Written:
     """Mark the run as running."""
-    return _written(services.ledger.start_run(run_id, ctx))
+    return Written.of(services.ledger.start_run(run_id, ctx))
 
 
 @router.post("/runs/{run_id}/complete")
@@ -98,7 +93,9 @@ def complete_run(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: CompleteBody | None = None
 ) -> Written:
     """Complete the run and seal it."""
-    return _written(services.ledger.complete_run(run_id, ctx, body.completed_at if body else None))
+    return Written.of(
+        services.ledger.complete_run(run_id, ctx, body.completed_at if body else None)
+    )
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -106,13 +103,13 @@ def cancel_run(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
 ) -> Written:
     """Cancel the run."""
-    return _written(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
+    return Written.of(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
 
 
 @router.post("/runs/{run_id}/cases", status_code=201)
 def open_case(run_id: UUID, case: BundleCase, services: ServicesDep, ctx: ContextDep) -> Written:
     """Open a case (with whatever facts it already has); idempotent for the same body."""
-    return _written(services.ledger.open_case(run_id, case, ctx))
+    return Written.of(services.ledger.open_case(run_id, case, ctx))
 
 
 @router.post("/runs/{run_id}/cases/batch", status_code=201)
@@ -163,7 +160,7 @@ def approve_baseline(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
 ) -> Written:
     """Approve the run as its (agent, suite) baseline."""
-    return _written(services.ledger.approve_baseline(run_id, ctx, body.reason if body else None))
+    return Written.of(services.ledger.approve_baseline(run_id, ctx, body.reason if body else None))
 
 
 @router.delete("/runs/{run_id}/baseline")
@@ -171,4 +168,4 @@ def revoke_baseline(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, reason: str | None = None
 ) -> Written:
     """Revoke the run's baseline approval."""
-    return _written(services.ledger.revoke_baseline(run_id, ctx, reason))
+    return Written.of(services.ledger.revoke_baseline(run_id, ctx, reason))
