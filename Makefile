@@ -21,7 +21,7 @@ lint: $(PY)
 	$(VENV)/bin/ruff check .
 
 typecheck: $(PY)
-	$(VENV)/bin/mypy domain projections api bench scripts tests
+	$(VENV)/bin/mypy evaledger bench scripts tests
 
 test: $(PY)
 	$(VENV)/bin/pytest -q -n 2
@@ -32,7 +32,7 @@ demo: $(PY)
 	$(VENV)/bin/evaledger demo
 
 schema: $(PY)
-	$(PY) -m domain.schema > schemas/run-bundle.v1.schema.json
+	$(PY) -m evaledger.domain.schema > schemas/run-bundle.v1.schema.json
 
 bench: $(PY)
 	$(PY) bench/ingest.py

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from evaledger.api import errors
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.responses import OrjsonResponse
+from evaledger.api.routes import cases, config, reports, runs
+from evaledger.api.schemas import ErrorResponse
 from fastapi import FastAPI
-
-from api import errors
-from api.bootstrap import Services, Settings, build_ledger
-from api.responses import OrjsonResponse
-from api.routes import cases, config, reports, runs
-from api.schemas import ErrorResponse
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from api.bootstrap import Services
-from api.schemas import HistoryEntry
-from domain.errors import NotFoundError, ValidationError
-from domain.events import CaseOpened, DomainEvent
-from domain.spec import ScoringSpec
-from projections.facts import CaseFacts, apply_fact, opened_facts
-from projections.scoring import score_case
+from evaledger.api.bootstrap import Services
+from evaledger.api.schemas import HistoryEntry
+from evaledger.domain.errors import NotFoundError, ValidationError
+from evaledger.domain.events import CaseOpened, DomainEvent
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
+from evaledger.projections.scoring import score_case
 
 
 def entry(event: DomainEvent) -> HistoryEntry:
@@ -86,7 +86,7 @@ def run_history(services: Services, run_id: UUID) -> dict[str, Any]:
 
 def explain(services: Services, case_id: UUID, spec: ScoringSpec | None = None) -> dict[str, Any]:
     """The chain from judge prompt to run aggregate, under the run's own spec or `spec`."""
-    from projections.reports import explain_case
+    from evaledger.projections.reports import explain_case
 
     events = services.ledger.events_of(case_id)
     if not events or not isinstance(events[0], CaseOpened):

@@ -6,16 +6,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evaledger.domain.ledger import Ledger
+from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from evaledger.projections.queries import ReadModels
+from evaledger.projections.reports import Reports
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.store import make_engine
+from evaledger.projections.views import all_projections
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
-
-from domain.ledger import Ledger
-from domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
-from projections.queries import ReadModels
-from projections.reports import Reports
-from projections.runner import ProjectionRunner
-from projections.store import make_engine
-from projections.views import all_projections
 
 
 class Settings(BaseModel):

@@ -16,14 +16,13 @@ from uuid import UUID
 
 import orjson
 import pydantic
-
-from api.bootstrap import Services, Settings, build_ledger
-from domain.bundle import RunBundle
-from domain.errors import EvaledgerError, NotFoundError, ValidationError
-from domain.export import bundle_to_json, export_bundle
-from domain.ledger import Context
-from domain.spec import RunConfig, ScoringSpec, resolve_spec
-from domain.verify import verify
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
+from evaledger.domain.export import bundle_to_json, export_bundle
+from evaledger.domain.ledger import Context
+from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.verify import verify
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -211,7 +210,7 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     """List runs."""
-    from projections.queries import RunFilter
+    from evaledger.projections.queries import RunFilter
 
     services.sync()
     rows, total = services.reads.list_runs(
@@ -377,7 +376,7 @@ def print_rescore(result: dict[str, Any]) -> None:
 
 def cmd_history(services: Services, args: argparse.Namespace) -> int:
     """Every event of a case."""
-    from api.audit import case_history
+    from evaledger.api.audit import case_history
 
     payload = case_history(services, parse_uuid(args.case, "CASE"), args.version)
     if args.json:
@@ -455,7 +454,7 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
-    from projections.comparison import CompareThresholds, render_markdown
+    from evaledger.projections.comparison import CompareThresholds, render_markdown
 
     services.sync()
     if args.against_baseline:
@@ -593,7 +592,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_grade(services: Services, args: argparse.Namespace) -> int:
     """Grade a run; exit 2 when the overall score is below --min-score or null."""
-    from projections.grading import grading_spec
+    from evaledger.projections.grading import grading_spec
 
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
@@ -642,7 +641,7 @@ def print_grade(result: Any) -> None:
 
 def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
     """A Voxli pivot of one or several runs."""
-    from projections.rollups import render_table
+    from evaledger.projections.rollups import render_table
 
     services.sync()
     run_ids = [resolve_run(services, r, args.project) for r in args.runs]
@@ -664,7 +663,7 @@ def _csv(value: str) -> list[str]:
 
 def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     """How a case's verdict became its pass/fail and entered its run's aggregate."""
-    from api.audit import explain
+    from evaledger.api.audit import explain
 
     case_id = parse_uuid(args.case, "CASE")
     spec = None
@@ -716,8 +715,7 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API."""
     import uvicorn
-
-    from api.app import create_app
+    from evaledger.api.app import create_app
 
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
     return EXIT_OK
@@ -725,7 +723,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo runs into the store and show what they say."""
-    from api.demo import run_demo
+    from evaledger.api.demo import run_demo
 
     return run_demo(services, args)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from evaledger.api.bootstrap import Services
+from evaledger.domain.ledger import Context
 from fastapi import Depends, Header, Request
-
-from api.bootstrap import Services
-from domain.ledger import Context
 
 
 def get_services(request: Request) -> Services:

@@ -5,19 +5,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
-
-from api.responses import OrjsonResponse
-from domain.errors import (
+from evaledger.api.responses import OrjsonResponse
+from evaledger.domain.errors import (
     ConflictError,
     EvaledgerError,
     NotFoundError,
     StateError,
     ValidationError,
 )
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 log = logging.getLogger("evaledger.api")
 

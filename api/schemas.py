@@ -6,10 +6,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
+from evaledger.domain.ledger import Written as LedgerWritten
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
-
-from domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
-from domain.ledger import Written as LedgerWritten
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 

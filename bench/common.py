@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-
-from domain.bundle import RunBundle
-from domain.ledger import Context, Ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context, Ledger
 
 T = TypeVar("T")
 

@@ -22,7 +22,15 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import CaseOpened, RunCreated
+from evaledger.domain.ledger import Context
+from evaledger.domain.persistence import OrjsonTranscoder, decode_state
+from evaledger.projections.comparison import ComparedRun, compare_results
+from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
+from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
+
 from bench.common import (
     base_parser,
     generate_bundle,
@@ -32,13 +40,6 @@ from bench.common import (
     progress,
     sqlite_rows,
 )
-from domain.bundle import RunBundle
-from domain.events import CaseOpened, RunCreated
-from domain.ledger import Context
-from domain.persistence import OrjsonTranscoder, decode_state
-from projections.comparison import ComparedRun, compare_results
-from projections.facts import CaseFacts, apply_fact, opened_facts
-from projections.scoring import reduce_repetitions, score_case, summarize_run
 
 
 def free_port() -> int:
@@ -155,7 +156,7 @@ def main() -> None:
     port = free_port()
     env = {**os.environ, "EVALEDGER_DB": db}
     server = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "evaledger", "serve", "--port", str(port)],
         env=env,
         cwd=str(Path(__file__).resolve().parents[1]),
         stdout=subprocess.DEVNULL,

@@ -15,13 +15,13 @@ from enum import StrEnum
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from domain.errors import (
+from evaledger.domain.errors import (
     ClosedRunError,
     ConflictError,
     IdempotencyConflictError,
     ValidationError,
 )
-from domain.events import (
+from evaledger.domain.events import (
     GENESIS_HASH,
     BaselineApproved,
     BaselineRevoked,
@@ -47,7 +47,7 @@ from domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
+from evaledger.domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
 E = TypeVar("E", bound=DomainEvent)

@@ -6,9 +6,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
-
-from domain.events import (
+from evaledger.domain.events import (
     AgentSnapshot,
     CheckStatus,
     Claim,
@@ -21,7 +19,8 @@ from domain.events import (
     Turn,
     Usage,
 )
-from domain.spec import RunConfig
+from evaledger.domain.spec import RunConfig
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID, uuid5
 
-from domain.bundle import (
+from evaledger.domain.bundle import (
     BUNDLE_FORMAT,
     BundleCase,
     BundleCaseStatus,
@@ -18,7 +18,7 @@ from domain.bundle import (
     BundleVerdict,
     RunBundle,
 )
-from domain.events import (
+from evaledger.domain.events import (
     CaseOpened,
     ClaimsVerified,
     ExecutionCanceled,
@@ -36,7 +36,7 @@ from domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.ledger import Ledger
+from evaledger.domain.ledger import Ledger
 
 _RUN_STATUS = {
     RunStarted: BundleRunStatus.RUNNING,

@@ -14,17 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID, uuid5
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    IntegrityError,
-    Mapper,
-    Notification,
-    Transcoder,
-)
-
-from domain import gc
-from domain.aggregates import (
+from evaledger.domain import gc
+from evaledger.domain.aggregates import (
     Aggregate,
     Case,
     IdempotencyRecord,
@@ -38,7 +29,7 @@ from domain.aggregates import (
     replay,
     run_id_for,
 )
-from domain.bundle import (
+from evaledger.domain.bundle import (
     BundleCase,
     BundleCaseStatus,
     BundleRun,
@@ -46,8 +37,8 @@ from domain.bundle import (
     BundleVerdict,
     RunBundle,
 )
-from domain.errors import ConflictError, NotFoundError, ValidationError
-from domain.events import (
+from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
+from evaledger.domain.events import (
     CaseEvent,
     ClaimsVerified,
     DomainEvent,
@@ -63,9 +54,17 @@ from domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from domain.metrics import MetricDefinition
-from domain.persistence import EventMapper, OrjsonTranscoder, StorageLocation
-from domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.persistence import EventMapper, OrjsonTranscoder, StorageLocation
+from evaledger.domain.spec import ScoringSpec, resolve_spec
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    Mapper,
+    Notification,
+    Transcoder,
+)
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")

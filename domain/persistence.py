@@ -10,11 +10,10 @@ from urllib.parse import unquote, urlparse
 from uuid import UUID
 
 import orjson
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.postgres import PostgresApplicationRecorder
-
-from domain.errors import ValidationError
-from domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -161,7 +160,7 @@ def parse_db_url(url: str) -> StorageLocation:
             "POSTGRES_PASSWORD": unquote(parsed.password or ""),
             "POSTGRES_POOL_SIZE": "5",
             "POSTGRES_MAX_OVERFLOW": "10",
-            "APPLICATION_RECORDER_TOPIC": "domain.persistence:ChunkedPostgresApplicationRecorder",
+            "APPLICATION_RECORDER_TOPIC": f"{__name__}:ChunkedPostgresApplicationRecorder",
         }
         netloc = parsed.netloc
         return StorageLocation(

@@ -1,12 +1,11 @@
-"""Print the published JSON Schema of the run bundle (`python -m domain.schema`)."""
+"""Print the published JSON Schema of the run bundle (`python -m evaledger.domain.schema`)."""
 
 from __future__ import annotations
 
 import sys
 
 import orjson
-
-from domain.bundle import bundle_json_schema
+from evaledger.domain.bundle import bundle_json_schema
 
 
 def render() -> bytes:

@@ -7,11 +7,15 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 import orjson
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.metrics import (
+    BUILTIN_BY_NAME,
+    DEFAULT_METRIC_NAMES,
+    MetricDefinition,
+    ScoreType,
+)
+from evaledger.domain.types import JsonObject
 from pydantic import BaseModel, ConfigDict, Field
-
-from domain.errors import ValidationError
-from domain.metrics import BUILTIN_BY_NAME, DEFAULT_METRIC_NAMES, MetricDefinition, ScoreType
-from domain.types import JsonObject
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 

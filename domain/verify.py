@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 import orjson
-
-from domain.aggregates import seal_of
-from domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
-from domain.ledger import Ledger
+from evaledger.domain.aggregates import seal_of
+from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
+from evaledger.domain.ledger import Ledger
 
 PAGE = 5000
 

@@ -31,20 +31,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
-from domain.events import AgentSnapshot, ToolSpec
-from domain.metrics import SCORE_LABELS, ScoreType
-from domain.spec import ComparisonThresholds, ScoringSpec
-from projections.models import CaseScore, RunAggregate, TestCaseResult
-from projections.scoring import reduce_repetitions
-from projections.stats import (
+from evaledger.domain.events import AgentSnapshot, ToolSpec
+from evaledger.domain.metrics import SCORE_LABELS, ScoreType
+from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.projections.scoring import reduce_repetitions
+from evaledger.projections.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     PairedCase,
     PairedStatistics,
     paired_statistics,
 )
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 _EPS_DP = 10

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from domain.events import (
+from evaledger.domain.events import (
     CaseOpened,
     CheckStatus,
     ClaimSupport,
@@ -29,7 +27,8 @@ from domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.spec import Severity
+from evaledger.domain.spec import Severity
+from pydantic import BaseModel, ConfigDict, Field
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

@@ -54,12 +54,11 @@ from importlib import resources
 from typing import Any
 from uuid import UUID
 
+from evaledger.domain.events import CheckStatus
+from evaledger.projections.claims import claim_score
+from evaledger.projections.facts import CaseFacts
+from evaledger.projections.models import CaseScore, CaseStatus
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from domain.events import CheckStatus
-from projections.claims import claim_score
-from projections.facts import CaseFacts
-from projections.models import CaseScore, CaseStatus
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -280,13 +279,15 @@ def load_preset(name: str) -> GradingSpec:
     available = preset_names()
     if not _PRESET_NAME.match(name) or name not in available:
         raise ValueError(f"unknown grading preset {name!r}; available: {available}")
-    text = resources.files("projections.presets").joinpath(f"{name}.json").read_text("utf-8")
+    text = (
+        resources.files("evaledger.projections.presets").joinpath(f"{name}.json").read_text("utf-8")
+    )
     return GradingSpec.model_validate(json.loads(text))
 
 
 def preset_names() -> list[str]:
     """Names of the packaged grading presets."""
-    root = resources.files("projections.presets")
+    root = resources.files("evaledger.projections.presets")
     return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
 
 

@@ -10,19 +10,25 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from evaledger.domain import gc
+from evaledger.domain.errors import NotFoundError
+from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections import json
+from evaledger.projections.facts import CaseFacts
+from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
+from evaledger.projections.store import (
+    baselines,
+    cases,
+    custom_metrics,
+    rescores,
+    run_summaries,
+    runs,
+)
+from evaledger.projections.views import load_facts, load_scores
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sqlalchemy import Engine, and_, func, select
-
-from domain import gc
-from domain.errors import NotFoundError
-from domain.metrics import BUILTIN_METRICS, MetricDefinition
-from domain.spec import ScoringSpec
-from projections import json
-from projections.facts import CaseFacts
-from projections.models import CaseScore, RunAggregate, TestCaseResult
-from projections.scoring import reduce_repetitions, score_case, summarize_run
-from projections.store import baselines, cases, custom_metrics, rescores, run_summaries, runs
-from projections.views import load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 
@@ -241,7 +247,7 @@ class ReadModels:
                     },
                 }
             )
-        from projections.views import upsert
+        from evaledger.projections.views import upsert
 
         with self.engine.begin() as conn:
             upsert(

@@ -9,26 +9,30 @@ from typing import Any
 from uuid import UUID
 
 import pydantic
-from sqlalchemy import select
-
-from domain import gc
-from domain.errors import StateError, ValidationError
-from domain.events import (
+from evaledger.domain import gc
+from evaledger.domain.errors import StateError, ValidationError
+from evaledger.domain.events import (
     AgentSnapshot,
     DomainEvent,
     JudgeVerdictRecorded,
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.metrics import score_label
-from domain.spec import ScoringSpec
-from projections.comparison import ComparedRun, CompareThresholds, RunComparison, compare_results
-from projections.facts import CaseFacts
-from projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
-from projections.models import CaseScore
-from projections.queries import ReadModels, RunRow, Summary
-from projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
-from projections.store import run_summaries
+from evaledger.domain.metrics import score_label
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.comparison import (
+    ComparedRun,
+    CompareThresholds,
+    RunComparison,
+    compare_results,
+)
+from evaledger.projections.facts import CaseFacts
+from evaledger.projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
+from evaledger.projections.models import CaseScore
+from evaledger.projections.queries import ReadModels, RunRow, Summary
+from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
+from evaledger.projections.store import run_summaries
+from sqlalchemy import select
 
 COMPARE_CACHE_SIZE = 8
 

@@ -42,11 +42,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from uuid import UUID
 
+from evaledger.domain.events import ClaimSupport, Role
+from evaledger.projections.facts import CaseFacts, MessageFact
+from evaledger.projections.models import CaseScore, CaseStatus
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from domain.events import ClaimSupport, Role
-from projections.facts import CaseFacts, MessageFact
-from projections.models import CaseScore, CaseStatus
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from evaledger.domain import gc
+from evaledger.domain.events import DomainEvent
+from evaledger.domain.ledger import Ledger
+from evaledger.projections.store import tracking
 from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
-
-from domain import gc
-from domain.events import DomainEvent
-from domain.ledger import Ledger
-from projections.store import tracking
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain.events import CheckStatus, ClaimSupport, ParseStatus
-from domain.metrics import ScoreType, score_label
-from domain.spec import (
+from evaledger.domain.events import CheckStatus, ClaimSupport, ParseStatus
+from evaledger.domain.metrics import ScoreType, score_label
+from evaledger.domain.spec import (
     Gate,
     JudgeErrorPolicy,
     PanelPolicy,
@@ -25,8 +25,8 @@ from domain.spec import (
     ScoringSpec,
     Severity,
 )
-from projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
-from projections.models import (
+from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from evaledger.projections.models import (
     CaseScore,
     CaseStatus,
     Coverage,

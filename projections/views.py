@@ -7,11 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import TypeAdapter
-from sqlalchemy import Connection, Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-
-from domain.events import (
+from evaledger.domain.events import (
     BaselineApproved,
     BaselineRevoked,
     CaseEvent,
@@ -24,13 +20,23 @@ from domain.events import (
     RunFailed,
     RunStarted,
 )
-from domain.spec import ScoringSpec
-from projections import json
-from projections.facts import CaseFacts, apply_fact, opened_facts
-from projections.models import CaseScore
-from projections.runner import Batch
-from projections.scoring import reduce_repetitions, score_case, summarize_run
-from projections.store import baselines, case_runs, cases, custom_metrics, run_summaries, runs
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections import json
+from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
+from evaledger.projections.models import CaseScore
+from evaledger.projections.runner import Batch
+from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
+from evaledger.projections.store import (
+    baselines,
+    case_runs,
+    cases,
+    custom_metrics,
+    run_summaries,
+    runs,
+)
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 IN_CHUNK = 500

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from domain.metrics import DEFAULT_METRIC_NAMES
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data"

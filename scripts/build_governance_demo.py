@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from domain.metrics import DEFAULT_METRIC_NAMES
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 
 OUT = Path(__file__).resolve().parents[1] / "api" / "demo" / "governance.json"
 METRICS = DEFAULT_METRIC_NAMES

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_ledger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE_BUNDLE = FIXTURES / "run-bundle.example.json"

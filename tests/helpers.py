@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.bootstrap import Services
-from domain.metrics import DEFAULT_METRIC_NAMES
+from evaledger.api.bootstrap import Services
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
+
 from tests.conftest import example_bundle_data
 
 

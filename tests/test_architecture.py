@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("domain", "projections", "api", "judging", "bench")
+PACKAGES = ("domain", "projections", "api", "judging", "importers", "bench")
+# Layer folders that install under the `evaledger` namespace (pyproject's package-dir mapping).
+INSTALLED = frozenset({"domain", "projections", "api", "judging", "importers"})
 
 # Top-level import names a layer must never use (DESIGN §1, "rules of the house").
 FORBIDDEN: dict[str, frozenset[str]] = {
@@ -21,15 +21,25 @@ FORBIDDEN: dict[str, frozenset[str]] = {
         {"projections", "api", "judging", "fastapi", "starlette", "uvicorn", "sqlalchemy"}
     ),
     "projections": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
+    "judging": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
+    "importers": frozenset({"api", "judging", "fastapi", "starlette", "uvicorn"}),
 }
 
 
 def module_name(path: Path) -> str:
-    """`api/routes/runs.py` → `api.routes.runs`; `api/demo/__init__.py` → `api.demo`."""
+    """`api/routes/runs.py` → `evaledger.api.routes.runs`; `api/demo/__init__.py` → `evaledger.api.demo`."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in INSTALLED:
+        parts.insert(0, "evaledger")
     return ".".join(parts)
+
+
+def layer(name: str) -> str:
+    """The layer a module name belongs to: `evaledger.domain.events` → `domain`."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "evaledger" and len(parts) > 1 else parts[0]
 
 
 def package_modules() -> list[Path]:
@@ -58,19 +68,23 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> set[
     return found
 
 
-def violations(layer: str, source: str, module: str, is_package: bool = False) -> list[str]:
+def violations(of_layer: str, source: str, module: str, is_package: bool = False) -> list[str]:
     """Forbidden imports of `source` for its layer."""
-    banned = FORBIDDEN.get(layer, frozenset())
+    banned = FORBIDDEN.get(of_layer, frozenset())
     return sorted(
-        name
-        for name in imported_modules(source, module, is_package)
-        if name.split(".")[0] in banned
+        name for name in imported_modules(source, module, is_package) if layer(name) in banned
     )
 
 
 def test_the_packages_exist_and_hold_modules() -> None:
     names = {module_name(p) for p in package_modules()}
-    assert {"domain.events", "domain.ledger", "projections.runner", "api.app", "api.cli"} <= names
+    assert {
+        "evaledger.domain.events",
+        "evaledger.domain.ledger",
+        "evaledger.projections.runner",
+        "evaledger.api.app",
+        "evaledger.api.cli",
+    } <= names
 
 
 def test_the_checker_sees_every_form_of_import() -> None:
@@ -82,107 +96,81 @@ def test_the_checker_sees_every_form_of_import() -> None:
         from .. import events
         from ..projections.views import upsert
         def lazy():
-            import judging.runner
+            import evaledger.judging.runner
         """
     )
     # Relative imports resolve inside the package (`domain.projections...` is still domain).
-    assert imported_modules(source, "domain.sub.mod") >= {"domain", "domain.events"}
-    assert violations("domain", source, "domain.sub.mod") == [
+    mod = "evaledger.domain.sub.mod"
+    assert imported_modules(source, mod) >= {"evaledger.domain", "evaledger.domain.events"}
+    assert violations("domain", source, mod) == [
+        "evaledger.judging.runner",
         "fastapi",
         "fastapi.FastAPI",
-        "judging.runner",
         "sqlalchemy.orm",
     ]
-    assert violations("domain", "from .api import app", "domain", is_package=True) == []
-    assert violations("projections", "from api.bootstrap import Services", "projections.x") == [
-        "api.bootstrap",
-        "api.bootstrap.Services",
-    ]
-    assert violations("projections", "import domain.events", "projections.x") == []
-    assert violations("api", "import fastapi, sqlalchemy", "api.app") == []
+    assert violations("domain", "from .api import app", "evaledger.domain", is_package=True) == []
+    assert violations(
+        "projections", "from evaledger.api.bootstrap import Services", "evaledger.projections.x"
+    ) == ["evaledger.api.bootstrap", "evaledger.api.bootstrap.Services"]
+    assert (
+        violations("projections", "import evaledger.domain.events", "evaledger.projections.x") == []
+    )
+    assert violations("api", "import fastapi, sqlalchemy", "evaledger.api.app") == []
 
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in package_modules() if module_name(p).split(".")[0] in FORBIDDEN],
+    [p for p in package_modules() if layer(module_name(p)) in FORBIDDEN],
     ids=lambda p: module_name(p),
 )
 def test_import_matrix(path: Path) -> None:
     module = module_name(path)
-    layer = module.split(".")[0]
-    found = violations(layer, path.read_text(), module, path.name == "__init__.py")
-    assert found == [], f"{module} ({layer}/) must not import: {found} (DESIGN §1)"
+    found = violations(layer(module), path.read_text(), module, path.name == "__init__.py")
+    assert found == [], f"{module} ({layer(module)}/) must not import: {found} (DESIGN §1)"
 
 
-# ---------------------------------------------------------------------------------------------
-# No import-time I/O
-
-_PROBE = r"""
-import builtins, io, json, os, socket, sqlite3, sys, traceback
-
-# Third-party libraries may touch files while importing; import them first, unwatched.
-import eventsourcing.application, eventsourcing.persistence, eventsourcing.sqlite
-import eventsourcing.postgres, fastapi, orjson, psycopg, pydantic, sqlalchemy
-import starlette.testclient, uvicorn
-
-calls = []
-
-def watch(owner, name):
-    original = getattr(owner, name)
-    def spy(*args, **kwargs):
-        calls.append([f"{getattr(owner, '__name__', owner)}.{name}", repr(args)[:200],
-                      traceback.format_stack(limit=6)[:-1]])
-        return original(*args, **kwargs)
-    setattr(owner, name, spy)
-
-for owner, name in [
-    (builtins, "open"), (io, "open"), (os, "mkdir"), (os, "makedirs"), (os, "open"),
-    (socket.socket, "connect"), (socket, "create_connection"), (sqlite3, "connect"),
-    (psycopg, "connect"), (sqlalchemy, "create_engine"),
-]:
-    watch(owner, name)
-
-import importlib
-for name in json.loads(sys.argv[1]):
-    importlib.import_module(name)
-sys.stdout.write(json.dumps(calls))
-"""
-
-
-def test_importing_every_module_opens_no_file_or_socket_and_creates_nothing(
-    tmp_path: Path,
-) -> None:
-    modules = sorted(module_name(p) for p in package_modules())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
-    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(modules)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+@pytest.mark.parametrize(
+    "path",
+    [p for pkg in (*PACKAGES, "tests", "scripts") for p in sorted((ROOT / pkg).rglob("*.py"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_code_imports_the_layers_through_the_evaledger_namespace(path: Path) -> None:
+    # A bare `import domain` would load a second copy of the module (or another package's).
+    bare = sorted(
+        name
+        for name in imported_modules(
+            path.read_text(), module_name(path), path.name == "__init__.py"
+        )
+        if name.split(".")[0] in INSTALLED
     )
-    assert proc.returncode == 0, proc.stderr
-    calls = json.loads(proc.stdout)
-    assert calls == [], "import-time I/O:\n" + "\n".join(
-        f"{c[0]}{c[1]}\n{''.join(c[2])}" for c in calls
-    )
-    assert list(tmp_path.iterdir()) == []
+    assert bare == [], f"{path}: import these as evaledger.<layer>: {bare}"
 
 
-def test_the_probe_notices_import_time_io(tmp_path: Path) -> None:
-    # A module that opens its store at import time must be caught by the probe above.
-    (tmp_path / "noisy.py").write_text("open('created-at-import', 'w').close()\n")
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(["noisy"])],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path: Path) -> None:
+    # Built the way pip installs it: only `evaledger/…` (and its metadata) may land in site-packages.
+    import zipfile
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
         check=True,
+        capture_output=True,
     )
-    calls = json.loads(proc.stdout)
-    assert [c[0] for c in calls] == ["builtins.open"]
-    assert (tmp_path / "created-at-import").exists()
+    (wheel,) = tmp_path.glob("evaledger-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"evaledger"}
+    assert {"evaledger/domain/events.py", "evaledger/api/cli.py", "evaledger/__main__.py"} <= set(
+        names
+    )
+    assert "evaledger/projections/presets/ifixai-v1.json" in names

@@ -1,9 +1,8 @@
 import math
 
 import pytest
-
-from domain.events import ClaimSupport
-from projections.claims import aggregate_claim_scores, claim_score, length_penalty
+from evaledger.domain.events import ClaimSupport
+from evaledger.projections.claims import aggregate_claim_scores, claim_score, length_penalty
 
 S, U, C = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED, ClaimSupport.CONTRADICTED
 

@@ -51,7 +51,7 @@ class Cli:
         self.db = db
 
     def __call__(self, *args: str, db: str | None = None) -> tuple[int, str, str]:
-        from api.cli import main
+        from evaledger.api.cli import main
 
         self.capsys.readouterr()
         try:

@@ -4,9 +4,8 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
-
-from domain.events import AgentSnapshot, ToolSpec
-from domain.spec import (
+from evaledger.domain.events import AgentSnapshot, ToolSpec
+from evaledger.domain.spec import (
     ComparisonThresholds,
     JudgeConfig,
     MetricSelection,
@@ -16,7 +15,7 @@ from domain.spec import (
     ScoringSpec,
     resolve_spec,
 )
-from projections.comparison import (
+from evaledger.projections.comparison import (
     ComparedRun,
     CompareThresholds,
     RunComparison,
@@ -27,7 +26,7 @@ from projections.comparison import (
     render_markdown,
     tool_diff,
 )
-from projections.models import (
+from evaledger.projections.models import (
     CaseScore,
     CaseStatus,
     GateRule,
@@ -35,7 +34,7 @@ from projections.models import (
     RunAggregate,
     TestCaseResult,
 )
-from projections.scoring import reduce_repetitions, summarize_run
+from evaledger.projections.scoring import reduce_repetitions, summarize_run
 
 SPEC = resolve_spec(RunConfig())
 BASE_ID = UUID("00000000-0000-0000-0000-00000000000b")

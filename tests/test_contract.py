@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from evaledger.api.audit import case_history
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
+from evaledger.domain.export import export_bundle
+from evaledger.domain.ledger import Context
+from evaledger.domain.verify import verify
 
-from api.audit import case_history
-from api.bootstrap import Services, Settings, build_ledger
-from domain.bundle import BundleCase, BundleRun, RunBundle
-from domain.export import export_bundle
-from domain.ledger import Context
-from domain.verify import verify
 from tests.helpers import bundle, case, event_count
 
 CTX = Context(actor="contract")
@@ -53,7 +53,7 @@ def test_projections_show_the_example_run(store_services: Services) -> None:
     )
     assert agg.metrics_passed is False and agg.cases_passed is False
     rows, total = s.reads.list_runs(
-        __import__("projections.queries", fromlist=["RunFilter"]).RunFilter()
+        __import__("evaledger.projections.queries", fromlist=["RunFilter"]).RunFilter()
     )
     assert total == 1 and rows[0].status == "completed" and rows[0].case_count == 3
 

@@ -21,12 +21,9 @@ from uuid import UUID
 import orjson
 import pydantic
 import pytest
-from eventsourcing.persistence import StoredEvent
-from pydantic import Field
-
-from api.bootstrap import Services
-from domain.bundle import RunBundle
-from domain.events import (
+from evaledger.api.bootstrap import Services
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import (
     BY_TOPIC_NAME,
     EVENT_CLASSES,
     GENESIS_HASH,
@@ -73,11 +70,14 @@ from domain.events import (
     encode_state,
     stored_hash,
 )
-from domain.ledger import Context
-from domain.metrics import MetricDefinition, ScoreType, Tier
-from domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
-from domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
-from domain.verify import verify
+from evaledger.domain.ledger import Context
+from evaledger.domain.metrics import MetricDefinition, ScoreType, Tier
+from evaledger.domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
+from evaledger.domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
+from evaledger.domain.verify import verify
+from eventsourcing.persistence import StoredEvent
+from pydantic import Field
+
 from tests.conftest import FIXTURES
 from tests.helpers import bundle
 

@@ -6,10 +6,9 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-
-from domain.events import CheckStatus, ClaimSupport
-from projections.facts import CaseFacts, CheckFact
-from projections.grading import (
+from evaledger.domain.events import CheckStatus, ClaimSupport
+from evaledger.projections.facts import CaseFacts, CheckFact
+from evaledger.projections.grading import (
     EvaluationMethod,
     Grade,
     GradedTest,
@@ -24,7 +23,7 @@ from projections.grading import (
     preset_names,
     wilson_interval,
 )
-from projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.projections.models import CaseScore, CaseStatus, GateRule
 
 RUN = uuid4()
 S, U = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED

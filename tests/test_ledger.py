@@ -6,16 +6,21 @@ import itertools
 from uuid import UUID
 
 import pytest
+from evaledger.api.audit import case_history
+from evaledger.api.bootstrap import Services
+from evaledger.domain.aggregates import case_id_for, run_id_for
+from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
+from evaledger.domain.errors import (
+    ClosedRunError,
+    ConflictError,
+    IdempotencyConflictError,
+    NotFoundError,
+)
+from evaledger.domain.events import GENESIS_HASH, JudgeVerdictRecorded, VerdictOverridden
+from evaledger.domain.export import export_bundle
+from evaledger.domain.ledger import Context
+from evaledger.domain.verify import verify
 
-from api.audit import case_history
-from api.bootstrap import Services
-from domain.aggregates import case_id_for, run_id_for
-from domain.bundle import BundleCase, BundleRun, RunBundle
-from domain.errors import ClosedRunError, ConflictError, IdempotencyConflictError, NotFoundError
-from domain.events import GENESIS_HASH, JudgeVerdictRecorded, VerdictOverridden
-from domain.export import export_bundle
-from domain.ledger import Context
-from domain.verify import verify
 from tests.helpers import bundle, case, event_count
 
 ACTOR = Context(actor="alice@example.com")
@@ -145,7 +150,7 @@ def test_idempotency_key_replays_and_conflicts(services: Services) -> None:
     ).id
     keyed = Context("alice", idempotency_key="k-1")
     body = {"check": "audit_log", "status": "passed", "evidence": None}
-    from domain.events import StructuralCheckRecorded
+    from evaledger.domain.events import StructuralCheckRecorded
 
     first = services.ledger.record(case_id, StructuralCheckRecorded, keyed, body)
     again = services.ledger.record(case_id, StructuralCheckRecorded, keyed, body)
@@ -183,7 +188,7 @@ def test_tampering_is_named_by_verify(services: Services) -> None:
             "UPDATE stored_events SET state = ? WHERE rowid = ?",
             (row[1].replace(b"hello", b"HELLO").replace(b"7.5", b"9.5"), row[0]),
         )
-    from api.bootstrap import Settings, build_ledger
+    from evaledger.api.bootstrap import Settings, build_ledger
 
     reopened = build_ledger(Settings(db=services.settings.db))
     try:

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.queries import RunFilter
 
-from api.bootstrap import Settings, build_ledger
-from domain.bundle import RunBundle
-from domain.ledger import Context
-from projections.queries import RunFilter
 from tests.helpers import bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _follow(db: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "project", "--follow", "--poll", "0.05", "--db", db],
+        [sys.executable, "-m", "evaledger", "project", "--follow", "--poll", "0.05", "--db", db],
         cwd=ROOT,
         env={**os.environ, "EVALEDGER_DB": db},
         stdout=subprocess.PIPE,

@@ -15,11 +15,10 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-
-from api.bootstrap import Settings, build_ledger
-from api.cli import fmt
-from api.demo import demo_bundles
-from domain.aggregates import run_id_for
+from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.cli import fmt
+from evaledger.api.demo import demo_bundles
+from evaledger.domain.aggregates import run_id_for
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

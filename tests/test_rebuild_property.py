@@ -18,14 +18,10 @@ from typing import Any
 from uuid import NAMESPACE_OID, UUID, uuid5
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-from sqlalchemy import select
-
-from api.bootstrap import Services, Settings, build_ledger
-from domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
-from domain.errors import EvaledgerError
-from domain.events import (
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
+from evaledger.domain.errors import EvaledgerError
+from evaledger.domain.events import (
     Claim,
     ClaimsVerified,
     ExecutionCanceled,
@@ -40,11 +36,15 @@ from domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.ledger import Context, verdict_fields
-from domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
-from projections.runner import ProjectionRunner
-from projections.store import metadata
-from projections.views import all_projections
+from evaledger.domain.ledger import Context, verdict_fields
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.store import metadata
+from evaledger.projections.views import all_projections
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
 from tests.helpers import bundle
 

@@ -5,11 +5,10 @@ from collections.abc import Sequence
 from uuid import UUID, uuid4
 
 import pytest
-
-from domain.events import ClaimSupport, Role
-from projections.facts import CaseFacts, MessageFact
-from projections.models import CaseScore, CaseStatus, GateRule
-from projections.rollups import (
+from evaledger.domain.events import ClaimSupport, Role
+from evaledger.projections.facts import CaseFacts, MessageFact
+from evaledger.projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.projections.rollups import (
     Aggregate,
     CustomMetricSpec,
     Rollup,

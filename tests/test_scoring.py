@@ -12,8 +12,7 @@ from typing import Any
 from uuid import UUID, uuid5
 
 import pytest
-
-from domain.events import (
+from evaledger.domain.events import (
     CheckStatus,
     ClaimSupport,
     MetricScore,
@@ -22,8 +21,8 @@ from domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from domain.metrics import DEFAULT_METRIC_NAMES
-from domain.spec import (
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
+from evaledger.domain.spec import (
     Gate,
     JudgeConfig,
     JudgeErrorPolicy,
@@ -38,7 +37,7 @@ from domain.spec import (
     SeverityWeights,
     resolve_spec,
 )
-from projections.facts import (
+from evaledger.projections.facts import (
     CaseFacts,
     CheckFact,
     MessageFact,
@@ -47,8 +46,8 @@ from projections.facts import (
     VerdictFact,
     apply_fact,
 )
-from projections.models import CaseScore, CaseStatus, GateRule
-from projections.scoring import reduce_repetitions, score_case, score_run, summarize_run
+from evaledger.projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.projections.scoring import reduce_repetitions, score_case, score_run, summarize_run
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000a1")
 DEFAULTS = list(DEFAULT_METRIC_NAMES)

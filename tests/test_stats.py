@@ -1,8 +1,7 @@
 from fractions import Fraction
 
 import pytest
-
-from projections.stats import (
+from evaledger.projections.stats import (
     MIN_DISCORDANT_PAIRS,
     MIN_PAIRED_SCORES,
     PairedCase,
@@ -200,7 +199,7 @@ def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
     import math
     import statistics as st
 
-    from projections.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
+    from evaledger.projections.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
 
     deltas = [float(i % 7) - 3.0 for i in range(600)]
     ci = paired_bootstrap_ci(deltas, resamples=10_000)

@@ -7,10 +7,10 @@ from importlib import resources
 from typing import Any
 from uuid import UUID
 
-from api.bootstrap import Services
-from domain.bundle import RunBundle
-from domain.ledger import Context
-from domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
+from evaledger.api.bootstrap import Services
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
 
 BUNDLES = (
     "customer-service.baseline.json",
@@ -35,7 +35,13 @@ def what_if_config(bundle: RunBundle) -> RunConfig:
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
-    from api.cli import emit_json, print_aggregate, print_comparison, print_grade, print_rescore
+    from evaledger.api.cli import (
+        emit_json,
+        print_aggregate,
+        print_comparison,
+        print_grade,
+        print_rescore,
+    )
 
     bundles = demo_bundles()
     loaded: list[dict[str, Any]] = []

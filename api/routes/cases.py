@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID, uuid5
 
-from fastapi import APIRouter, Query
-
-from api.audit import case_history, run_history
-from api.deps import ContextDep, ServicesDep, SyncedDep
-from api.schemas import (
+from evaledger.api.audit import case_history, run_history
+from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.schemas import (
     ClaimsBody,
     ErrorBody,
     InvalidateBody,
@@ -18,8 +16,8 @@ from api.schemas import (
     TranscriptBody,
     Written,
 )
-from domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
-from domain.events import (
+from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
+from evaledger.domain.events import (
     CaseEvent,
     ClaimsVerified,
     ExecutionCanceled,
@@ -32,7 +30,8 @@ from domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from domain.ledger import Context, jsonable, verdict_fields
+from evaledger.domain.ledger import Context, jsonable, verdict_fields
+from fastapi import APIRouter, Query
 
 router = APIRouter(tags=["cases"])
 

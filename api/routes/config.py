@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.schemas import Written
+from evaledger.domain.metrics import MetricDefinition
 from fastapi import APIRouter
-
-from api.deps import ContextDep, ServicesDep, SyncedDep
-from api.schemas import Written
-from domain.metrics import MetricDefinition
 
 router = APIRouter(tags=["config"])
 

@@ -7,15 +7,14 @@ from uuid import UUID
 
 import orjson
 import pydantic
+from evaledger.api.audit import explain
+from evaledger.api.bootstrap import Services
+from evaledger.api.deps import SyncedDep
+from evaledger.domain.errors import NotFoundError, ValidationError
+from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.projections.comparison import CompareThresholds, RunComparison
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
-
-from api.audit import explain
-from api.bootstrap import Services
-from api.deps import SyncedDep
-from domain.errors import NotFoundError, ValidationError
-from domain.spec import RunConfig, ScoringSpec, resolve_spec
-from projections.comparison import CompareThresholds, RunComparison
 
 router = APIRouter(tags=["reports"])
 

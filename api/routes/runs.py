@@ -6,16 +6,15 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
+from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.responses import OrjsonResponse
+from evaledger.api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
+from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
+from evaledger.domain.export import bundle_to_json, export_bundle
+from evaledger.domain.spec import RunConfig, resolve_spec
+from evaledger.projections.queries import RunFilter
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
-
-from api.deps import ContextDep, ServicesDep, SyncedDep
-from api.responses import OrjsonResponse
-from api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
-from domain.bundle import BundleCase, BundleRun, RunBundle
-from domain.export import bundle_to_json, export_bundle
-from domain.spec import RunConfig, resolve_spec
-from projections.queries import RunFilter
 
 router = APIRouter(tags=["runs"])
 
