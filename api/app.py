@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from fastapi import FastAPI
+
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import cases, config, reports, runs
 from evaledger.api.schemas import ErrorResponse
-from fastapi import FastAPI
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:

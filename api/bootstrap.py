@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine
+
 from evaledger.domain.ledger import Ledger
 from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from evaledger.projections.queries import ReadModels
@@ -13,8 +16,6 @@ from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.store import make_engine
 from evaledger.projections.views import all_projections
-from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Engine
 
 
 class Settings(BaseModel):

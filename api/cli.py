@@ -16,6 +16,7 @@ from uuid import UUID
 
 import orjson
 import pydantic
+
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
@@ -715,6 +716,7 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API."""
     import uvicorn
+
     from evaledger.api.app import create_app
 
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from fastapi import Depends, Header, Request
+
 from evaledger.api.bootstrap import Services
 from evaledger.domain.ledger import Context
-from fastapi import Depends, Header, Request
 
 
 def get_services(request: Request) -> Services:

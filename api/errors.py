@@ -5,6 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
 from evaledger.api.responses import OrjsonResponse
 from evaledger.domain.errors import (
     ConflictError,
@@ -13,10 +18,6 @@ from evaledger.domain.errors import (
     StateError,
     ValidationError,
 )
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
 
 log = logging.getLogger("evaledger.api")
 

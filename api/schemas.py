@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 

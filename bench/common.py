@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
+
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context, Ledger
 

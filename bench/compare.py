@@ -22,15 +22,6 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaledger.api.bootstrap import Settings, build_ledger
-from evaledger.domain.bundle import RunBundle
-from evaledger.domain.events import CaseOpened, RunCreated
-from evaledger.domain.ledger import Context
-from evaledger.domain.persistence import OrjsonTranscoder, decode_state
-from evaledger.projections.comparison import ComparedRun, compare_results
-from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
-from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
-
 from bench.common import (
     base_parser,
     generate_bundle,
@@ -40,6 +31,14 @@ from bench.common import (
     progress,
     sqlite_rows,
 )
+from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import CaseOpened, RunCreated
+from evaledger.domain.ledger import Context
+from evaledger.domain.persistence import OrjsonTranscoder, decode_state
+from evaledger.projections.comparison import ComparedRun, compare_results
+from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
+from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
 
 
 def free_port() -> int:

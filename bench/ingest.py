@@ -36,10 +36,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
-from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain import aggregates, events, ledger, persistence
-from evaledger.domain.bundle import BundleCase, RunBundle
-from evaledger.domain.ledger import Context, Ledger
 
 from bench.common import (
     Decoded,
@@ -69,6 +65,10 @@ from bench.common import (
     sqlite_rows,
     timed,
 )
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain import aggregates, events, ledger, persistence
+from evaledger.domain.bundle import BundleCase, RunBundle
+from evaledger.domain.ledger import Context, Ledger
 
 AIM_SQLITE = 0.25
 CTX = Context(actor="bench")

@@ -36,17 +36,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
-from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain import persistence
-from evaledger.domain.bundle import RunBundle
-from evaledger.domain.ledger import Context, Ledger
-from evaledger.domain.persistence import parse_db_url
-from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.projections import json as pjson
-from evaledger.projections import queries, runner, views
-from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import make_engine
-from evaledger.projections.views import all_projections
 
 from bench.common import (
     Decoded,
@@ -71,6 +60,17 @@ from bench.common import (
     sqlite_raw_decode,
     timed,
 )
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain import persistence
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context, Ledger
+from evaledger.domain.persistence import parse_db_url
+from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.projections import json as pjson
+from evaledger.projections import queries, runner, views
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.store import make_engine
+from evaledger.projections.views import all_projections
 
 AIM_REBUILD = 0.40
 AIM_RESCORE_MS = 300.0

@@ -6,6 +6,8 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
+
 from evaledger.domain.events import (
     AgentSnapshot,
     CheckStatus,
@@ -20,7 +22,6 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

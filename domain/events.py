@@ -12,9 +12,6 @@ from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 import orjson
-from evaledger.domain.metrics import MetricDefinition
-from evaledger.domain.spec import RunConfig, ScoringSpec, Severity
-from evaledger.domain.types import JsonObject
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -25,6 +22,10 @@ from pydantic import (
     StrictInt,
     field_validator,
 )
+
+from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.spec import RunConfig, ScoringSpec, Severity
+from evaledger.domain.types import JsonObject
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 GENESIS_HASH = "0" * 64

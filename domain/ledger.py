@@ -14,6 +14,15 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID, uuid5
 
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    Mapper,
+    Notification,
+    Transcoder,
+)
+
 from evaledger.domain import gc
 from evaledger.domain.aggregates import (
     Aggregate,
@@ -57,14 +66,6 @@ from evaledger.domain.events import (
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.persistence import EventMapper, OrjsonTranscoder, StorageLocation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    IntegrityError,
-    Mapper,
-    Notification,
-    Transcoder,
-)
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")

@@ -10,10 +10,11 @@ from urllib.parse import unquote, urlparse
 from uuid import UUID
 
 import orjson
-from evaledger.domain.errors import ValidationError
-from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.postgres import PostgresApplicationRecorder
+
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 

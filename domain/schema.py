@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import orjson
+
 from evaledger.domain.bundle import bundle_json_schema
 
 

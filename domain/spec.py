@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.metrics import (
     BUILTIN_BY_NAME,
@@ -15,7 +17,6 @@ from evaledger.domain.metrics import (
     ScoreType,
 )
 from evaledger.domain.types import JsonObject
-from pydantic import BaseModel, ConfigDict, Field
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 import orjson
+
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger

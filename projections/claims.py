@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from evaledger.domain.events import ClaimSupport
 from pydantic import BaseModel, ConfigDict, Field
+
+from evaledger.domain.events import ClaimSupport
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

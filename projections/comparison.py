@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
 from evaledger.domain.events import AgentSnapshot, ToolSpec
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
@@ -43,7 +45,6 @@ from evaledger.projections.stats import (
     PairedStatistics,
     paired_statistics,
 )
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 _EPS_DP = 10

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from evaledger.domain.events import (
     CaseOpened,
     CheckStatus,
@@ -28,7 +30,6 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.spec import Severity
-from pydantic import BaseModel, ConfigDict, Field
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

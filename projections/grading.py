@@ -54,11 +54,12 @@ from importlib import resources
 from typing import Any
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from evaledger.domain.events import CheckStatus
 from evaledger.projections.claims import claim_score
 from evaledger.projections.facts import CaseFacts
 from evaledger.projections.models import CaseScore, CaseStatus
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)

@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from sqlalchemy import Engine, and_, func, select
+
 from evaledger.domain import gc
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
@@ -27,8 +30,6 @@ from evaledger.projections.store import (
     runs,
 )
 from evaledger.projections.views import load_facts, load_scores
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sqlalchemy import Engine, and_, func, select
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 

@@ -9,6 +9,8 @@ from typing import Any
 from uuid import UUID
 
 import pydantic
+from sqlalchemy import select
+
 from evaledger.domain import gc
 from evaledger.domain.errors import StateError, ValidationError
 from evaledger.domain.events import (
@@ -32,7 +34,6 @@ from evaledger.projections.models import CaseScore
 from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 from evaledger.projections.store import run_summaries
-from sqlalchemy import select
 
 COMPARE_CACHE_SIZE = 8
 

@@ -42,10 +42,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from uuid import UUID
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from evaledger.domain.events import ClaimSupport, Role
 from evaledger.projections.facts import CaseFacts, MessageFact
 from evaledger.projections.models import CaseScore, CaseStatus
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

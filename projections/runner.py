@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
+
 from evaledger.domain import gc
 from evaledger.domain.events import DomainEvent
 from evaledger.domain.ledger import Ledger
 from evaledger.projections.store import tracking
-from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
 from evaledger.domain.events import (
     BaselineApproved,
     BaselineRevoked,
@@ -34,9 +38,6 @@ from evaledger.projections.store import (
     run_summaries,
     runs,
 )
-from pydantic import TypeAdapter
-from sqlalchemy import Connection, Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 IN_CHUNK = 500

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 
 OUT = Path(__file__).resolve().parents[1] / "api" / "demo" / "governance.json"

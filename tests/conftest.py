@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 
 FIXTURES = Path(__file__).parent / "fixtures"

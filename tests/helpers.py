@@ -7,7 +7,6 @@ from typing import Any
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
-
 from tests.conftest import example_bundle_data
 
 

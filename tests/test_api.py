@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services
 from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
+from evaledger.api.bootstrap import Services
 from tests.helpers import bundle, case, event_count, scores
 
 ALICE = {"X-Actor": "alice"}

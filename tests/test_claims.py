@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from evaledger.domain.events import ClaimSupport
 from evaledger.projections.claims import aggregate_claim_scores, claim_score, length_penalty
 

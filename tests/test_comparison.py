@@ -4,6 +4,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+
 from evaledger.domain.events import AgentSnapshot, ToolSpec
 from evaledger.domain.spec import (
     ComparisonThresholds,

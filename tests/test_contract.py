@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from evaledger.api.audit import case_history
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
-
 from tests.helpers import bundle, case, event_count
 
 CTX = Context(actor="contract")

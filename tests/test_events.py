@@ -21,6 +21,9 @@ from uuid import UUID
 import orjson
 import pydantic
 import pytest
+from eventsourcing.persistence import StoredEvent
+from pydantic import Field
+
 from evaledger.api.bootstrap import Services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import (
@@ -75,9 +78,6 @@ from evaledger.domain.metrics import MetricDefinition, ScoreType, Tier
 from evaledger.domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
 from evaledger.domain.verify import verify
-from eventsourcing.persistence import StoredEvent
-from pydantic import Field
-
 from tests.conftest import FIXTURES
 from tests.helpers import bundle
 

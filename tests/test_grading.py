@@ -6,6 +6,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+
 from evaledger.domain.events import CheckStatus, ClaimSupport
 from evaledger.projections.facts import CaseFacts, CheckFact
 from evaledger.projections.grading import (

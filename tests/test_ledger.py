@@ -6,6 +6,7 @@ import itertools
 from uuid import UUID
 
 import pytest
+
 from evaledger.api.audit import case_history
 from evaledger.api.bootstrap import Services
 from evaledger.domain.aggregates import case_id_for, run_id_for
@@ -20,7 +21,6 @@ from evaledger.domain.events import GENESIS_HASH, JudgeVerdictRecorded, VerdictO
 from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
-
 from tests.helpers import bundle, case, event_count
 
 ACTOR = Context(actor="alice@example.com")

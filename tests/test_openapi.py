@@ -13,11 +13,11 @@ from typing import Any
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
+
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings
 from evaledger.api.deps import get_services
-from fastapi.testclient import TestClient
-
 from tests.conftest import FIXTURES
 from tests.helpers import bundle, case, event_count
 

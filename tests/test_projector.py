@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from evaledger.api.bootstrap import Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter
-
 from tests.helpers import bundle
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,6 +15,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+
 from evaledger.api.bootstrap import Settings, build_ledger
 from evaledger.api.cli import fmt
 from evaledger.api.demo import demo_bundles

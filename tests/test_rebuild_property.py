@@ -18,6 +18,10 @@ from typing import Any
 from uuid import NAMESPACE_OID, UUID, uuid5
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
 from evaledger.domain.errors import EvaledgerError
@@ -41,10 +45,6 @@ from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.store import metadata
 from evaledger.projections.views import all_projections
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-from sqlalchemy import select
-
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
 from tests.helpers import bundle
 

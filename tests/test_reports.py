@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
+
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli import main
-from fastapi.testclient import TestClient
-
 from tests.helpers import bundle as example_bundle
 from tests.helpers import event_count
 

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from uuid import UUID, uuid4
 
 import pytest
+
 from evaledger.domain.events import ClaimSupport, Role
 from evaledger.projections.facts import CaseFacts, MessageFact
 from evaledger.projections.models import CaseScore, CaseStatus, GateRule

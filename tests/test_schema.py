@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 import pytest
+
 from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
 from evaledger.domain.schema import render
-
 from tests.conftest import EXAMPLE_BUNDLE, SHARED
 
 ROOT = EXAMPLE_BUNDLE.parents[2]

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID, uuid5
 
 import pytest
+
 from evaledger.domain.events import (
     CheckStatus,
     ClaimSupport,

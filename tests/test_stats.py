@@ -1,6 +1,7 @@
 from fractions import Fraction
 
 import pytest
+
 from evaledger.projections.stats import (
     MIN_DISCORDANT_PAIRS,
     MIN_PAIRED_SCORES,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID, uuid5
 
+from fastapi import APIRouter, Query
+
 from evaledger.api.audit import case_history, run_history
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
 from evaledger.api.schemas import (
@@ -31,7 +33,6 @@ from evaledger.domain.events import (
     request_digest,
 )
 from evaledger.domain.ledger import Context, jsonable, verdict_fields
-from fastapi import APIRouter, Query
 
 router = APIRouter(tags=["cases"])
 

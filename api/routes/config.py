@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import APIRouter
+
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
 from evaledger.api.schemas import Written
 from evaledger.domain.metrics import MetricDefinition
-from fastapi import APIRouter
 
 router = APIRouter(tags=["config"])
 

@@ -7,14 +7,15 @@ from uuid import UUID
 
 import orjson
 import pydantic
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
 from evaledger.api.audit import explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.projections.comparison import CompareThresholds, RunComparison
-from fastapi import APIRouter, Query
-from fastapi.responses import Response
 
 router = APIRouter(tags=["reports"])
 

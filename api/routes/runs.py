@@ -6,6 +6,9 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
+from fastapi import APIRouter, Body, Query
+from fastapi.responses import Response
+
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
@@ -13,8 +16,6 @@ from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
 from evaledger.projections.queries import RunFilter
-from fastapi import APIRouter, Body, Query
-from fastapi.responses import Response
 
 router = APIRouter(tags=["runs"])
 
