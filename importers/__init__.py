@@ -1,1 +1,1 @@
-"""Importers: peer result files (Inspect AI, promptfoo, tau-bench, Connexity) into the ledger (DESIGN §11)."""
+"""Importers: peer result files (Inspect AI, promptfoo, tau-bench, Connexity) → ledger (§11)."""

@@ -1,1 +1,1 @@
-"""Judge runner: rubric prompts, provider clients, pairing, panels, claim checks, agreement (DESIGN §10)."""
+"""Judge runner: rubric prompts, providers, pairing, panels, claim checks (DESIGN §10)."""
