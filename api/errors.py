@@ -12,9 +12,12 @@ from starlette.responses import Response
 
 from evaledger.api.responses import OrjsonResponse
 from evaledger.domain.errors import (
+    AuthenticationError,
     ConflictError,
     EvaledgerError,
+    InfrastructureError,
     NotFoundError,
+    PermissionDeniedError,
     StateError,
     ValidationError,
 )
@@ -26,6 +29,9 @@ STATUS: dict[type[EvaledgerError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
     StateError: 400,
+    AuthenticationError: 401,
+    PermissionDeniedError: 403,
+    InfrastructureError: 503,
 }
 
 

@@ -48,3 +48,21 @@ class StateError(EvaledgerError):
     """The request is well-formed but the ledger is in the wrong state for it (HTTP 400)."""
 
     code = "bad_state"
+
+
+class InfrastructureError(EvaledgerError):
+    """The store is unreachable, locked, missing or corrupt (HTTP 503, CLI exit 3)."""
+
+    code = "store_unavailable"
+
+
+class AuthenticationError(EvaledgerError):
+    """No valid token was presented (HTTP 401)."""
+
+    code = "unauthenticated"
+
+
+class PermissionDeniedError(EvaledgerError):
+    """The token is valid but its project or scope does not allow the request (HTTP 403)."""
+
+    code = "forbidden"
