@@ -29,9 +29,8 @@ Which conversations feed the message and conversation metrics: every result in s
 canceled ones (pending and unscored conversations exist and their messages are real; an errored
 execution's partial transcript counts too). A result without a transcript has no conversation.
 
-Percentiles use linear interpolation between closest ranks (Hyndman & Fan type 7, numpy's
-default ``method="linear"``): for sorted values ``x[0..n-1]`` and ``q`` in [0, 100],
-``h = (n - 1)·q/100`` and ``P = x[⌊h⌋] + (h - ⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋])``.
+Percentiles are `projections.stats.percentile` (linear interpolation, type 7), the one
+definition shared with run summaries and comparisons; here over every message in scope.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from evaledger.domain.events import ClaimSupport, Role
 from evaledger.projections.facts import CaseFacts, MessageFact
 from evaledger.projections.models import CaseScore, CaseStatus
+from evaledger.projections.stats import percentile
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -277,23 +277,6 @@ class Rollup(BaseModel):
 
 # ---------------------------------------------------------------------------------------------
 # Statistics
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Return the q-th percentile (0-100) by linear interpolation (numpy ``method="linear"``).
-
-    Raises:
-        ValueError: ``values`` is empty or ``q`` is outside [0, 100].
-    """
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q: must be within [0, 100], got {q}")
-    xs = sorted(values)
-    h = (len(xs) - 1) * q / 100.0
-    lo = math.floor(h)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
 
 
 def _message_stats(values: Sequence[float], unit: str | None) -> MessageStats:

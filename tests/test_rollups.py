@@ -15,11 +15,11 @@ from evaledger.projections.rollups import (
     Rollup,
     RollupInput,
     Summary,
-    percentile,
     render_table,
     result_score,
     rollup,
 )
+from evaledger.projections.stats import percentile
 
 RUN = uuid4()
 S, U, C = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED, ClaimSupport.CONTRADICTED
