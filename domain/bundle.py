@@ -144,8 +144,10 @@ class BundleCase(BaseModel):
 
     test_case: TestCaseSnapshot
     repetition: int = Field(default=0, ge=0)
-    status: BundleCaseStatus | None = Field(
-        default=None,
+    # `_infer_status` fills an absent status from the content before validation; the factory
+    # only keeps the field optional in the schema (no misleading fixed default there).
+    status: BundleCaseStatus = Field(
+        default_factory=lambda: BundleCaseStatus.PENDING,
         description="Absent: `completed` when the case carries a transcript, usage, cost, "
         "verdicts, outcomes, claims, checks or overrides, else `pending` (opened now, its facts "
         "recorded later). `pending` (not run yet or still running) carries none of those. "
@@ -163,15 +165,23 @@ class BundleCase(BaseModel):
     checks: list[BundleCheck] = Field(default_factory=list)
     overrides: list[BundleOverride] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_status(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("status") is None:
+            if data.get("error") is not None:
+                inferred = BundleCaseStatus.ERRORED
+            elif any(data.get(name) for name in _EXECUTION_FIELDS):
+                inferred = BundleCaseStatus.COMPLETED
+            else:
+                inferred = BundleCaseStatus.PENDING
+            data = {**data, "status": inferred}
+        return data
+
     @model_validator(mode="after")
     def _error_matches_status(self) -> BundleCase:
         reported = [name for name in _EXECUTION_FIELDS if getattr(self, name)]
-        if self.status is None:
-            inferred = BundleCaseStatus.COMPLETED if reported else BundleCaseStatus.PENDING
-            if self.error is not None:
-                inferred = BundleCaseStatus.ERRORED
-            object.__setattr__(self, "status", inferred)  # frozen: set once, while validating
-        status = self.execution_status
+        status = self.status
         if status is BundleCaseStatus.ERRORED and self.error is None:
             raise ValueError("error: an errored case needs an error {message, kind}")
         if status is not BundleCaseStatus.ERRORED and self.error is not None:
@@ -182,11 +192,6 @@ class BundleCase(BaseModel):
                 f"{reported[0]} yet; record it when the case has run, or give status completed"
             )
         return self
-
-    @property
-    def execution_status(self) -> BundleCaseStatus:
-        """The status given, or the one inferred from the case's content."""
-        return self.status or BundleCaseStatus.PENDING
 
     @property
     def variant(self) -> str:

@@ -519,7 +519,7 @@ class Ledger:
             variant=bc.variant,
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
-        status = bc.execution_status
+        status = bc.status
         # A completed case always records its transcript, even an empty one: that is what tells
         # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
         if status is BundleCaseStatus.COMPLETED or (
