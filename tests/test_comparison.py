@@ -928,3 +928,17 @@ def test_an_agent_crash_does_not_trip_the_latency_regression() -> None:
         500.0,
         0.0,
     )
+
+
+def test_two_runs_without_cases_compare_to_zero_deltas_and_no_regression() -> None:
+    result = compare(run([]), run([], run_id=CAND_ID))
+    agg = result.aggregate
+    assert (agg.pass_rate_delta, agg.avg_score_delta, agg.latency_avg_increase_pct) == (
+        0.0,
+        None,
+        None,
+    )
+    assert (agg.cost_delta_usd, agg.judge_cost_delta_usd) == (None, None)
+    assert result.test_case_comparisons == []
+    assert (result.verdict.regression_detected, result.verdict.reasons) == (False, [])
+    assert "latency check skipped: no latency data in baseline and candidate" in result.warnings

@@ -48,7 +48,9 @@ from evaledger.projections.facts import (
     apply_fact,
 )
 from evaledger.projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.projections.rollups import RollupInput, rollup
 from evaledger.projections.scoring import reduce_repetitions, score_case, score_run, summarize_run
+from evaledger.projections.stats import percentile
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000a1")
 DEFAULTS = list(DEFAULT_METRIC_NAMES)
@@ -1456,3 +1458,17 @@ def test_repetition_latency_metrics_and_cost() -> None:
     assert result.cost_usd == pytest.approx(0.02)
     [strict] = reduced(facts, metrics=s_metrics, passed=PassReducer.ALL)
     assert strict.metric_passed == {"task_completion": False}
+
+
+def test_run_summaries_and_rollups_share_one_percentile_definition() -> None:
+    # 20 cases with one assistant turn each: per-case p50s and every message are the same values
+    values = [100.0 * i for i in range(1, 21)]
+    facts = [case(f"c{i:02}", verdicts=[verdict(5)], latencies=[v]) for i, v in enumerate(values)]
+    scores, run = score_run(facts, spec())
+    summary = rollup(
+        [RollupInput(facts=f, score=s) for f, s in zip(facts, scores, strict=True)], [], []
+    )
+    rt = summary.summary.response_time
+    # linear (type 7): h = 19 × 0.95 = 18.05 → 1900 + 0.05 × 100
+    assert percentile(values, 95) == run.latency_p95_ms == rt.p95 == 1905.0
+    assert percentile(values, 50) == run.latency_p50_ms == rt.p50 == 1050.0
