@@ -160,13 +160,12 @@ def _decide(
         )
     if facts.turn_count == 0:
         # Failed, not errored: the execution ran but produced no turn to judge.
-        reason = "the recorded transcript has no turns" if facts.has_transcript else ""
-        return _Decision(
-            CaseStatus.FAILED,
-            False,
-            GateRule.NO_TRANSCRIPT,
-            reason or "no transcript was recorded",
+        reason = (
+            "the recorded transcript has no turns"
+            if facts.has_transcript
+            else "no transcript was recorded"
         )
+        return _Decision(CaseStatus.FAILED, False, GateRule.NO_TRANSCRIPT, reason)
     if panel.error is not None:
         if spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO:
             decision = _Decision(
