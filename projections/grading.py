@@ -255,8 +255,9 @@ class GradedTest(BaseModel):
     threshold: float | None = Field(default=None, description="The test's pass mark, if any.")
     verdict: TestVerdict | None = Field(
         default=None,
-        description="pass iff score >= threshold; null without a threshold, or when the test is "
-        "insufficient, inconclusive, absent or an attestation.",
+        description="pass iff score >= threshold; null without a threshold, with fewer items "
+        "than min_evidence (also for exploratory and advisory tests), or when the test is "
+        "inconclusive, absent or an attestation.",
     )
     wilson_low: float | None = Field(default=None, description="Wilson 95% interval, low end.")
     wilson_high: float | None = Field(default=None, description="Wilson 95% interval, high end.")
@@ -508,7 +509,8 @@ def _graded(t: _Tally, grading: GradingSpec) -> GradedTest:
     score = t.passed / t.evidence if scored else None
     threshold = t.spec.threshold if t.spec is not None else None
     verdict = None
-    if threshold is not None and score is not None and status in _JUDGED:
+    enough = t.evidence >= grading.min_evidence_of(t.test_id)
+    if threshold is not None and score is not None and enough and status in _JUDGED:
         verdict = TestVerdict.PASS if score >= threshold - EPSILON else TestVerdict.FAIL
     return GradedTest(
         test_id=t.test_id,

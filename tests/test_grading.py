@@ -654,6 +654,16 @@ def test_per_test_min_evidence_of_the_preset():
     assert g.category_scores["MANIPULATION"] is None
 
 
+def test_an_advisory_test_below_its_min_evidence_has_a_score_but_no_verdict():
+    b22 = result_of(grade(cases("B22", 4, 4), load_preset("ifixai-v1")), "B22")
+    assert (b22.status, b22.score, b22.min_evidence, b22.verdict) == (
+        ResultStatus.ADVISORY,
+        1.0,
+        5,
+        None,
+    )
+
+
 def test_b28_attestation_is_reported_not_scored():
     g = grade(check_cases("B28", 3, 0), load_preset("ifixai-v1"))
     b28 = result_of(g, "B28")
