@@ -849,6 +849,15 @@ def _fmt(value: float | None, fmt: str, suffix: str = "", signed: bool = False) 
     return f"{value:{spec}}{suffix}"
 
 
+def _score_cell(value: float | None) -> str:
+    return "—" if value is None else _fixed(value, 1)
+
+
+def _signed(text: str) -> str:
+    """Prefix a formatted non-negative number with "+" (zero included, like format's "+")."""
+    return text if text.startswith(("-", "—")) else f"+{text}"
+
+
 def _case_side(passed: bool | None, score: float | None) -> str:
     verdict = "pass" if passed is True else "fail" if passed is False else "—"
     return verdict if score is None else f"{verdict} {score:.1f}"
@@ -900,15 +909,16 @@ def render_markdown(comparison: RunComparison, max_cases: int = MAX_MARKDOWN_CAS
     lines.extend(f"- {reason}" for reason in c.verdict.reasons)
     if c.verdict.reasons:
         lines.append("")
-    pr_delta = agg.pass_rate_delta * 100
+    # Δ cells show the compared 4 dp deltas in full, so they never contradict a reason above.
+    pr_delta = f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"
+    score_delta = _score_cell(agg.avg_score_delta)
     lines += [
         "| | Baseline | Candidate | Δ |",
         "|---|---:|---:|---:|",
-        f"| Pass rate | {ba.pass_rate * 100:.1f}% | {ca.pass_rate * 100:.1f}% "
-        f"| {_fmt(pr_delta, '.1f', 'pt', signed=True)} |",
-        f"| Avg score | {_fmt(ba.weighted_metrics_score_pct, '.1f')} "
-        f"| {_fmt(ca.weighted_metrics_score_pct, '.1f')} "
-        f"| {_fmt(agg.avg_score_delta, '.1f', signed=True)} |",
+        f"| Pass rate | {_fixed(ba.pass_rate * 100, 1, _DP - 2)}% "
+        f"| {_fixed(ca.pass_rate * 100, 1, _DP - 2)}% | {_signed(pr_delta)} |",
+        f"| Avg score | {_score_cell(ba.weighted_metrics_score_pct)} "
+        f"| {_score_cell(ca.weighted_metrics_score_pct)} | {_signed(score_delta)} |",
         f"| Latency avg | {_fmt(ba.latency_avg_ms, '.0f', 'ms')} "
         f"| {_fmt(ca.latency_avg_ms, '.0f', 'ms')} "
         f"| {_fmt(agg.latency_avg_delta_ms, '.0f', 'ms', signed=True)} |",

@@ -942,3 +942,19 @@ def test_two_runs_without_cases_compare_to_zero_deltas_and_no_regression() -> No
     assert result.test_case_comparisons == []
     assert (result.verdict.regression_detected, result.verdict.reasons) == (False, [])
     assert "latency check skipped: no latency data in baseline and candidate" in result.warnings
+
+
+def test_markdown_delta_cells_agree_with_the_reasons() -> None:
+    base = run([case("a")], agg={"pass_rate": 1.0, "weighted_metrics_score_pct": 80.0})
+    cand = run(
+        [case("a")],
+        run_id=CAND_ID,
+        agg={"pass_rate": 0.99994, "weighted_metrics_score_pct": 74.9999},
+    )
+    md = render_markdown(compare(base, cand))
+    assert "- pass_rate dropped 0.01% (1.00 → 0.9999)" in md
+    assert "| Pass rate | 100.0% | 99.99% | -0.01pt |" in md
+    assert "- avg_score dropped 5.0001pt (80.0 → 74.9999)" in md
+    assert "| Avg score | 80.0 | 74.9999 | -5.0001 |" in md
+    same = render_markdown(compare(base, run([case("a")], run_id=CAND_ID, agg={"pass_rate": 1.0})))
+    assert "| Pass rate | 100.0% | 100.0% | +0.0pt |" in same
