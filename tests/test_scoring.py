@@ -1472,3 +1472,18 @@ def test_run_summaries_and_rollups_share_one_percentile_definition() -> None:
     # linear (type 7): h = 19 × 0.95 = 18.05 → 1900 + 0.05 × 100
     assert percentile(values, 95) == run.latency_p95_ms == rt.p95 == 1905.0
     assert percentile(values, 50) == run.latency_p50_ms == rt.p50 == 1050.0
+
+
+def test_a_pending_repetition_is_not_a_failing_vote() -> None:
+    facts = [
+        scored_case((5, 5), "a", 0),
+        case("a", repetition=1, transcript=False),  # not run yet
+        case("a", repetition=2, turns=0),  # ran, no turns: fails
+    ]
+    scores, run = score_run(facts, spec(PAIR))
+    (result,) = reduce_repetitions(scores, spec(PAIR))
+    assert (result.repetitions, result.decided, result.passes) == (3, 2, 1)
+    assert (result.passed, result.flaky, result.score) == (False, True, 100.0)
+    only_pending = reduce_repetitions(scores[:2], spec(PAIR))[0]
+    assert (only_pending.decided, only_pending.passed, only_pending.flaky) == (1, True, False)
+    assert (run.passed_count, run.failed_count, run.coverage.pending) == (1, 1, 1)
