@@ -519,7 +519,12 @@ class Ledger:
             variant=bc.variant,
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
-        if bc.transcript or bc.usage is not None or bc.cost_usd is not None:
+        status = bc.status
+        # A completed case always records its transcript, even an empty one: that is what tells
+        # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
+        if status is BundleCaseStatus.COMPLETED or (
+            bc.transcript or bc.usage is not None or bc.cost_usd is not None
+        ):
             case.record(
                 TranscriptRecorded,
                 follow,
@@ -576,12 +581,12 @@ class Ledger:
                     passed=o.passed,
                     reason=o.reason,
                 )
-        if bc.status is BundleCaseStatus.ERRORED:
+        if status is BundleCaseStatus.ERRORED:
             assert bc.error is not None
             case.record(
                 ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind
             )
-        elif bc.status is BundleCaseStatus.CANCELED:
+        elif status is BundleCaseStatus.CANCELED:
             case.record(ExecutionCanceled, follow, catalogue, reason=None)
         return case
 
