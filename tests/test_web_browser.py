@@ -314,9 +314,7 @@ def test_keyboard_reaches_the_content_and_the_what_if_picker(site: Site, page: A
 
     # What if: the demo stored a stricter rescore; picking it re-renders the chain under it.
     rescore = site.api("/runs/" + candidate)  # own spec id
-    stored = [
-        o for o in page.locator("#w-spec option").all() if o.get_attribute("value")
-    ]
+    stored = [o for o in page.locator("#w-spec option").all() if o.get_attribute("value")]
     assert len(stored) == 1
     spec_id = stored[0].get_attribute("value")
     assert spec_id != rescore["spec_id"]
@@ -328,8 +326,9 @@ def test_keyboard_reaches_the_content_and_the_what_if_picker(site: Site, page: A
     page.wait_for_url(f"**spec={spec_id}")
     explain = site.api(f"/cases/{case_id}/explain?spec={spec_id}")
     assert text(page, '[data-field="overall_score"]') == fmt_num(explain["overall_score"]["value"])
-    assert text(page, '[data-field="passed"]') == {True: "yes", False: "no", None: "—"}[
-        explain["gate"]["passed"]
-    ]
+    assert (
+        text(page, '[data-field="passed"]')
+        == {True: "yes", False: "no", None: "—"}[explain["gate"]["passed"]]
+    )
     assert page.get_by_text("what if: not the run's spec").count() == 1
     shot(page, "10-case-what-if")

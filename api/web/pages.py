@@ -25,7 +25,7 @@ from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
 from evaledger.domain.errors import EvaledgerError, ValidationError
-from evaledger.domain.spec import ScoreType
+from evaledger.domain.metrics import ScoreType
 from evaledger.projections.comparison import CompareThresholds, render_markdown
 from evaledger.projections.grading import preset_names
 from evaledger.projections.queries import RunFilter, RunRow
@@ -377,9 +377,7 @@ def compare_page(
             field = str(e.errors()[0]["loc"][0])
             raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
         result = services.reports.compare(b, c, thresholds)
-        cases = [
-            t for t in result.test_case_comparisons if show == "all" or t.status == show
-        ]
+        cases = [t for t in result.test_case_comparisons if show == "all" or t.status == show]
         runs = {str(r.run_id): r for r in completed}
         query = "&".join(f"{k}={v}" for k, v in given.items() if v)
         context.update(
@@ -391,8 +389,8 @@ def compare_page(
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
-            title="Compare: " + ("regression detected" if result.verdict.regression_detected else
-                                 "no regression"),  # fmt: skip
+            title="Compare: "
+            + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )
         return context
 
