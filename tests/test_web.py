@@ -259,6 +259,28 @@ def test_api_docs_and_assets_are_served_by_the_app(client: TestClient) -> None:
     assert not [p for p in client.get("/openapi.json").json()["paths"] if p.startswith("/ui")]
 
 
+def test_the_pages_read_sqlite_and_postgresql_alike(store_services: Services) -> None:
+    with TestClient(create_app(services=store_services)) as client:
+        run_id = imported(client, [case("a", 5), case("b", status="errored")])
+        aggregate = client.get(f"/runs/{run_id}").json()["aggregate"]
+        page = html(client.get(f"/ui/runs/{run_id}"))
+        assert field(page, "pass_rate") == fmt_pct(aggregate["pass_rate"]) == "50.0%"
+        assert field(page, "coverage.errored") == "1"
+        ids = case_ids(client, run_id)
+        assert rows_of(page, "cases") == [ids["a#0"], ids["b#0"]]
+        audit = html(client.get(f"/ui/cases/{ids['a#0']}"))
+        assert field(audit, "overall_score") == "100.00"
+        history = client.get(f"/cases/{ids['a#0']}/history").json()["events"]
+        assert [e["type"] for e in history] == [
+            "CaseOpened",
+            "TranscriptRecorded",
+            "JudgeVerdictRecorded",
+        ]
+        assert "Hash chain intact: all 3 events link" in audit
+        listing = html(client.get("/ui/?status=completed"))
+        assert f'data-run-id="{run_id}"' in listing
+
+
 # -- helpers ----------------------------------------------------------------------------------
 
 

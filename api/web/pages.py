@@ -36,6 +36,7 @@ templates = Jinja2Templates(directory=HERE / "templates")
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RUN_STATUSES = ("created", "running", "completed", "canceled", "failed")
+PIVOT_MAX_COLUMNS = 10
 COMPARE_SHOW = ("all", "regression", "improvement", "unchanged", "error")
 
 
@@ -154,6 +155,15 @@ def _all_runs(services: Any) -> list[RunRow]:
     return list(rows)
 
 
+def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
+    """(baseline, candidate) preselected: the newest run and the run before it of its suite."""
+    if len(completed) < 2:
+        return None
+    newest = completed[0]
+    same_suite = [r for r in completed[1:] if r.suite["name"] == newest.suite["name"]]
+    return str((same_suite or completed[1:])[0].run_id), str(newest.run_id)
+
+
 # ---------------------------------------------------------------------------------------------
 # pages
 
@@ -203,6 +213,7 @@ def runs_page(
         completed = [r for r in _all_runs(services) if r.status == "completed"]
         query = "&".join(f"{k}={v}" for k, v in given.items() if v)
         return {
+            "pair": default_pair(completed),
             "title": "Runs",
             "runs": listed,
             "total": total,
@@ -383,9 +394,6 @@ def compare_page(
         context.update(
             result=result,
             cases=cases,
-            flaky=[
-                t for t in result.test_case_comparisons if t.baseline_flaky or t.candidate_flaky
-            ],
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
@@ -442,6 +450,10 @@ def rollup_page(
             "column_dims": [d.value for d in ColumnDimension],
             "result": result,
             "cells": cells,
+            # Many columns read better down the page than squeezed across it.
+            "transposed": result is not None
+            and len(result.columns) > PIVOT_MAX_COLUMNS
+            and len(result.columns) > len(result.rows),
         }
 
     return _render(request, "rollup.html", build)
