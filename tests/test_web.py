@@ -175,6 +175,7 @@ def test_a_paginated_run_filters_and_sorts_every_case(client: TestClient) -> Non
     overall = {s["case_id"]: s["overall_score"] for s in scores}
     shown = [overall[i] for i in rows_of(by_score, "cases")]
     assert shown == [100.0] * 20 + [80.0] * 20 + [60.0] * 10
+    assert '<th scope="col" class="num" aria-sort="descending">' in by_score
     by_key = html(client.get(f"/ui/runs/{run_id}?sort=key&desc=true&page=3"))
     assert rows_of(by_key, "cases") == [s["case_id"] for s in reversed(scores[:20])]
 
@@ -284,8 +285,8 @@ def test_the_pages_read_sqlite_and_postgresql_alike(store_services: Services) ->
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def score(key: str, overall: float | None, status: CaseStatus, **fields: Any) -> CaseScore:
-    return CaseScore(
+def score(key: str, overall: float | None, status: CaseStatus) -> views.CaseRow:
+    model = CaseScore(
         case_id=uuid4(),
         run_id=uuid4(),
         test_case_key=key,
@@ -298,8 +299,8 @@ def score(key: str, overall: float | None, status: CaseStatus, **fields: Any) ->
         scored=overall is not None,
         gate=GateRule.SCORE_THRESHOLD,
         gate_reason="",
-        **fields,
     )
+    return views.CaseRow.of(model.model_dump(mode="json"))
 
 
 def test_select_cases_sorts_missing_values_last_both_ways() -> None:

@@ -246,7 +246,7 @@ def run_page(
     def build() -> dict[str, Any]:
         run = services.reads.get_run(run_id)
         summary = services.reads.summary(run_id)
-        scores = services.reads.case_scores(run_id)
+        scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
