@@ -156,7 +156,7 @@ def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
     return (value is None, value or 0.0, s.test_case_key, s.repetition)
 
 
-def select_cases(scores: Sequence[CaseScore], flaky: set[str], query: CaseQuery) -> CasePage:
+def select_cases(scores: Sequence[CaseRow], flaky: set[str], query: CaseQuery) -> CasePage:
     """Filter, sort and paginate a run's cases (opening order unless sorted)."""
     kept = [s for s in scores if _keep(s, query, flaky)]
     if query.sort is not SortKey.ORDER:
