@@ -719,6 +719,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
     from evaledger.api.app import create_app
 
+    if args.open:
+        from evaledger.api.web.launch import open_when_up
+
+        open_when_up(f"http://{args.host}:{args.port}")
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
@@ -766,6 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "serve the HTTP API", json=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
     p = add("import", cmd_import, "import run bundles (idempotent)")
     p.add_argument("files", nargs="+", metavar="FILE")
     p = add("export", cmd_export, "export a run as a run bundle", json=False)
