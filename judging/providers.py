@@ -23,7 +23,7 @@ from evaledger.judging.prompt import RenderedPrompt
 
 PROVIDERS = ("openai", "anthropic", "replay")
 VENDOR_ALIASES = {"azure": "openai", "azure_openai": "openai", "gemini": "google"}
-DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-5"}
+DEFAULT_MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-6"}
 KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 REPLAY_FORMAT = "evaledger.judge-replies/1"
@@ -38,6 +38,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.5, 10.0),
     "gpt-4o-mini": (0.15, 0.6),
     "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
     "claude-haiku-4-5": (1.0, 5.0),
     "claude-opus-4-1": (15.0, 75.0),
 }
