@@ -57,12 +57,14 @@ issue.
 
 ## Metrics
 {% for m in metrics %}
+
 ### {{ m.display_name }} (`{{ m.name }}`) — \
 {% if m.score_type == "binary" %}Binary (pass/fail){% else %}Scored (0-5 integer){% endif %}
 
 {{ m.description }}
 {{ m.rubric }}
 {% endfor %}
+
 ## Output format
 Return only a JSON object, no prose around it, with one key per metric id above\
 {% if outcomes %} and the key `expected_outcomes`{% endif %}:
@@ -73,28 +75,36 @@ USER_TEMPLATE = """\
 ## Test case context
 Test case: {{ case_name }}
 Expected outcomes:
-{% if outcomes %}{% for o in outcomes %}{{ loop.index }}. {{ o }}
-{% endfor %}{% else %}(none)
-{% endif %}
+{% for o in outcomes %}
+{{ loop.index }}. {{ o }}
+{% else %}
+(none)
+{% endfor %}
+
 Agent system prompt:
 {{ system_prompt if system_prompt else "(not captured for this run)" }}
 
 Agent tools:
 {{ tools if tools else "(not captured)" }}
 {% if override %}
+
 ## Test case-specific evaluation emphasis
 {{ override }}
 {% endif %}
 {% if outcomes %}
+
 ## Expected outcomes
 For each expected outcome above, decide from the transcript whether it was achieved. Return \
 `expected_outcomes` as a list with one entry per outcome, in the order listed, each with the \
 outcome's `statement` copied verbatim, `passed` (true or false) and a `justification` citing \
 turn indices. An outcome the transcript does not show as achieved has not passed.
 {% endif %}
+
 ## Transcript
-{% for line in transcript %}{{ line }}
+{% for line in transcript %}
+{{ line }}
 {% endfor %}
+
 ## Metrics to score
 {{ metric_ids }}
 """
