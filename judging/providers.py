@@ -255,7 +255,9 @@ class AnthropicJudge:
 
 @dataclass
 class ReplayJudge:
-    """Answers from recorded replies (offline demo and tests), keyed by test case key.
+    """Answers from recorded replies (offline demo and tests).
+
+    Replies are keyed `test_case_key#repetition`, or `test_case_key` for every repetition.
 
     The file (`evaledger.judge-replies/1`) names the judge that gave the replies; a case without a
     recorded reply gets a provider error verdict, like a judge that did not answer.
@@ -293,7 +295,7 @@ class ReplayJudge:
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """The recorded reply of the case being judged."""
         key = params.get("case_key", "")
-        reply = self.replies.get(key)
+        reply = self.replies.get(f"{key}#{params.get('repetition', 0)}") or self.replies.get(key)
         if reply is None:
             raise ProviderError(f"{self.ref.label}: no recorded reply for test case {key!r}")
         usage = reply.get("usage", {})

@@ -307,7 +307,7 @@ async def _judge_one(
     panel_id: UUID | None,
 ) -> dict[str, Any]:
     """One judge call → the fields of its JudgeVerdictRecorded (an error verdict on failure)."""
-    params = {**plan_.params, "case_key": case.key}
+    params = {**plan_.params, "case_key": case.key, "repetition": case.repetition}
     fields: dict[str, Any] = {
         "verdict_id": uuid4(),
         "template_id": prompt.template_id,

@@ -257,3 +257,28 @@ def test_missing_runs_and_jobs_are_404(client: TestClient, judges: FakeJudges) -
     assert (r.status_code, r.json()["code"]) == (404, "not_found")
     assert client.get(f"/jobs/{missing}").status_code == 404
     assert client.get(f"/runs/{missing}/agreement").status_code == 404
+
+
+def test_the_demo_judges_its_baseline_once_with_the_replay_judge(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, sqlite_url, "demo", "--json")
+    assert code == 0, err
+    demo = orjson.loads(out)
+    judging = demo["judging"]
+    # 29 cases, one without a transcript; the replayed judge failed where the original did.
+    assert judging["recorded"] == 28
+    example = judging["example"]
+    assert example["parse_status"] == "parsed" and example["template_id"] == "connexity-judge/v1"
+    assert example["prompt"].startswith("[system]\nYou are an expert evaluator")
+    assert orjson.loads(example["raw_output"])["tool_routing"]["score"] == 0
+    assert example["metric_scores"]["tool_routing"] == 0
+    assert demo["agreement"]["judges"] == [
+        "anthropic:claude-sonnet-4-5",
+        "replay:judge-replies.json",
+    ]
+    assert demo["agreement"]["case_passed"]["items"] == 27
+    before = count(sqlite_url)
+    code, out, _ = run_cli(capsys, sqlite_url, "demo", "--json")
+    assert code == 0 and orjson.loads(out)["judging"]["recorded"] == 0
+    assert count(sqlite_url) == before
