@@ -27,6 +27,7 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
         temperature=args.temperature,
         timeout_s=args.timeout,
         max_retries=args.max_retries,
+        claims=args.claims,
     )
 
 
@@ -90,8 +91,13 @@ def print_report(report: JudgeReport) -> None:
     cost = f"${report.cost_usd:.4f}"
     if report.unpriced_calls:
         cost += f" (+{report.unpriced_calls} calls without a price)"
+    what = (
+        f"claim checks ({report.claim_mode}, {report.claims} claims)"
+        if report.claim_mode
+        else "verdicts"
+    )
     print(
-        f"verdicts {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
+        f"{what} {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
         f"tokens {report.prompt_tokens} in / {report.completion_tokens} out; cost {cost}"
     )
     for f in report.failures[:20]:
@@ -179,6 +185,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per call (default 60)")
     p.add_argument(
         "--max-retries", type=int, default=3, help="retries on 429/5xx/timeouts (default 3)"
+    )
+    p.add_argument(
+        "--claims",
+        metavar="MODE",
+        help="grounding|attribution: decompose answers into atomic claims and check each "
+        "(FActScore) instead of scoring metrics",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_judge)

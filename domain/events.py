@@ -435,9 +435,35 @@ class ClaimsVerified(CaseEvent):
     """The answer was decomposed into atomic claims and each was checked."""
 
     topic_name: ClassVar[str] = "evaledger.case.claims_verified"
+    added_fields: ClassVar[frozenset[str]] = frozenset(
+        {
+            "mode",
+            "template_id",
+            "template_hash",
+            "prompt",
+            "raw_output",
+            "error",
+            "latency_ms",
+            "usage",
+            "cost_usd",
+        }
+    )
 
     claims: list[Claim]
     judge: JudgeIdentity | None = None
+    mode: Literal["grounding", "attribution"] | None = Field(
+        default=None, description="grounding: against the case's sources; attribution: per claim."
+    )
+    template_id: str | None = Field(default=None, description="Claim-check prompt template.")
+    template_hash: str | None = Field(default=None, description="Content hash of the template.")
+    prompt: str | None = Field(default=None, description="Rendered claim-check prompt.")
+    raw_output: str | None = Field(default=None, description="The judge's reply, verbatim.")
+    error: str | None = Field(
+        default=None, description="Extraction error (no claims, unparseable) or empty answer."
+    )
+    latency_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
 
 
 class StructuralCheckRecorded(CaseEvent):

@@ -351,14 +351,16 @@ def _outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
     return results
 
 
+def strip_fence(raw: str) -> str:
+    """The JSON inside a Markdown code fence, or the reply as it is."""
+    fenced = _FENCE.match(raw)
+    return fenced.group(1) if fenced else raw
+
+
 def parse_reply(raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedReply:
     """Parse a raw reply under §3.1: unparseable or a missing/invalid block → error verdict."""
-    text = raw
-    fenced = _FENCE.match(raw)
-    if fenced:
-        text = fenced.group(1)
     try:
-        data = orjson.loads(text)
+        data = orjson.loads(strip_fence(raw))
     except orjson.JSONDecodeError as e:
         return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
     if not isinstance(data, dict):

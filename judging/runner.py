@@ -17,6 +17,7 @@ from uuid import UUID, uuid4
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     CaseOpened,
+    ClaimsVerified,
     JudgeIdentity,
     JudgeVerdictRecorded,
     ParseStatus,
@@ -26,6 +27,7 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context, Ledger
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.judging.claims import MODES, answer_lines, parse_claims, render_claims
 from evaledger.judging.prompt import CaseToJudge, RenderedPrompt, parse_reply, render
 from evaledger.judging.providers import (
     JudgeRef,
@@ -59,6 +61,8 @@ class JudgeOptions:
     max_tokens: int = DEFAULT_MAX_TOKENS
     timeout_s: float = 60.0
     max_retries: int = 3
+    claims: str | None = None
+    """`grounding` or `attribution`: check claims (ClaimsVerified) instead of scoring metrics."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class JudgeReport:
     calls: int
     dry_run: bool
     self_judged: bool
+    claim_mode: str | None = None
     verdicts: int = 0
     parsed: int = 0
     errors: int = 0
@@ -121,8 +126,8 @@ class JudgeReport:
     cost_usd: float = 0.0
     unpriced_calls: int = 0
     position: int = 0
+    claims: int = 0
     failures: list[Failure] = field(default_factory=list)
-    verdict_ids: list[UUID] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The report as plain JSON values."""
@@ -142,6 +147,8 @@ class JudgeReport:
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
             "unpriced_calls": self.unpriced_calls,
+            "claims": self.claims,
+            "claim_mode": self.claim_mode,
             "position": self.position,
             "failures": [
                 {
@@ -199,6 +206,13 @@ def plan(
         raise ValidationError(
             f"concurrency: must be at least 1, got {options.concurrency}", field="concurrency"
         )
+    if options.claims is not None and options.claims not in MODES:
+        raise ValidationError(
+            f"claims: expected one of {', '.join(MODES)}, got {options.claims!r}", field="claims"
+        )
+    if options.claims is not None and len(options.judges) > 1:
+        # Claims of several judges would be summed as hallucinations: one checker per pass.
+        raise ValidationError("claims: a claim check takes one judge, not a panel", field="judge")
     if options.temperature is not None and not 0 <= options.temperature <= 2:
         raise ValidationError("temperature: must be between 0 and 2", field="temperature")
     run = ledger.get_run(run_id)
@@ -326,11 +340,7 @@ async def _judge_one(
             "error": str(e),
         }
     parsed = parse_reply(reply.text, prompt, len(case.subject.turns))
-    cost = (
-        None
-        if isinstance(judge, ReplayJudge)
-        else cost_usd(plan_.prices, judge.ref.model, reply.prompt_tokens, reply.completion_tokens)
-    )
+    cost = _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens)
     return {
         **fields,
         "judge": _identity(judge, plan_.params, reply.model_version),
@@ -347,6 +357,47 @@ async def _judge_one(
     }
 
 
+async def _check_claims(
+    judge: Provider, case: PlannedCase, prompt: RenderedPrompt, plan_: Plan
+) -> dict[str, Any]:
+    """One claim check → the fields of its ClaimsVerified (an error on failure, no claims)."""
+    fields: dict[str, Any] = {
+        "claims": [],
+        "mode": plan_.options.claims,
+        "template_id": prompt.template_id,
+        "template_hash": prompt.template_hash,
+        "prompt": prompt.text,
+        "judge": _identity(judge, plan_.params, None),
+    }
+    if not answer_lines(case.subject.turns):
+        # Nothing was answered: no call, an error the scores can count as 0 (DESIGN §10).
+        return {**fields, "error": "empty answer: the agent said nothing to check"}
+    params = {**plan_.params, "case_key": case.key, "repetition": case.repetition}
+    try:
+        reply = await judge.complete(prompt, params)
+    except ProviderError as e:
+        return {**fields, "error": f"extraction error: {e}"}
+    parsed = parse_claims(reply.text)
+    return {
+        **fields,
+        "claims": parsed.claims,
+        "judge": _identity(judge, plan_.params, reply.model_version),
+        "raw_output": reply.text,
+        "error": parsed.error,
+        "latency_ms": reply.latency_ms,
+        "usage": Usage(
+            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
+        ),
+        "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
+    }
+
+
+def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
+    if isinstance(judge, ReplayJudge):
+        return None  # a replayed reply costs nothing now
+    return cost_usd(plan_.prices, judge.ref.model, prompt_tokens, completion)
+
+
 def _agent_vendor(case: PlannedCase) -> str | None:
     return vendor_of(case.subject.agent.provider, case.subject.agent.model)
 
@@ -361,14 +412,19 @@ async def _execute(
 
     async def judge_case(case: PlannedCase) -> None:
         nonlocal done
-        prompt = render(case.subject, plan_.metrics)
+        mode = plan_.options.claims
+        prompt = render_claims(case.subject, mode) if mode else render(case.subject, plan_.metrics)
         panel_id = uuid4() if len(plan_.judges) > 1 else None
 
         async def vote(judge: Provider) -> None:
             async with semaphore:
-                fields = await _judge_one(judge, case, prompt, plan_, panel_id)
+                if mode:
+                    fields = await _check_claims(judge, case, prompt, plan_)
+                else:
+                    fields = await _judge_one(judge, case, prompt, plan_, panel_id)
+            cls = ClaimsVerified if mode else JudgeVerdictRecorded
             written = await asyncio.to_thread(
-                ledger.record, case.case_id, JudgeVerdictRecorded, ctx, fields, judgement=True
+                ledger.record, case.case_id, cls, ctx, fields, judgement=True
             )
             async with lock:
                 _count(report, case, judge, fields, written.position)
@@ -399,6 +455,7 @@ def _empty_report(plan_: Plan) -> JudgeReport:
         calls=plan_.calls,
         dry_run=plan_.options.dry_run,
         self_judged=plan_.self_judged,
+        claim_mode=plan_.options.claims,
     )
 
 
@@ -406,8 +463,8 @@ def _count(
     report: JudgeReport, case: PlannedCase, judge: Provider, fields: Mapping[str, Any], pos: int
 ) -> None:
     report.verdicts += 1
-    report.verdict_ids.append(fields["verdict_id"])
     report.position = max(report.position, pos)
+    report.claims += len(fields.get("claims", []))
     usage = fields.get("usage")
     if usage is not None:
         report.prompt_tokens += usage.prompt_tokens
@@ -416,7 +473,7 @@ def _count(
             report.unpriced_calls += 1
         else:
             report.cost_usd += fields["cost_usd"]
-    if fields["parse_status"] is ParseStatus.PARSED:
+    if fields.get("error") is None:
         report.parsed += 1
     else:
         report.errors += 1
@@ -447,7 +504,11 @@ def dry_run_prompts(plan_: Plan) -> list[dict[str, Any]]:
             "case_id": str(c.case_id),
             "test_case_key": c.key,
             "repetition": c.repetition,
-            "prompt": render(c.subject, plan_.metrics).text,
+            "prompt": (
+                render_claims(c.subject, plan_.options.claims)
+                if plan_.options.claims
+                else render(c.subject, plan_.metrics)
+            ).text,
         }
         for c in plan_.cases
     ]

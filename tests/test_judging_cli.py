@@ -282,3 +282,20 @@ def test_the_demo_judges_its_baseline_once_with_the_replay_judge(
     code, out, _ = run_cli(capsys, sqlite_url, "demo", "--json")
     assert code == 0 and orjson.loads(out)["judging"]["recorded"] == 0
     assert count(sqlite_url) == before
+
+
+def test_judge_claims_from_the_command_line(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    from tests.fake_judges import Answer
+
+    reply = {"claims": [{"claim": "N-1042 is late", "support": "supported", "source": "turn 2"}]}
+    judges.script = lambda kind, body: Answer(text=orjson.dumps(reply).decode())
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    code, out, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--judge", "openai:gpt-4.1", "--claims", "grounding"
+    )
+    assert code == 0, err
+    assert "claim checks (grounding, 2 claims) 2: 2 parsed, 0 errors" in out
+    code, _, err = run_cli(capsys, sqlite_url, "judge", run_id, "--claims", "vibes")
+    assert code == 2 and "claims: expected one of grounding, attribution" in err

@@ -45,6 +45,11 @@ class JudgeBody(BaseModel):
     temperature: float | None = Field(default=None, description="Sampling temperature (0.2).")
     timeout_s: float = Field(default=60.0, gt=0, description="Seconds per call.")
     max_retries: int = Field(default=3, ge=0, le=10, description="Retries on 429/5xx/timeouts.")
+    claims: str | None = Field(
+        default=None,
+        description="grounding or attribution: check atomic claims (ClaimsVerified) instead of "
+        "scoring metrics.",
+    )
 
 
 class JobStatus(StrEnum):
@@ -82,6 +87,8 @@ class JudgeReportOut(BaseModel):
     completion_tokens: int
     cost_usd: float = Field(description="Cost of the priced calls, USD.")
     unpriced_calls: int = Field(description="Calls whose model has no price.")
+    claims: int = Field(description="Atomic claims recorded (claim checks).")
+    claim_mode: str | None = Field(description="grounding or attribution; null for metrics.")
     position: int = Field(description="Log position of the last verdict written.")
     failures: list[JudgeFailure]
 
@@ -190,6 +197,7 @@ def judge_run(
         temperature=body.temperature,
         timeout_s=body.timeout_s,
         max_retries=body.max_retries,
+        claims=body.claims,
     )
     planned = plan(services.ledger, run_id, options, environment())
     job = JudgeJob(
