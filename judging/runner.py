@@ -33,6 +33,7 @@ from evaledger.judging.providers import (
     JudgeRef,
     Provider,
     ProviderError,
+    ProviderRefusedError,
     ReplayJudge,
     cost_usd,
     default_judges,
@@ -407,6 +408,7 @@ async def _execute(
 ) -> JudgeReport:
     report = _empty_report(plan_)
     semaphore = asyncio.Semaphore(plan_.options.concurrency)
+    refused = asyncio.Event()
     done = 0
     lock = asyncio.Lock()
 
@@ -418,10 +420,17 @@ async def _execute(
 
         async def vote(judge: Provider) -> None:
             async with semaphore:
-                if mode:
-                    fields = await _check_claims(judge, case, prompt, plan_)
-                else:
-                    fields = await _judge_one(judge, case, prompt, plan_, panel_id)
+                if refused.is_set():
+                    return
+                try:
+                    if mode:
+                        fields = await _check_claims(judge, case, prompt, plan_)
+                    else:
+                        fields = await _judge_one(judge, case, prompt, plan_, panel_id)
+                except ProviderRefusedError:
+                    # A refused request (bad key, unknown model) makes no verdict: stop the pass.
+                    refused.set()
+                    raise
             cls = ClaimsVerified if mode else JudgeVerdictRecorded
             written = await asyncio.to_thread(
                 ledger.record, case.case_id, cls, ctx, fields, judgement=True

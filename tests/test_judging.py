@@ -334,3 +334,22 @@ def test_a_price_table_file_overrides_the_defaults(
     report = judge(services, run_id, env, judges=("openai:gpt-4.1",))
     # (1200 x 10 + 300 x 20) / 1e6 per call
     assert report.cost_usd == pytest.approx(2 * 0.018, abs=1e-12)
+
+
+def test_a_refused_request_stops_the_pass_instead_of_recording_error_verdicts(
+    services: Services, judges: FakeJudges
+) -> None:
+    from evaledger.judging.providers import ProviderRefusedError
+
+    judges.script = lambda kind, body: Answer(
+        status=401, body=b'{"error": {"message": "invalid x-api-key", "type": "auth"}}'
+    )
+    run_id = import_unjudged(services)
+    before = event_count(services)
+    with pytest.raises(ProviderRefusedError) as e:
+        judge(
+            services, run_id, judges.env(), judges=("anthropic:claude-sonnet-4-6",), concurrency=1
+        )
+    assert e.value.detail.startswith("judge anthropic:claude-sonnet-4-6 refused the request: 401")
+    # A bad key is not a verdict about a transcript: nothing is recorded, nothing is retried.
+    assert event_count(services) == before and judges.calls() == 1

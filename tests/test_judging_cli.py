@@ -299,3 +299,19 @@ def test_judge_claims_from_the_command_line(
     assert "claim checks (grounding, 2 claims) 2: 2 parsed, 0 errors" in out
     code, _, err = run_cli(capsys, sqlite_url, "judge", run_id, "--claims", "vibes")
     assert code == 2 and "claims: expected one of grounding, attribution" in err
+
+
+def test_a_job_whose_judge_refuses_fails_with_the_reason(
+    client: TestClient, services: Services, judges: FakeJudges
+) -> None:
+    from tests.fake_judges import Answer
+
+    judges.script = lambda kind, body: Answer(status=403, body=b'{"error": {"message": "no"}}')
+    run_id = imported(client)
+    before = event_count(services)
+    r = client.post(f"/runs/{run_id}/judge", json={"judges": ["openai:gpt-4.1"], "concurrency": 1})
+    assert r.status_code == 202, r.text
+    job = wait_for(client, r.json()["job_id"])
+    assert job["status"] == "failed" and job["report"] is None
+    assert job["error"].startswith("judge openai:gpt-4.1 refused the request: 403")
+    assert event_count(services) == before
