@@ -214,6 +214,10 @@ def plan(
     if options.claims is not None and len(options.judges) > 1:
         # Claims of several judges would be summed as hallucinations: one checker per pass.
         raise ValidationError("claims: a claim check takes one judge, not a panel", field="judge")
+    if options.timeout_s <= 0:
+        raise ValidationError("timeout: must be more than 0 seconds", field="timeout")
+    if not 0 <= options.max_retries <= 10:
+        raise ValidationError("max_retries: must be between 0 and 10", field="max_retries")
     if options.temperature is not None and not 0 <= options.temperature <= 2:
         raise ValidationError("temperature: must be between 0 and 2", field="temperature")
     run = ledger.get_run(run_id)

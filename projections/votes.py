@@ -88,46 +88,35 @@ class JudgeVotesProjection:
         """Nothing cached."""
 
     def process(self, conn: Connection, batch: Batch) -> None:
-        """Insert verdicts, mark corrections."""
+        """Insert verdicts (batched), mark corrections."""
         runs: dict[str, str] = {}
+        new_cases: list[dict[str, Any]] = []
+        new_votes: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            # Inserts are batched; a correction needs the rows it updates written first.
+            if new_cases:
+                conn.execute(vote_cases.insert(), new_cases)
+                new_cases.clear()
+            if new_votes:
+                conn.execute(votes.insert(), new_votes)
+                new_votes.clear()
+
         for position, event in batch:
             cid = str(event.originator_id)
             if isinstance(event, CaseOpened):
                 runs[cid] = str(event.run_id)
-                conn.execute(vote_cases.insert().values(case_id=cid, run_id=str(event.run_id)))
+                new_cases.append({"case_id": cid, "run_id": str(event.run_id)})
             elif isinstance(event, JudgeVerdictRecorded):
-                run_id = (
-                    runs.get(cid)
-                    or conn.execute(
+                run_id = runs.get(cid)
+                if run_id is None:
+                    run_id = conn.execute(
                         select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
                     ).scalar_one()
-                )
-                conn.execute(
-                    votes.insert().values(
-                        verdict_id=str(event.verdict_id),
-                        case_id=cid,
-                        run_id=run_id,
-                        judge=judge_label(event.judge),
-                        panel_id=None if event.panel_id is None else str(event.panel_id),
-                        self_judged=event.self_judged,
-                        valid=event.error is None and event.parse_status is ParseStatus.PARSED,
-                        invalidated=False,
-                        metric_scores=json.dumps(
-                            [
-                                {"metric": m.metric, "score": m.score, "passed": m.passed}
-                                for m in event.metric_scores
-                            ]
-                        ),
-                        outcomes=json.dumps(
-                            [
-                                {"statement": o.statement, "passed": o.passed}
-                                for o in event.expected_outcomes
-                            ]
-                        ),
-                        position=position,
-                    )
-                )
+                    runs[cid] = run_id
+                new_votes.append(_vote_row(event, cid, run_id, position))
             elif isinstance(event, VerdictInvalidated):
+                flush()
                 conn.execute(
                     update(votes)
                     .where(votes.c.verdict_id == str(event.verdict_id))
@@ -145,11 +134,40 @@ class JudgeVotesProjection:
                 if event.passed is not None:
                     values["human_passed"] = event.passed
                 if values:
+                    flush()
                     conn.execute(
                         update(votes)
                         .where(votes.c.verdict_id == str(event.verdict_id))
                         .values(**values)
                     )
+        flush()
+
+
+def _vote_row(
+    event: JudgeVerdictRecorded, case_id: str, run_id: str, position: int
+) -> dict[str, Any]:
+    return {
+        "verdict_id": str(event.verdict_id),
+        "case_id": case_id,
+        "run_id": run_id,
+        "judge": judge_label(event.judge),
+        "panel_id": None if event.panel_id is None else str(event.panel_id),
+        "self_judged": event.self_judged,
+        "valid": event.error is None and event.parse_status is ParseStatus.PARSED,
+        "invalidated": False,
+        "metric_scores": json.dumps(
+            [
+                {"metric": m.metric, "score": m.score, "passed": m.passed}
+                for m in event.metric_scores
+            ]
+        ),
+        "outcomes": json.dumps(
+            [{"statement": o.statement, "passed": o.passed} for o in event.expected_outcomes]
+        ),
+        "human_scores": None,
+        "human_passed": None,
+        "position": position,
+    }
 
 
 def _value(m: dict[str, Any]) -> float | None:

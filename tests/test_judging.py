@@ -125,6 +125,9 @@ def test_a_well_formed_reply_becomes_a_parsed_verdict_with_prompt_reply_usage_an
         assert body["response_format"]["json_schema"]["strict"] is True
         assert body["temperature"] == 0.2
         assert v.judge.temperature == 0.2
+    # Keys are never stored: not in any event of the store.
+    stored = b"".join(n.state for n in services.ledger.notifications(1, 10_000))
+    assert b"sk-test" not in stored and b"127.0.0.1" not in stored
     # Scores now come from the ledger's own verdicts: 4/5 on every metric = 80.
     services.sync()
     scores = {s.test_case_key: s for s in services.reads.case_scores(run_id)}

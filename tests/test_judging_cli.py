@@ -98,7 +98,10 @@ def test_a_run_imported_without_verdicts_is_judged_with_both_wire_formats_and_ex
     report = orjson.loads(out)
     assert report["judges"] == ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"]
     # Both judges gave 4 everywhere: agreement is perfect but κ and α are undefined (0/0).
-    assert [(m["items"], m["krippendorff_alpha"]) for m in report["metrics"]][0] == (2, None)
+    assert [
+        (m["items"], m["krippendorff_alpha"], m["cohen_kappa"], m["pairs"][0]["percent_agreement"])
+        for m in report["metrics"]
+    ] == [(2, None, None, 1.0)] * 8
     code, out, _ = run_cli(capsys, store_url, "agreement", run_id)
     assert "measure" in out and "tool_routing" in out and "case_passed" in out
 
