@@ -49,14 +49,15 @@ def test_alpha_of_a_three_unit_example() -> None:
 def test_alpha_reproduces_krippendorffs_published_example_with_missing_values() -> None:
     # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", 4 observers x 12 units
     # with missing values: ordinal α = 0.815 (nominal 0.743, interval 0.849).
-    rows = {
+    rows: dict[str, list[int | None]] = {
         "A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
         "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
         "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
         "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
     }
     units = {
-        f"u{i}": {r: float(v[i]) for r, v in rows.items() if v[i] is not None} for i in range(12)
+        f"u{i}": {r: float(x) for r, v in rows.items() if (x := v[i]) is not None}
+        for i in range(12)
     }
     assert round(krippendorff_alpha_ordinal(units) or 0, 3) == 0.815
     # Unit 12 has a single value: it is not pairable and changes nothing.
