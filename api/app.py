@@ -11,7 +11,7 @@ from fastapi_offline import FastAPIOffline
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, reports, runs
+from evaledger.api.routes import cases, config, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.web import pages
 
@@ -53,4 +53,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(runs.router)
     app.include_router(cases.router)
     pages.install(app)
+    app.include_router(judging.router)
     return app

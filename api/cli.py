@@ -851,6 +851,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("explain", cmd_explain, "how a case's verdict became its pass/fail and run aggregate")
     p.add_argument("case", metavar="CASE")
     p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")
+    from evaledger.api import cli_judging
+
+    cli_judging.register(sub, common)
     return parser
 
 

@@ -591,10 +591,21 @@ class Ledger:
         return case
 
     def record(
-        self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]
+        self,
+        case_id: UUID,
+        cls: type[CaseEvent],
+        ctx: Context,
+        body: Mapping[str, Any],
+        *,
+        judgement: bool = False,
     ) -> Written:
-        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...)."""
-        overrides = cls in (VerdictOverridden, VerdictInvalidated)
+        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...).
+
+        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
+        correction it is allowed on a closed run: it is a fact about the transcript, not a new
+        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
+        """
+        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
 
         def command() -> Written:
             case = self.get_case(case_id)
