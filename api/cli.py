@@ -432,22 +432,19 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "events": report.events,
-                "aggregates": report.aggregates,
-                "runs_sealed": report.runs_sealed,
-                "broken": report.broken,
-            }
-        )
+        emit_json(report.as_json())
     elif report.ok:
         print(
             f"ok: {report.events} events in {report.aggregates} aggregates, "
-            f"{report.runs_sealed} sealed runs"
+            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
+            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
         )
+        if report.checkpoint is not None:
+            print(f"checkpoint: {report.checkpoint}")
     else:
-        print(f"BROKEN: first broken link: {report.broken[0]}")
+        print(
+            f"BROKEN at position {report.first_broken_position}: {report.broken[0]}"
+        )
         for line in report.broken[1:10]:
             print(f"  also: {line}")
     return EXIT_OK if report.ok else EXIT_FAIL
