@@ -442,9 +442,7 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
         if report.checkpoint is not None:
             print(f"checkpoint: {report.checkpoint}")
     else:
-        print(
-            f"BROKEN at position {report.first_broken_position}: {report.broken[0]}"
-        )
+        print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
     return EXIT_OK if report.ok else EXIT_FAIL
