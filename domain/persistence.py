@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlparse
 from uuid import UUID
 
 import orjson
-from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.persistence import (
+    DatabaseError,
+    InterfaceError,
+    InternalError,
+    Mapper,
+    Notification,
+    OperationalError,
+    StoredEvent,
+    Transcoder,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
@@ -21,10 +31,11 @@ from evaledger.domain.chain import (
     HashedStoredEvent,
     postgres_chain_ddl,
 )
-from evaledger.domain.errors import ValidationError
+from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+T = TypeVar("T")
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 """(topic name, from version) → function taking the v(n) state dict to v(n+1)."""
@@ -116,6 +127,36 @@ class StorageLocation:
 
 DEFAULT_DB_URL = "sqlite:///.evaledger/"
 
+CONNECT_TIMEOUT = 3
+"""Seconds to open a PostgreSQL connection (or wait for a pooled one) before giving up."""
+STATEMENT_TIMEOUT_MS = 60_000
+"""Longest a PostgreSQL statement may run (a lost lock or a runaway query ends, not hangs)."""
+RECONNECT_TIMEOUT = 5.0
+"""The events pool gives up a reconnection attempt after this; the next request starts anew,
+so recovery after an outage never waits on a long exponential backoff."""
+
+POSTGRES_OPTIONS = f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+@contextmanager
+def store_errors(store: str) -> Iterator[None]:
+    """Report an unreachable, locked or corrupt store as InfrastructureError (503 / exit 3).
+
+    Conflicts (IntegrityError) and bad statements keep their own types.
+    """
+    try:
+        yield
+    except (OperationalError, InterfaceError, InternalError) as e:
+        raise InfrastructureError(f"{store} is unavailable: {_first_line(e)}") from e
+    except DatabaseError as e:
+        if type(e) is not DatabaseError:
+            raise
+        raise InfrastructureError(f"{store} is unreadable: {_first_line(e)}") from e
+
 
 def parse_db_url(url: str) -> StorageLocation:
     """`sqlite:///dir/` or `sqlite:///file.db` or `postgresql://user@host:port/db`.
@@ -170,8 +211,12 @@ def parse_db_url(url: str) -> StorageLocation:
             "POSTGRES_PORT": str(parsed.port or 5432),
             "POSTGRES_USER": unquote(parsed.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parsed.password or ""),
-            "POSTGRES_POOL_SIZE": "5",
-            "POSTGRES_MAX_OVERFLOW": "10",
+            # One connection kept per process (a CLI uses one at a time); a server grows the
+            # pool on demand up to 1 + 9 and shrinks it back when idle.
+            "POSTGRES_POOL_SIZE": "1",
+            "POSTGRES_MAX_OVERFLOW": "9",
+            # How long a request waits for a pooled connection before the store counts as down.
+            "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
             "APPLICATION_RECORDER_TOPIC": f"{__name__}:ChunkedPostgresApplicationRecorder",
         }
         netloc = parsed.netloc
@@ -222,6 +267,42 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         self.chain.append(c, stored_events, ids)
         return ids
 
+    @property
+    def _name(self) -> str:
+        return f"the SQLite event store {self.datastore.pool.db_name}"
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert events and their chain block in one transaction."""
+        with store_errors(self._name):
+            return super().insert_events(stored_events, **kwargs)
+
+    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
+        """One aggregate's events."""
+        with store_errors(self._name):
+            return super().select_events(originator_id, **kwargs)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """A page of the log."""
+        with store_errors(self._name):
+            return super().select_notifications(
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            )
+
+    def max_notification_id(self) -> int:
+        """The log's head."""
+        with store_errors(self._name):
+            return super().max_notification_id()
+
 
 CHUNK_BYTES = 1_000_000
 """Largest state payload sent to PostgreSQL in one statement."""
@@ -243,18 +324,70 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
     def __init__(
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
     ) -> None:
-        super().__init__(datastore, events_table_name=events_table_name)
+        # Before super() opens the pool: every connection gets the timeouts.
+        pool: Any = datastore.pool
+        pool.kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=POSTGRES_OPTIONS)
+        pool.reconnect_timeout = RECONNECT_TIMEOUT
+        kwargs = pool.kwargs
+        self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
+        with store_errors(self._name):
+            super().__init__(datastore, events_table_name=events_table_name)
         self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
+
+    def _guarded(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call an eventsourcing method without its 10 × retry; one retry on fresh connections.
+
+        eventsourcing retries connection errors 10 times, each waiting for the pool: minutes
+        when the server is down. One retry after dropping broken idle connections is enough to
+        ride over a restart; after that the store is reported down (503 / exit 3) in seconds.
+        """
+        func = getattr(method, "__wrapped__", method)
+        with store_errors(self._name):
+            try:
+                return func(self, *args, **kwargs)
+            except (OperationalError, InterfaceError):
+                self.datastore.pool.check()
+                return func(self, *args, **kwargs)
+
+    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
+        """One aggregate's events."""
+        return self._guarded(PostgresApplicationRecorder.select_events, originator_id, **kwargs)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """A page of the log."""
+        return self._guarded(
+            PostgresApplicationRecorder.select_notifications,
+            start,
+            limit,
+            stop,
+            topics,
+            inclusive_of_start=inclusive_of_start,
+        )
+
+    def max_notification_id(self) -> int | None:
+        """The log's head."""
+        head: int | None = self._guarded(PostgresApplicationRecorder.max_notification_id)
+        return head
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """Insert events atomically, chunked when they are large."""
         if sum(len(e.state) for e in stored_events) <= CHUNK_BYTES or kwargs.get("tracking"):
-            small: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            small: Sequence[int] | None = self._guarded(
+                PostgresApplicationRecorder.insert_events, stored_events, **kwargs
+            )
             return small
         ids: list[int] = []
-        with self.datastore.transaction(commit=True) as curs:
+        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
             self._lock_table(curs)
             self._notify_channel(curs)
             for chunk in _chunks(stored_events, CHUNK_BYTES):
