@@ -15,7 +15,7 @@ from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import make_engine
+from evaledger.projections.store import grant_read_models, make_engine
 from evaledger.projections.views import all_projections
 
 
@@ -88,3 +88,20 @@ def build_ledger(settings: Settings) -> Services:
     runner = ProjectionRunner(ledger, engine, all_projections())
     reads = ReadModels(engine)
     return Services(settings, location, ledger, engine, runner, reads, Reports(reads))
+
+
+def migrate_store(settings: Settings, app_role: str | None = None) -> None:
+    """Create or repair every table, trigger and grant, as the store's owner (migration role).
+
+    On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
+    SELECT, INSERT, UPDATE, DELETE on the read models; nothing else (no DDL, no ownership).
+    """
+    location = parse_db_url(settings.db)
+    Ledger(location, migrate=True, app_role=app_role).close()
+    engine = make_engine(location.views_url)
+    try:
+        if app_role and location.kind == "postgresql":
+            with engine.begin() as conn:
+                grant_read_models(conn, app_role)
+    finally:
+        engine.dispose()

@@ -143,7 +143,14 @@ class Ledger:
         location: StorageLocation,
         clock: Callable[[], datetime] = utcnow,
         checkpoint_key: bytes | None = None,
+        migrate: bool = False,
+        app_role: str | None = None,
     ) -> None:
+        """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
+
+        `migrate` (run as the migration role) creates or repairs the tables, triggers and the
+        grants of `app_role`; otherwise they are created only when missing (single-role use).
+        """
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
         if location.kind == "postgresql":
@@ -157,16 +164,17 @@ class Ledger:
         self.app.recorder.chain.key = checkpoint_key  # type: ignore[attr-defined]
         if location.kind == "postgresql":
             recorder = cast(ChunkedPostgresApplicationRecorder, self.app.recorder)
-            if not postgres_schema_exists(recorder):
-                # A single-role set-up (development): the app creates what it needs.
-                migrate_postgres(recorder, env)
+            if migrate or not postgres_schema_exists(recorder):
+                # Without a migration role (development) the app creates what it needs.
+                migrate_postgres(recorder, env, app_role)
             check_append_only(recorder)
 
-    def migrate(self, app_role: str | None = None) -> None:
-        """Create or upgrade the PostgreSQL schema and grant `app_role` (run as the owner)."""
+    def check_store(self) -> int:
+        """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
+        head = self.position()
         if self.location.kind == "postgresql":
-            recorder = cast(ChunkedPostgresApplicationRecorder, self.app.recorder)
-            migrate_postgres(recorder, dict(self.location.events_env), app_role)
+            check_append_only(cast(ChunkedPostgresApplicationRecorder, self.app.recorder))
+        return head
 
     # -- infrastructure ----------------------------------------------------------------------
 

@@ -500,7 +500,7 @@ def migrate_postgres(
                             f"FOR EACH {level} EXECUTE FUNCTION evaledger_refuse_change()"
                         )
                 if app_role:
-                    role = _identifier(app_role)
+                    role = quote_role(app_role)
                     curs.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
                     for table in _immutable_tables(recorder):
                         curs.execute(f'GRANT SELECT, INSERT ON "{schema}"."{table}" TO {role}')
@@ -519,7 +519,8 @@ def _triggers(table: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def _identifier(name: str) -> str:
+def quote_role(name: str) -> str:
+    """A role name as a quoted SQL identifier (refusing names that could escape it)."""
     if not name or '"' in name or "\x00" in name:
         raise ValidationError(f"--app-role: not a role name: {name!r}", field="app_role")
     return f'"{name}"'

@@ -30,6 +30,8 @@ from evaledger.projections.store import projection_failures, tracking
 log = logging.getLogger(__name__)
 
 Batch = Sequence[tuple[int, DomainEvent]]
+MAX_BACKOFF = 30.0
+"""Longest wait between retries of `follow` while the store is down (seconds)."""
 
 
 class Projection(Protocol):
@@ -241,12 +243,23 @@ class ProjectionRunner:
         case a notification was missed.
         """
         last_safety = time.monotonic()
+        backoff = 0.0
         while not stop.is_set():
-            head = self.ledger.position()
-            now = time.monotonic()
-            if head > self.position() or now - last_safety > safety_interval:
-                reached = self.catch_up()
-                last_safety = now
-                if on_progress is not None:
-                    on_progress(reached)
+            try:
+                head = self.ledger.position()
+                now = time.monotonic()
+                if head > self.position() or now - last_safety > safety_interval:
+                    reached = self.catch_up()
+                    last_safety = now
+                    if on_progress is not None:
+                        on_progress(reached)
+            except InfrastructureError as e:
+                # The store is down or locked: wait and retry, never give up or crash.
+                backoff = min(MAX_BACKOFF, max(poll_interval, backoff * 2))
+                log.warning("projections: %s; retrying in %.1fs", e.detail, backoff)
+                stop.wait(backoff)
+                continue
+            if backoff:
+                log.warning("projections: the store is back")
+                backoff = 0.0
             stop.wait(poll_interval)

@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import ExceptionContext
 
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.persistence import CONNECT_TIMEOUT, POSTGRES_OPTIONS
+from evaledger.domain.persistence import CONNECT_TIMEOUT, POSTGRES_OPTIONS, quote_role
 
 metadata = MetaData()
 
@@ -198,7 +198,6 @@ def _report_store_errors(engine: Engine, store: str) -> None:
 
 def grant_read_models(conn: Connection, app_role: str) -> None:
     """Let the app role read and write the read models (run by the migration role)."""
+    role = quote_role(app_role)
     for table in metadata.sorted_tables:
-        conn.execute(
-            text(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table.name}" TO "{app_role}"')
-        )
+        conn.execute(text(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table.name}" TO {role}'))
