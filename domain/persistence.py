@@ -23,6 +23,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+from psycopg.sql import SQL
 
 from evaledger.domain.chain import (
     CHAIN_TABLE,
@@ -304,6 +305,9 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             return super().max_notification_id()
 
 
+WRITE_LOCK = 4242001
+"""Advisory lock key every writer of the events table takes for its transaction."""
+
 CHUNK_BYTES = 1_000_000
 """Largest state payload sent to PostgreSQL in one statement."""
 
@@ -311,8 +315,8 @@ CHUNK_BYTES = 1_000_000
 class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL recorder with the ledger chain, sending large saves in chunks.
 
-    Every commit appends its chain block under the EXCLUSIVE lock eventsourcing takes on the
-    events table before inserting, so chain order is notification order across processes.
+    Every commit appends its chain block under the writers' lock (below), so chain order is
+    notification order across processes.
 
     eventsourcing 9.5.6 sends a whole save as one composite-array parameter in pipeline mode;
     with psycopg 3.3 that statement never completes once it passes a few MB (measured here:
@@ -328,11 +332,22 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
         pool: Any = datastore.pool
         pool.kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=POSTGRES_OPTIONS)
         pool.reconnect_timeout = RECONNECT_TIMEOUT
+        # Open the pool's first connection before using it: a use racing the opening would
+        # grow the pool to two connections in a process that needs one.
+        datastore.pool_open_timeout = CONNECT_TIMEOUT
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
         with store_errors(self._name):
             super().__init__(datastore, events_table_name=events_table_name)
         self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
+        # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
+        # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
+        # must not have. Same effect: one inserting transaction at a time, so notification
+        # order is commit order and the chain's last block is the one this commit follows.
+        self.lock_table_statements = [
+            self.lock_table_statements[0],  # SET LOCAL lock_timeout
+            SQL("SELECT pg_advisory_xact_lock({0})").format(WRITE_LOCK),
+        ]
 
     def _guarded(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call an eventsourcing method without its 10 × retry; one retry on fresh connections.
