@@ -18,7 +18,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger, migrate_store
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.events import VerdictOverridden
+from evaledger.domain.events import JudgeVerdictRecorded, VerdictOverridden
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
 from evaledger.projections.runner import Batch, ProjectionRunner
@@ -168,11 +168,12 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     r = s.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("alice"))
     case_id = r.case_ids[0]
     verdict = s.ledger.events_of(case_id)[2]
+    assert isinstance(verdict, JudgeVerdictRecorded)
     written = s.ledger.record(
         case_id,
         VerdictOverridden,
         Context("bob"),
-        {"verdict_id": getattr(verdict, "verdict_id"), "passed": True, "reason": "misread"},
+        {"verdict_id": verdict.verdict_id, "passed": True, "reason": "misread"},
     )
     assert written.position == 14
     later = s.ledger.import_bundle(RunBundle.model_validate(bundle(key="later")), Context("a"))
@@ -206,7 +207,6 @@ def test_a_cli_process_holds_at_most_two_connections(pg_url: str) -> None:
     try:
         services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("alice"))
         services.sync()
-        assert services.reads.list_runs is not None
         assert verify(services.ledger).ok
         dbname = pg_url.rsplit("/", 1)[1]
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
