@@ -5,14 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger, migrate_store
@@ -147,8 +147,8 @@ def test_health_answers_503_while_the_trigger_is_disabled(two_roles: TwoRoles) -
 class ExplodingOnOverrides:
     """A read model with a bug: it cannot fold overrides."""
 
-    name = "exploding_v1"
-    tables = ()
+    name: str = "exploding_v1"
+    tables: Sequence[Table] = ()
 
     def process(self, conn: Connection, batch: Batch) -> None:
         for _, event in batch:
