@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlparse
 from uuid import UUID
 
 import orjson
+import psycopg
 from eventsourcing.persistence import (
     DatabaseError,
     InterfaceError,
@@ -151,7 +152,7 @@ def store_errors(store: str) -> Iterator[None]:
     """
     try:
         yield
-    except (OperationalError, InterfaceError, InternalError) as e:
+    except (OperationalError, InterfaceError, InternalError, psycopg.OperationalError) as e:
         raise InfrastructureError(f"{store} is unavailable: {_first_line(e)}") from e
     except DatabaseError as e:
         if type(e) is not DatabaseError:
@@ -332,12 +333,13 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
         pool: Any = datastore.pool
         pool.kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=POSTGRES_OPTIONS)
         pool.reconnect_timeout = RECONNECT_TIMEOUT
-        # Open the pool's first connection before using it: a use racing the opening would
-        # grow the pool to two connections in a process that needs one.
-        datastore.pool_open_timeout = CONNECT_TIMEOUT
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
         with store_errors(self._name):
+            # Open the pool's first connection before using it: a use racing the opening would
+            # grow the pool to two connections in a process that needs one. (Only here: a
+            # waiting open that times out later, in an outage, closes the pool for good.)
+            pool.open(wait=True, timeout=CONNECT_TIMEOUT)
             super().__init__(datastore, events_table_name=events_table_name)
         self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's

@@ -160,7 +160,11 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         _report_store_errors(engine, f"the SQLite read models {url.removeprefix('sqlite:///')}")
-        metadata.create_all(engine)
+        with engine.connect() as conn:
+            # Concurrent start-ups race on DDL: the write lock first, then check and create.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            metadata.create_all(conn)
+            conn.commit()
     else:
         engine = create_engine(
             url,
