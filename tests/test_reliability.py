@@ -280,17 +280,17 @@ def test_concurrent_writer_processes_leave_a_chain_that_verifies(
 def _writer_holds_the_lock(services: Services) -> bool:
     """Whether some process is inside a write transaction of the events store."""
     if services.location.is_sqlite:
-        conn = sqlite3.connect(services.location.events_env["SQLITE_DBNAME"], timeout=0)
+        lite = sqlite3.connect(services.location.events_env["SQLITE_DBNAME"], timeout=0)
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.rollback()
+            lite.execute("BEGIN IMMEDIATE")
+            lite.rollback()
             return False
         except sqlite3.OperationalError:
             return True
         finally:
-            conn.close()
-    with psycopg.connect(services.settings.db, autocommit=True) as conn:
-        row = conn.execute(
+            lite.close()
+    with psycopg.connect(services.settings.db, autocommit=True) as pg:
+        row = pg.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted",
             (WRITE_LOCK,),
         ).fetchone()
