@@ -17,15 +17,20 @@ from uuid import UUID
 import orjson
 import pydantic
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_ledger, migrate_store
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
+from evaledger.domain.errors import (
+    EvaledgerError,
+    InfrastructureError,
+    NotFoundError,
+    ValidationError,
+)
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.verify import verify
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -432,25 +437,30 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "events": report.events,
-                "aggregates": report.aggregates,
-                "runs_sealed": report.runs_sealed,
-                "broken": report.broken,
-            }
-        )
+        emit_json(report.as_json())
     elif report.ok:
         print(
             f"ok: {report.events} events in {report.aggregates} aggregates, "
-            f"{report.runs_sealed} sealed runs"
+            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
+            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
         )
+        if report.checkpoint is not None:
+            print(f"checkpoint: {report.checkpoint}")
     else:
-        print(f"BROKEN: first broken link: {report.broken[0]}")
+        print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
+    """Report the migrated store (the migration itself runs in `main`, before opening it)."""
+    granted = f", granted to {args.app_role}" if args.app_role else ""
+    print(
+        f"migrated: {services.location.kind} store at position {services.ledger.position()}, "
+        f"append-only{granted}"
+    )
+    return EXIT_OK
 
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
@@ -802,7 +812,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
-    add("verify", cmd_verify, "recompute every hash chain and run seal")
+    add("verify", cmd_verify, "recompute every hash chain, run seal and chain signature")
+    p = add(
+        "migrate",
+        cmd_migrate,
+        "create or repair tables, append-only triggers and grants (run as the migration role)",
+        json=False,
+    )
+    p.add_argument("--app-role", help="PostgreSQL role to grant SELECT/INSERT on the events")
     p = add("compare", cmd_compare, "compare two runs; exit 1 on a regression")
     p.add_argument(
         "runs",
@@ -868,7 +885,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        services = build_ledger(Settings.from_env(db=args.db))
+        settings = Settings.from_env(db=args.db)
+        if args.command == "migrate":
+            # Before opening the store: a migration repairs what opening would refuse.
+            migrate_store(settings, args.app_role)
+        services = build_ledger(settings)
+    except InfrastructureError as e:
+        fail(e.detail, EXIT_INFRA)
     except EvaledgerError as e:
         fail(e.detail)
     try:
@@ -877,6 +900,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(str(e))
     except ValidationError as e:
         fail(e.detail)
+    except InfrastructureError as e:
+        fail(e.detail, EXIT_INFRA)
     except EvaledgerError as e:
         fail(e.detail)
     except pydantic.ValidationError as e:
