@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def events_file(db: str) -> Path:
 
 
 def stored_events(db: str) -> int:
-    with sqlite3.connect(events_file(db)) as conn:
+    with closing(sqlite3.connect(events_file(db))) as conn, conn:
         (n,) = conn.execute("SELECT count(*) FROM stored_events").fetchone()
     return int(n)
 
@@ -214,7 +215,7 @@ def test_history_lists_every_event_and_the_state_at_a_version(imported: Cli) -> 
 
 
 def _tamper(db: str, case_id: str, version: int, old: bytes, new: bytes) -> None:
-    with sqlite3.connect(events_file(db)) as conn:
+    with closing(sqlite3.connect(events_file(db))) as conn, conn:
         (state,) = conn.execute(
             "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = ?",
             (case_id.replace("-", ""), version),  # stored as 32 hex digits

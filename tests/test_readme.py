@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from uuid import UUID
 
@@ -103,7 +104,7 @@ def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _stored_events(events_file: Path) -> int:
-    with sqlite3.connect(events_file) as conn:
+    with closing(sqlite3.connect(events_file)) as conn, conn:
         (n,) = conn.execute("SELECT count(*) FROM stored_events").fetchone()
     return int(n)
 
