@@ -279,8 +279,10 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles (idempotent)."""
     bundles = [(path, load_bundle(path)) for path in args.files]
     results = []
-    progress = Progress("importing")
-    for i, (path, bundle) in enumerate(bundles):
+    # Progress counts cases, not files: one bundle may hold ten thousand.
+    progress, done, total = Progress("importing cases"), 0, sum(len(b.cases) for _, b in bundles)
+    progress(done, total)
+    for path, bundle in bundles:
         r = services.ledger.import_bundle(bundle, Context(actor=args.actor))
         results.append(
             {
@@ -292,7 +294,8 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
                 "new_cases": r.new_cases,
             }
         )
-        progress(i + 1, len(bundles))
+        done += len(bundle.cases)
+        progress(done, total)
     progress.done()
     if args.json:
         emit_json({"imported": results})
@@ -474,7 +477,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     )
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
-        print(f"{shown} of {matching} {status or ''} cases shown (--limit {args.limit})")
+        what = f"{status} cases" if status else "cases"
+        print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
 
 
@@ -546,7 +550,7 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
             raise UsageError(str(e.args[0])) from None
         print(f"rebuilt {args.rebuild} to position {reached}")
         return EXIT_OK
-    progress = Progress("projecting")
+    progress = Progress("projecting events")
     reached = services.runner.catch_up(progress=progress)
     progress.done()
     print(f"projections at position {reached}")
@@ -565,7 +569,7 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     """Recompute every hash chain and seal."""
-    progress = Progress("verifying")
+    progress = Progress("verifying events")
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
