@@ -412,9 +412,7 @@ def show_payload(
     """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
     run = services.reads.get_run(run_id)
     summary = services.reads.summary(run_id)
-    scores = [s for s in services.reads.case_scores(run_id) if status in (None, s.status.value)]
-    matching = len(scores)
-    scores = scores if limit is None else scores[:limit]
+    scores, matching = services.reads.case_page(run_id, status, limit)
     return {
         "cases_matching": matching,
         "run": run.model_dump(mode="json"),

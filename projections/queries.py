@@ -40,6 +40,7 @@ class RunFilter(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str | None = None
+    key: str | None = Field(default=None, description="The run key (unique in a project).")
     suite: str | None = None
     agent: str | None = None
     status: str | None = None
@@ -95,6 +96,8 @@ class ReadModels:
         conds = []
         if f.project:
             conds.append(runs.c.project == f.project)
+        if f.key:
+            conds.append(runs.c.run_key == f.key)
         if f.suite:
             conds.append(runs.c.suite_name == f.suite)
         if f.agent:
@@ -153,6 +156,23 @@ class ReadModels:
         self.get_run(run_id)
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
+
+    def case_page(
+        self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> tuple[list[CaseScore], int]:
+        """A page of a run's case scores (opening order, one status or all) and how many match.
+
+        A page of a 10k-case run reads only that page's rows.
+        """
+        self.get_run(run_id)
+        where = [cases.c.run_id == str(run_id)]
+        if status is not None:
+            where.append(cases.c.status == status)
+        page = select(cases.c.score).where(*where).order_by(cases.c.seq).offset(offset)
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(cases).where(*where)).scalar_one()
+            texts = conn.scalars(page if limit is None else page.limit(limit)).all()
+        return [CaseScore.model_validate_json(t) for t in texts], total
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
