@@ -7,8 +7,8 @@ Regenerate the snapshot after a deliberate API change:
 from __future__ import annotations
 
 import difflib
-import re
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -272,7 +272,7 @@ def test_every_operation_is_tagged_and_creates_document_201_and_200() -> None:
         ("POST", "/runs/{run_id}/cases"),
         ("POST", "/cases/{case_id}/transcript"),
     }
-    for method, path, op in creates:
+    for _, path, op in creates:
         replay = op["responses"]["200"]["content"]["application/json"]["schema"]
         assert replay == op["responses"]["201"]["content"]["application/json"]["schema"], path
     components = schema["components"]["schemas"]
