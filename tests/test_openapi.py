@@ -302,3 +302,28 @@ def test_list_filters_are_enums_and_pages_are_bounded() -> None:
     for path in ("/runs", "/runs/{run_id}/cases", "/config/available-metrics"):
         assert params[(path, "limit")]["minimum"] == 1 and params[(path, "limit")]["maximum"]
         assert params[(path, "offset")]["minimum"] == 0
+
+
+def test_a_store_outage_is_a_503_with_the_error_shape(services: Services) -> None:
+    import socket
+
+    import psycopg
+
+    app = create_app(services=services)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def store_down() -> Services:
+        # A real driver error: nothing listens on the port.
+        psycopg.connect(host="127.0.0.1", port=port, dbname="x", connect_timeout=2)
+        return services
+
+    app.dependency_overrides[get_services] = store_down
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/health")
+    _assert_error(r, 503, "store_unavailable")
+    assert (r.json()["detail"], r.headers["retry-after"]) == (
+        "the store is unavailable; retry later",
+        "5",
+    )
