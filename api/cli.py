@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -30,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaledger.api.bootstrap import Services, Settings, build_ledger, infrastructure_error
+from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import (
     EvaledgerError,
@@ -41,6 +43,7 @@ from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.verify import verify
+from evaledger.projections.queries import LABEL_PATTERN, RunFilter
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
@@ -325,12 +328,11 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     """List runs."""
-    from evaledger.projections.queries import RunFilter
-
     services.sync()
     rows, total = services.reads.list_runs(
         RunFilter(
             project=args.project,
+            key=args.key,
             suite=args.suite,
             agent=args.agent,
             status=args.status,
@@ -949,8 +951,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("runs", cmd_runs, "list runs, newest first", reads=True)
     p.add_argument("--suite")
     p.add_argument("--agent")
-    p.add_argument("--status")
-    p.add_argument("--label", help="key=value")
+    p.add_argument("--key", help="the run key")
+    p.add_argument("--status", choices=[s.value for s in RunStatus])
+    p.add_argument("--label", type=label_filter, help="key=value")
     p.add_argument("--limit", type=positive_int, default=50, metavar="N")
     p = add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
     p.add_argument("run", metavar="RUN")
@@ -1053,6 +1056,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("shell", choices=["bash", "zsh", "tcsh"])
     p.set_defaults(func=None)
     return parser
+
+
+def label_filter(value: str) -> str:
+    """An argparse type: `key=value`, the rule of the API's `label` filter."""
+    if not re.fullmatch(LABEL_PATTERN, value):
+        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
+    return value
 
 
 def positive_int(value: str) -> int:

@@ -33,6 +33,9 @@ from evaledger.projections.views import load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 
+LABEL_PATTERN = r"^[^=]+=.*$"
+"""A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
+
 
 class RunFilter(BaseModel):
     """Filters of GET /runs."""
@@ -44,7 +47,7 @@ class RunFilter(BaseModel):
     suite: str | None = None
     agent: str | None = None
     status: str | None = None
-    label: str | None = Field(default=None, description="key=value")
+    label: str | None = Field(default=None, description="key=value", pattern=LABEL_PATTERN)
     created_from: datetime | None = None
     created_to: datetime | None = None
     limit: int = Field(default=50, ge=1, le=500)

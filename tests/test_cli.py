@@ -715,3 +715,15 @@ def test_colour_and_progress_only_on_a_terminal(tmp_path: Path) -> None:
         check=True,
     )
     assert piped.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_runs_filters_follow_the_api_rules(imported: Cli) -> None:
+    assert imported.json("runs", "--key", RUN_KEY)["total"] == 1
+    assert imported.json("runs", "--key", "other")["total"] == 0
+    assert imported.json("runs", "--status", "completed")["total"] == 1
+    code, out, err = imported("runs", "--status", "finished")
+    assert (code, out) == (2, "")
+    assert "argument --status: invalid choice: 'finished'" in err
+    code, out, err = imported("runs", "--label", "no-equals-sign")
+    assert (code, out) == (2, "")
+    assert "argument --label: expected key=value, got 'no-equals-sign'" in err

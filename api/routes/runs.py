@@ -27,12 +27,9 @@ from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
 from evaledger.projections.models import CaseStatus
-from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
 
 router = APIRouter(tags=["runs"])
-
-LABEL_PATTERN = r"^[^=]+=.*$"
-"""A label filter is `key=value` (the CLI's --label takes the same)."""
 
 
 @router.post("/runs", status_code=201, responses=replayed(Written))
