@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi_offline import FastAPIOffline
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger

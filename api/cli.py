@@ -30,8 +30,13 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger, migrate_store
-from evaledger.api.bootstrap import Services, Settings, build_ledger, infrastructure_error
+from evaledger.api.bootstrap import (
+    Services,
+    Settings,
+    build_ledger,
+    infrastructure_error,
+    migrate_store,
+)
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import (
@@ -997,7 +1002,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
-    add("verify", cmd_verify, "recompute every hash chain, run seal and chain signature", reads=True)
+    add(
+        "verify",
+        cmd_verify,
+        "recompute every hash chain, run seal and chain signature",
+        reads=True,
+    )
     p = add(
         "migrate",
         cmd_migrate,
@@ -1135,29 +1145,22 @@ def run(args: argparse.Namespace) -> int:
     services: Services | None = None
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
-        settings = Settings.from_env(db=args.db)
-        if args.command == "migrate":
-            # Before opening the store: a migration repairs what opening would refuse.
-            migrate_store(settings, args.app_role)
-        services = build_ledger(settings)
-    except InfrastructureError as e:
-        fail(e.detail, EXIT_INFRA)
-    except EvaledgerError as e:
-        fail(e.detail)
-    try:
-        code = args.func(services, args)
-    except UsageError as e:
-        fail(str(e))
-    except ValidationError as e:
-        fail(e.detail)
-    except InfrastructureError as e:
-        fail(e.detail, EXIT_INFRA)
-    except EvaledgerError as e:
-            services = build_ledger(Settings.from_env(db=args.db), create=not args.reads)
+        try:
+            # Commands registered elsewhere without `reads` may create the store.
+            reads = getattr(args, "reads", False)
+            settings = Settings.from_env(db=args.db)
+            if args.command == "migrate":
+                # Before opening the store: a migration repairs what opening would refuse.
+                migrate_store(settings, args.app_role)
+            services = build_ledger(settings, create=not reads)
             return int(args.func(services, args))
         finally:
             if services is not None:
                 services.close()
+    except UsageError as e:
+        fail(str(e))
+    except InfrastructureError as e:
+        fail(e.detail, EXIT_INFRA)
     except (ValidationError, EvaledgerError) as e:
         fail(e.detail)
     except pydantic.ValidationError as e:

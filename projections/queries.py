@@ -172,16 +172,20 @@ class ReadModels:
                 select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
             ).all()
         return [json.loads(t) for t in texts]
+
     def case_page(
         self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
     ) -> tuple[list[CaseScore], int]:
         """A page of a run's case scores (opening order, one status or all) and how many match.
 
         A page of a 10k-case run reads only that page's rows.
+        """
+        self.get_run(run_id)
         where = [cases.c.run_id == str(run_id)]
         if status is not None:
             where.append(cases.c.status == status)
         page = select(cases.c.score).where(*where).order_by(cases.c.seq).offset(offset)
+        with self.engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(cases).where(*where)).scalar_one()
             texts = conn.scalars(page if limit is None else page.limit(limit)).all()
         return [CaseScore.model_validate_json(t) for t in texts], total

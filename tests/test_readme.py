@@ -226,7 +226,7 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
         "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
         "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
         "evaledger export": "",
-        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs\n",
+        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained",
     }
     ran = []
     for command in tour():

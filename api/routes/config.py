@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
-from evaledger.api.schemas import ErrorResponse, Health, MetricPage, Written
+from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.verify import Checkpoint, verify
 
@@ -22,7 +22,7 @@ UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/health", responses=UNAVAILABLE)
-def get_health(request: Request, services: ServicesDep) -> dict[str, Any]:
+def get_health(request: Request, services: ServicesDep) -> Health:
     """The store, the log position, projection lag and failures, the last verification.
 
     503 when the store is unreachable (within a few seconds) or its append-only triggers are
@@ -33,21 +33,23 @@ def get_health(request: Request, services: ServicesDep) -> dict[str, Any]:
     failures = services.runner.failures()
     last = getattr(request.app.state, "verification", None)
     degraded = bool(failures) or (last is not None and not last["ok"])
-    return {
-        "status": "degraded" if degraded else "ok",
-        "store": services.location.kind,
-        "log_position": head,
-        "projections": positions,
-        "projection_lag": {name: head - pos for name, pos in positions.items()},
-        "projection_failures": failures,
-        "verify": None
-        if last is None
-        else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
-    }
+    return Health.model_validate(
+        {
+            "status": "degraded" if degraded else "ok",
+            "store": services.location.kind,
+            "log_position": head,
+            "projections": positions,
+            "projection_lag": {name: head - pos for name, pos in positions.items()},
+            "projection_failures": failures,
+            "verify": None
+            if last is None
+            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
+        }
+    )
 
 
 @router.get("/verify", responses=UNAVAILABLE)
-def verify_log(request: Request, services: ServicesDep) -> dict[str, Any]:
+def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
     """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
 
     The last checkpoint verified by this server is remembered: a later log that no longer
@@ -59,7 +61,7 @@ def verify_log(request: Request, services: ServicesDep) -> dict[str, Any]:
         request.app.state.verified_checkpoint = report.checkpoint
     result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
     request.app.state.verification = result
-    return result
+    return VerifyResult.model_validate(result)
 
 
 @router.get("/config/available-metrics")
