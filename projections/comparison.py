@@ -894,20 +894,31 @@ def _config_summary(diff: RunConfigDiff) -> list[str]:
     return parts
 
 
-def render_markdown(comparison: RunComparison, max_cases: int = MAX_MARKDOWN_CASES) -> str:
-    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases."""
+def render_markdown(
+    comparison: RunComparison,
+    max_cases: int = MAX_MARKDOWN_CASES,
+    gate_failures: Sequence[str] = (),
+) -> str:
+    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases.
+
+    `gate_failures` names the candidate's own failed thresholds (metrics_passed, cases_passed)
+    when the caller fails on them too, so the heading agrees with the exit code.
+    """
     c = comparison
     agg = c.aggregate
     ba, ca = agg.baseline_metrics, agg.candidate_metrics
     lines: list[str] = []
     if c.verdict.regression_detected:
         lines.append("### ❌ Regression detected")
+    elif gate_failures:
+        lines.append("### ❌ No regression, but the candidate fails its own thresholds")
     else:
         lines.append("### ✅ No regression")
     lines.append(f"Baseline `{c.baseline_run_id}` → candidate `{c.candidate_run_id}`")
     lines.append("")
-    lines.extend(f"- {reason}" for reason in c.verdict.reasons)
-    if c.verdict.reasons:
+    reasons = [*c.verdict.reasons, *(f"candidate fails its own {g}" for g in gate_failures)]
+    lines.extend(f"- {reason}" for reason in reasons)
+    if reasons:
         lines.append("")
     # Δ cells show the compared 4 dp deltas in full, so they never contradict a reason above.
     pr_delta = f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"

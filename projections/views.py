@@ -38,6 +38,7 @@ from evaledger.projections.store import (
     run_summaries,
     runs,
 )
+from evaledger.projections.votes import JudgeVotesProjection
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 IN_CHUNK = 500
@@ -355,4 +356,4 @@ class CatalogueProjection:
 
 def all_projections() -> list[Any]:
     """The projections a ledger's read side runs, in processing order."""
-    return [RunsProjection(), CasesProjection(), CatalogueProjection()]
+    return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]
