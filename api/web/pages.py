@@ -24,6 +24,7 @@ from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
+from evaledger.domain import gc
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.comparison import CompareThresholds, render_markdown
@@ -246,7 +247,8 @@ def run_page(
     def build() -> dict[str, Any]:
         run = services.reads.get_run(run_id)
         summary = services.reads.summary(run_id)
-        scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+        with gc.paused():  # 10,000 decoded scores: no cycles, nothing for the collector to find
+            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
