@@ -249,6 +249,8 @@ def test_compare_the_two_demo_runs(site: Site, page: Any) -> None:
     agg = api["aggregate"]
     assert text(page, '[data-field="pass_rate_delta"]') == fmt_signed(agg["pass_rate_delta"], 4)
     assert text(page, '[data-field="total_regressions"]') == str(agg["total_regressions"])
+    stat = api["statistics"]["verdict"].replace("_", " ")
+    assert text(page, '[data-field="stat_verdict"]').startswith(stat)
     assert page.locator("#case-classes tbody tr").count() == len(api["test_case_comparisons"])
     shot(page, "6-compare")
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, get_args
 from urllib.parse import urlencode
 from uuid import UUID
 
+import jinja2
 import pydantic
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -37,7 +38,14 @@ from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent
-templates = Jinja2Templates(directory=HERE / "templates")
+# StrictUndefined: a misspelt field is an error in the tests, not an empty cell on a page.
+templates = Jinja2Templates(
+    env=jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+)
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RUN_STATUSES = tuple(s.value for s in RunStatus)
