@@ -21,7 +21,15 @@ if __package__ in (None, ""):
 import orjson
 from fastapi.testclient import TestClient
 
-from bench.common import base_parser, generate_bundle, median_seconds, num, print_table, progress
+from bench.common import (
+    base_parser,
+    generate_bundle,
+    machine_note,
+    median_seconds,
+    num,
+    print_table,
+    progress,
+)
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
@@ -94,6 +102,7 @@ def main() -> None:
             f"baselines: GET /runs/{{id}}/cases {num(json_s * 1000, 1)} ms; "
             f"raw read + decode of {size:,} case rows {num(raw_s * 1000, 1)} ms"
         )
+        print(machine_note())
     finally:
         services.close()
 
