@@ -6,6 +6,7 @@ HTML escaping, error pages, offline API docs, and the pure helpers behind the pa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -18,6 +19,7 @@ from uuid import uuid4
 
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape as html_escape
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
@@ -145,6 +147,22 @@ def test_the_case_page_shows_the_chain_and_an_override(client: TestClient) -> No
     # The run aggregate the case enters is the API's.
     aggregate = client.get(f"/runs/{run_id}").json()["aggregate"]
     assert f"<strong>{fmt_num(aggregate['weighted_metrics_score_pct'])}</strong>" in page
+
+
+def test_what_if_a_run_config_of_ones_own(client: TestClient) -> None:
+    run_id = imported(client, [case("a", 4)])
+    case_id = case_ids(client, run_id)["a#0"]
+    config = bundle()["run"]["config"]
+    config["judge"]["pass_threshold"] = 90.0
+    spec = json.dumps(config)
+    own = html(client.get(f"/ui/cases/{case_id}"))
+    assert (field(own, "overall_score"), field(own, "passed")) == ("80.00", "yes")
+    what_if = html(client.get("/ui/cases/" + case_id, params={"spec": spec}))
+    explain = client.get(f"/cases/{case_id}/explain", params={"spec": spec}).json()
+    assert explain["gate"]["passed"] is False
+    assert (field(what_if, "overall_score"), field(what_if, "passed")) == ("80.00", "no")
+    assert "what if: not the run&#39;s spec" in what_if
+    assert str(html_escape(spec)) in what_if  # the pasted config stays in the form
 
 
 def test_text_from_the_ledger_is_escaped(client: TestClient) -> None:

@@ -10,9 +10,11 @@ import json
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
+from urllib.parse import urlencode
 from uuid import UUID
 
+import jinja2
 import pydantic
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -20,24 +22,35 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from evaledger.api.audit import case_history, explain
+from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
+from evaledger.domain import gc
+from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.metrics import ScoreType
+from evaledger.projections.comparison import CaseStatus as CaseClass
 from evaledger.projections.comparison import CompareThresholds, render_markdown
 from evaledger.projections.grading import preset_names
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent
-templates = Jinja2Templates(directory=HERE / "templates")
+# StrictUndefined: a misspelt field is an error in the tests, not an empty cell on a page.
+templates = Jinja2Templates(
+    env=jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+)
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
-RUN_STATUSES = ("created", "running", "completed", "canceled", "failed")
+RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
-COMPARE_SHOW = ("all", "regression", "improvement", "unchanged", "error")
+COMPARE_SHOW = ("all", *get_args(CaseClass))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,9 +114,7 @@ templates.env.filters.update(
 # plumbing
 
 
-def _render(
-    request: Request, template: str, build: Callable[[], dict[str, Any]], status: int = 200
-) -> Response:
+def _render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
     """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
     try:
         context = build()
@@ -115,7 +126,7 @@ def _render(
             {"title": f"Error {code}", "status": code, "detail": e.detail, "code": e.code},
             status_code=code,
         )
-    return templates.TemplateResponse(request, template, context, status_code=status)
+    return templates.TemplateResponse(request, template, context)
 
 
 def _uuid(value: str, field: str) -> UUID:
@@ -146,11 +157,11 @@ def _day(value: str, field: str, end: bool) -> datetime | None:
         raise ValidationError(f"{field}: not a date: {value!r}", field=field) from None
 
 
-def _metric_names(services: Any, project: str) -> dict[str, str]:
+def _metric_names(services: Services, project: str) -> dict[str, str]:
     return {m.name: m.display_name for m in services.reads.available_metrics(project)}
 
 
-def _all_runs(services: Any) -> list[RunRow]:
+def _all_runs(services: Services) -> list[RunRow]:
     rows, _ = services.reads.list_runs(RunFilter(limit=500))
     return list(rows)
 
@@ -211,7 +222,7 @@ def runs_page(
         rows, total = services.reads.list_runs(f)
         listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
         completed = [r for r in _all_runs(services) if r.status == "completed"]
-        query = "&".join(f"{k}={v}" for k, v in given.items() if v)
+        query = urlencode({k: v for k, v in given.items() if v})
         return {
             "pair": default_pair(completed),
             "title": "Runs",
@@ -246,7 +257,8 @@ def run_page(
     def build() -> dict[str, Any]:
         run = services.reads.get_run(run_id)
         summary = services.reads.summary(run_id)
-        scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+        with gc.paused():  # 10,000 decoded scores: no cycles, nothing for the collector to find
+            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
@@ -390,7 +402,7 @@ def compare_page(
         result = services.reports.compare(b, c, thresholds)
         cases = [t for t in result.test_case_comparisons if show == "all" or t.status == show]
         runs = {str(r.run_id): r for r in completed}
-        query = "&".join(f"{k}={v}" for k, v in given.items() if v)
+        query = urlencode({k: v for k, v in given.items() if v})
         context.update(
             result=result,
             cases=cases,
