@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.ledger import Context
-from evaledger.judging.providers import environment
-from evaledger.judging.runner import JudgeOptions, JudgeReport, dry_run_prompts, plan, run_plan
 from evaledger.projections.agreement import AgreementReport, MeasureAgreement
 from evaledger.projections.votes import agreement_report
+
+if TYPE_CHECKING:
+    from evaledger.judging.runner import JudgeOptions, JudgeReport
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line."""
+    from evaledger.judging.runner import JudgeOptions
+
     return JudgeOptions(
         judges=tuple(args.judge),
         metrics=tuple(args.metric),
@@ -56,6 +59,8 @@ class _Bar:
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
     from evaledger.api.cli import emit_json, resolve_run
+    from evaledger.judging.providers import environment
+    from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
     run_id = resolve_run(services, args.run, args.project)
     planned = plan(services.ledger, run_id, options_from(args), environment())

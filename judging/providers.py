@@ -2,7 +2,9 @@
 
 The two network providers go through the official SDKs (`openai`, `anthropic`) with their own
 timeout and retry machinery (exponential backoff on 408/409/429/5xx and connection errors,
-`retry-after` honoured). Keys and base URLs come from the environment and are never stored.
+`retry-after` honoured). The SDKs are imported when a provider is made: they take seconds to
+import, and every CLI command would pay for it otherwise. Keys and base URLs come from the
+environment and are never stored.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import anthropic
-import openai
 import orjson
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
@@ -144,6 +144,8 @@ class OpenAIJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
+        import openai
+
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
         self.client = openai.AsyncOpenAI(
@@ -155,6 +157,8 @@ class OpenAIJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One chat completion."""
+        import openai
+
         started = time.perf_counter()
         try:
             response = await self.client.chat.completions.create(
@@ -211,6 +215,8 @@ class AnthropicJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
+        import anthropic
+
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
         self.client = anthropic.AsyncAnthropic(
@@ -222,6 +228,8 @@ class AnthropicJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One message."""
+        import anthropic
+
         started = time.perf_counter()
         try:
             response = await self.client.messages.create(
