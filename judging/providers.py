@@ -10,6 +10,7 @@ environment and are never stored.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from evaledger.domain.errors import InfrastructureError, ValidationError
+from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.judging.prompt import RenderedPrompt
 
 PROVIDERS = ("openai", "anthropic", "replay")
@@ -100,8 +101,11 @@ class ProviderError(Exception):
     """The call failed after the SDK's retries (timeout, 429, 5xx, connection): an error verdict."""
 
 
-class ProviderRefusedError(InfrastructureError):
-    """The provider refused the request itself (bad key, unknown model, bad request): stop."""
+class ProviderRefusedError(EvaledgerError):
+    """The provider refused the request itself (bad key, unknown model, bad request): stop.
+
+    A configuration problem of the judging pass (exit 2), not a verdict about a transcript.
+    """
 
     code = "judge_refused"
 
@@ -132,8 +136,15 @@ def _key(provider: str, env: Mapping[str, str]) -> str:
     return key
 
 
+def _message(message: str) -> str:
+    # The SDKs prefix "Error code: 401 - " to the server's message; the status is given apart.
+    return re.sub(r"^Error code: \d+ - ", "", message)
+
+
 def _refused(ref: JudgeRef, status: int, message: str) -> ProviderRefusedError:
-    return ProviderRefusedError(f"judge {ref.label} refused the request: {status} {message}")
+    return ProviderRefusedError(
+        f"judge {ref.label} refused the request: {status} {_message(message)}"
+    )
 
 
 class OpenAIJudge:
@@ -181,7 +192,9 @@ class OpenAIJudge:
         except openai.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"{self.ref.label}: HTTP {e.status_code}: {e.message}") from None
+            raise ProviderError(
+                f"{self.ref.label}: HTTP {e.status_code}: {_message(e.message)}"
+            ) from None
         except openai.APITimeoutError:
             raise ProviderError(f"{self.ref.label}: timed out") from None
         except openai.APIError as e:
@@ -242,7 +255,9 @@ class AnthropicJudge:
         except anthropic.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"{self.ref.label}: HTTP {e.status_code}: {e.message}") from None
+            raise ProviderError(
+                f"{self.ref.label}: HTTP {e.status_code}: {_message(e.message)}"
+            ) from None
         except anthropic.APITimeoutError:
             raise ProviderError(f"{self.ref.label}: timed out") from None
         except anthropic.APIError as e:

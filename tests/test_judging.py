@@ -238,7 +238,9 @@ def test_a_500_that_exhausts_the_retries_is_an_error_verdict(
     report = judge(services, run_id, judges.env(), judges=("openai:gpt-4.1",), max_retries=2)
     assert (report.verdicts, report.errors) == (2, 2)
     assert judges.calls("openai") == 6  # 2 cases x (1 call + 2 retries)
-    assert report.failures[0].error.startswith("openai:gpt-4.1: HTTP 500")
+    assert report.failures[0].error == "openai:gpt-4.1: HTTP 500: upstream exploded", (
+        report.failures[0].error
+    )
     assert all(v.parse_status is ParseStatus.PROVIDER_ERROR for v in verdicts(services, run_id))
 
 
