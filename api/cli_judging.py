@@ -24,6 +24,7 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
         judges=tuple(args.judge),
         metrics=tuple(args.metric),
         missing_only=args.missing_only,
+        panel=args.panel,
         concurrency=args.concurrency,
         dry_run=args.dry_run,
         allow_self_judge=args.allow_self_judge,

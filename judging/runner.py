@@ -55,6 +55,8 @@ class JudgeOptions:
     judges: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     missing_only: bool = False
+    panel: bool = False
+    """Full mode: every keyed provider of a distinct vendor judges (at least two)."""
     concurrency: int = 4
     dry_run: bool = False
     allow_self_judge: bool = False
@@ -173,9 +175,15 @@ def _pair(
     if options.judges:
         refs = [JudgeRef.parse(j, f"judge[{i}]") for i, j in enumerate(options.judges)]
     else:
-        candidates = default_judges(env, configured)
+        by_vendor: dict[str | None, JudgeRef] = {}
+        for candidate in default_judges(env, configured):
+            by_vendor.setdefault(vendor_of(candidate.provider, candidate.model), candidate)
+        candidates = list(by_vendor.values())
         other = [r for r in candidates if vendor_of(r.provider, r.model) != agent_vendor]
-        if other or agent_vendor is None:
+        if options.panel:
+            # Full mode: every keyed vendor (the agent's own only when asked for).
+            refs = candidates if options.allow_self_judge else other
+        elif other or agent_vendor is None:
             refs = (other or candidates)[:1]
         elif candidates and options.allow_self_judge:
             refs = candidates[:1]
@@ -193,6 +201,13 @@ def _pair(
             )
     if len({r.label for r in refs}) != len(refs):
         raise ValidationError("judge: the same judge is given twice", field="judge")
+    if options.panel and len(refs) < 2:
+        raise ValidationError(
+            f"judge: a panel needs at least two judges of distinct vendors, found {len(refs)} "
+            f"({', '.join(r.label for r in refs) or 'none'}) besides the agent's vendor "
+            f"({agent_vendor}); set another provider's key or pass --judge",
+            field="judge",
+        )
     return refs
 
 

@@ -358,3 +358,23 @@ def test_a_refused_request_stops_the_pass_instead_of_recording_error_verdicts(
     assert e.value.detail.startswith("judge anthropic:claude-sonnet-4-6 refused the request: 401")
     # A bad key is not a verdict about a transcript: nothing is recorded, nothing is retried.
     assert event_count(services) == before and judges.calls() == 1
+
+
+def test_panel_mode_uses_every_keyed_vendor_but_the_agent_s(
+    services: Services, judges: FakeJudges
+) -> None:
+    run_id = import_unjudged(services)
+    report = judge(services, run_id, judges.env(), panel=True)
+    # The run config's judge first, then every other keyed vendor.
+    assert report.judges == ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"]
+    assert (report.calls, report.verdicts, report.parsed) == (4, 4, 4)
+    assert len({v.panel_id for v in verdicts(services, run_id)}) == 2
+    openai_agent = import_unjudged(services, agent_provider="openai", agent_model="gpt-4.1-mini")
+    before = event_count(services)
+    with pytest.raises(ValidationError, match="a panel needs at least two judges") as e:
+        judge(services, openai_agent, judges.env(), panel=True)
+    assert e.value.field == "judge" and event_count(services) == before
+    report = judge(services, openai_agent, judges.env(), panel=True, allow_self_judge=True)
+    assert report.self_judged and report.verdicts == 4
+    flags = {(v.judge.provider, v.self_judged) for v in verdicts(services, openai_agent)}
+    assert flags == {("anthropic", False), ("openai", True)}
