@@ -179,6 +179,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="metrics to score (repeatable; default: the run's spec)",
     )
+    p.add_argument(
+        "--panel",
+        action="store_true",
+        help="full mode: every keyed provider of a distinct vendor judges (at least two)",
+    )
     p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
     p.add_argument("--concurrency", type=int, default=4, help="calls in flight (default 4)")
     p.add_argument("--dry-run", action="store_true", help="plan and render; call nothing")
