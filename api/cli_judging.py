@@ -129,6 +129,8 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
         emit_json(report.model_dump(mode="json"))
         return 0
     print(f"agreement of run {run_id}: judges {', '.join(report.judges) or '(none)'}")
+    if report.self_judged:
+        print(f"self-judged (the agent's own vendor): {', '.join(report.self_judged)}")
 
     def row(m: MeasureAgreement) -> tuple[Any, ...]:
         return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
