@@ -192,13 +192,11 @@ class OpenAIJudge:
         except openai.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(
-                f"{self.ref.label}: HTTP {e.status_code}: {_message(e.message)}"
-            ) from None
+            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
         except openai.APITimeoutError:
-            raise ProviderError(f"{self.ref.label}: timed out") from None
+            raise ProviderError("timed out") from None
         except openai.APIError as e:
-            raise ProviderError(f"{self.ref.label}: {e.message}") from None
+            raise ProviderError(e.message) from None
         message = response.choices[0].message if response.choices else None
         text = (message.content or message.refusal or "") if message is not None else ""
         usage = response.usage
@@ -255,13 +253,11 @@ class AnthropicJudge:
         except anthropic.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(
-                f"{self.ref.label}: HTTP {e.status_code}: {_message(e.message)}"
-            ) from None
+            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
         except anthropic.APITimeoutError:
-            raise ProviderError(f"{self.ref.label}: timed out") from None
+            raise ProviderError("timed out") from None
         except anthropic.APIError as e:
-            raise ProviderError(f"{self.ref.label}: {e.message}") from None
+            raise ProviderError(e.message) from None
         text = "".join(getattr(block, "text", "") for block in response.content)
         return Completion(
             text=text,
@@ -320,7 +316,7 @@ class ReplayJudge:
         key = params.get("case_key", "")
         reply = self.replies.get(f"{key}#{params.get('repetition', 0)}") or self.replies.get(key)
         if reply is None:
-            raise ProviderError(f"{self.ref.label}: no recorded reply for test case {key!r}")
+            raise ProviderError(f"no recorded reply for test case {key!r}")
         usage = reply.get("usage", {})
         return Completion(
             text=str(reply["text"]),

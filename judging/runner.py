@@ -425,7 +425,7 @@ async def _check_claims(
 
 def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
     if isinstance(judge, ReplayJudge):
-        return None  # a replayed reply costs nothing now
+        return 0.0  # a replayed reply costs nothing now
     return cost_usd(plan_.prices, judge.ref.model, prompt_tokens, completion)
 
 

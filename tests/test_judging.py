@@ -220,7 +220,7 @@ def test_a_timeout_becomes_a_provider_error_verdict(services: Services, judges: 
         max_retries=0,
     )
     assert (report.verdicts, report.parsed, report.errors) == (2, 0, 2)
-    assert {f.error for f in report.failures} == {"anthropic:claude-sonnet-4-6: timed out"}
+    assert {f.error for f in report.failures} == {"timed out"}
     v = verdicts(services, run_id)[0]
     assert v.parse_status is ParseStatus.PROVIDER_ERROR
     assert (v.raw_output, v.usage, v.cost_usd) == (None, None, None)
@@ -238,9 +238,7 @@ def test_a_500_that_exhausts_the_retries_is_an_error_verdict(
     report = judge(services, run_id, judges.env(), judges=("openai:gpt-4.1",), max_retries=2)
     assert (report.verdicts, report.errors) == (2, 2)
     assert judges.calls("openai") == 6  # 2 cases x (1 call + 2 retries)
-    assert report.failures[0].error == "openai:gpt-4.1: HTTP 500: upstream exploded", (
-        report.failures[0].error
-    )
+    assert report.failures[0].error == "HTTP 500: upstream exploded", report.failures[0].error
     assert all(v.parse_status is ParseStatus.PROVIDER_ERROR for v in verdicts(services, run_id))
 
 
