@@ -121,7 +121,7 @@ def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
 
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
-    from evaledger.api.cli import emit_json, resolve_run, table
+    from evaledger.api.cli import emit_json, print_table, resolve_run
 
     run_id = resolve_run(services, args.run, args.project)
     report = agreement_of(services, run_id)
@@ -135,22 +135,18 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     def row(m: MeasureAgreement) -> tuple[Any, ...]:
         return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
 
-    print(
-        table(
-            [*(row(m) for m in report.metrics), row(report.case_passed)],
-            ["measure", "judges", "items", "alpha (ordinal)", "kappa"],
-        )
+    print_table(
+        [*(row(m) for m in report.metrics), row(report.case_passed)],
+        ["measure", "judges", "items", "alpha (ordinal)", "kappa"],
     )
     if report.human:
         print("judge vs human (overrides):")
-        print(
-            table(
-                [
-                    (h.judge, h.measure, h.items, h.percent_agreement, h.cohen_kappa)
-                    for h in report.human
-                ],
-                ["judge", "measure", "items", "agreement", "kappa"],
-            )
+        print_table(
+            [
+                (h.judge, h.measure, h.items, h.percent_agreement, h.cohen_kappa)
+                for h in report.human
+            ],
+            ["judge", "measure", "items", "agreement", "kappa"],
         )
     return 0
 

@@ -180,13 +180,13 @@ class RunsProjection:
 
 
 class CasesProjection:
-    """`cases_v1`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v2`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
     """
 
-    name = "cases_v1"
+    name = "cases_v2"
     tables = (run_summaries, cases, case_runs)
 
     def __init__(self) -> None:

@@ -89,7 +89,7 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         print_comparison,
         print_grade,
         print_rescore,
-        table,
+        print_table,
     )
     from evaledger.api.cli_judging import agreement_of
 
@@ -154,14 +154,12 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in example["metric_scores"].items())
     )
     print(f"agreement (evaledger agreement {loaded[0]['run_key']}): {', '.join(agreement.judges)}")
-    print(
-        table(
-            [
-                (m.measure, m.items, m.krippendorff_alpha, m.cohen_kappa)
-                for m in [*agreement.metrics, agreement.case_passed]
-            ],
-            ["measure", "items", "alpha (ordinal)", "kappa"],
-        )
+    print_table(
+        [
+            (m.measure, m.items, m.krippendorff_alpha, m.cohen_kappa)
+            for m in [*agreement.metrics, agreement.case_passed]
+        ],
+        ["measure", "items", "alpha (ordinal)", "kappa"],
     )
     print()
     print("what-if: the candidate under judge_errors=unscored and pass_threshold 80")
