@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.ledger import Context
-from evaledger.judging.providers import environment
-from evaledger.judging.runner import JudgeOptions, JudgeReport, dry_run_prompts, plan, run_plan
 from evaledger.projections.agreement import AgreementReport, MeasureAgreement
 from evaledger.projections.votes import agreement_report
+
+if TYPE_CHECKING:
+    from evaledger.judging.runner import JudgeOptions, JudgeReport
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line."""
+    from evaledger.judging.runner import JudgeOptions
+
     return JudgeOptions(
         judges=tuple(args.judge),
         metrics=tuple(args.metric),
         missing_only=args.missing_only,
+        panel=args.panel,
         concurrency=args.concurrency,
         dry_run=args.dry_run,
         allow_self_judge=args.allow_self_judge,
@@ -56,6 +60,8 @@ class _Bar:
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
     from evaledger.api.cli import emit_json, resolve_run
+    from evaledger.judging.providers import environment
+    from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
     run_id = resolve_run(services, args.run, args.project)
     planned = plan(services.ledger, run_id, options_from(args), environment())
@@ -123,6 +129,8 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
         emit_json(report.model_dump(mode="json"))
         return 0
     print(f"agreement of run {run_id}: judges {', '.join(report.judges) or '(none)'}")
+    if report.self_judged:
+        print(f"self-judged (the agent's own vendor): {', '.join(report.self_judged)}")
 
     def row(m: MeasureAgreement) -> tuple[Any, ...]:
         return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
@@ -168,6 +176,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ID",
         help="metrics to score (repeatable; default: the run's spec)",
+    )
+    p.add_argument(
+        "--panel",
+        action="store_true",
+        help="full mode: every keyed provider of a distinct vendor judges (at least two)",
     )
     p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
     p.add_argument("--concurrency", type=int, default=4, help="calls in flight (default 4)")

@@ -2,23 +2,24 @@
 
 The two network providers go through the official SDKs (`openai`, `anthropic`) with their own
 timeout and retry machinery (exponential backoff on 408/409/429/5xx and connection errors,
-`retry-after` honoured). Keys and base URLs come from the environment and are never stored.
+`retry-after` honoured). The SDKs are imported when a provider is made: they take seconds to
+import, and every CLI command would pay for it otherwise. Keys and base URLs come from the
+environment and are never stored.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import anthropic
-import openai
 import orjson
 
-from evaledger.domain.errors import InfrastructureError, ValidationError
+from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.judging.prompt import RenderedPrompt
 
 PROVIDERS = ("openai", "anthropic", "replay")
@@ -100,8 +101,11 @@ class ProviderError(Exception):
     """The call failed after the SDK's retries (timeout, 429, 5xx, connection): an error verdict."""
 
 
-class ProviderRefusedError(InfrastructureError):
-    """The provider refused the request itself (bad key, unknown model, bad request): stop."""
+class ProviderRefusedError(EvaledgerError):
+    """The provider refused the request itself (bad key, unknown model, bad request): stop.
+
+    A configuration problem of the judging pass (exit 2), not a verdict about a transcript.
+    """
 
     code = "judge_refused"
 
@@ -132,8 +136,15 @@ def _key(provider: str, env: Mapping[str, str]) -> str:
     return key
 
 
+def _message(message: str) -> str:
+    # The SDKs prefix "Error code: 401 - " to the server's message; the status is given apart.
+    return re.sub(r"^Error code: \d+ - ", "", message)
+
+
 def _refused(ref: JudgeRef, status: int, message: str) -> ProviderRefusedError:
-    return ProviderRefusedError(f"judge {ref.label} refused the request: {status} {message}")
+    return ProviderRefusedError(
+        f"judge {ref.label} refused the request: {status} {_message(message)}"
+    )
 
 
 class OpenAIJudge:
@@ -144,6 +155,8 @@ class OpenAIJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
+        import openai
+
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
         self.client = openai.AsyncOpenAI(
@@ -155,6 +168,8 @@ class OpenAIJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One chat completion."""
+        import openai
+
         started = time.perf_counter()
         try:
             response = await self.client.chat.completions.create(
@@ -177,11 +192,11 @@ class OpenAIJudge:
         except openai.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"{self.ref.label}: HTTP {e.status_code}: {e.message}") from None
+            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
         except openai.APITimeoutError:
-            raise ProviderError(f"{self.ref.label}: timed out") from None
+            raise ProviderError("timed out") from None
         except openai.APIError as e:
-            raise ProviderError(f"{self.ref.label}: {e.message}") from None
+            raise ProviderError(e.message) from None
         message = response.choices[0].message if response.choices else None
         text = (message.content or message.refusal or "") if message is not None else ""
         usage = response.usage
@@ -211,6 +226,8 @@ class AnthropicJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
+        import anthropic
+
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
         self.client = anthropic.AsyncAnthropic(
@@ -222,6 +239,8 @@ class AnthropicJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One message."""
+        import anthropic
+
         started = time.perf_counter()
         try:
             response = await self.client.messages.create(
@@ -234,11 +253,11 @@ class AnthropicJudge:
         except anthropic.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"{self.ref.label}: HTTP {e.status_code}: {e.message}") from None
+            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
         except anthropic.APITimeoutError:
-            raise ProviderError(f"{self.ref.label}: timed out") from None
+            raise ProviderError("timed out") from None
         except anthropic.APIError as e:
-            raise ProviderError(f"{self.ref.label}: {e.message}") from None
+            raise ProviderError(e.message) from None
         text = "".join(getattr(block, "text", "") for block in response.content)
         return Completion(
             text=text,
@@ -297,7 +316,7 @@ class ReplayJudge:
         key = params.get("case_key", "")
         reply = self.replies.get(f"{key}#{params.get('repetition', 0)}") or self.replies.get(key)
         if reply is None:
-            raise ProviderError(f"{self.ref.label}: no recorded reply for test case {key!r}")
+            raise ProviderError(f"no recorded reply for test case {key!r}")
         usage = reply.get("usage", {})
         return Completion(
             text=str(reply["text"]),

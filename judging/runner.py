@@ -55,6 +55,8 @@ class JudgeOptions:
     judges: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     missing_only: bool = False
+    panel: bool = False
+    """Full mode: every keyed provider of a distinct vendor judges (at least two)."""
     concurrency: int = 4
     dry_run: bool = False
     allow_self_judge: bool = False
@@ -173,9 +175,15 @@ def _pair(
     if options.judges:
         refs = [JudgeRef.parse(j, f"judge[{i}]") for i, j in enumerate(options.judges)]
     else:
-        candidates = default_judges(env, configured)
+        by_vendor: dict[str | None, JudgeRef] = {}
+        for candidate in default_judges(env, configured):
+            by_vendor.setdefault(vendor_of(candidate.provider, candidate.model), candidate)
+        candidates = list(by_vendor.values())
         other = [r for r in candidates if vendor_of(r.provider, r.model) != agent_vendor]
-        if other or agent_vendor is None:
+        if options.panel:
+            # Full mode: every keyed vendor (the agent's own only when asked for).
+            refs = candidates if options.allow_self_judge else other
+        elif other or agent_vendor is None:
             refs = (other or candidates)[:1]
         elif candidates and options.allow_self_judge:
             refs = candidates[:1]
@@ -193,6 +201,13 @@ def _pair(
             )
     if len({r.label for r in refs}) != len(refs):
         raise ValidationError("judge: the same judge is given twice", field="judge")
+    if options.panel and len(refs) < 2:
+        raise ValidationError(
+            f"judge: a panel needs at least two judges of distinct vendors, found {len(refs)} "
+            f"({', '.join(r.label for r in refs) or 'none'}) besides the agent's vendor "
+            f"({agent_vendor}); set another provider's key or pass --judge",
+            field="judge",
+        )
     return refs
 
 
@@ -211,9 +226,6 @@ def plan(
         raise ValidationError(
             f"claims: expected one of {', '.join(MODES)}, got {options.claims!r}", field="claims"
         )
-    if options.claims is not None and len(options.judges) > 1:
-        # Claims of several judges would be summed as hallucinations: one checker per pass.
-        raise ValidationError("claims: a claim check takes one judge, not a panel", field="judge")
     if options.timeout_s <= 0:
         raise ValidationError("timeout: must be more than 0 seconds", field="timeout")
     if not 0 <= options.max_retries <= 10:
@@ -240,6 +252,9 @@ def plan(
         else None
     )
     refs = _pair(options, agent_vendor, configured, env)
+    if options.claims is not None and len(refs) > 1:
+        # Claims of several judges would be summed as hallucinations: one checker per pass.
+        raise ValidationError("claims: a claim check takes one judge, not a panel", field="judge")
     prices = load_prices(env)
     judges = [make_provider(r, env, options.timeout_s, options.max_retries) for r in refs]
     vendors = [j.vendor for j in judges]
@@ -256,10 +271,14 @@ def plan(
             f"the agent's vendor ({agent_vendor}); self-judging needs --allow-self-judge",
             field="judge",
         )
-    cases, skipped = _cases(ledger, run.case_ids, created.agent, options.missing_only)
-    temperature = options.temperature
-    if temperature is None:
-        temperature = judge_cfg.temperature if judge_cfg.temperature is not None else 0.2
+    done_by = ClaimsVerified if options.claims else JudgeVerdictRecorded
+    cases, skipped = _cases(ledger, run.case_ids, created.agent, options.missing_only, done_by)
+    # The flag, else the run config's judge temperature, else Connexity's 0.2.
+    temperature = next(
+        t
+        for t in (options.temperature, judge_cfg.temperature, DEFAULT_TEMPERATURE)
+        if t is not None
+    )
     return Plan(
         run_id=run_id,
         judges=judges,
@@ -274,8 +293,13 @@ def plan(
 
 
 def _cases(
-    ledger: Ledger, case_ids: Sequence[UUID], agent: Any, missing_only: bool
+    ledger: Ledger,
+    case_ids: Sequence[UUID],
+    agent: Any,
+    missing_only: bool,
+    done_by: type[JudgeVerdictRecorded | ClaimsVerified],
 ) -> tuple[list[PlannedCase], int]:
+    """Cases with a transcript (with --missing-only: without a verdict / claim check yet)."""
     planned: list[PlannedCase] = []
     skipped = 0
     for case_id in case_ids:
@@ -284,10 +308,12 @@ def _cases(
         assert isinstance(opened, CaseOpened)
         transcript = next((e for e in events if isinstance(e, TranscriptRecorded)), None)
         invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
-        has_verdict = any(
-            isinstance(e, JudgeVerdictRecorded) and e.verdict_id not in invalidated for e in events
+        done = any(
+            isinstance(e, done_by)
+            and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
+            for e in events
         )
-        if transcript is None or not transcript.turns or (missing_only and has_verdict):
+        if transcript is None or not transcript.turns or (missing_only and done):
             skipped += 1
             continue
         planned.append(
@@ -399,7 +425,7 @@ async def _check_claims(
 
 def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
     if isinstance(judge, ReplayJudge):
-        return None  # a replayed reply costs nothing now
+        return 0.0  # a replayed reply costs nothing now
     return cost_usd(plan_.prices, judge.ref.model, prompt_tokens, completion)
 
 

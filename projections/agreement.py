@@ -150,6 +150,10 @@ class AgreementReport(BaseModel):
 
     run_id: str
     judges: list[str] = Field(description="Every judge with a valid verdict in the run.")
+    self_judged: list[str] = Field(
+        description="Judges of the agent's own vendor (asked for explicitly): their votes count "
+        "here like any other, flagged."
+    )
     metrics: list[MeasureAgreement] = Field(description="One entry per metric of the run's spec.")
     case_passed: MeasureAgreement = Field(
         description="Case pass/fail as each judge's verdict alone decides it under the run's spec."

@@ -235,6 +235,7 @@ def agreement_report(
     return AgreementReport(
         run_id=str(run_id),
         judges=sorted({judge for _, judge in latest}),
+        self_judged=sorted({row.judge for row in latest.values() if row.self_judged}),
         metrics=[measure_agreement(m, r) for m, r in metric_ratings.items()],
         case_passed=measure_agreement("case_passed", passed_ratings),
         human=human,

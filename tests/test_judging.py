@@ -220,7 +220,7 @@ def test_a_timeout_becomes_a_provider_error_verdict(services: Services, judges: 
         max_retries=0,
     )
     assert (report.verdicts, report.parsed, report.errors) == (2, 0, 2)
-    assert {f.error for f in report.failures} == {"anthropic:claude-sonnet-4-6: timed out"}
+    assert {f.error for f in report.failures} == {"timed out"}
     v = verdicts(services, run_id)[0]
     assert v.parse_status is ParseStatus.PROVIDER_ERROR
     assert (v.raw_output, v.usage, v.cost_usd) == (None, None, None)
@@ -238,7 +238,7 @@ def test_a_500_that_exhausts_the_retries_is_an_error_verdict(
     report = judge(services, run_id, judges.env(), judges=("openai:gpt-4.1",), max_retries=2)
     assert (report.verdicts, report.errors) == (2, 2)
     assert judges.calls("openai") == 6  # 2 cases x (1 call + 2 retries)
-    assert report.failures[0].error.startswith("openai:gpt-4.1: HTTP 500")
+    assert report.failures[0].error == "HTTP 500: upstream exploded", report.failures[0].error
     assert all(v.parse_status is ParseStatus.PROVIDER_ERROR for v in verdicts(services, run_id))
 
 
@@ -356,3 +356,27 @@ def test_a_refused_request_stops_the_pass_instead_of_recording_error_verdicts(
     assert e.value.detail.startswith("judge anthropic:claude-sonnet-4-6 refused the request: 401")
     # A bad key is not a verdict about a transcript: nothing is recorded, nothing is retried.
     assert event_count(services) == before and judges.calls() == 1
+
+
+def test_panel_mode_uses_every_keyed_vendor_but_the_agent_s(
+    services: Services, judges: FakeJudges
+) -> None:
+    run_id = import_unjudged(services)
+    report = judge(services, run_id, judges.env(), panel=True)
+    # The run config's judge first, then every other keyed vendor.
+    assert report.judges == ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"]
+    assert (report.calls, report.verdicts, report.parsed) == (4, 4, 4)
+    assert len({v.panel_id for v in verdicts(services, run_id)}) == 2
+    openai_agent = import_unjudged(services, agent_provider="openai", agent_model="gpt-4.1-mini")
+    before = event_count(services)
+    with pytest.raises(ValidationError, match="a panel needs at least two judges") as e:
+        judge(services, openai_agent, judges.env(), panel=True)
+    assert e.value.field == "judge" and event_count(services) == before
+    report = judge(services, openai_agent, judges.env(), panel=True, allow_self_judge=True)
+    assert report.self_judged and report.verdicts == 4
+    flags = {(v.judge.provider, v.self_judged) for v in verdicts(services, openai_agent)}
+    assert flags == {("anthropic", False), ("openai", True)}
+    from evaledger.api.cli_judging import agreement_of
+
+    assert agreement_of(services, openai_agent).self_judged == ["openai:gpt-4.1"]
+    assert agreement_of(services, run_id).self_judged == []

@@ -56,6 +56,16 @@ def test_grounding_records_claims_with_prompt_and_reply_and_counts_hallucination
     report = judge(services, run_id, judges.env(), judges=("openai:gpt-4.1",), claims="grounding")
     assert (report.calls, report.verdicts, report.parsed, report.claims) == (2, 2, 2, 6)
     assert report.claim_mode == "grounding"
+    # --missing-only in claim mode skips cases already checked, not cases already scored.
+    again = judge(
+        services,
+        run_id,
+        judges.env(),
+        judges=("openai:gpt-4.1",),
+        claims="grounding",
+        missing_only=True,
+    )
+    assert (again.cases, again.skipped) == (0, 3)
     _, body, _ = judges.requests[0]
     assert body["response_format"]["json_schema"]["schema"] == SCHEMA
     checked = claims_of(services, run_id)
@@ -117,6 +127,8 @@ def test_bad_claim_requests_store_nothing(services: Services, judges: FakeJudges
             judges=("openai:gpt-4.1", "anthropic:claude-sonnet-4-6"),
             claims="grounding",
         )
+    with pytest.raises(ValidationError, match="one judge, not a panel"):
+        judge(services, run_id, judges.env(), panel=True, claims="grounding")
     assert event_count(services) == before and judges.calls() == 0
 
 

@@ -318,3 +318,32 @@ def test_a_job_whose_judge_refuses_fails_with_the_reason(
     assert job["status"] == "failed" and job["report"] is None
     assert job["error"].startswith("judge openai:gpt-4.1 refused the request: 403")
     assert event_count(services) == before
+
+
+def test_a_refused_key_exits_2_with_the_provider_s_answer(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    from tests.fake_judges import Answer
+
+    judges.script = lambda kind, body: Answer(
+        status=401, body=b'{"error": {"message": "Incorrect API key provided"}}'
+    )
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    before = count(sqlite_url)
+    code, out, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--judge", "openai:gpt-4.1", "--concurrency", "1"
+    )
+    assert (code, out) == (2, "")
+    assert "judge openai:gpt-4.1 refused the request: 401 Incorrect API key provided" in err
+    assert "Traceback" not in err and count(sqlite_url) == before
+
+
+def test_judge_panel_from_the_command_line(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    code, out, err = run_cli(capsys, sqlite_url, "judge", run_id, "--panel", "--json")
+    assert code == 0, err
+    report = orjson.loads(out)
+    assert report["judges"] == ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"]
+    assert (report["calls"], report["verdicts"]) == (4, 4)

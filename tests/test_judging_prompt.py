@@ -295,3 +295,32 @@ def test_turns_outside_the_transcript_are_dropped_and_rephrased_outcomes_match_b
     assert parsed.metric_scores[0].turns == [1]
     assert parsed.expected_outcomes[1].statement == "Agent offers a refund of the shipping fee"
     assert parsed.expected_outcomes[1].passed is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Providers: vendors, judge references, prices
+
+
+def test_vendors_follow_the_aliases_and_an_aggregator_s_slug() -> None:
+    from evaledger.judging.providers import vendor_of
+
+    assert vendor_of("azure", "gpt-4o") == "openai"
+    assert vendor_of("gemini", "gemini-2.5-pro") == "google"
+    assert vendor_of("openrouter", "anthropic/claude-sonnet-4-6") == "anthropic"
+    assert vendor_of("openai", "meta-llama/llama-3.1-70b") == "meta-llama"
+    assert vendor_of("OpenAI", "gpt-4.1") == "openai"
+    assert vendor_of(None, None) is None
+
+
+def test_judge_references_and_prices() -> None:
+    from evaledger.domain.errors import ValidationError
+    from evaledger.judging.providers import DEFAULT_PRICES, JudgeRef, cost_usd
+
+    assert JudgeRef.parse("openai:anthropic/claude-x") == JudgeRef("openai", "anthropic/claude-x")
+    with pytest.raises(ValidationError, match="unknown provider 'vertex'"):
+        JudgeRef.parse("vertex:gemini")
+    # USD per million tokens; a dated snapshot uses its family's price; unknown models: None.
+    assert cost_usd(DEFAULT_PRICES, "gpt-4.1", 1_000_000, 0) == 2.0
+    assert cost_usd(DEFAULT_PRICES, "gpt-4.1-mini-2025-04-14", 0, 1_000_000) == 1.6
+    assert cost_usd(DEFAULT_PRICES, "openai/gpt-4o", 1000, 1000) == pytest.approx(0.0125)
+    assert cost_usd(DEFAULT_PRICES, "llama-3.1-70b", 1000, 1000) is None

@@ -37,6 +37,9 @@ class JudgeBody(BaseModel):
         default_factory=list, description="Metric ids to score; empty: the run's spec."
     )
     missing_only: bool = Field(default=False, description="Only cases without a verdict yet.")
+    panel: bool = Field(
+        default=False, description="Full mode: every keyed provider of a distinct vendor judges."
+    )
     concurrency: int = Field(default=4, description="Judge calls in flight (at least 1).")
     dry_run: bool = Field(default=False, description="Plan only: no call, no event.")
     allow_self_judge: bool = Field(
@@ -191,6 +194,7 @@ def judge_run(
         judges=tuple(body.judges),
         metrics=tuple(body.metrics),
         missing_only=body.missing_only,
+        panel=body.panel,
         concurrency=body.concurrency,
         dry_run=body.dry_run,
         allow_self_judge=body.allow_self_judge,
