@@ -1115,7 +1115,9 @@ def run(args: argparse.Namespace) -> int:
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
         try:
-            services = build_ledger(Settings.from_env(db=args.db), create=not args.reads)
+            # Commands registered elsewhere without `reads` may create the store.
+            reads = getattr(args, "reads", False)
+            services = build_ledger(Settings.from_env(db=args.db), create=not reads)
             return int(args.func(services, args))
         finally:
             if services is not None:
