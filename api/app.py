@@ -7,12 +7,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, reports, runs
+from evaledger.api.routes import cases, config, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
+from evaledger.api.web import pages
 
 
 def operation_id(route: APIRoute) -> str:
@@ -33,7 +35,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if owned:
                 app.state.services.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from files shipped in a package: /docs works offline.
+    app = FastAPIOffline(
         title="evaledger",
         version="0.1.0",
         description="Event-sourced evaluation ledger for LLM and voice-agent evaluations.",
@@ -58,4 +61,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(reports.router)
     app.include_router(runs.router)
     app.include_router(cases.router)
+    pages.install(app)
+    app.include_router(judging.router)
     return app

@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.ledger import Ledger, LedgerApplication
 from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import make_engine
+from evaledger.projections.store import grant_read_models, make_engine
 from evaledger.projections.views import all_projections
 
 
@@ -43,6 +44,11 @@ class Settings(BaseModel):
         "external: an `evaledger project --follow` process does it, reads wait for it.",
     )
     default_actor: str = Field(default="anonymous", description="Actor when none is sent.")
+    checkpoint_key_file: str | None = Field(
+        default=None,
+        description="File holding the key that signs each commit of the ledger chain "
+        "(HMAC-SHA256) and that `verify` checks; kept outside the database.",
+    )
 
     @classmethod
     def from_env(cls, db: str | None = None, **overrides: str) -> Settings:
@@ -52,6 +58,8 @@ class Settings(BaseModel):
             values["db"] = os.environ["EVALEDGER_DB"]
         if "EVALEDGER_PROJECTIONS" in os.environ:
             values["projections"] = os.environ["EVALEDGER_PROJECTIONS"]
+        if os.environ.get(KEY_ENV):
+            values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if db:
             values["db"] = db
         values.update(overrides)
@@ -99,7 +107,8 @@ def build_ledger(settings: Settings, *, create: bool = True) -> Services:
             probe_postgres(location)
         else:
             probe_sqlite(location)
-        ledger = Ledger(location)
+        key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
+        ledger = Ledger(location, checkpoint_key=key)
         try:
             engine = make_engine(location.views_url)
             runner = ProjectionRunner(ledger, engine, all_projections())
@@ -108,6 +117,23 @@ def build_ledger(settings: Settings, *, create: bool = True) -> Services:
             raise
     reads = ReadModels(engine)
     return Services(settings, location, ledger, engine, runner, reads, Reports(reads))
+
+
+def migrate_store(settings: Settings, app_role: str | None = None) -> None:
+    """Create or repair every table, trigger and grant, as the store's owner (migration role).
+
+    On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
+    SELECT, INSERT, UPDATE, DELETE on the read models; nothing else (no DDL, no ownership).
+    """
+    location = parse_db_url(settings.db)
+    Ledger(location, migrate=True, app_role=app_role).close()
+    engine = make_engine(location.views_url)
+    try:
+        if app_role and location.kind == "postgresql":
+            with engine.begin() as conn:
+                grant_read_models(conn, app_role)
+    finally:
+        engine.dispose()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,13 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger, infrastructure_error
+from evaledger.api.bootstrap import (
+    Services,
+    Settings,
+    build_ledger,
+    infrastructure_error,
+    migrate_store,
+)
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import (
@@ -573,25 +579,30 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "events": report.events,
-                "aggregates": report.aggregates,
-                "runs_sealed": report.runs_sealed,
-                "broken": report.broken,
-            }
-        )
+        emit_json(report.as_json())
     elif report.ok:
         print(
             f"ok: {report.events} events in {report.aggregates} aggregates, "
-            f"{report.runs_sealed} sealed runs"
+            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
+            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
         )
+        if report.checkpoint is not None:
+            print(f"checkpoint: {report.checkpoint}")
     else:
-        print(f"BROKEN: first broken link: {report.broken[0]}")
+        print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
+    """Report the migrated store (the migration itself runs in `main`, before opening it)."""
+    granted = f", granted to {args.app_role}" if args.app_role else ""
+    print(
+        f"migrated: {services.location.kind} store at position {services.ledger.position()}, "
+        f"append-only{granted}"
+    )
+    return EXIT_OK
 
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
@@ -876,6 +887,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
     from evaledger.api.app import create_app
 
+    if args.open:
+        from evaledger.api.web.launch import open_when_up
+
+        open_when_up(f"http://{args.host}:{args.port}")
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
@@ -943,6 +958,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "serve the HTTP API", json=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
     p = add("import", cmd_import, "import run bundles (idempotent)")
     p.add_argument("files", nargs="+", metavar="FILE")
     p = add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
@@ -986,7 +1002,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
-    add("verify", cmd_verify, "recompute every hash chain and run seal", reads=True)
+    add(
+        "verify",
+        cmd_verify,
+        "recompute every hash chain, run seal and chain signature",
+        reads=True,
+    )
+    p = add(
+        "migrate",
+        cmd_migrate,
+        "create or repair tables, append-only triggers and grants (run as the migration role)",
+        json=False,
+    )
+    p.add_argument("--app-role", help="PostgreSQL role to grant SELECT/INSERT on the events")
     p = add("compare", cmd_compare, "compare two runs; exit 1 on a regression", reads=True)
     p.add_argument(
         "runs",
@@ -1047,6 +1075,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_case_ref(p)
     p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")
+    from evaledger.api import cli_judging
+
+    cli_judging.register(sub, common)
     p = sub.add_parser(
         "completion",
         help="print a shell completion script",
@@ -1117,7 +1148,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             # Commands registered elsewhere without `reads` may create the store.
             reads = getattr(args, "reads", False)
-            services = build_ledger(Settings.from_env(db=args.db), create=not reads)
+            settings = Settings.from_env(db=args.db)
+            if args.command == "migrate":
+                # Before opening the store: a migration repairs what opening would refuse.
+                migrate_store(settings, args.app_role)
+            services = build_ledger(settings, create=not reads)
             return int(args.func(services, args))
         finally:
             if services is not None:

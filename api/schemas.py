@@ -232,13 +232,70 @@ class MetricPage(Page[MetricDefinition]):
     """A page of the metric catalogue: built-in metrics then the project's own."""
 
 
-class Health(BaseModel):
-    """Liveness plus where the log and the projections are."""
+class CheckpointOut(BaseModel):
+    """A verified point of the log: the last position of a commit and its chain link."""
 
-    status: str = Field(description="ok")
+    position: int = Field(description="Log position of the commit's last event.")
+    link: str = Field(description="The ledger-wide chain link at that position (hex sha256).")
+    signed: bool = Field(description="Whether its signature was checked with the checkpoint key.")
+
+
+class VerifyResult(BaseModel):
+    """What a verification of the whole log found (`GET /verify`, `evaledger verify --json`)."""
+
+    ok: bool = Field(description="No broken link, seal, chain block or signature.")
+    events: int = Field(description="Events checked.")
+    aggregates: int = Field(description="Aggregates whose per-aggregate hash chain was checked.")
+    runs_sealed: int = Field(description="Completed runs whose seal was recomputed.")
+    commits: int = Field(description="Ledger-wide chain blocks (one per commit) checked.")
+    keyed: bool = Field(description="Whether signatures were checked (a checkpoint key is set).")
+    adopted_until: int | None = Field(
+        default=None, description="Events up to here were chained when the chain was introduced."
+    )
+    checkpoint: CheckpointOut | None = Field(
+        default=None, description="The last commit up to which the whole log verified."
+    )
+    first_broken_position: int | None = Field(
+        default=None,
+        description="The lowest log position where the log departs from what was written.",
+    )
+    broken: list[str] = Field(default_factory=list, description="Every finding, first first.")
+    verified_at: str = Field(description="When this verification ran (UTC, ISO 8601).")
+
+
+class LastVerification(BaseModel):
+    """The last verification this server ran, as `/health` reports it."""
+
+    ok: bool
+    verified_at: str
+    checkpoint: CheckpointOut | None = None
+    first_broken_position: int | None = None
+
+
+class ProjectionFailure(BaseModel):
+    """A projection stopped by an event it could not apply."""
+
+    name: str = Field(description="Projection name.")
+    position: int = Field(description="Log position of the event.")
+    event: str = Field(description="The event (topic and originator).")
+    error: str = Field(description="Why it could not be applied.")
+    failed_at: str = Field(description="When (UTC, ISO 8601).")
+
+
+class Health(BaseModel):
+    """Liveness, the store, projection lag and failures, the last verification."""
+
+    status: str = Field(description="ok, or degraded when a projection is stopped or verify failed")
     store: str = Field(description="sqlite or postgresql")
     log_position: int = Field(description="Last position in the event log.")
     projections: dict[str, int] = Field(description="Projection name → position reached.")
+    projection_lag: dict[str, int] = Field(
+        default_factory=dict, description="Projection name → events behind the log."
+    )
+    projection_failures: list[ProjectionFailure] = Field(default_factory=list)
+    verify: LastVerification | None = Field(
+        default=None, description="The last verification this server ran, if any."
+    )
 
 
 class RunDetail(RunRow):

@@ -160,6 +160,19 @@ class ReadModels:
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
 
+    def case_score_objects(self, run_id: UUID) -> list[dict[str, Any]]:
+        """Case scores under the run's own spec as plain JSON objects, in opening order.
+
+        For listing every case of a large run (the web report's cases table): decoding without
+        model validation is an order of magnitude faster than `case_scores`.
+        """
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            texts = conn.scalars(
+                select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+            ).all()
+        return [json.loads(t) for t in texts]
+
     def case_page(
         self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
     ) -> tuple[list[CaseScore], int]:

@@ -351,7 +351,8 @@ def test_history_shows_every_event_and_earlier_states(client: TestClient, flow: 
     )
     assert a["state"]["score"]["gate"] == "expected_outcomes"
     v1 = ok(client.get(f"/cases/{flow.cases['a']}/history", params={"version": 1}), 200)
-    assert (v1["state"]["score"]["status"], v1["state"]["score"]["passed"]) == ("failed", False)
+    # At version 1 only CaseOpened: not run yet, so pending (never failed).
+    assert (v1["state"]["score"]["status"], v1["state"]["score"]["passed"]) == ("pending", None)
 
     b2 = flow.cases["b2"]
     body = {

@@ -240,25 +240,38 @@ def _tamper(db: str, case_id: str, version: int, old: bytes, new: bytes) -> None
 
 def test_verify_passes_then_names_the_first_broken_link_after_tampering(imported: Cli) -> None:
     code, out, _ = imported("verify")
-    assert (code, out) == (0, "ok: 13 events in 4 aggregates, 1 sealed runs\n")
-    assert imported.json("verify") == {
+    report = imported.json("verify")
+    link = report["checkpoint"]["link"]
+    assert (code, out) == (
+        0,
+        "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained "
+        f"(unsigned: no checkpoint key)\ncheckpoint: 13:{link}\n",
+    )
+    assert report == {
         "ok": True,
         "events": 13,
         "aggregates": 4,
         "runs_sealed": 1,
+        "commits": 1,
+        "keyed": False,
+        "adopted_until": None,
+        "checkpoint": {"position": 13, "link": link, "signed": False},
+        "first_broken_position": None,
         "broken": [],
     }
     # Someone edits what the agent said in the first case's transcript (its version 2).
     _tamper(imported.db, CASE_IDS[0], 2, b"Yes please.", b"Yes PLEASE.")
     code, out, _ = imported("verify")
     assert code == 1
-    assert out.startswith(f"BROKEN: first broken link: aggregate {CASE_IDS[0]} version 3 ")
+    assert out.startswith("BROKEN at position 1: positions 1–13 (one commit): the chain link ")
+    assert f"  also: aggregate {CASE_IDS[0]} version 3 " in out
     assert "does not match the hash of version 2" in out
     code, out, _ = imported("verify", "--json")
     report = orjson.loads(out)
     assert code == 1 and report["ok"] is False
-    assert len(report["broken"]) == 1
-    assert report["broken"][0].startswith(f"aggregate {CASE_IDS[0]} version 3 ")
+    assert report["first_broken_position"] == 1 and report["checkpoint"] is None
+    assert len(report["broken"]) == 2
+    assert report["broken"][1].startswith(f"aggregate {CASE_IDS[0]} version 3 ")
 
 
 def test_verify_notices_a_tampered_last_event_through_the_run_seal(imported: Cli) -> None:
@@ -266,18 +279,18 @@ def test_verify_notices_a_tampered_last_event_through_the_run_seal(imported: Cli
     code, out, _ = imported("verify", "--json")
     report = orjson.loads(out)
     assert code == 1
-    assert [b.split(" (position")[0] for b in report["broken"]] == [f"run {RUN_ID}"]
-    assert report["broken"][0].endswith("seal does not match its cases' hashes")
+    assert [b.split(" (")[0] for b in report["broken"]] == ["positions 1–13", f"run {RUN_ID}"]
+    assert report["broken"][1].endswith("seal does not match its cases' hashes")
 
 
 def test_project_rebuild(imported: Cli) -> None:
     before = imported.json("show", RUN_KEY)
-    code, out, _ = imported("project", "--rebuild", "cases_v1")
-    assert (code, out) == (0, "rebuilt cases_v1 to position 13\n")
+    code, out, _ = imported("project", "--rebuild", "cases_v2")
+    assert (code, out) == (0, "rebuilt cases_v2 to position 13\n")
     assert imported.json("show", RUN_KEY) == before
     code, out, err = imported("project", "--rebuild", "unknown")
     assert (code, out) == (2, "")
-    assert "unknown projection 'unknown'" in err and "cases_v1" in err
+    assert "unknown projection 'unknown'" in err and "cases_v2" in err
     code, out, _ = imported("project")
     assert (code, out) == (0, "projections at position 13\n")
 

@@ -197,4 +197,6 @@ def test_tampering_is_named_by_verify(services: Services) -> None:
     finally:
         reopened.close()
     assert not report.ok
-    assert "version 3" in report.broken[0]
+    assert report.first_broken_position == 1
+    assert report.broken[0].startswith("positions 1–13 (one commit): the chain link does not")
+    assert "version 3" in report.broken[1]

@@ -131,7 +131,10 @@ def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> Non
     out = first.stdout
     assert out.startswith("evaledger demo — store: sqlite:///.evaledger/\n")
     imported = [int(n) for n in re.findall(r"imported (\d+) events", out)]
-    assert len(imported) == len(keys) and sum(imported) == events > 0
+    # The demo also judges one run once with the offline replay judge (one event per verdict).
+    judged = [int(n) for n in re.findall(r"recorded (\d+) verdicts", out)]
+    assert len(imported) == len(keys) and len(judged) == 1
+    assert sum(imported) + sum(judged) == events > 0
     for key, run_id in zip(keys, ids, strict=True):
         assert f"  run {key} (" in out and f"id {run_id}" in out
     summarised = [(k, i) for k, i in zip(keys, ids, strict=True) if f"summary of {k}:" in out]
@@ -223,7 +226,7 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
         "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
         "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
         "evaledger export": "",
-        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs\n",
+        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained",
     }
     ran = []
     for command in tour():

@@ -1,29 +1,67 @@
-"""GET /config/available-metrics, POST /config/metrics, GET /health."""
+"""GET /config/available-metrics, POST /config/metrics, GET /health, GET /verify."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
-from evaledger.api.schemas import Health, MetricPage, Written
+from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.verify import Checkpoint, verify
 
 router = APIRouter(tags=["config"])
 
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorResponse, "description": "The store is unreachable or not append-only"}
+}
 
-@router.get("/health")
-def get_health(services: ServicesDep) -> Health:
-    """Liveness plus where the log and the projections are."""
-    return Health(
-        status="ok",
-        store=services.location.kind,
-        log_position=services.ledger.position(),
-        projections=services.runner.positions(),
+
+@router.get("/health", responses=UNAVAILABLE)
+def get_health(request: Request, services: ServicesDep) -> Health:
+    """The store, the log position, projection lag and failures, the last verification.
+
+    503 when the store is unreachable (within a few seconds) or its append-only triggers are
+    disabled. `degraded` when a projection is stopped on an event or verification failed.
+    """
+    head = services.ledger.check_store()
+    positions = services.runner.positions()
+    failures = services.runner.failures()
+    last = getattr(request.app.state, "verification", None)
+    degraded = bool(failures) or (last is not None and not last["ok"])
+    return Health.model_validate(
+        {
+            "status": "degraded" if degraded else "ok",
+            "store": services.location.kind,
+            "log_position": head,
+            "projections": positions,
+            "projection_lag": {name: head - pos for name, pos in positions.items()},
+            "projection_failures": failures,
+            "verify": None
+            if last is None
+            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
+        }
     )
+
+
+@router.get("/verify", responses=UNAVAILABLE)
+def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
+    """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
+
+    The last checkpoint verified by this server is remembered: a later log that no longer
+    contains it (rolled back, rewritten) fails.
+    """
+    expect: Checkpoint | None = getattr(request.app.state, "verified_checkpoint", None)
+    report = verify(services.ledger, expect=expect)
+    if report.ok and report.checkpoint is not None:
+        request.app.state.verified_checkpoint = report.checkpoint
+    result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
+    request.app.state.verification = result
+    return VerifyResult.model_validate(result)
 
 
 @router.get("/config/available-metrics")
