@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -105,6 +105,8 @@ def build_ledger(settings: Settings, *, create: bool = True) -> Services:
         location = parse_db_url(url)
         if location.kind == "postgresql":
             probe_postgres(location)
+        else:
+            probe_sqlite(location)
         key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
         ledger = Ledger(location, checkpoint_key=key)
         try:
@@ -240,6 +242,17 @@ def require_existing_store(url: str) -> None:
                 f"store {display_url(url)} does not exist (no {table} table); "
                 "import a run bundle first, or check --db / EVALEDGER_DB"
             )
+
+
+def probe_sqlite(location: StorageLocation) -> None:
+    """Read the header of each existing SQLite file, so a corrupt one fails here, closed.
+
+    (eventsourcing leaves its connection to a corrupt file open when its first PRAGMA fails.)
+    """
+    for path in (location.events_env["SQLITE_DBNAME"], location.views_url[len("sqlite:///") :]):
+        if Path(path).is_file():
+            with closing(sqlite3.connect(path)) as conn:
+                conn.execute("PRAGMA schema_version")
 
 
 def probe_postgres(location: StorageLocation) -> None:

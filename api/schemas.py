@@ -102,7 +102,25 @@ class BundleImported(BaseModel):
 class TranscriptBody(BaseModel):
     """POST /cases/{id}/transcript."""
 
-    model_config = _REQ
+    model_config = ConfigDict(
+        **_REQ,
+        json_schema_extra={
+            "examples": [
+                {
+                    "turns": [
+                        {"role": "user", "content": "My parcel is late, can I get a refund?"},
+                        {
+                            "role": "assistant",
+                            "content": "Yes: I have refunded the 12.99 USD shipping fee.",
+                            "latency_ms": 840,
+                        },
+                    ],
+                    "usage": {"prompt_tokens": 412, "completion_tokens": 38},
+                    "cost_usd": 0.0021,
+                }
+            ]
+        },
+    )
 
     turns: list[Turn]
     usage: Usage | None = None
@@ -149,7 +167,18 @@ class CompleteBody(BaseModel):
 class OverrideBody(BaseModel):
     """POST /cases/{id}/overrides."""
 
-    model_config = _REQ
+    model_config = ConfigDict(
+        **_REQ,
+        json_schema_extra={
+            "examples": [
+                {
+                    "verdict_id": "f0b6121a-88de-50d7-9352-2fccaf58dd55",
+                    "passed": True,
+                    "reason": "The judge missed that a supervisor approved the refund (turn 6).",
+                }
+            ]
+        },
+    )
 
     verdict_id: UUID
     metric_scores: list[MetricScore] | None = None

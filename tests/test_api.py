@@ -585,14 +585,14 @@ def test_create_answers_201_with_location_and_a_replay_200(
     assert (replay.status_code, replay.json()["events"]) == (200, 0)
 
 
-@pytest.fixture
-def ten_cases(client: TestClient) -> str:
-    data = bundle(key="ten")
-    data["cases"] = [case(f"c{i}", 4 if i % 3 else 2) for i in range(10)]
-    return str(ok(client.post("/bundles", json=data))["run_id"])
+def test_the_cases_of_a_run_are_paginated_and_filtered(store_services: Services) -> None:
+    with TestClient(create_app(services=store_services)) as client:
+        data = bundle(key="ten")
+        data["cases"] = [case(f"c{i}", 4 if i % 3 else 2) for i in range(10)]
+        _paginated_and_filtered(client, str(ok(client.post("/bundles", json=data))["run_id"]))
 
 
-def test_the_cases_of_a_run_are_paginated_and_filtered(client: TestClient, ten_cases: str) -> None:
+def _paginated_and_filtered(client: TestClient, ten_cases: str) -> None:
     def page(**params: Any) -> tuple[list[str], int, int]:
         body = ok(client.get(f"/runs/{ten_cases}/cases", params=params), 200)
         assert body["count"] == len(body["data"])
