@@ -24,6 +24,13 @@ from evaledger.domain.errors import (
 
 log = logging.getLogger("evaledger.api")
 
+
+class PayloadTooLargeError(EvaledgerError):
+    """The request body is larger than the server accepts (HTTP 413)."""
+
+    code = "payload_too_large"
+
+
 STATUS: dict[type[EvaledgerError], int] = {
     ValidationError: 422,
     NotFoundError: 404,
@@ -32,6 +39,7 @@ STATUS: dict[type[EvaledgerError], int] = {
     AuthenticationError: 401,
     PermissionDeniedError: 403,
     InfrastructureError: 503,
+    PayloadTooLargeError: 413,
 }
 
 

@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
+from evaledger.domain.types import Amount
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
@@ -54,10 +55,10 @@ class TranscriptBody(BaseModel):
 
     turns: list[Turn]
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     started_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: Amount | None = None
 
 
 class ClaimsBody(BaseModel):

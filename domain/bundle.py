@@ -22,6 +22,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig
+from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -71,9 +72,9 @@ class BundleVerdict(BaseModel):
     parse_status: ParseStatus | None = Field(
         default=None, description="Derived when absent: parsed, or unparseable on error."
     )
-    latency_ms: float | None = Field(default=None, ge=0)
+    latency_ms: Amount | None = None
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     error: str | None = Field(default=None, description="Set on a judge error verdict.")
     recorded_by: str | None = Field(default=None, description="Actor who recorded it (export).")
 
@@ -104,12 +105,12 @@ class BundleOverride(BaseModel):
 
     kind: Literal["override", "invalidate"] = "override"
     verdict_id: UUID | None = None
-    verdict_index: int | None = Field(default=None, ge=0, description="Index into verdicts.")
+    verdict_index: Index | None = Field(default=None, description="Index into verdicts.")
     metric_scores: list[MetricScore] | None = None
     expected_outcomes: list[OutcomeResult] | None = None
     passed: StrictBool | None = None
     reason: str = Field(min_length=1)
-    actor: str | None = None
+    actor: Key | None = None
 
     @model_validator(mode="after")
     def _names_a_verdict(self) -> BundleOverride:
@@ -124,12 +125,12 @@ class BundleCase(BaseModel):
     model_config = _MODEL
 
     test_case: TestCaseSnapshot
-    repetition: int = Field(default=0, ge=0)
+    repetition: Index = 0
     status: BundleCaseStatus = BundleCaseStatus.COMPLETED
     error: BundleError | None = None
     transcript: list[Turn] = Field(default_factory=list)
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     started_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
     verdicts: list[BundleVerdict] = Field(default_factory=list)
@@ -144,6 +145,8 @@ class BundleCase(BaseModel):
             raise ValueError("error: an errored case needs an error {message, kind}")
         if self.status is not BundleCaseStatus.ERRORED and self.error is not None:
             raise ValueError(f"error: a {self.status.value} case has no error")
+        tc = self.test_case
+        _keys(("test_case.key", tc.key), ("test_case.test_id", tc.test_id))
         return self
 
     @property
@@ -160,9 +163,9 @@ class BundleRun(BaseModel):
 
     model_config = _MODEL
 
-    key: str = Field(min_length=1, description="Client key, unique in the project.")
+    key: Key = Field(description="Client key, unique in the project.")
     name: str | None = None
-    project: str = Field(default="default", min_length=1)
+    project: Key = "default"
     suite: SuiteRef
     agent: AgentSnapshot
     labels: dict[str, str] = Field(default_factory=dict)
@@ -171,6 +174,20 @@ class BundleRun(BaseModel):
     reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
     created_at: AwareDatetime
     completed_at: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _identifiers_fit(self) -> BundleRun:
+        suite, agent = self.suite, self.agent
+        _keys(
+            ("suite.name", suite.name),
+            ("suite.version", None if suite.version is None else str(suite.version)),
+            ("agent.name", agent.name),
+            ("agent.version", agent.version),
+            ("agent.provider", agent.provider),
+            ("agent.model", agent.model),
+            *((f"labels.{k}", k) for k in self.labels),
+        )
+        return self
 
     def creation_body(self) -> dict[str, Any]:
         """The part of the run that RunCreated fixes (lifecycle fields excluded)."""
@@ -185,6 +202,14 @@ class RunBundle(BaseModel):
     format: Literal["evaledger.run-bundle/1"] = Field(description="Format tag and version.")
     run: BundleRun
     cases: list[BundleCase] = Field(default_factory=list)
+
+
+def _keys(*fields: tuple[str, str | None]) -> None:
+    # Identifiers nested in value objects get the edge's key limit here, not in the value
+    # objects: stored events stay lenient, so events recorded before the limit still replay.
+    for name, value in fields:
+        if value is not None and len(value) > MAX_KEY_CHARS:
+            raise ValueError(f"{name}: at most {MAX_KEY_CHARS} characters, got {len(value)}")
 
 
 def bundle_json_schema() -> dict[str, Any]:

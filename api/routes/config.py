@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.schemas import Written
 from evaledger.domain.metrics import MetricDefinition
 
@@ -24,16 +24,22 @@ def health(services: ServicesDep) -> dict[str, Any]:
     }
 
 
-@router.get("/config/available-metrics")
-def available_metrics(services: SyncedDep, project: str = "default") -> dict[str, Any]:
+@router.get("/config/available-metrics", dependencies=AUTH)
+def available_metrics(services: SyncedDep, project: ProjectDep) -> dict[str, Any]:
     """Every registered metric (built-in and custom), for UI discovery."""
-    data = services.reads.available_metrics(project)
+    data = services.reads.available_metrics(project or "default")
     return {"data": [m.model_dump(mode="json") for m in data], "count": len(data)}
 
 
-@router.post("/config/metrics", status_code=201)
+@router.post("/config/metrics", status_code=201, dependencies=AUTH)
 def register_metric(
-    definition: MetricDefinition, services: ServicesDep, ctx: ContextDep, project: str = "default"
+    definition: MetricDefinition,
+    services: ServicesDep,
+    ctx: ContextDep,
+    project: ProjectDep,
+    reason: Annotated[str, Query(min_length=1, description="Why the catalogue changes.")],
 ) -> Written:
-    """Register a custom metric in a project's catalogue (as an event)."""
-    return Written.of(services.ledger.register_metric(definition, ctx, project))
+    """Register a custom metric in a project's catalogue (as an event; admin scope)."""
+    return Written.of(
+        services.ledger.register_metric(definition, ctx, project or "default", reason)
+    )

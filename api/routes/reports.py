@@ -33,7 +33,7 @@ def spec_from_query(
             raise ValidationError(f"spec: invalid spec: {e}", field="spec") from None
         catalogue = {m.name: m for m in services.reads.available_metrics(project)}
         return resolve_spec(config, catalogue)
-    stored = services.reads.stored_spec(spec)
+    stored = services.reads.stored_spec(spec, project)
     if stored is None:
         raise NotFoundError(f"spec: no stored spec {spec!r} (rescore a run with it first)")
     return stored
@@ -63,8 +63,9 @@ def compare(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
+    project = services.reads.get_run(candidate_run_id).project
     body = services.reports.compare_json(
-        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec)
+        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec, project)
     )
     return Response(content=body, media_type="application/json")
 
@@ -107,7 +108,8 @@ def explain_case(
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
 ) -> dict[str, Any]:
     """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
-    return explain(services, case_id, spec_from_query(services, spec))
+    project = services.ledger.project_of(case_id) or "default"
+    return explain(services, case_id, spec_from_query(services, spec, project))
 
 
 def _split(value: str) -> list[str]:

@@ -9,12 +9,13 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
-from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.deps import ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
+from evaledger.domain.types import MAX_INDEX
 from evaledger.projections.queries import RunFilter
 
 router = APIRouter(tags=["runs"])
@@ -29,7 +30,7 @@ def create_run(run: BundleRun, services: ServicesDep, ctx: ContextDep) -> Writte
 @router.get("/runs")
 def list_runs(
     services: SyncedDep,
-    project: str | None = None,
+    project: ProjectDep,
     suite: str | None = None,
     agent: str | None = None,
     status: str | None = None,
@@ -37,7 +38,7 @@ def list_runs(
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INDEX)] = 0,
 ) -> dict[str, Any]:
     """Runs, newest first, filtered and paginated."""
     f = RunFilter(
@@ -62,9 +63,11 @@ def list_runs(
 
 
 @router.get("/runs/baseline")
-def get_baseline(services: SyncedDep, agent: str, suite: str) -> dict[str, Any]:
-    """The approved baseline run of (agent, suite)."""
-    return services.reads.baseline(agent, suite).model_dump(mode="json")
+def get_baseline(
+    services: SyncedDep, project: ProjectDep, agent: str, suite: str
+) -> dict[str, Any]:
+    """The approved baseline run of (agent, suite) in a project."""
+    return services.reads.baseline(agent, suite, project or "default").model_dump(mode="json")
 
 
 @router.get("/runs/{run_id}")
