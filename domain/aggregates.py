@@ -424,9 +424,7 @@ class MetricCatalogue(Aggregate):
         """Built-in and custom metrics by id."""
         return {**BUILTIN_BY_NAME, **self.custom}
 
-    def register(
-        self, definition: MetricDefinition, meta: Meta, project: str, reason: str | None = None
-    ) -> bool:
+    def register(self, definition: MetricDefinition, meta: Meta, project: str) -> bool:
         """Record MetricRegistered; False when the same definition is already registered."""
         if definition.name in BUILTIN_BY_NAME:
             raise ConflictError(f"metric {definition.name!r} is built in", field="name")
@@ -437,7 +435,7 @@ class MetricCatalogue(Aggregate):
             raise ConflictError(
                 f"metric {definition.name!r} is already registered differently", field="name"
             )
-        self._trigger(MetricRegistered, meta, project=project, definition=definition, reason=reason)
+        self._trigger(MetricRegistered, meta, project=project, definition=definition)
         return True
 
     def _mutate(self, event: DomainEvent) -> None:

@@ -464,7 +464,6 @@ class MetricRegistered(CatalogueEvent):
 
     project: str = Field(min_length=1, description="Project whose catalogue this is.")
     definition: MetricDefinition
-    reason: str | None = Field(default=None, description="Why the catalogue changed.")
 
 
 class IdempotencyKeyUsed(DomainEvent):

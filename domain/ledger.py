@@ -606,25 +606,20 @@ class Ledger:
         return self._run_command(run_id, ctx, lambda run, meta: run.revoke_baseline(meta, why))
 
     def register_metric(
-        self,
-        definition: MetricDefinition,
-        ctx: Context,
-        project: str = "default",
-        reason: str | None = None,
+        self, definition: MetricDefinition, ctx: Context, project: str = "default"
     ) -> Written:
-        """Add a custom metric to a project's catalogue (idempotent); admin, with a reason."""
+        """Add a custom metric to a project's catalogue (idempotent); admin scope."""
         ctx.check_admin("changing the metric catalogue")
         if ctx.project is not None and project != ctx.project:
             raise PermissionDeniedError(
                 f"project: this token is for project {ctx.project!r}", field="project"
             )
-        why = require_reason(reason, "changing the metric catalogue")
 
         def command() -> Written:
             cid = catalogue_id_for(project)
             cat = self._find(MetricCatalogue, cid) or MetricCatalogue(cid)
             meta = self._meta(ctx, definition.model_dump(mode="json"))
-            cat.register(definition, meta, project, why)
+            cat.register(definition, meta, project)
             position, n = self._save(cat)
             return Written((cid,), position, n)
 

@@ -239,34 +239,14 @@ def test_available_metrics_and_a_custom_one(client: TestClient, services: Servic
         "rubric": "5: warm\n0: cold",
         "include_in_defaults": False,
     }
-    assert (
-        ok(
-            client.post(
-                "/config/metrics", params={"reason": "empathy matters"}, json=empathy, headers=ALICE
-            )
-        )["events"]
-        == 1
-    )
+    assert ok(client.post("/config/metrics", json=empathy, headers=ALICE))["events"] == 1
     listed = ok(client.get("/config/available-metrics"), 200)
     assert listed["count"] == 10
     assert listed["data"][-1] == empathy
-    assert (
-        ok(client.post("/config/metrics", params={"reason": "empathy matters"}, json=empathy))[
-            "events"
-        ]
-        == 0
-    )
-    r = client.post(
-        "/config/metrics",
-        params={"reason": "empathy matters"},
-        json={**empathy, "default_weight": 0.5},
-    )
+    assert ok(client.post("/config/metrics", json=empathy))["events"] == 0
+    r = client.post("/config/metrics", json={**empathy, "default_weight": 0.5})
     assert (r.status_code, r.json()["code"]) == (409, "conflict")
-    r = client.post(
-        "/config/metrics",
-        params={"reason": "empathy matters"},
-        json={**empathy, "name": "tool_routing"},
-    )
+    r = client.post("/config/metrics", json={**empathy, "name": "tool_routing"})
     assert r.status_code == 409
     assert ok(client.get("/config/available-metrics?project=other"), 200)["count"] == 9
 

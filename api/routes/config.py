@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.schemas import Written
@@ -37,9 +37,6 @@ def register_metric(
     services: ServicesDep,
     ctx: ContextDep,
     project: ProjectDep,
-    reason: Annotated[str, Query(min_length=1, description="Why the catalogue changes.")],
 ) -> Written:
     """Register a custom metric in a project's catalogue (as an event; admin scope)."""
-    return Written.of(
-        services.ledger.register_metric(definition, ctx, project or "default", reason)
-    )
+    return Written.of(services.ledger.register_metric(definition, ctx, project or "default"))
