@@ -52,6 +52,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         },
     )
     errors.install(app)
+    # Not Starlette's own limiter: it answers a declared oversize body in plain text, and every
+    # error here is `{detail, code, status}`.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)

@@ -94,15 +94,27 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 
 def read_json(path: str) -> Any:
-    """Parse a JSON file; malformed JSON is an input error naming the file."""
+    """Parse a JSON file; malformed JSON, or a value no store can keep, is an input error."""
+    import json
+
+    from evaledger.domain.types import unstorable
+
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise UsageError(f"{path}: malformed JSON: {e}") from None
+        try:
+            # The standard reader accepts lone surrogates, so the check below can name the field.
+            value = json.loads(data)
+        except ValueError:
+            raise UsageError(f"{path}: malformed JSON: {e}") from None
+    found = unstorable(value)
+    if found is not None:
+        raise UsageError(f"{path}: {found[0]}: {found[1]}")
+    return value
 
 
 def describe(e: pydantic.ValidationError, prefix: str = "") -> str:

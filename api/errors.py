@@ -25,12 +25,6 @@ from evaledger.domain.errors import (
 log = logging.getLogger("evaledger.api")
 
 
-class PayloadTooLargeError(EvaledgerError):
-    """The request body is larger than the server accepts (HTTP 413)."""
-
-    code = "payload_too_large"
-
-
 STATUS: dict[type[EvaledgerError], int] = {
     ValidationError: 422,
     NotFoundError: 404,
@@ -39,8 +33,9 @@ STATUS: dict[type[EvaledgerError], int] = {
     AuthenticationError: 401,
     PermissionDeniedError: 403,
     InfrastructureError: 503,
-    PayloadTooLargeError: 413,
 }
+HTTP_CODES = {413: "payload_too_large"}
+"""Codes of errors the framework raises itself (others: http_error)."""
 
 
 def status_of(error: EvaledgerError) -> int:
@@ -94,6 +89,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        code = HTTP_CODES.get(exc.status_code, "http_error")
         return OrjsonResponse(
-            error_body(exc.detail, "http_error", exc.status_code), status_code=exc.status_code
+            error_body(exc.detail, code, exc.status_code), status_code=exc.status_code
         )

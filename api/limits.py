@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from evaledger.api.errors import PayloadTooLargeError, error_body
+from evaledger.api.errors import HTTP_CODES, error_body
 from evaledger.api.responses import OrjsonResponse
 
 
@@ -27,7 +28,7 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             detail = self._detail()
-            response = OrjsonResponse(error_body(detail, PayloadTooLargeError.code, 413), 413)
+            response = OrjsonResponse(error_body(detail, HTTP_CODES[413], 413), 413)
             await response(scope, receive, send)
             return
         seen = 0
@@ -38,8 +39,9 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    # Raised inside the route's body read: the app's error handler answers 413.
-                    raise PayloadTooLargeError(self._detail())
+                    # Raised inside the route's body read (FastAPI lets HTTPException through):
+                    # the app's error handler answers 413.
+                    raise HTTPException(413, self._detail())
             return message
 
         await self.app(scope, counting, send)

@@ -102,7 +102,7 @@ def unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
                 return where, f"integers must be between -(2^53 - 1) and 2^53 - 1, got {item}"
         elif isinstance(item, dict):
             for k, v in reversed(item.items()):
-                sub = f"{where}.{k}" if where else str(k)
+                sub = f"{where}.{_printable(str(k))}" if where else _printable(str(k))
                 if isinstance(k, str) and (problem := _text_problem(k)) is not None:
                     return sub, f"key: {problem}"
                 stack.append((sub, v))
@@ -110,6 +110,13 @@ def unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
             items = [(f"{where}.{i}" if where else str(i), v) for i, v in enumerate(item)]
             stack.extend(reversed(items))
     return None
+
+
+def _printable(key: str) -> str:
+    """A key as it can appear in an error message (escaped NUL and lone surrogates)."""
+    if _text_problem(key) is None:
+        return key
+    return key.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 SUSPECT_JSON = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\d{16,}")
