@@ -298,15 +298,14 @@ def test_older_postgresql_read_models_are_widened_in_place(pg_url: str) -> None:
     engine = make_engine(views)
     try:
         with engine.connect() as conn:
-            kinds = dict(
-                conn.execute(
-                    sa.text(
-                        "SELECT column_name, data_type FROM information_schema.columns "
-                        "WHERE table_name = 'cases_v1' AND column_name IN ('variant', "
-                        "'test_case_key')"
-                    )
-                ).all()
-            )
+            rows = conn.execute(
+                sa.text(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'cases_v1' AND column_name IN ('variant', "
+                    "'test_case_key')"
+                )
+            ).all()
+        kinds = {str(name): str(kind) for name, kind in rows}
         assert kinds == {"variant": "text", "test_case_key": "text"}
     finally:
         engine.dispose()
