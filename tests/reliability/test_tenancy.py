@@ -8,8 +8,15 @@ on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +31,9 @@ from evaledger.api.cli import main
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from tests.helpers import bundle, event_count
+from tests.test_serve import EVALEDGER, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.reliability
 
@@ -439,3 +449,79 @@ def test_open_serving_keeps_x_actor_and_every_project(services: Services) -> Non
         run_id = client.get("/runs", params={"project": "p1"}).json()["data"][0]["run_id"]
         events = client.get(f"/runs/{run_id}/history").json()["events"]
         assert events[0]["actor"] == "alice"
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's token commands, against a real server bound to every address
+
+
+def test_the_readme_token_commands_and_a_public_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## API tokens\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [
+        ln.split("#", 1)[0].strip() for ln in block.splitlines() if ln.split("#", 1)[0].strip()
+    ]
+    assert [shlex.split(ln)[:3] for ln in lines] == [
+        ["evaledger", "token", "create"],
+        ["evaledger", "token", "list"],
+        ["evaledger", "token", "revoke"],
+        ["curl", "-H", "Authorization: Bearer $TOKEN"],
+    ]
+    db = f"sqlite:///{tmp_path}/store/"
+    assert main([*shlex.split(lines[0])[1:], "--db", db]) == 0
+    token = capsys.readouterr().out.strip()
+    token_id = token[4:16]
+    assert main([*shlex.split(lines[1])[1:], "--db", db]) == 0
+    listing = capsys.readouterr().out
+    assert f"{token_id}  acme     write  ci    active" in listing and token not in listing
+
+    with serving(db, "0.0.0.0", tmp_path / "serve.log") as base:
+        url = shlex.split(lines[3])[-1].replace("http://127.0.0.1:8000", base)
+        assert get(url, None)[0] == 401
+        status, body = get(url, token)
+        assert (status, body["total"]) == (200, 0)
+        assert main([*shlex.split(lines[2].replace("TOKEN_ID", token_id))[1:], "--db", db]) == 0
+        assert capsys.readouterr().out == f"revoked token {token_id}\n"
+        assert get(url, token)[0] == 401
+
+
+def get(url: str, token: str | None) -> tuple[int, Any]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@contextlib.contextmanager
+def serving(db: str, host: str, log: Path) -> Iterator[str]:
+    port = free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(EVALEDGER), "serve", "--host", host, "--port", str(port), "--db", db],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60  # a bound on waiting, never an assertion on speed
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if get(f"{base}/health", None)[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert time.monotonic() < deadline, "serve did not answer /health"
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
