@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
-from evaledger.domain.types import Amount
+from evaledger.domain.types import Amount, Instant
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
@@ -56,8 +56,8 @@ class TranscriptBody(BaseModel):
     turns: list[Turn]
     usage: Usage | None = None
     cost_usd: Amount | None = None
-    started_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
+    started_at: Instant | None = None
+    ended_at: Instant | None = None
     duration_ms: Amount | None = None
 
 
@@ -92,7 +92,7 @@ class CompleteBody(BaseModel):
 
     model_config = _REQ
 
-    completed_at: AwareDatetime | None = None
+    completed_at: Instant | None = None
 
 
 class OverrideBody(BaseModel):

@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from evaledger.domain.events import (
     AgentSnapshot,
@@ -22,7 +22,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig
-from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Key
+from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -131,8 +131,8 @@ class BundleCase(BaseModel):
     transcript: list[Turn] = Field(default_factory=list)
     usage: Usage | None = None
     cost_usd: Amount | None = None
-    started_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
+    started_at: Instant | None = None
+    ended_at: Instant | None = None
     verdicts: list[BundleVerdict] = Field(default_factory=list)
     outcomes: list[BundleOutcomes] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
@@ -172,8 +172,8 @@ class BundleRun(BaseModel):
     config: RunConfig = Field(default_factory=RunConfig)
     status: BundleRunStatus = BundleRunStatus.COMPLETED
     reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
-    created_at: AwareDatetime
-    completed_at: AwareDatetime | None = None
+    created_at: Instant
+    completed_at: Instant | None = None
 
     @model_validator(mode="after")
     def _identifiers_fit(self) -> BundleRun:

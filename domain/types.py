@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, Field, StringConstraints
 
 MAX_KEY_CHARS = 200
 """Identifiers: project, run key, suite, agent, test case key, actor, idempotency key, labels."""
@@ -80,6 +81,22 @@ Amount = Annotated[float, Field(ge=0, le=MAX_AMOUNT)]
 
 SignedAmount = Annotated[float, Field(ge=-MAX_AMOUNT, le=MAX_AMOUNT)]
 """A custom metric value: -10^12 to 10^12."""
+
+
+def _fits_utc(value: datetime) -> datetime:
+    # Read models store instants as UTC text: 0001-01-01T00:00+05:00 has no UTC year.
+    try:
+        (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of range once converted to UTC") from None
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(_fits_utc)]
+"""A time with its offset that has a UTC equivalent (years 1 to 9999 in UTC)."""
+
+QueryInstant = Annotated[datetime, AfterValidator(_fits_utc)]
+"""A time in a query: naive means UTC."""
 
 
 def unstorable(value: Any, path: str = "") -> tuple[str, str] | None:

@@ -48,12 +48,18 @@ def compare(
     services: SyncedDep,
     baseline_run_id: UUID,
     candidate_run_id: UUID,
-    max_pass_rate_drop: Annotated[float | None, Query(ge=0, description="Fraction, 0.0")] = None,
-    max_avg_score_drop: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
-    max_latency_increase_pct: Annotated[
-        float | None, Query(ge=0, description="Fraction, 0.2")
+    max_pass_rate_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.0")
     ] = None,
-    case_score_delta: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
+    max_avg_score_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
+    max_latency_increase_pct: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.2")
+    ] = None,
+    case_score_delta: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
 ) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""

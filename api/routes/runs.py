@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -15,7 +14,7 @@ from evaledger.api.schemas import BatchWritten, CompleteBody, ReasonBody, Writte
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
-from evaledger.domain.types import MAX_INDEX
+from evaledger.domain.types import MAX_INDEX, QueryInstant
 from evaledger.projections.queries import RunFilter
 
 router = APIRouter(tags=["runs"])
@@ -35,8 +34,8 @@ def list_runs(
     agent: str | None = None,
     status: str | None = None,
     label: Annotated[str | None, Query(description="key=value")] = None,
-    created_from: datetime | None = None,
-    created_to: datetime | None = None,
+    created_from: QueryInstant | None = None,
+    created_to: QueryInstant | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_INDEX)] = 0,
 ) -> dict[str, Any]:

@@ -94,6 +94,14 @@ HOSTILE_BUNDLES: dict[str, tuple[dict[str, Any], str]] = {
         "prompt_tokens",
     ),
     "cost of 1e300": (_edit(_set("cases.0.verdicts.0.cost_usd", 1e300)), "cost_usd"),
+    "a creation time before year 1 in UTC": (
+        _edit(_set("run.created_at", "0001-01-01T00:00:00+05:00")),
+        "run.created_at",
+    ),
+    "a start time after year 9999 in UTC": (
+        _edit(_set("cases.0.started_at", "9999-12-31T23:59:59-05:00")),
+        "cases.0.started_at",
+    ),
 }
 
 
@@ -176,6 +184,8 @@ def test_a_surrogate_in_a_json_key_and_on_the_cli(
         ("GET", "/runs?offset=9223372036854775808", {}, "offset"),
         ("GET", "/runs?offset=2147483648", {}, "offset"),
         ("GET", "/runs?project=", {}, "project"),
+        ("GET", "/runs?created_from=0001-01-01T00:00:00%2B05:00", {}, "created_from"),
+        ("GET", "/runs/compare?max_pass_rate_drop=1e400", {}, "max_pass_rate_drop"),
         ("GET", "/runs?project=a%00b", {}, "query.project"),
         ("GET", "/runs?suite=%ED%A0%80", {}, None),
         ("GET", "/config/available-metrics?project=", {}, "project"),
@@ -309,3 +319,18 @@ def test_older_postgresql_read_models_are_widened_in_place(pg_url: str) -> None:
         assert kinds == {"variant": "text", "test_case_key": "text"}
     finally:
         engine.dispose()
+
+
+def test_a_completion_time_without_a_utc_equivalent_is_422(
+    client: TestClient, services_of: Services
+) -> None:
+    run = {**bundle()["run"], "key": "open", "status": "running"}
+    run_id = client.post("/runs", json=run).json()["id"]
+    before = event_count(services_of)
+    r = client.post(f"/runs/{run_id}/complete", json={"completed_at": "0001-01-01T00:00:00+05:00"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        "body.completed_at: Value error, out of range once converted to UTC"
+    )
+    assert event_count(services_of) == before
+    assert client.get(f"/runs/{run_id}").json()["status"] == "created"
