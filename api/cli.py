@@ -475,7 +475,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
             raise UsageError("with --against-baseline give only the CANDIDATE run")
         candidate = resolve_run(services, args.runs[0], args.project)
         row = services.reads.get_run(candidate)
-        baseline = services.reads.baseline(row.agent["name"], row.suite["name"]).run_id
+        baseline = services.reads.baseline(row.agent["name"], row.suite["name"], row.project).run_id
     else:
         if len(args.runs) != 2:
             raise UsageError("give BASELINE and CANDIDATE runs (or --against-baseline CANDIDATE)")
@@ -583,7 +583,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
         if not (args.agent and args.suite):
             raise UsageError("baseline show needs --agent and --suite")
         services.sync()
-        row = services.reads.baseline(args.agent, args.suite)
+        row = services.reads.baseline(args.agent, args.suite, args.project)
         if args.json:
             emit_json(row.model_dump(mode="json"))
         else:

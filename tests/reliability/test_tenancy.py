@@ -525,3 +525,34 @@ def serving(db: str, host: str, log: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_cli_baselines_are_per_project(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", store_url]
+    run_ids = {}
+    for project in ("p1", "p2"):
+        path = tmp_path / f"{project}.json"
+        path.write_text(json.dumps(tenant_bundle(project)))
+        assert main(["import", str(path), "--json", *db]) == 0
+        run_ids[project] = json.loads(capsys.readouterr().out)["imported"][0]["run_id"]
+        key = tenant_bundle(project)["run"]["key"]
+        approve = ["baseline", "approve", key, "--project", project, "--reason", "release"]
+        assert main([*approve, *db]) == 0
+        capsys.readouterr()
+    show = [
+        "baseline",
+        "show",
+        "--agent",
+        "northwind-support",
+        "--suite",
+        "northwind-support-voice",
+    ]
+    for project in ("p1", "p2"):
+        assert main([*show, "--project", project, "--json", *db]) == 0
+        assert json.loads(capsys.readouterr().out)["run_id"] == run_ids[project]
+    with pytest.raises(SystemExit) as exit_:
+        main(["baseline", "approve", tenant_bundle("p1")["run"]["key"], "--project", "p1", *db])
+    assert exit_.value.code == 2
+    assert "reason: approving a baseline needs a reason" in capsys.readouterr().err
