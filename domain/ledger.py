@@ -22,6 +22,7 @@ from eventsourcing.persistence import (
     IntegrityError,
     Mapper,
     Notification,
+    StoredEvent,
     Transcoder,
 )
 
@@ -259,9 +260,9 @@ class Ledger:
         """Notifications from `start` (inclusive), in log order."""
         return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
 
-    def decode(self, notification: Notification) -> DomainEvent:
-        """A stored event as a domain event (upcast)."""
-        return cast(DomainEvent, self.app.mapper.to_domain_event(notification))
+    def decode(self, stored: StoredEvent) -> DomainEvent:
+        """A stored event (or notification) as a domain event (upcast)."""
+        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
 
     def close(self) -> None:
         """Release the store's connections."""
@@ -323,7 +324,7 @@ class Ledger:
         stored = list(self.app.recorder.select_events(aggregate_id, lte=1))
         if not stored:
             return None
-        first = self.decode_stored(stored[0])
+        first = self.decode(stored[0])
         if isinstance(first, RunCreated):
             project: str | None = first.project
         elif isinstance(first, CaseOpened):
@@ -335,10 +336,6 @@ class Ledger:
                 self._projects.clear()
             self._projects[aggregate_id] = project
         return project
-
-    def decode_stored(self, stored: Any) -> DomainEvent:
-        """A stored event (from the recorder) as a domain event."""
-        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
 
     # -- tokens ------------------------------------------------------------------------------
 
