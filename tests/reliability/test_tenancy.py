@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -556,3 +557,27 @@ def test_cli_baselines_are_per_project(
         main(["baseline", "approve", tenant_bundle("p1")["run"]["key"], "--project", "p1", *db])
     assert exit_.value.code == 2
     assert "reason: approving a baseline needs a reason" in capsys.readouterr().err
+
+
+PUBLIC_ROUTES = {"/health"}
+
+
+def test_every_route_but_health_is_behind_the_router_level_auth(tenants: Tenants) -> None:
+    # A new router joins with `app.include_router(router, dependencies=AUTH)`; one that forgets
+    # would serve every project to anyone: this names it. Every operation declares the token,
+    # and every write answers 403 to a read token before it looks at its input.
+    doc = tenants.client.get("/openapi.json").json()
+    undeclared, unchecked = [], []
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            if path in PUBLIC_ROUTES:
+                continue
+            if {"token": []} not in operation.get("security", []):
+                undeclared.append(f"{method.upper()} {path}")
+            if method != "get":
+                concrete = re.sub(r"\{[a-z_]+\}", "00000000-0000-0000-0000-000000000000", path)
+                r = tenants.call("a-read", method.upper(), concrete)
+                if r.status_code != 403:
+                    unchecked.append(f"{method.upper()} {path}: {r.status_code}")
+    assert (undeclared, unchecked) == ([], [])
+    assert len(doc["paths"]) > len(PUBLIC_ROUTES)
