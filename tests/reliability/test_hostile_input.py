@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
@@ -24,7 +23,6 @@ from evaledger.api.cli import main
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.ledger import Context
-from evaledger.projections.store import make_engine
 from tests.helpers import bundle, event_count
 
 pytestmark = pytest.mark.reliability
@@ -281,7 +279,7 @@ def test_long_personas_and_hostile_leftovers_keep_every_read_working(
     assert cases["count"] == 3
     assert cases["data"][0]["variant"] == f"{'c' * 180}\x1f{persona}"
     assert client.get(f"/runs/{run_id}").json()["aggregate"]["total_executions"] == 3
-    assert services_of.runner.rebuild("cases_v1") == event_count(services_of)
+    assert services_of.runner.rebuild("cases_v2") == event_count(services_of)
     assert services_of.runner.rebuild("runs_v2") == event_count(services_of)
     assert client.get(f"/runs/{run_id}/cases").json()["count"] == 3
 
@@ -294,31 +292,8 @@ def test_the_demo_runs_on_postgresql(pg_url: str, capsys: pytest.CaptureFixture[
     assert main(["runs", "--json", "--db", pg_url]) == 0
     runs = orjson.loads(capsys.readouterr().out)
     assert runs["total"] == 3
-    assert main(["project", "--rebuild", "cases_v1", "--db", pg_url]) == 0
-    assert capsys.readouterr().out.startswith("rebuilt cases_v1 to position ")
-
-
-@pytest.mark.postgres
-def test_older_postgresql_read_models_are_widened_in_place(pg_url: str) -> None:
-    views = pg_url.replace("postgresql://", "postgresql+psycopg://")
-    engine = make_engine(views)
-    with engine.begin() as conn:
-        conn.execute(sa.text('ALTER TABLE "cases_v1" ALTER COLUMN "variant" TYPE varchar(300)'))
-    engine.dispose()
-    engine = make_engine(views)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                sa.text(
-                    "SELECT column_name, data_type FROM information_schema.columns "
-                    "WHERE table_name = 'cases_v1' AND column_name IN ('variant', "
-                    "'test_case_key')"
-                )
-            ).all()
-        kinds = {str(name): str(kind) for name, kind in rows}
-        assert kinds == {"variant": "text", "test_case_key": "text"}
-    finally:
-        engine.dispose()
+    assert main(["project", "--rebuild", "cases_v2", "--db", pg_url]) == 0
+    assert capsys.readouterr().out.startswith("rebuilt cases_v2 to position ")
 
 
 def test_a_completion_time_without_a_utc_equivalent_is_422(

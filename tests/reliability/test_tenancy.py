@@ -581,3 +581,18 @@ def test_every_route_but_health_is_behind_the_router_level_auth(tenants: Tenants
                     unchecked.append(f"{method.upper()} {path}: {r.status_code}")
     assert (undeclared, unchecked) == ([], [])
     assert len(doc["paths"]) > len(PUBLIC_ROUTES)
+
+
+def test_the_web_report_serves_the_owner_not_a_project_token(
+    tenants: Tenants, tmp_path: Path
+) -> None:
+    # It lists every project: with tokens required a project token gets 403 (cookie or header).
+    r = tenants.call("a-admin", "GET", "/ui/")
+    assert (r.status_code, r.json()["code"]) == (403, "forbidden")
+    assert tenants.client.get("/ui/").status_code == 401
+    services = build_ledger(Settings(db=f"sqlite:///{tmp_path}/open/"))
+    try:
+        with TestClient(create_app(services=services)) as open_client:
+            assert open_client.get("/ui/").status_code == 200
+    finally:
+        services.close()
