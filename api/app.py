@@ -11,6 +11,8 @@ from fastapi_offline import FastAPIOffline
 
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.deps import AUTH
+from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import cases, config, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
@@ -24,11 +26,13 @@ def operation_id(route: APIRoute) -> str:
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
     """Build the app; the store is opened at start-up and closed at shutdown (lifespan)."""
+    settings = settings or (services.settings if services else Settings.from_env())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
-        app.state.services = services or build_ledger(settings or Settings.from_env())
+        app.state.services = services or build_ledger(settings)
+        app.state.tokens_required = app.state.services.tokens_required()
         try:
             yield
         finally:
@@ -49,18 +53,25 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             status: {"model": ErrorResponse, "description": description}
             for status, description in (
                 (400, "Wrong state for the request"),
+                (401, "No valid API token"),
+                (403, "The token's project or scope does not allow it"),
                 (404, "Not found"),
                 (409, "Conflicts with what is recorded"),
+                (413, "Request body too large"),
                 (422, "Invalid input (the field is named)"),
                 (500, "Internal error"),
             )
         },
     )
     errors.install(app)
+    # Not Starlette's own limiter: it answers a declared oversize body in plain text, and every
+    # error here is `{detail, code, status}`.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
-    app.include_router(reports.router)
-    app.include_router(runs.router)
-    app.include_router(cases.router)
+    app.include_router(reports.router, dependencies=AUTH)
+    app.include_router(runs.router, dependencies=AUTH)
+    app.include_router(cases.router, dependencies=AUTH)
     pages.install(app)
-    app.include_router(judging.router)
+    app.include_router(judging.router, dependencies=AUTH)
     return app

@@ -44,6 +44,14 @@ class Settings(BaseModel):
         "external: an `evaledger project --follow` process does it, reads wait for it.",
     )
     default_actor: str = Field(default="anonymous", description="Actor when none is sent.")
+    auth: Literal["auto", "tokens", "open"] = Field(
+        default="auto",
+        description="tokens: every request needs a bearer token; open: none needed (loopback "
+        "only); auto: tokens once any token was issued in the store, else open.",
+    )
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1, description="Larger request bodies get 413."
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -56,8 +64,9 @@ class Settings(BaseModel):
         values: dict[str, str] = {}
         if "EVALEDGER_DB" in os.environ:
             values["db"] = os.environ["EVALEDGER_DB"]
-        if "EVALEDGER_PROJECTIONS" in os.environ:
-            values["projections"] = os.environ["EVALEDGER_PROJECTIONS"]
+        for name in ("projections", "auth", "max_body_bytes"):
+            if f"EVALEDGER_{name.upper()}" in os.environ:
+                values[name] = os.environ[f"EVALEDGER_{name.upper()}"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if db:
@@ -83,6 +92,12 @@ class Services:
         """Make reads reflect writes up to `position` (or everything written so far)."""
         target = self.ledger.position() if position is None else position
         self.runner.wait_for(target, inline=self.settings.projections == "inline")
+
+    def tokens_required(self) -> bool:
+        """Whether requests must carry a token (decided once, when a server starts)."""
+        if self.settings.auth == "auto":
+            return self.ledger.has_tokens()
+        return self.settings.auth == "tokens"
 
     def close(self) -> None:
         """Release connections."""

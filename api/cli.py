@@ -187,15 +187,27 @@ def print_table(
 
 
 def read_json(path: str) -> Any:
-    """Parse a JSON file; malformed JSON is an input error naming the file."""
+    """Parse a JSON file; malformed JSON, or a value no store can keep, is an input error."""
+    import json
+
+    from evaledger.domain.types import unstorable
+
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise UsageError(f"{path}: malformed JSON: {e}") from None
+        try:
+            # The standard reader accepts lone surrogates, so the check below can name the field.
+            value = json.loads(data)
+        except ValueError:
+            raise UsageError(f"{path}: malformed JSON: {e}") from None
+    found = unstorable(value)
+    if found is not None:
+        raise UsageError(f"{path}: {found[0]}: {found[1]}")
+    return value
 
 
 def describe(e: pydantic.ValidationError, prefix: str = "") -> str:
@@ -615,7 +627,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
             raise UsageError("with --against-baseline give only the CANDIDATE run")
         candidate = resolve_run(services, args.runs[0], args.project)
         row = services.reads.get_run(candidate)
-        baseline = services.reads.baseline(row.agent["name"], row.suite["name"]).run_id
+        baseline = services.reads.baseline(row.agent["name"], row.suite["name"], row.project).run_id
     else:
         if len(args.runs) != 2:
             raise UsageError("give BASELINE and CANDIDATE runs (or --against-baseline CANDIDATE)")
@@ -741,7 +753,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
         if not (args.agent and args.suite):
             raise UsageError("baseline show needs --agent and --suite")
         services.sync()
-        row = services.reads.baseline(args.agent, args.suite)
+        row = services.reads.baseline(args.agent, args.suite, args.project)
         if args.json:
             emit_json(row.model_dump(mode="json"))
         else:
@@ -881,17 +893,118 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost: only this machine can connect."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
-    """Serve the HTTP API."""
+    """Serve the HTTP API; open (token-less) serving only on loopback."""
     import uvicorn
 
     from evaledger.api.app import create_app
 
+    if not services.tokens_required():
+        if not is_loopback(args.host):
+            raise UsageError(
+                f"refusing to serve on {args.host} without API tokens: anyone who can reach it "
+                "could read and write every project. Create a token first (evaledger token "
+                "create --project P --scope admin) or bind 127.0.0.1."
+            )
+        sys.stderr.write(
+            "evaledger: serving without tokens (loopback only): every local client can read "
+            "and write every project\n"
+        )
     if args.open:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
+    return EXIT_OK
+
+
+def cmd_token(services: Services, args: argparse.Namespace) -> int:
+    """Create, list or revoke API tokens."""
+    from evaledger.domain.events import TokenScope
+    from evaledger.domain.types import Key
+
+    ctx = Context(actor=args.actor)
+    if args.action == "create":
+        try:
+            project = pydantic.TypeAdapter(Key).validate_python(args.project)
+            name = (
+                None if args.name is None else pydantic.TypeAdapter(Key).validate_python(args.name)
+            )
+        except pydantic.ValidationError as e:
+            raise UsageError(f"--project/--name: {e.errors()[0]['msg']}") from None
+        new = services.ledger.issue_token(project, TokenScope(args.scope), name, ctx)
+        if args.json:
+            emit_json(
+                {
+                    "token_id": new.token_id,
+                    "token": new.token,
+                    "project": project,
+                    "scope": args.scope,
+                }
+            )
+        else:
+            print(new.token)
+            sys.stderr.write(
+                f"token {new.token_id} for project {project!r}, scope {args.scope}: "
+                "shown once, keep it secret (only its hash is stored)\n"
+            )
+        return EXIT_OK
+    if args.action == "revoke":
+        services.ledger.revoke_token(args.token_id, ctx, args.reason)
+        print(f"revoked token {args.token_id}")
+        return EXIT_OK
+    tokens = services.ledger.tokens()
+    if args.project is not None:
+        tokens = [t for t in tokens if t.project == args.project]
+    if args.json:
+        emit_json(
+            {
+                "data": [
+                    {
+                        "token_id": t.token_id,
+                        "project": t.project,
+                        "scope": t.scope.value,
+                        "name": t.name,
+                        "actor": t.actor,
+                        "active": t.active,
+                        "issued_at": t.issued_at.isoformat(),
+                        "issued_by": t.issued_by,
+                        "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
+                        "revoked_by": t.revoked_by,
+                        "revoke_reason": t.revoke_reason,
+                    }
+                    for t in tokens
+                ],
+                "count": len(tokens),
+            }
+        )
+        return EXIT_OK
+    print_table(
+        [
+            (
+                t.token_id,
+                t.project,
+                t.scope.value,
+                t.name,
+                "active" if t.active else "revoked",
+                t.issued_at.isoformat(timespec="seconds"),
+            )
+            for t in tokens
+        ],
+        ["token_id", "project", "scope", "name", "status", "issued_at"],
+    )
     return EXIT_OK
 
 
@@ -1067,6 +1180,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="custom per-message metric name[:unit[:avg,max,p95…]] (repeatable)",
     )
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--db", help="sqlite:///path or postgresql://... (default: EVALEDGER_DB)")
+    store.add_argument("--actor", default="cli", help="who issues or revokes (default: cli)")
+    store.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("token", help="create, list or revoke API tokens")
+    tokens = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = tokens.add_parser("create", parents=[store], help="issue a token; prints its secret once")
+    p.add_argument("--project", required=True, help="the only project the token can touch")
+    p.add_argument("--scope", required=True, choices=["read", "write", "admin"])
+    p.add_argument("--name", help="whom it stands for (the actor of what it writes)")
+    p.set_defaults(func=cmd_token)
+    p = tokens.add_parser("list", parents=[store], help="every token, never its secret")
+    p.add_argument("--project", help="only this project's tokens")
+    p.set_defaults(func=cmd_token)
+    p = tokens.add_parser("revoke", parents=[store], help="revoke a token by its id")
+    p.add_argument("token_id", metavar="ID")
+    p.add_argument("--reason")
+    p.set_defaults(func=cmd_token)
     p = add(
         "explain",
         cmd_explain,

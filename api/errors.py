@@ -25,6 +25,7 @@ from evaledger.domain.errors import (
 
 log = logging.getLogger("evaledger.api")
 
+
 STATUS: dict[type[EvaledgerError], int] = {
     ValidationError: 422,
     NotFoundError: 404,
@@ -34,6 +35,8 @@ STATUS: dict[type[EvaledgerError], int] = {
     PermissionDeniedError: 403,
     InfrastructureError: 503,
 }
+HTTP_CODES = {413: "payload_too_large"}
+"""Codes of errors the framework raises itself (others: http_error)."""
 
 
 def status_of(error: EvaledgerError) -> int:
@@ -93,6 +96,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        code = HTTP_CODES.get(exc.status_code, "http_error")
         return OrjsonResponse(
-            error_body(exc.detail, "http_error", exc.status_code), status_code=exc.status_code
+            error_body(exc.detail, code, exc.status_code), status_code=exc.status_code
         )

@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.types import Amount, Instant
 from evaledger.projections.facts import CaseFacts
 from evaledger.projections.models import CaseScore, RunAggregate
 from evaledger.projections.queries import RunRow
@@ -124,10 +125,10 @@ class TranscriptBody(BaseModel):
 
     turns: list[Turn]
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
-    started_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
+    started_at: Instant | None = None
+    ended_at: Instant | None = None
+    duration_ms: Amount | None = None
 
 
 class ClaimsBody(BaseModel):
@@ -161,7 +162,7 @@ class CompleteBody(BaseModel):
 
     model_config = _REQ
 
-    completed_at: AwareDatetime | None = None
+    completed_at: Instant | None = None
 
 
 class OverrideBody(BaseModel):

@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from evaledger.domain.events import (
     AgentSnapshot,
@@ -22,6 +22,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig
+from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -90,9 +91,9 @@ class BundleVerdict(BaseModel):
     parse_status: ParseStatus | None = Field(
         default=None, description="Derived when absent: parsed, or unparseable on error."
     )
-    latency_ms: float | None = Field(default=None, ge=0)
+    latency_ms: Amount | None = None
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     error: str | None = Field(default=None, description="Set on a judge error verdict.")
     recorded_by: str | None = Field(default=None, description="Actor who recorded it (export).")
 
@@ -123,12 +124,12 @@ class BundleOverride(BaseModel):
 
     kind: Literal["override", "invalidate"] = "override"
     verdict_id: UUID | None = None
-    verdict_index: int | None = Field(default=None, ge=0, description="Index into verdicts.")
+    verdict_index: Index | None = Field(default=None, description="Index into verdicts.")
     metric_scores: list[MetricScore] | None = None
     expected_outcomes: list[OutcomeResult] | None = None
     passed: StrictBool | None = None
     reason: str = Field(min_length=1)
-    actor: str | None = None
+    actor: Key | None = None
 
     @model_validator(mode="after")
     def _names_a_verdict(self) -> BundleOverride:
@@ -143,7 +144,7 @@ class BundleCase(BaseModel):
     model_config = _MODEL
 
     test_case: TestCaseSnapshot
-    repetition: int = Field(default=0, ge=0)
+    repetition: Index = 0
     # `_infer_status` fills an absent status from the content before validation; the factory
     # only keeps the field optional in the schema (no misleading fixed default there).
     status: BundleCaseStatus = Field(
@@ -156,9 +157,9 @@ class BundleCase(BaseModel):
     error: BundleError | None = None
     transcript: list[Turn] = Field(default_factory=list)
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
-    started_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
+    cost_usd: Amount | None = None
+    started_at: Instant | None = None
+    ended_at: Instant | None = None
     verdicts: list[BundleVerdict] = Field(default_factory=list)
     outcomes: list[BundleOutcomes] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
@@ -191,6 +192,8 @@ class BundleCase(BaseModel):
                 f"{reported[0]}: a pending case (not run yet or still running) has no "
                 f"{reported[0]} yet; record it when the case has run, or give status completed"
             )
+        tc = self.test_case
+        _keys(("test_case.key", tc.key), ("test_case.test_id", tc.test_id))
         return self
 
     @property
@@ -207,17 +210,31 @@ class BundleRun(BaseModel):
 
     model_config = _MODEL
 
-    key: str = Field(min_length=1, description="Client key, unique in the project.")
+    key: Key = Field(description="Client key, unique in the project.")
     name: str | None = None
-    project: str = Field(default="default", min_length=1)
+    project: Key = "default"
     suite: SuiteRef
     agent: AgentSnapshot
     labels: dict[str, str] = Field(default_factory=dict)
     config: RunConfig = Field(default_factory=RunConfig)
     status: BundleRunStatus = BundleRunStatus.COMPLETED
     reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
-    created_at: AwareDatetime
-    completed_at: AwareDatetime | None = None
+    created_at: Instant
+    completed_at: Instant | None = None
+
+    @model_validator(mode="after")
+    def _identifiers_fit(self) -> BundleRun:
+        suite, agent = self.suite, self.agent
+        _keys(
+            ("suite.name", suite.name),
+            ("suite.version", None if suite.version is None else str(suite.version)),
+            ("agent.name", agent.name),
+            ("agent.version", agent.version),
+            ("agent.provider", agent.provider),
+            ("agent.model", agent.model),
+            *((f"labels.{k}", k) for k in self.labels),
+        )
+        return self
 
     def creation_body(self) -> dict[str, Any]:
         """The part of the run that RunCreated fixes (lifecycle fields excluded)."""
@@ -232,6 +249,14 @@ class RunBundle(BaseModel):
     format: Literal["evaledger.run-bundle/1"] = Field(description="Format tag and version.")
     run: BundleRun
     cases: list[BundleCase] = Field(default_factory=list)
+
+
+def _keys(*fields: tuple[str, str | None]) -> None:
+    # Identifiers nested in value objects get the edge's key limit here, not in the value
+    # objects: stored events stay lenient, so events recorded before the limit still replay.
+    for name, value in fields:
+        if value is not None and len(value) > MAX_KEY_CHARS:
+            raise ValueError(f"{name}: at most {MAX_KEY_CHARS} characters, got {len(value)}")
 
 
 def bundle_json_schema() -> dict[str, Any]:

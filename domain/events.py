@@ -25,7 +25,7 @@ from pydantic import (
 
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.spec import RunConfig, ScoringSpec, Severity
-from evaledger.domain.types import JsonObject
+from evaledger.domain.types import Amount, Count, JsonObject, SignedAmount
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 GENESIS_HASH = "0" * 64
@@ -86,7 +86,7 @@ class TestCaseSnapshot(Value):
     evaluation_criteria_override: str | None = Field(default=None)
     tags: list[str] = Field(default_factory=list)
     category: str | None = Field(default=None, description="Grading category, or null.")
-    weight: float = Field(default=1.0, ge=0, description="Weight of the case in its test.")
+    weight: Amount = Field(default=1.0, description="Weight of the case in its test.")
     persona: str | None = Field(default=None, description="Persona / personality of the user.")
     configuration: str | None = Field(default=None, description="Configuration label.")
     evaluation_method: str | None = Field(
@@ -114,8 +114,8 @@ class ToolCall(Value):
 class Usage(Value):
     """Token usage."""
 
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
 
 
 class Role(StrEnum):
@@ -134,10 +134,10 @@ class Turn(Value):
     content: str | None = Field(default=None, description="Text of the message.")
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = Field(default=None, description="Call a tool message answers.")
-    latency_ms: float | None = Field(default=None, ge=0, description="Time to produce the turn.")
+    latency_ms: Amount | None = Field(default=None, description="Time to produce the turn.")
     usage: Usage | None = Field(default=None, description="Tokens of this turn.")
-    cost_usd: float | None = Field(default=None, ge=0, description="Cost of this turn.")
-    metrics: dict[str, float] = Field(
+    cost_usd: Amount | None = Field(default=None, description="Cost of this turn.")
+    metrics: dict[str, SignedAmount] = Field(
         default_factory=dict, description="Custom per-message metrics (name → value)."
     )
 
@@ -372,10 +372,10 @@ class TranscriptRecorded(CaseEvent):
 
     turns: list[Turn]
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     started_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: Amount | None = None
 
 
 class ExecutionErrored(CaseEvent):
@@ -410,9 +410,9 @@ class JudgeVerdictRecorded(CaseEvent):
     parse_status: ParseStatus = ParseStatus.PARSED
     metric_scores: list[MetricScore] = Field(default_factory=list)
     expected_outcomes: list[OutcomeResult] = Field(default_factory=list)
-    latency_ms: float | None = Field(default=None, ge=0)
+    latency_ms: Amount | None = None
     usage: Usage | None = None
-    cost_usd: float | None = Field(default=None, ge=0)
+    cost_usd: Amount | None = None
     error: str | None = Field(default=None, description="Why the verdict is an error verdict.")
     panel_id: UUID | None = Field(
         default=None, description="Shared by the votes of one panel (one judging pass, ≥2 judges)."
@@ -523,6 +523,47 @@ class IdempotencyKeyUsed(DomainEvent):
     result_ids: list[UUID] = Field(description="What the command created.")
 
 
+class TokenScope(StrEnum):
+    """What an API token may do; each scope includes the ones before it."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+    @property
+    def rank(self) -> int:
+        """0 read, 1 write, 2 admin."""
+        return list(TokenScope).index(self)
+
+    def allows(self, needed: TokenScope) -> bool:
+        """True when this scope includes `needed`."""
+        return self.rank >= needed.rank
+
+
+class TokenEvent(DomainEvent):
+    """An event of an API token (tokens are facts too: who issued or revoked them, when)."""
+
+
+class TokenIssued(TokenEvent):
+    """An API token was issued for one project and scope; only its secret's hash is kept."""
+
+    topic_name: ClassVar[str] = "evaledger.token.issued"
+
+    token_id: str = Field(min_length=1, description="Public id, the part before the secret.")
+    project: str = Field(min_length=1, description="The only project the token can touch.")
+    scope: TokenScope = Field(description="read, write or admin.")
+    name: str = Field(min_length=1, description="Whom the token stands for (its principal).")
+    secret_sha256: str = Field(description="SHA-256 of the secret, hex.")
+
+
+class TokenRevoked(TokenEvent):
+    """An API token was revoked; it authenticates nothing from now on."""
+
+    topic_name: ClassVar[str] = "evaledger.token.revoked"
+
+    reason: str | None = None
+
+
 EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     RunCreated,
     RunStarted,
@@ -544,6 +585,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     VerdictInvalidated,
     MetricRegistered,
     IdempotencyKeyUsed,
+    TokenIssued,
+    TokenRevoked,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 

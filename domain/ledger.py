@@ -6,6 +6,7 @@ It returns the log position of what it wrote so callers can wait for projections
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -14,12 +15,14 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID, uuid5
 
+import orjson
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     InfrastructureFactory,
     IntegrityError,
     Mapper,
     Notification,
+    StoredEvent,
     Transcoder,
 )
 
@@ -47,9 +50,15 @@ from evaledger.domain.bundle import (
     RunBundle,
 )
 from evaledger.domain.chain import Block
-from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
+from evaledger.domain.errors import (
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from evaledger.domain.events import (
     CaseEvent,
+    CaseOpened,
     ClaimsVerified,
     DomainEvent,
     ExecutionCanceled,
@@ -59,6 +68,9 @@ from evaledger.domain.events import (
     ParseStatus,
     RunCreated,
     StructuralCheckRecorded,
+    TokenIssued,
+    TokenRevoked,
+    TokenScope,
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
@@ -75,6 +87,18 @@ from evaledger.domain.persistence import (
     postgres_schema_exists,
 )
 from evaledger.domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.tokens import (
+    ApiToken,
+    NewToken,
+    Principal,
+    TokenInfo,
+    actor_of,
+    new_secret,
+    secret_hash,
+    split_token,
+    token_aggregate_id,
+)
+from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
@@ -88,10 +112,46 @@ def utcnow() -> datetime:
 
 @dataclass(frozen=True)
 class Context:
-    """Who sends a command, with an optional idempotency key."""
+    """Who sends a command, what they may touch, with an optional idempotency key.
+
+    `project` None and scope admin: the CLI or an open loopback server (the store's owner).
+    A token narrows both: commands outside its project act as if the target did not exist,
+    and baselines, overrides, invalidations and catalogue changes need the admin scope.
+    """
 
     actor: str = "anonymous"
     idempotency_key: str | None = None
+    project: str | None = None
+    scope: TokenScope = TokenScope.ADMIN
+
+    @classmethod
+    def of(cls, principal: Principal, actor: str, idempotency_key: str | None = None) -> Context:
+        """The context of a principal; a token's own actor wins over the one given."""
+        return cls(
+            actor=principal.actor or actor,
+            idempotency_key=idempotency_key,
+            project=principal.project,
+            scope=principal.scope,
+        )
+
+    def check_project(self, project: str, what: str) -> None:
+        """Outside the token's project the target does not exist (no existence leak)."""
+        if self.project is not None and project != self.project:
+            raise NotFoundError(f"no {what}")
+
+    def check_admin(self, what: str) -> None:
+        """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
+        if not self.scope.allows(TokenScope.ADMIN):
+            raise PermissionDeniedError(
+                f"{what} needs a token with the admin scope (this one is {self.scope.value})"
+            )
+
+
+def require_reason(reason: str | None, what: str) -> str:
+    """Admin actions say why (the reason goes into the event)."""
+    if reason is None or not reason.strip():
+        raise ValidationError(f"reason: {what} needs a reason", field="reason")
+    return reason
 
 
 @dataclass(frozen=True)
@@ -160,6 +220,7 @@ class Ledger:
         self.location = location
         self.app = LedgerApplication(env=env)
         self.clock = clock
+        self._projects: dict[UUID, str] = {}
         self.checkpoint_key = checkpoint_key
         self.app.recorder.chain.key = checkpoint_key  # type: ignore[attr-defined]
         if location.kind == "postgresql":
@@ -200,9 +261,9 @@ class Ledger:
             blocks: list[Block] = recorder.chain.blocks(curs, after, limit)
         return blocks
 
-    def decode(self, notification: Notification) -> DomainEvent:
-        """A stored event as a domain event (upcast)."""
-        return cast(DomainEvent, self.app.mapper.to_domain_event(notification))
+    def decode(self, stored: StoredEvent) -> DomainEvent:
+        """A stored event (or notification) as a domain event (upcast)."""
+        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
 
     def close(self) -> None:
         """Release the store's connections."""
@@ -253,6 +314,118 @@ class Ledger:
         """The run with this key in this project, if any."""
         return self._find(Run, run_id_for(project, run_key))
 
+    def project_of(self, aggregate_id: UUID) -> str | None:
+        """The project a run or case belongs to (None: no such run or case).
+
+        Read from the aggregate's first event, which never changes: cached for good.
+        """
+        cached = self._projects.get(aggregate_id)
+        if cached is not None:
+            return cached
+        stored = list(self.app.recorder.select_events(aggregate_id, lte=1))
+        if not stored:
+            return None
+        first = self.decode(stored[0])
+        if isinstance(first, RunCreated):
+            project: str | None = first.project
+        elif isinstance(first, CaseOpened):
+            project = self.project_of(first.run_id)
+        else:
+            return None
+        if project is not None:
+            if len(self._projects) >= 100_000:
+                self._projects.clear()
+            self._projects[aggregate_id] = project
+        return project
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    def issue_token(
+        self, project: str, scope: TokenScope, name: str | None, ctx: Context
+    ) -> NewToken:
+        """Issue an API token; the returned secret is stored nowhere (only its hash)."""
+        ctx.check_admin("issuing a token")
+        ctx.check_project(project, f"project {project!r}")
+        token_id, token = new_secret()
+        parts = split_token(token)
+        assert parts is not None
+        token_agg = ApiToken.issue(
+            token_id,
+            Meta(timestamp=self.clock(), actor=ctx.actor),
+            project=project,
+            scope=scope,
+            name=name or f"token-{token_id}",
+            secret_sha256=secret_hash(parts[1]),
+        )
+        position, _ = self._save(token_agg)
+        return NewToken(token_id, token, position)
+
+    def revoke_token(self, token_id: str, ctx: Context, reason: str | None = None) -> Written:
+        """Revoke a token: from now on it authenticates nothing."""
+        ctx.check_admin("revoking a token")
+        token = self._find(ApiToken, token_aggregate_id(token_id))
+        if token is None:
+            raise NotFoundError(f"no token {token_id!r}")
+        ctx.check_project(token.issued.project, f"token {token_id!r}")
+
+        def command() -> Written:
+            t = self._get(ApiToken, token_aggregate_id(token_id))
+            t.revoke(Meta(timestamp=self.clock(), actor=ctx.actor), reason)
+            position, n = self._save(t)
+            return Written((t.id,), position, n)
+
+        return self._retrying(command)
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of a valid, unrevoked token; None otherwise."""
+        parts = split_token(token)
+        if parts is None:
+            return None
+        found = self._find(ApiToken, token_aggregate_id(parts[0]))
+        if found is None or found.revoked is not None or not found.matches(parts[1]):
+            return None
+        return found.principal()
+
+    def tokens(self) -> list[TokenInfo]:
+        """Every token ever issued, oldest first (read from the log: tokens are few)."""
+        issued: dict[str, TokenInfo] = {}
+        ids: dict[UUID, str] = {}
+        for n in self._notifications_of((TokenIssued.topic(), TokenRevoked.topic())):
+            event = self.decode(n)
+            if isinstance(event, TokenIssued):
+                ids[event.originator_id] = event.token_id
+                issued[event.token_id] = TokenInfo(
+                    token_id=event.token_id,
+                    project=event.project,
+                    scope=event.scope,
+                    name=event.name,
+                    actor=actor_of(event.name, event.token_id),
+                    issued_at=event.timestamp,
+                    issued_by=event.actor,
+                )
+            elif isinstance(event, TokenRevoked) and event.originator_id in ids:
+                tid = ids[event.originator_id]
+                issued[tid] = dataclasses.replace(
+                    issued[tid],
+                    revoked_at=event.timestamp,
+                    revoked_by=event.actor,
+                    revoke_reason=event.reason,
+                )
+        return list(issued.values())
+
+    def has_tokens(self) -> bool:
+        """True once any token was ever issued (serving then requires tokens)."""
+        return bool(self.app.recorder.select_notifications(1, 1, topics=[TokenIssued.topic()]))
+
+    def _notifications_of(self, topics: Sequence[str]) -> Iterable[Notification]:
+        start = 1
+        while True:
+            page = self.app.recorder.select_notifications(start, 1000, topics=topics)
+            if not page:
+                return
+            yield from page
+            start = page[-1].id + 1
+
     # -- saving ------------------------------------------------------------------------------
 
     def _meta(self, ctx: Context, body: Any = None) -> Meta:
@@ -279,6 +452,8 @@ class Ledger:
         events.extend(e for e in run_events if not isinstance(e, RunCreated))
         if not events:
             return self.position(), 0
+        for event in events:
+            _check_storable(event)
         recordings = self.app.save(*events)
         return recordings[-1].notification.id, len(events)
 
@@ -299,14 +474,17 @@ class Ledger:
 
     def create_run(self, run: BundleRun, ctx: Context) -> Written:
         """Create a run with its resolved config snapshot (idempotent on the same body)."""
+        run = _in_project(run, ctx)
         body = run.creation_body()
+        # Keys are per project: two tenants may pick the same key.
+        scope = f"POST /runs\x1f{run.project}"
 
         def command() -> Written:
-            record, done = self._idempotent("POST /runs", ctx, body)
+            record, done = self._idempotent(scope, ctx, body)
             if done is not None:
                 return Written(tuple(done), self.position(), 0)
             created = self._prepare_run(run, ctx)
-            self._use_key(record, ctx, body, "POST /runs", [created.id])
+            self._use_key(record, ctx, body, scope, [created.id])
             position, n = self._save(*_present(record), created)
             return Written((created.id,), position, n)
 
@@ -368,6 +546,12 @@ class Ledger:
             created_at=run.created_at,
         )
 
+    def _run_in_scope(self, run_id: UUID, ctx: Context, what: str | None = None) -> Run:
+        """The run, if the context may touch it (else: not found)."""
+        run = self.get_run(run_id)
+        ctx.check_project(run.created.project, what or f"run {run_id}")
+        return run
+
     def _resolve(self, run: BundleRun) -> ScoringSpec:
         return resolve_spec(run.config, self.catalogue(run.project))
 
@@ -375,7 +559,7 @@ class Ledger:
         self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]
     ) -> Written:
         def command() -> Written:
-            run = self.get_run(run_id)
+            run = self._run_in_scope(run_id, ctx)
             meta = self._meta(ctx, {"run": str(run_id)})
             if not run.seen(meta):
                 action(run, meta)
@@ -408,22 +592,32 @@ class Ledger:
         return self._run_command(run_id, ctx, lambda run, meta: run.fail(meta, reason))
 
     def approve_baseline(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
-        """Approve a completed run as the baseline of its (agent, suite)."""
-        return self._run_command(run_id, ctx, lambda run, meta: run.approve_baseline(meta, reason))
+        """Approve a completed run as the baseline of its (agent, suite); admin, with a reason."""
+        ctx.check_admin("approving a baseline")
+        why = require_reason(reason, "approving a baseline")
+        return self._run_command(run_id, ctx, lambda run, meta: run.approve_baseline(meta, why))
 
     def revoke_baseline(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
-        """Revoke a run's baseline approval."""
-        return self._run_command(run_id, ctx, lambda run, meta: run.revoke_baseline(meta, reason))
+        """Revoke a run's baseline approval; admin, with a reason."""
+        ctx.check_admin("revoking a baseline")
+        why = require_reason(reason, "revoking a baseline")
+        return self._run_command(run_id, ctx, lambda run, meta: run.revoke_baseline(meta, why))
 
     def register_metric(
         self, definition: MetricDefinition, ctx: Context, project: str = "default"
     ) -> Written:
-        """Add a custom metric to a project's catalogue (idempotent)."""
+        """Add a custom metric to a project's catalogue (idempotent); admin scope."""
+        ctx.check_admin("changing the metric catalogue")
+        if ctx.project is not None and project != ctx.project:
+            raise PermissionDeniedError(
+                f"project: this token is for project {ctx.project!r}", field="project"
+            )
 
         def command() -> Written:
             cid = catalogue_id_for(project)
             cat = self._find(MetricCatalogue, cid) or MetricCatalogue(cid)
-            cat.register(definition, self._meta(ctx, definition.model_dump(mode="json")), project)
+            meta = self._meta(ctx, definition.model_dump(mode="json"))
+            cat.register(definition, meta, project)
             position, n = self._save(cat)
             return Written((cid,), position, n)
 
@@ -440,11 +634,14 @@ class Ledger:
         scope = f"POST /runs/{run_id}/cases"
         body = [c.model_dump(mode="json") for c in cases] if ctx.idempotency_key else None
 
+        if any(c.overrides for c in cases):
+            ctx.check_admin("recording overrides or invalidations")
+
         def command() -> Written:
+            run = self._run_in_scope(run_id, ctx)
             record, done = self._idempotent(scope, ctx, body)
             if done is not None:
                 return Written(tuple(done), self.position(), 0)
-            run = self.get_run(run_id)
             catalogue = self.catalogue(run.created.project)
             built = self._build_cases(run, cases, ctx, catalogue)
             ids = [c.id for c in built] or [run_id]
@@ -568,7 +765,9 @@ class Ledger:
                     field=f"overrides[{i}].verdict_index",
                 )
             vid = o.verdict_id or verdict_ids[cast(int, o.verdict_index)]
-            who = Meta(timestamp=meta.timestamp, actor=o.actor or ctx.actor)
+            # A bundle may name who overrode (an export keeps authors); a token may not.
+            author = o.actor if o.actor and ctx.project is None else ctx.actor
+            who = Meta(timestamp=meta.timestamp, actor=author)
             if o.kind == "invalidate":
                 case.record(VerdictInvalidated, who, catalogue, verdict_id=vid, reason=o.reason)
             else:
@@ -607,10 +806,12 @@ class Ledger:
         execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
         """
         overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
+        if cls in (VerdictOverridden, VerdictInvalidated):
+            ctx.check_admin("recording overrides or invalidations")
 
         def command() -> Written:
             case = self.get_case(case_id)
-            run = self.get_run(case.run_id)
+            run = self._run_in_scope(case.run_id, ctx, f"case {case_id}")
             if not overrides:
                 run.ensure_open()
             meta = self._meta(ctx, {"type": cls.topic(), **jsonable(body)})
@@ -625,6 +826,9 @@ class Ledger:
 
     def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
         """Import a whole run atomically (one transaction); importing it again writes nothing."""
+        bundle = bundle.model_copy(update={"run": _in_project(bundle.run, ctx)})
+        if any(c.overrides for c in bundle.cases):
+            ctx.check_admin("recording overrides or invalidations")
 
         def command() -> ImportResult:
             run = self._prepare_run(bundle.run, ctx)
@@ -658,6 +862,39 @@ class Ledger:
             )
 
         return self._retrying(command)
+
+
+def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
+    """A token's run lands in the token's project (its own unless the body names another)."""
+    if ctx.project is None:
+        return run
+    if "project" not in run.model_fields_set:
+        return run.model_copy(update={"project": ctx.project})
+    if run.project != ctx.project:
+        raise PermissionDeniedError(
+            f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
+            field="run.project",
+        )
+    return run
+
+
+def _check_storable(event: DomainEvent) -> None:
+    """Last guard before the store: every event must fit every store and read model.
+
+    The edge refuses such input with the request's own field names; this catches any path
+    around it (importers, scripts) before a projection could choke on a stored event.
+    """
+    try:
+        state = event.stored_state()
+    except orjson.JSONEncodeError:
+        state = b""
+    else:
+        if not ESCAPED_NUL.search(state):
+            return
+    found = unstorable(event.model_dump(mode="python", exclude={"timestamp"}))
+    where, why = found if found is not None else ("", "not encodable as JSON")
+    name = type(event).__name__
+    raise ValidationError(f"{name}.{where}: {why}" if where else f"{name}: {why}", field=where)
 
 
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:

@@ -140,16 +140,21 @@ class ReadModels:
         """The run's own spec (snapshotted at creation)."""
         return ScoringSpec.model_validate(self.get_run(run_id).spec)
 
-    def baseline(self, agent: str, suite: str) -> RunRow:
-        """The approved baseline run of (agent, suite)."""
+    def baseline(self, agent: str, suite: str, project: str = "default") -> RunRow:
+        """The approved baseline run of (agent, suite) in a project."""
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(baselines.c.run_id).where(
-                    baselines.c.agent == agent, baselines.c.suite == suite
+                    baselines.c.project == project,
+                    baselines.c.agent == agent,
+                    baselines.c.suite == suite,
                 )
             ).first()
         if row is None:
-            raise NotFoundError(f"no approved baseline for agent {agent!r} and suite {suite!r}")
+            raise NotFoundError(
+                f"no approved baseline for agent {agent!r} and suite {suite!r} "
+                f"in project {project!r}"
+            )
         return self.get_run(UUID(row.run_id))
 
     # -- cases and summaries -----------------------------------------------------------------
@@ -330,12 +335,13 @@ class ReadModels:
                 for r in rows
             ]
 
-    def stored_spec(self, spec_id: str) -> ScoringSpec | None:
-        """A spec stored by an earlier rescore, by its id."""
+    def stored_spec(self, spec_id: str, project: str | None = None) -> ScoringSpec | None:
+        """A spec stored by an earlier rescore, by its id (of a run of `project`, if given)."""
+        q = select(rescores.c.spec).where(rescores.c.spec_id == spec_id)
+        if project is not None:
+            q = q.join(runs, runs.c.run_id == rescores.c.run_id).where(runs.c.project == project)
         with self.engine.connect() as conn:
-            text = conn.scalars(
-                select(rescores.c.spec).where(rescores.c.spec_id == spec_id).limit(1)
-            ).first()
+            text = conn.scalars(q.limit(1)).first()
         return None if text is None else ScoringSpec.model_validate_json(text)
 
     # -- metrics -----------------------------------------------------------------------------

@@ -48,17 +48,19 @@ projection_failures = Table(
     Column("failed_at", String(40), nullable=False),
 )
 
+# Identifier columns are Text: the edge bounds identifiers (domain/types.py, 200 characters), and
+# events stored before that bound must still project; free text (names, personas) has no bound.
 runs = Table(
-    "runs_v1",
+    "runs_v2",
     metadata,
     Column("run_id", String(36), primary_key=True),
-    Column("run_key", String(300), nullable=False),
-    Column("project", String(200), nullable=False),
+    Column("run_key", Text, nullable=False),
+    Column("project", Text, nullable=False),
     Column("name", Text),
-    Column("suite_name", String(300), nullable=False),
-    Column("suite_version", String(100)),
-    Column("agent_name", String(300), nullable=False),
-    Column("agent_version", String(100)),
+    Column("suite_name", Text, nullable=False),
+    Column("suite_version", Text),
+    Column("agent_name", Text, nullable=False),
+    Column("agent_version", Text),
     Column("status", String(20), nullable=False),
     Column("labels", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
@@ -69,16 +71,17 @@ runs = Table(
     Column("created", Text, nullable=False),  # RunCreated payload (agent, config, spec)
     Column("position", Integer, nullable=False),
 )
-Index("ix_runs_v1_list", runs.c.project, runs.c.created_at)
+Index("ix_runs_v2_list", runs.c.project, runs.c.created_at)
 
 baselines = Table(
-    "baselines_v1",
+    "baselines_v2",
     metadata,
-    Column("agent", String(300), primary_key=True),
-    Column("suite", String(300), primary_key=True),
+    Column("project", Text, primary_key=True),
+    Column("agent", Text, primary_key=True),
+    Column("suite", Text, primary_key=True),
     Column("run_id", String(36), nullable=False),
     Column("approved_at", String(40), nullable=False),
-    Column("actor", String(300), nullable=False),
+    Column("actor", Text, nullable=False),
     Column("reason", Text),
 )
 
@@ -87,7 +90,7 @@ case_runs = Table(
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
-    Column("agent_provider", String(200)),
+    Column("agent_provider", Text),
     Column("status", String(20), nullable=False),
 )
 
@@ -96,9 +99,9 @@ cases = Table(
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
-    Column("test_case_key", String(300), nullable=False),
+    Column("test_case_key", Text, nullable=False),
     Column("repetition", Integer, nullable=False),
-    Column("variant", String(300), nullable=False),
+    Column("variant", Text, nullable=False),
     Column("seq", Integer, nullable=False),  # order of opening within the projection
     Column("facts", Text, nullable=False),
     Column("score", Text, nullable=False),

@@ -78,9 +78,9 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) ->
 
 
 class RunsProjection:
-    """`runs_v1`: one row per run (list and filter), plus the approved baselines."""
+    """`runs_v2`: one row per run (list and filter), plus the approved baselines per project."""
 
-    name = "runs_v1"
+    name = "runs_v2"
     tables = (runs, baselines)
 
     def reset(self) -> None:
@@ -140,11 +140,15 @@ class RunsProjection:
                     .values(case_count=runs.c.case_count + len(event.case_ids), position=position)
                 )
             elif isinstance(event, BaselineApproved):
+                project = conn.execute(
+                    select(runs.c.project).where(runs.c.run_id == rid)
+                ).scalar_one()
                 upsert(
                     conn,
                     baselines,
                     [
                         {
+                            "project": project,
                             "agent": event.agent,
                             "suite": event.suite,
                             "run_id": rid,
@@ -156,7 +160,11 @@ class RunsProjection:
                 )
                 conn.execute(
                     update(runs)
-                    .where(runs.c.agent_name == event.agent, runs.c.suite_name == event.suite)
+                    .where(
+                        runs.c.project == project,
+                        runs.c.agent_name == event.agent,
+                        runs.c.suite_name == event.suite,
+                    )
                     .values(baseline=False)
                 )
                 conn.execute(

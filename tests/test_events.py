@@ -63,6 +63,10 @@ from evaledger.domain.events import (
     StructuralCheckRecorded,
     SuiteRef,
     TestCaseSnapshot,
+    TokenEvent,
+    TokenIssued,
+    TokenRevoked,
+    TokenScope,
     ToolCall,
     ToolSpec,
     TranscriptRecorded,
@@ -90,6 +94,7 @@ CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
+TOKEN_ID = UUID("70c0e000-bbbb-5ccc-8ddd-0123456789ab")
 T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 
 # The stable topics of the catalogue. Changing one breaks every stored event of that class.
@@ -114,6 +119,8 @@ TOPICS = [
     "evaledger.case.verdict_invalidated/v1",
     "evaledger.catalogue.metric_registered/v1",
     "evaledger.idempotency.key_used/v1",
+    "evaledger.token.issued/v1",
+    "evaledger.token.revoked/v1",
 ]
 
 
@@ -321,6 +328,15 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             scope="POST /runs",
             result_ids=[RUN_ID],
         ),
+        TokenIssued(
+            **_meta(TOKEN_ID, 1),
+            token_id="0123456789ab",
+            project="northwind",
+            scope=TokenScope.WRITE,
+            name="ci",
+            secret_sha256="5" * 64,
+        ),
+        TokenRevoked(**_meta(TOKEN_ID, 2, minutes=5), reason="leaked in a log"),
     ]
     return {type(e): e for e in built}
 
@@ -368,7 +384,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 20
+    assert len(EVENT_CLASSES) == 22
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -427,7 +443,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency)\.([a-z_]+)/v(\d+)", cls.topic()
+        r"evaledger\.(run|case|catalogue|idempotency|token)\.([a-z_]+)/v(\d+)", cls.topic()
     )
     assert match is not None, cls.topic()
     base = {
@@ -435,6 +451,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "case": CaseEvent,
         "catalogue": CatalogueEvent,
         "idempotency": DomainEvent,
+        "token": TokenEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, TypeVar
 from uuid import UUID, uuid5
 
@@ -51,10 +52,8 @@ def _record(
 ) -> Written:
     if ctx.idempotency_key is None:
         # Without a client key, the same body re-sent is the same fact: make it a no-op.
-        ctx = Context(
-            actor=ctx.actor,
-            idempotency_key=f"auto:{cls.topic_name}:{request_digest(jsonable(body))}",
-        )
+        key = f"auto:{cls.topic_name}:{request_digest(jsonable(body))}"
+        ctx = dataclasses.replace(ctx, idempotency_key=key)
     written = Written.of(services.ledger.record(case_id, cls, ctx, body))
     created(response, f"/cases/{case_id}", written.events)
     return written

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, Response
 
-from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
 from evaledger.domain.metrics import MetricDefinition
@@ -48,7 +48,7 @@ def get_health(request: Request, services: ServicesDep) -> Health:
     )
 
 
-@router.get("/verify", responses=UNAVAILABLE)
+@router.get("/verify", responses=UNAVAILABLE, dependencies=AUTH)
 def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
     """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
 
@@ -64,28 +64,29 @@ def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
     return VerifyResult.model_validate(result)
 
 
-@router.get("/config/available-metrics")
+@router.get("/config/available-metrics", dependencies=AUTH)
 def list_available_metrics(
     services: SyncedDep,
-    project: str = "default",
+    project: ProjectDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> MetricPage:
     """Every registered metric (built-in, then the project's custom ones), for UI discovery."""
-    every = services.reads.available_metrics(project)
+    every = services.reads.available_metrics(project or "default")
     page = every[offset : offset + limit]
     return MetricPage(data=page, count=len(page), total=len(every), limit=limit, offset=offset)
 
 
-@router.post("/config/metrics", status_code=201, responses=replayed(Written))
+@router.post("/config/metrics", status_code=201, responses=replayed(Written), dependencies=AUTH)
 def register_metric(
     definition: MetricDefinition,
     services: ServicesDep,
     ctx: ContextDep,
     response: Response,
-    project: str = "default",
+    project: ProjectDep,
 ) -> Written:
-    """Register a custom metric in a project's catalogue (as an event)."""
+    """Register a custom metric in a project's catalogue (as an event; admin scope)."""
+    project = project or "default"
     written = Written.of(services.ledger.register_metric(definition, ctx, project))
     created(response, f"/config/available-metrics?project={quote(project)}", written.events)
     return written

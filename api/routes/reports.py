@@ -36,7 +36,7 @@ def spec_from_query(
             raise ValidationError(f"spec: invalid spec: {e}", field="spec") from None
         catalogue = {m.name: m for m in services.reads.available_metrics(project)}
         return resolve_spec(config, catalogue)
-    stored = services.reads.stored_spec(spec)
+    stored = services.reads.stored_spec(spec, project)
     if stored is None:
         raise NotFoundError(f"spec: no stored spec {spec!r} (rescore a run with it first)")
     return stored
@@ -51,12 +51,18 @@ def compare_runs(
     services: SyncedDep,
     baseline_run_id: UUID,
     candidate_run_id: UUID,
-    max_pass_rate_drop: Annotated[float | None, Query(ge=0, description="Fraction, 0.0")] = None,
-    max_avg_score_drop: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
-    max_latency_increase_pct: Annotated[
-        float | None, Query(ge=0, description="Fraction, 0.2")
+    max_pass_rate_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.0")
     ] = None,
-    case_score_delta: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
+    max_avg_score_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
+    max_latency_increase_pct: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.2")
+    ] = None,
+    case_score_delta: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
 ) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""
@@ -66,8 +72,9 @@ def compare_runs(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
+    project = services.reads.get_run(candidate_run_id).project
     body = services.reports.compare_json(
-        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec)
+        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec, project)
     )
     return Response(content=body, media_type="application/json")
 
@@ -109,7 +116,10 @@ def explain_case(
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
 ) -> Explanation:
     """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
-    return Explanation.model_validate(explain(services, case_id, spec_from_query(services, spec)))
+    project = services.ledger.project_of(case_id) or "default"
+    return Explanation.model_validate(
+        explain(services, case_id, spec_from_query(services, spec, project))
+    )
 
 
 def _split(value: str) -> list[str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
-from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.deps import ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import OrjsonResponse, created, replayed
 from evaledger.api.schemas import (
     BatchWritten,
@@ -26,6 +25,7 @@ from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
+from evaledger.domain.types import MAX_INDEX, QueryInstant
 from evaledger.projections.models import CaseStatus
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
 
@@ -45,16 +45,16 @@ def create_run(
 @router.get("/runs")
 def list_runs(
     services: SyncedDep,
-    project: str | None = None,
+    project: ProjectDep,
     key: Annotated[str | None, Query(description="The run key (unique in a project).")] = None,
     suite: str | None = None,
     agent: str | None = None,
     status: RunStatus | None = None,
     label: Annotated[str | None, Query(description="key=value", pattern=LABEL_PATTERN)] = None,
-    created_from: datetime | None = None,
-    created_to: datetime | None = None,
+    created_from: QueryInstant | None = None,
+    created_to: QueryInstant | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INDEX)] = 0,
 ) -> RunPage:
     """Runs, newest first, filtered and paginated."""
     f = RunFilter(
@@ -74,9 +74,9 @@ def list_runs(
 
 
 @router.get("/runs/baseline")
-def get_baseline(services: SyncedDep, agent: str, suite: str) -> RunRow:
-    """The approved baseline run of (agent, suite)."""
-    return services.reads.baseline(agent, suite)
+def get_baseline(services: SyncedDep, project: ProjectDep, agent: str, suite: str) -> RunRow:
+    """The approved baseline run of (agent, suite) in a project."""
+    return services.reads.baseline(agent, suite, project or "default")
 
 
 @router.get("/runs/{run_id}")

@@ -23,7 +23,7 @@ from fastapi.templating import Jinja2Templates
 
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
-from evaledger.api.deps import SyncedDep
+from evaledger.api.deps import OWNER, SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
@@ -508,7 +508,7 @@ def scorecard_page(
 def install(app: FastAPI) -> None:
     """Serve the web report under /ui (pages and their assets) and send `/` there."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    app.include_router(router)
+    app.include_router(router, dependencies=OWNER)
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:

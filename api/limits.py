@@ -1,0 +1,50 @@
+"""Request body limit (`EVALEDGER_MAX_BODY_BYTES`): larger bodies get 413, never reach a route."""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from evaledger.api.errors import HTTP_CODES, error_body
+from evaledger.api.responses import OrjsonResponse
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a body over the limit (declared or streamed) with 413.
+
+    A declared Content-Length over the limit is answered at once; a streamed body stops being
+    read as soon as it passes the limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with a counting `receive`."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            detail = self._detail()
+            response = OrjsonResponse(error_body(detail, HTTP_CODES[413], 413), 413)
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def counting() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    # Raised inside the route's body read (FastAPI lets HTTPException through):
+                    # the app's error handler answers 413.
+                    raise HTTPException(413, self._detail())
+            return message
+
+        await self.app(scope, counting, send)
+
+    def _detail(self) -> str:
+        return f"request body larger than {self.max_bytes} bytes (EVALEDGER_MAX_BODY_BYTES)"
