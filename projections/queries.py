@@ -29,7 +29,7 @@ from evaledger.projections.store import (
     run_summaries,
     runs,
 )
-from evaledger.projections.views import load_facts, load_scores
+from evaledger.projections.views import CASE_SCORES, load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 
@@ -170,6 +170,12 @@ class ReadModels:
         with self.engine.connect() as conn:
             return load_facts(conn, run_id)
 
+    def scoring_facts(self, run_id: UUID) -> list[CaseFacts]:
+        """Every case's facts of a run as scoring reads them (no per-message rows)."""
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            return load_facts(conn, run_id, scoring=True)
+
     def summary(self, run_id: UUID) -> Summary:
         """The run summarised under its own spec (materialised once the run is closed)."""
         spec = self.run_spec(run_id)
@@ -200,7 +206,7 @@ class ReadModels:
         if spec is None or spec.spec_id == own.spec_id:
             scores = self.case_scores(run_id)
             return Summary(own, summarize_run(scores, own), reduce_repetitions(scores, own)), scores
-        scores = [score_case(f, spec) for f in self.facts(run_id)]
+        scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec)), scores
 
     # -- rescore -----------------------------------------------------------------------------
@@ -226,7 +232,7 @@ class ReadModels:
                     ).where(cases.c.run_id == str(run_id))
                 )
             }
-        facts = self.facts(run_id)
+        facts = self.scoring_facts(run_id)
         after_scores = [score_case(f, spec) for f in facts]
         after = summarize_run(after_scores, spec)
         changed = []
@@ -260,7 +266,7 @@ class ReadModels:
                         "spec_id": spec.spec_id,
                         "spec": json.dumps(spec),
                         "aggregate": json.dumps(after),
-                        "cases": json.dumps([s.model_dump(mode="json") for s in after_scores]),
+                        "cases": CASE_SCORES.dump_json(after_scores).decode(),
                         "position": 0,
                         "created_at": datetime.now(UTC).isoformat(),
                     }

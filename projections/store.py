@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
+    Connection,
     Engine,
     Float,
     Index,
@@ -53,6 +54,7 @@ runs = Table(
     Column("position", Integer, nullable=False),
 )
 Index("ix_runs_v1_list", runs.c.project, runs.c.created_at)
+Index("ix_runs_v1_created", runs.c.created_at)
 
 baselines = Table(
     "baselines_v1",
@@ -66,7 +68,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v1_runs",
+    "cases_v2_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -75,7 +77,7 @@ case_runs = Table(
 )
 
 cases = Table(
-    "cases_v1",
+    "cases_v2",
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -84,16 +86,18 @@ cases = Table(
     Column("variant", String(300), nullable=False),
     Column("seq", Integer, nullable=False),  # order of opening within the projection
     Column("facts", Text, nullable=False),
+    # What `score_case` reads (facts without per-message rows): a rescore decodes only this.
+    Column("scoring", Text, nullable=False),
     Column("score", Text, nullable=False),
     Column("status", String(20), nullable=False),
     Column("overall_score", Float),
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v1_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v2_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v1",
+    "run_summaries_v2",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),
@@ -113,6 +117,7 @@ rescores = Table(
     Column("position", Integer, nullable=False),
     Column("created_at", String(40), nullable=False),
 )
+Index("ix_rescores_v1_spec", rescores.c.spec_id)
 
 custom_metrics = Table(
     "metrics_v1",
@@ -137,11 +142,19 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-        metadata.create_all(engine)
+        _create_all(engine)
     else:
         engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
         with engine.begin() as conn:
             # Concurrent start-ups race on DDL: one at a time.
             conn.execute(text("SELECT pg_advisory_xact_lock(4242002)"))
-            metadata.create_all(conn)
+            _create_all(conn)
     return engine
+
+
+def _create_all(bind: Engine | Connection) -> None:
+    """Create missing tables, and indexes added to tables that already exist."""
+    metadata.create_all(bind)
+    for table in metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(bind, checkfirst=True)
