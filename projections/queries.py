@@ -5,6 +5,8 @@ Queries read read-model tables only; they never replay aggregates.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +34,8 @@ from evaledger.projections.store import (
 from evaledger.projections.views import CASE_SCORES, load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
+SUMMARIES_CACHED = 16
+"""Decoded materialised run summaries kept in memory (a 10,000-case run's is ~10 MB)."""
 
 
 class RunFilter(BaseModel):
@@ -87,6 +91,8 @@ class ReadModels:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
+        self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -177,18 +183,42 @@ class ReadModels:
             return load_facts(conn, run_id, scoring=True)
 
     def summary(self, run_id: UUID) -> Summary:
-        """The run summarised under its own spec (materialised once the run is closed)."""
+        """The run summarised under its own spec (materialised once the run is closed).
+
+        Decoded materialised summaries are kept per (run, summary position): the position
+        moves whenever the stored summary changes, so a hit is always current.
+        """
         spec = self.run_spec(run_id)
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(run_summaries).where(run_summaries.c.run_id == str(run_id))
-            ).first()
-            if row is not None and row.spec_id == spec.spec_id:
-                return Summary(
-                    spec,
-                    RunAggregate.model_validate_json(row.aggregate),
-                    TEST_CASES.validate_json(row.test_cases),
+            head = conn.execute(
+                select(run_summaries.c.spec_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id == str(run_id)
                 )
+            ).first()
+            if head is not None and head.spec_id == spec.spec_id:
+                key = (str(run_id), head.position, spec.spec_id)
+                with self._lock:
+                    hit = self._summaries.get(key)
+                    if hit is not None:
+                        self._summaries.move_to_end(key)
+                        return hit
+                row = conn.execute(
+                    select(run_summaries.c.aggregate, run_summaries.c.test_cases).where(
+                        run_summaries.c.run_id == str(run_id),
+                        run_summaries.c.position == head.position,
+                    )
+                ).first()
+                if row is not None:
+                    found = Summary(
+                        spec,
+                        RunAggregate.model_validate_json(row.aggregate),
+                        TEST_CASES.validate_json(row.test_cases),
+                    )
+                    with self._lock:
+                        self._summaries[key] = found
+                        while len(self._summaries) > SUMMARIES_CACHED:
+                            self._summaries.popitem(last=False)
+                    return found
             scores = load_scores(conn, str(run_id))
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
 

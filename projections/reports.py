@@ -36,6 +36,8 @@ from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput,
 from evaledger.projections.store import run_summaries
 
 COMPARE_CACHE_SIZE = 8
+COMPARE_PAGES_CACHED = 32
+"""Serialised pages kept per cached comparison."""
 
 
 class Reports:
@@ -43,7 +45,7 @@ class Reports:
 
     def __init__(self, reads: ReadModels) -> None:
         self.reads = reads
-        # key → [comparison, its JSON bytes once serialised]
+        # key → [comparison, {(case_offset, case_limit): its JSON bytes once serialised}]
         self._cache: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -76,9 +78,12 @@ class Reports:
         candidate_id: UUID,
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
+        metric_deltas: bool = True,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
-        result: RunComparison = self._compared(baseline_id, candidate_id, thresholds, spec)[0]
+        result: RunComparison = self._compared(
+            baseline_id, candidate_id, thresholds, spec, metric_deltas
+        )[0]
         return result
 
     def compare_json(
@@ -87,12 +92,30 @@ class Reports:
         candidate_id: UUID,
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
+        *,
+        metric_deltas: bool = False,
+        case_offset: int = 0,
+        case_limit: int | None = None,
     ) -> bytes:
-        """The comparison as JSON bytes, serialised once per cached comparison."""
-        entry = self._compared(baseline_id, candidate_id, thresholds, spec)
-        if entry[1] is None:
-            entry[1] = entry[0].__pydantic_serializer__.to_json(entry[0])
-        body: bytes = entry[1]
+        """The comparison as JSON bytes, serialised once per cached comparison and page.
+
+        Every total, verdict and statistic covers all matched cases; only the list of
+        `test_case_comparisons` is paged (sorted by key).
+        """
+        entry = self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        page = (case_offset, case_limit)
+        body: bytes | None = entry[1].get(page)
+        if body is None:
+            result: RunComparison = entry[0]
+            if page != (0, None):
+                end = None if case_limit is None else case_offset + case_limit
+                cases = result.test_case_comparisons[case_offset:end]
+                result = result.model_copy(update={"test_case_comparisons": cases})
+            body = result.__pydantic_serializer__.to_json(result)
+            with self._lock:
+                if len(entry[1]) >= COMPARE_PAGES_CACHED:
+                    entry[1].clear()
+                entry[1][page] = body
         return body
 
     def _compared(
@@ -101,6 +124,7 @@ class Reports:
         candidate_id: UUID,
         thresholds: CompareThresholds | None,
         spec: ScoringSpec | None,
+        metric_deltas: bool = True,
     ) -> list[Any]:
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
         for role, run in zip(("baseline", "candidate"), runs, strict=True):
@@ -118,6 +142,7 @@ class Reports:
             self._summary_position(candidate_id),
             thresholds.model_dump_json(),
             spec.spec_id if spec else None,
+            metric_deltas,
         )
         with self._lock:
             cached = self._cache.get(key)
@@ -138,8 +163,9 @@ class Reports:
                 summaries[1].test_cases,
                 thresholds,
                 spec,
+                metric_deltas=metric_deltas,
             )
-        entry: list[Any] = [result, None]
+        entry: list[Any] = [result, {}]
         with self._lock:
             self._cache[key] = entry
             while len(self._cache) > COMPARE_CACHE_SIZE:

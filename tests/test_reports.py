@@ -210,6 +210,46 @@ def test_disjoint_case_sets_are_listed(client: TestClient) -> None:
     assert [c["test_case_key"] for c in result["test_case_comparisons"]] == ["a"]
 
 
+def test_compare_pages_cases_and_metric_deltas_are_opt_in(client: TestClient) -> None:
+    base = imported(client, uniform("base", 5, 4, 4))
+    cases = [(f"c{i:02d}", 4, 3 if i == 3 else 4, True, 500) for i in range(5)]
+    cand = imported(client, run_bundle("cand", cases))
+    full = compare(client, base, cand, metric_deltas=True)
+    assert [c["test_case_key"] for c in full["test_case_comparisons"]] == [
+        "c00",
+        "c01",
+        "c02",
+        "c03",
+        "c04",
+    ]
+    c03 = full["test_case_comparisons"][3]
+    assert {m["metric"]: m["delta"] for m in c03["metric_deltas"]} == {
+        "tool_routing": 0.0,
+        "parameter_extraction": -1.0,
+    }
+    slim = compare(client, base, cand)
+    assert all(c["metric_deltas"] == [] for c in slim["test_case_comparisons"])
+    assert (
+        slim["aggregate"]["per_metric_aggregate_deltas"]
+        == full["aggregate"]["per_metric_aggregate_deltas"]
+    )
+    page = compare(client, base, cand, case_offset=2, case_limit=2)
+    assert [c["test_case_key"] for c in page["test_case_comparisons"]] == ["c02", "c03"]
+    assert page["test_case_comparisons"][1]["score_delta"] == -10.0
+    # Totals, verdict and statistics still cover every matched case.
+    assert page["aggregate"]["total_regressions"] == 1
+    assert page["aggregate"]["total_unchanged"] == 4
+    assert page["statistics"] == slim["statistics"]
+    assert page["verdict"] == slim["verdict"]
+    assert compare(client, base, cand, case_offset=5)["test_case_comparisons"] == []
+    r = client.get(
+        "/runs/compare",
+        params={"baseline_run_id": base, "candidate_run_id": cand, "case_offset": -1},
+    )
+    assert r.status_code == 422 and r.json()["code"] == "invalid"
+    assert "case_offset" in r.json()["detail"]
+
+
 def _write(tmp_path: Path, name: str, body: dict[str, Any]) -> str:
     path = tmp_path / name
     path.write_bytes(orjson.dumps(body))

@@ -55,8 +55,22 @@ def compare(
     ] = None,
     case_score_delta: Annotated[float | None, Query(ge=0, description="Points, 5.0")] = None,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
+    metric_deltas: Annotated[
+        bool, Query(description="Include each case's per-metric deltas (large on big runs)")
+    ] = False,
+    case_offset: Annotated[
+        int, Query(ge=0, description="First test case comparison returned (sorted by key)")
+    ] = 0,
+    case_limit: Annotated[
+        int | None, Query(ge=0, description="Test case comparisons returned at most (all)")
+    ] = None,
 ) -> Response:
-    """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""
+    """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics.
+
+    Totals, verdict and statistics always cover every matched case; `case_offset` /
+    `case_limit` page the `test_case_comparisons` list, and each case's `metric_deltas` stay
+    empty unless `metric_deltas=true`.
+    """
     thresholds = CompareThresholds(
         max_pass_rate_drop=max_pass_rate_drop,
         max_avg_score_drop=max_avg_score_drop,
@@ -64,7 +78,13 @@ def compare(
         case_score_delta=case_score_delta,
     )
     body = services.reports.compare_json(
-        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec)
+        baseline_run_id,
+        candidate_run_id,
+        thresholds,
+        spec_from_query(services, spec),
+        metric_deltas=metric_deltas,
+        case_offset=case_offset,
+        case_limit=case_limit,
     )
     return Response(content=body, media_type="application/json")
 
