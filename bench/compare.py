@@ -195,7 +195,7 @@ def bench_store(kind: str, db: str, cases: int, args: Any) -> None:
         with lock:
             n = next(order)
         a, b = pairs[n % len(pairs)]
-        params = {"baseline_run_id": a, "candidate_run_id": b}
+        params: dict[str, Any] = {"baseline_run_id": a, "candidate_run_id": b}
         if n >= len(pairs):
             params["case_score_delta"] = 5.0 + n * 1e-6
         return params
