@@ -14,6 +14,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -118,6 +119,17 @@ rescores = Table(
     Column("created_at", String(40), nullable=False),
 )
 Index("ix_rescores_v1_spec", rescores.c.spec_id)
+
+compare_cache = Table(
+    "compare_cache_v1",
+    metadata,
+    # sha256 of (runs, their summary positions, thresholds, spec, options, page): an answer
+    # shared by every process serving this store; a moved summary position is a new key.
+    Column("key", String(64), primary_key=True),
+    Column("body", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+Index("ix_compare_cache_v1_created", compare_cache.c.created_at)
 
 custom_metrics = Table(
     "metrics_v1",

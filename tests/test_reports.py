@@ -10,10 +10,17 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select, update
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli import main
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.comparison import CompareThresholds
+from evaledger.projections.queries import ReadModels
+from evaledger.projections.reports import COMPARE_SHARED, Reports
+from evaledger.projections.store import compare_cache
 from tests.helpers import bundle as example_bundle
 from tests.helpers import event_count
 
@@ -248,6 +255,32 @@ def test_compare_pages_cases_and_metric_deltas_are_opt_in(client: TestClient) ->
     )
     assert r.status_code == 422 and r.json()["code"] == "invalid"
     assert "case_offset" in r.json()["detail"]
+
+
+def test_compare_answers_are_shared_by_every_process_serving_the_store(
+    store_services: Services,
+) -> None:
+    s = store_services
+    ctx = Context(actor="t")
+    base = s.ledger.import_bundle(RunBundle.model_validate(uniform("base", 3, 4, 4)), ctx)
+    cand = s.ledger.import_bundle(RunBundle.model_validate(uniform("cand", 3, 4, 3)), ctx)
+    s.sync()
+    first = s.reports.compare_json(base.run_id, cand.run_id)
+    assert orjson.loads(first)["aggregate"]["avg_score_delta"] == -10.0
+    with s.reads.engine.begin() as conn:
+        (key,) = conn.scalars(select(compare_cache.c.key)).all()
+        # Mark the stored answer: another process must serve it instead of computing its own.
+        conn.execute(update(compare_cache).values(body=b'{"shared":true}'))
+    other = Reports(ReadModels(s.reads.engine))
+    assert other.compare_json(base.run_id, cand.run_id) == b'{"shared":true}'
+    # Another page, threshold or option is another answer, computed and shared in turn.
+    page = other.compare_json(base.run_id, cand.run_id, case_limit=1)
+    assert [c["test_case_key"] for c in orjson.loads(page)["test_case_comparisons"]] == ["c00"]
+    for i in range(COMPARE_SHARED + 3):
+        other.compare_json(base.run_id, cand.run_id, CompareThresholds(case_score_delta=i))
+    with s.reads.engine.connect() as conn:
+        keys = conn.scalars(select(compare_cache.c.key)).all()
+    assert len(keys) == COMPARE_SHARED and key not in keys  # the oldest went first
 
 
 def _write(tmp_path: Path, name: str, body: dict[str, Any]) -> str:
