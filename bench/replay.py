@@ -268,16 +268,16 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
             persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
         )
         pt.wrap(views.RunsProjection, "process", "runs_v1: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v1: process (load facts, fold, rows)")
+        pt.wrap(views.CasesProjection, "process", "cases_v2: process (load facts, fold, rows)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
-        pt.wrap(views, "opened_facts", "cases_v1: opened_facts (CaseFacts)")
-        pt.wrap(views, "apply_fact", "cases_v1: apply_fact (pydantic facts)")
-        pt.wrap(views, "score_case", "cases_v1: score_case")
-        pt.wrap(pjson, "dumps", "cases_v1: json.dumps facts/score/summary")
+        pt.wrap(views, "opened_facts", "cases_v2: opened_facts (CaseFacts)")
+        pt.wrap(views, "apply_fact", "cases_v2: apply_fact (pydantic facts)")
+        pt.wrap(views, "score_case", "cases_v2: score_case")
+        pt.wrap(pjson, "dumps", "cases_v2: json.dumps facts/score/summary")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
-        pt.wrap(views, "load_scores", "cases_v1: load_scores for run summary")
-        pt.wrap(views, "summarize_run", "cases_v1: summarize_run")
-        pt.wrap(views, "reduce_repetitions", "cases_v1: reduce_repetitions")
+        pt.wrap(views, "load_scores", "cases_v2: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v2: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v2: reduce_repetitions")
         pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
         gc.collect()
         _, total = timed(lambda: r.catch_up(until=until))
@@ -627,7 +627,8 @@ def reads_scaling(services: Services, m: Manifest, args: Any, work: Path) -> Non
             keyed = {r.run_key: r.run_id for r in svc.reads.list_runs(RunFilter(limit=500))[0]}
             ids[label] = [keyed[m.runs[0].key], keyed[m.runs[1].key]]
         calls: dict[str, Callable[[Services, list[UUID], int], object]] = {
-            "runs (list, newest 50)": lambda svc, _r, _i: svc.reads.list_runs(RunFilter()),
+            # The same page size on both stores: the call, not the answer, must not grow.
+            "runs (list, newest 2)": lambda svc, _r, _i: svc.reads.list_runs(RunFilter(limit=2)),
             "show RUN": lambda svc, r, _i: show_payload(svc, r[1]),
             "compare A B (uncached)": lambda svc, r, i: svc.reports.compare_json(
                 r[0], r[1], CompareThresholds(case_score_delta=5.0 + i * 1e-6)
