@@ -626,12 +626,14 @@ def reads_scaling(services: Services, m: Manifest, args: Any, work: Path) -> Non
         for label, svc in sides.items():
             keyed = {r.run_key: r.run_id for r in svc.reads.list_runs(RunFilter(limit=500))[0]}
             ids[label] = [keyed[m.runs[0].key], keyed[m.runs[1].key]]
+        nonce = time.time_ns() % 10**6 * 1000
         calls: dict[str, Callable[[Services, list[UUID], int], object]] = {
             # The same page size on both stores: the call, not the answer, must not grow.
             "runs (list, newest 2)": lambda svc, _r, _i: svc.reads.list_runs(RunFilter(limit=2)),
             "show RUN": lambda svc, r, _i: show_payload(svc, r[1]),
+            # Thresholds never asked before: no answer cached in this process or in the store.
             "compare A B (uncached)": lambda svc, r, i: svc.reports.compare_json(
-                r[0], r[1], CompareThresholds(case_score_delta=5.0 + i * 1e-6)
+                r[0], r[1], CompareThresholds(case_score_delta=5.0 + (nonce + i) * 1e-9)
             ),
         }
         rows = []
