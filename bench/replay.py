@@ -268,16 +268,16 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
             persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
         )
         pt.wrap(views.RunsProjection, "process", "runs_v1: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v2: process (load facts, fold, rows)")
+        pt.wrap(views.CasesProjection, "process", "cases_v3: process (load facts, fold, rows)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
-        pt.wrap(views, "opened_facts", "cases_v2: opened_facts (CaseFacts)")
-        pt.wrap(views, "apply_fact", "cases_v2: apply_fact (pydantic facts)")
-        pt.wrap(views, "score_case", "cases_v2: score_case")
-        pt.wrap(pjson, "dumps", "cases_v2: json.dumps facts/score/summary")
+        pt.wrap(views, "opened_facts", "cases_v3: opened_facts (CaseFacts)")
+        pt.wrap(views, "apply_fact", "cases_v3: apply_fact (pydantic facts)")
+        pt.wrap(views, "score_case", "cases_v3: score_case")
+        pt.wrap(pjson, "dumps", "cases_v3: json.dumps facts/score/summary")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
-        pt.wrap(views, "load_scores", "cases_v2: load_scores for run summary")
-        pt.wrap(views, "summarize_run", "cases_v2: summarize_run")
-        pt.wrap(views, "reduce_repetitions", "cases_v2: reduce_repetitions")
+        pt.wrap(views, "load_scores", "cases_v3: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v3: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v3: reduce_repetitions")
         pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
         gc.collect()
         _, total = timed(lambda: r.catch_up(until=until))
@@ -307,7 +307,7 @@ def read_model_decode(services: Services, run_id: str) -> Decoded:
     """Raw read + orjson decode of the read-model rows rescore reads (scoring facts + 3 columns)."""
     out = Decoded()
     sql = (
-        "SELECT scoring, overall_score, passed, status FROM cases_v2 WHERE run_id = {p} "
+        "SELECT scoring, overall_score, passed, status FROM cases_v3 WHERE run_id = {p} "
         "ORDER BY seq"
     )
     if services.location.is_sqlite:

@@ -21,8 +21,14 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    exc,
+    inspect,
     text,
 )
+from sqlalchemy.engine import ExceptionContext
+
+from evaledger.domain.errors import InfrastructureError
+from evaledger.domain.persistence import CONNECT_TIMEOUT, POSTGRES_OPTIONS, quote_role
 
 metadata = MetaData()
 
@@ -31,6 +37,16 @@ tracking = Table(
     metadata,
     Column("name", String(100), primary_key=True),
     Column("position", Integer, nullable=False),
+)
+
+projection_failures = Table(
+    "projection_failures",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("failed_at", String(40), nullable=False),
 )
 
 runs = Table(
@@ -69,7 +85,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v2_runs",
+    "cases_v3_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -78,7 +94,7 @@ case_runs = Table(
 )
 
 cases = Table(
-    "cases_v2",
+    "cases_v3",
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -95,10 +111,10 @@ cases = Table(
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v2_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v3_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v2",
+    "run_summaries_v3",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),
@@ -142,7 +158,12 @@ custom_metrics = Table(
 
 
 def make_engine(url: str) -> Engine:
-    """Engine for the read models; SQLite in WAL mode so readers never block the projector."""
+    """Engine for the read models; SQLite in WAL mode so readers never block the projector.
+
+    On PostgreSQL: connect and statement timeouts, a lazily grown pool (a CLI process holds
+    one connection), stale connections replaced after an outage (pre-ping). Unreachable,
+    locked or corrupt stores raise InfrastructureError (503 / exit 3).
+    """
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -154,19 +175,63 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-        _create_all(engine)
+        _report_store_errors(engine, f"the SQLite read models {url.removeprefix('sqlite:///')}")
+        with engine.connect() as conn:
+            # Concurrent start-ups race on DDL: the write lock first, then check and create.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            _create_all(conn)
+            conn.commit()
     else:
-        engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+        engine = create_engine(
+            url,
+            pool_size=5,
+            max_overflow=10,
+            pool_timeout=CONNECT_TIMEOUT,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": CONNECT_TIMEOUT, "options": POSTGRES_OPTIONS},
+        )
+        _report_store_errors(engine, f"PostgreSQL read models at {engine.url.host}")
         with engine.begin() as conn:
             # Concurrent start-ups race on DDL: one at a time.
             conn.execute(text("SELECT pg_advisory_xact_lock(4242002)"))
-            _create_all(conn)
+            if not _schema_complete(conn):
+                _create_all(conn)
     return engine
 
 
-def _create_all(bind: Engine | Connection) -> None:
+def _schema_complete(conn: Connection) -> bool:
+    """Whether every read-model table and index exists (a migration makes them)."""
+    found = inspect(conn)
+    names = set(found.get_table_names())
+    if not all(t.name in names for t in metadata.sorted_tables):
+        return False
+    return all(
+        {i.name for i in t.indexes} <= {i["name"] for i in found.get_indexes(t.name)}
+        for t in metadata.sorted_tables
+    )
+
+
+def _create_all(conn: Connection) -> None:
     """Create missing tables, and indexes added to tables that already exist."""
-    metadata.create_all(bind)
+    metadata.create_all(conn)
     for table in metadata.sorted_tables:
         for index in table.indexes:
-            index.create(bind, checkfirst=True)
+            index.create(conn, checkfirst=True)
+
+
+def _report_store_errors(engine: Engine, store: str) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _infrastructure(ctx: ExceptionContext) -> None:
+        e = ctx.sqlalchemy_exception
+        operational = isinstance(e, exc.OperationalError | exc.InterfaceError | exc.InternalError)
+        corrupt = type(e) is exc.DatabaseError
+        if ctx.is_disconnect or operational or corrupt:
+            first = (str(ctx.original_exception).strip().splitlines() or ["error"])[0]
+            raise InfrastructureError(f"{store} is unavailable: {first}") from e
+
+
+def grant_read_models(conn: Connection, app_role: str) -> None:
+    """Let the app role read and write the read models (run by the migration role)."""
+    role = quote_role(app_role)
+    for table in metadata.sorted_tables:
+        conn.execute(text(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table.name}" TO {role}'))
