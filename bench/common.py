@@ -291,20 +291,29 @@ def generate_bundle(
     ~40%, structural checks on ~20%, separate outcome evaluations on ~10%, ~1% judge error
     verdicts and ~1% errored executions. Test cases run twice (repetitions 0 and 1).
     """
+    bundle = bundle_header(cases, run_key, project)
+    bundle["cases"] = list(generate_cases(cases, seed, run_key))
+    return bundle
+
+
+def write_bundle(
+    path: Path, cases: int, seed: int = 0, run_key: str = "bench-run", project: str = "bench"
+) -> int:
+    """`generate_bundle` written to `path` case by case (flat memory at any size); its bytes."""
+    head = orjson.dumps(bundle_header(cases, run_key, project) | {"cases": []})
+    assert head.endswith(b"[]}")
+    size = 0
+    with path.open("wb") as f:
+        size += f.write(head[:-3] + b"[")
+        for i, case in enumerate(generate_cases(cases, seed, run_key)):
+            size += f.write((b"," if i else b"") + orjson.dumps(case))
+        size += f.write(b"]}")
+    return size
+
+
+def generate_cases(cases: int, seed: int, run_key: str) -> Iterator[dict[str, Any]]:
+    """The cases of `generate_bundle`, one at a time."""
     rng = random.Random(f"{seed}:{run_key}")
-    tools = [
-        {
-            "name": name,
-            "description": desc,
-            "parameters": {
-                "type": "object",
-                "properties": {p: {"type": "string"} for p in params},
-                "required": list(params),
-            },
-        }
-        for name, desc, params in TOOLS
-    ]
-    out: list[dict[str, Any]] = []
     for i in range(cases):
         slots = _slots(rng)
         scenario = SCENARIOS[(i // 2) % len(SCENARIOS)]
@@ -332,7 +341,7 @@ def generate_bundle(
                 transcript=partial,
                 started_at=started.isoformat(),
             )
-            out.append(case)
+            yield case
             continue
         turns = _transcript(rng, slots, rng.randint(10, 14))
         quality = rng.choice((4.4, 4.0, 3.5, 2.5))
@@ -376,7 +385,23 @@ def generate_bundle(
                     "evidence": f"lookup_order at turn {rng.randrange(len(turns))}",
                 }
             ]
-        out.append(case)
+        yield case
+
+
+def bundle_header(cases: int, run_key: str, project: str) -> dict[str, Any]:
+    """The bundle without its cases (`cases` sizes the run's timestamps)."""
+    tools = [
+        {
+            "name": name,
+            "description": desc,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"type": "string"} for p in params},
+                "required": list(params),
+            },
+        }
+        for name, desc, params in TOOLS
+    ]
     created = BASE_TIME - timedelta(minutes=5)
     return {
         "format": FORMAT,
@@ -403,7 +428,6 @@ def generate_bundle(
             "created_at": created.isoformat(),
             "completed_at": (BASE_TIME + timedelta(seconds=cases * 3 + 60)).isoformat(),
         },
-        "cases": out,
     }
 
 
@@ -868,3 +892,43 @@ def import_in_batches(
     w = ledger.complete_run(run_id, ctx, completed_at=bundle.run.completed_at)
     events += w.events
     return run_id, w.position, events
+
+
+# ---------------------------------------------------------------------------------------------
+# the goals of issue 13 (bench/README.md "Goals"): every script prints its rows of that table
+
+
+@dataclass
+class Goal:
+    """One row of the goal table: the ledger's figure beside its same-run raw baseline."""
+
+    figure: str
+    ledger: str
+    baseline: str
+    ratio: str
+    goal: str
+    met: bool | None
+    """None: not measured in this run (say why in `ratio`)."""
+
+
+def ratio_goal(figure: str, ours: float, raw: float, unit: str, baseline: str, aim: float) -> Goal:
+    """A throughput goal: ours / raw must reach `aim` (a fraction)."""
+    got = ours / raw if raw else 0.0
+    return Goal(
+        figure,
+        f"{num(ours)} {unit}",
+        f"{baseline} {num(raw)} {unit}",
+        f"{got:.1%}",
+        f">= {aim:.0%}",
+        got >= aim,
+    )
+
+
+def print_goals(title: str, goals: Sequence[Goal]) -> None:
+    """The goal rows with met / not met."""
+    verdict = {True: "met", False: "NOT met", None: "not measured"}
+    print_table(
+        title,
+        ["figure", "ledger", "baseline (same run)", "ratio", "goal", "verdict"],
+        [[g.figure, g.ledger, g.baseline, g.ratio, g.goal, verdict[g.met]] for g in goals],
+    )

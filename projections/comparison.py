@@ -456,6 +456,7 @@ def _compare_case(
     cand: TestCaseResult,
     thresholds: ComparisonThresholds,
     types: Mapping[str, bool],
+    metric_deltas: bool = True,
 ) -> dict[str, Any]:
     return {
         "test_case_key": base.test_case_key,
@@ -468,7 +469,7 @@ def _compare_case(
         "baseline_latency_ms": base.latency_p50_ms,
         "candidate_latency_ms": cand.latency_p50_ms,
         "latency_delta_ms": _delta(base.latency_p50_ms, cand.latency_p50_ms),
-        "metric_deltas": _metric_deltas(base, cand, types),
+        "metric_deltas": _metric_deltas(base, cand, types) if metric_deltas else [],
         "baseline_flaky": base.flaky,
         "candidate_flaky": cand.flaky,
         "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
@@ -730,11 +731,14 @@ def compare_results(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    metric_deltas: bool = True,
 ) -> RunComparison:
     """Compare two runs whose repetitions are already reduced to one result per test case.
 
     ``spec`` (or the candidate's own spec) supplies the default thresholds, overridden by
     ``thresholds``. `compare_runs` is the usual entry point; this is its reduced-input core.
+    ``metric_deltas=False`` leaves each case's per-metric deltas out (most of the payload and
+    of the time on a large run; the per-metric aggregate deltas stay).
     """
     effective = thresholds or CompareThresholds()
     used = effective.resolve((spec or candidate.spec).comparison)
@@ -743,7 +747,9 @@ def compare_results(
     cand_by_key = {r.test_case_key: r for r in candidate_results}
     matched_keys = sorted(base_by_key.keys() & cand_by_key.keys())
     matched = [(base_by_key[k], cand_by_key[k]) for k in matched_keys]
-    comparisons = _CASES.validate_python([_compare_case(b, c, used, types) for b, c in matched])
+    comparisons = _CASES.validate_python(
+        [_compare_case(b, c, used, types, metric_deltas) for b, c in matched]
+    )
 
     counts = {
         s: sum(1 for c in comparisons if c.status == s)

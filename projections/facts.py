@@ -150,6 +150,20 @@ class CaseFacts(BaseModel):
         ]
 
 
+def scoring_view(facts: CaseFacts) -> CaseFacts:
+    """The facts `score_case` reads: per-message rows cut to the assistant latencies.
+
+    A 10-14 turn case's messages (role, usage, cost, custom metrics) are most of its facts;
+    scoring only uses the assistant turns' latencies, so the `scoring` column keeps just those
+    and a rescore decodes a fraction of the bytes. Rollups read the full `facts` column.
+    """
+    compact = [
+        MessageFact(role=Role.ASSISTANT, latency_ms=latency)
+        for latency in facts.assistant_latencies
+    ]
+    return facts.model_copy(update={"messages": compact})
+
+
 def _outcomes(results: list[OutcomeResult], declared: dict[str, Severity]) -> list[OutcomeFact]:
     return [
         OutcomeFact(

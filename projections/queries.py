@@ -5,6 +5,8 @@ Queries read read-model tables only; they never replay aggregates.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,9 +31,11 @@ from evaledger.projections.store import (
     run_summaries,
     runs,
 )
-from evaledger.projections.views import load_facts, load_scores
+from evaledger.projections.views import CASE_SCORES, load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
+SUMMARIES_CACHED = 16
+"""Decoded materialised run summaries kept in memory (a 10,000-case run's is ~10 MB)."""
 
 LABEL_PATTERN = r"^[^=]+=.*$"
 """A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
@@ -91,6 +95,8 @@ class ReadModels:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
+        self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -211,19 +217,49 @@ class ReadModels:
         with self.engine.connect() as conn:
             return load_facts(conn, run_id)
 
+    def scoring_facts(self, run_id: UUID) -> list[CaseFacts]:
+        """Every case's facts of a run as scoring reads them (no per-message rows)."""
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            return load_facts(conn, run_id, scoring=True)
+
     def summary(self, run_id: UUID) -> Summary:
-        """The run summarised under its own spec (materialised once the run is closed)."""
+        """The run summarised under its own spec (materialised once the run is closed).
+
+        Decoded materialised summaries are kept per (run, summary position): the position
+        moves whenever the stored summary changes, so a hit is always current.
+        """
         spec = self.run_spec(run_id)
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(run_summaries).where(run_summaries.c.run_id == str(run_id))
-            ).first()
-            if row is not None and row.spec_id == spec.spec_id:
-                return Summary(
-                    spec,
-                    RunAggregate.model_validate_json(row.aggregate),
-                    TEST_CASES.validate_json(row.test_cases),
+            head = conn.execute(
+                select(run_summaries.c.spec_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id == str(run_id)
                 )
+            ).first()
+            if head is not None and head.spec_id == spec.spec_id:
+                key = (str(run_id), head.position, spec.spec_id)
+                with self._lock:
+                    hit = self._summaries.get(key)
+                    if hit is not None:
+                        self._summaries.move_to_end(key)
+                        return hit
+                row = conn.execute(
+                    select(run_summaries.c.aggregate, run_summaries.c.test_cases).where(
+                        run_summaries.c.run_id == str(run_id),
+                        run_summaries.c.position == head.position,
+                    )
+                ).first()
+                if row is not None:
+                    found = Summary(
+                        spec,
+                        RunAggregate.model_validate_json(row.aggregate),
+                        TEST_CASES.validate_json(row.test_cases),
+                    )
+                    with self._lock:
+                        self._summaries[key] = found
+                        while len(self._summaries) > SUMMARIES_CACHED:
+                            self._summaries.popitem(last=False)
+                    return found
             scores = load_scores(conn, str(run_id))
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
 
@@ -241,7 +277,7 @@ class ReadModels:
         if spec is None or spec.spec_id == own.spec_id:
             scores = self.case_scores(run_id)
             return Summary(own, summarize_run(scores, own), reduce_repetitions(scores, own)), scores
-        scores = [score_case(f, spec) for f in self.facts(run_id)]
+        scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec)), scores
 
     # -- rescore -----------------------------------------------------------------------------
@@ -267,7 +303,7 @@ class ReadModels:
                     ).where(cases.c.run_id == str(run_id))
                 )
             }
-        facts = self.facts(run_id)
+        facts = self.scoring_facts(run_id)
         after_scores = [score_case(f, spec) for f in facts]
         after = summarize_run(after_scores, spec)
         changed = []
@@ -301,7 +337,7 @@ class ReadModels:
                         "spec_id": spec.spec_id,
                         "spec": json.dumps(spec),
                         "aggregate": json.dumps(after),
-                        "cases": json.dumps([s.model_dump(mode="json") for s in after_scores]),
+                        "cases": CASE_SCORES.dump_json(after_scores).decode(),
                         "position": 0,
                         "created_at": datetime.now(UTC).isoformat(),
                     }

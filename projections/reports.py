@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import orjson
 import pydantic
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from evaledger.domain import gc
 from evaledger.domain.errors import StateError, ValidationError
@@ -33,9 +39,23 @@ from evaledger.projections.grading import Grade, GradingSpec, grade, grading_spe
 from evaledger.projections.models import CaseScore
 from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
-from evaledger.projections.store import run_summaries
+from evaledger.projections.store import compare_cache, run_summaries
+from evaledger.projections.views import upsert
 
 COMPARE_CACHE_SIZE = 8
+COMPARE_SHARED = 16
+"""Serialised answers kept in the store's shared `compare_cache_v1` (newest first)."""
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """Digest of the code that computes a comparison: a shared answer from other code is stale."""
+    from evaledger.projections import comparison, models, queries, scoring, stats
+
+    digest = hashlib.sha256()
+    for module in (comparison, models, queries, scoring, stats, sys.modules[__name__]):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
 
 
 class Reports:
@@ -43,8 +63,8 @@ class Reports:
 
     def __init__(self, reads: ReadModels) -> None:
         self.reads = reads
-        # key → [comparison, its JSON bytes once serialised]
-        self._cache: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
+        # key → comparison (this process); serialised answers are shared through the store.
+        self._cache: OrderedDict[tuple[Any, ...], RunComparison] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
@@ -76,10 +96,10 @@ class Reports:
         candidate_id: UUID,
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
+        metric_deltas: bool = True,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
-        result: RunComparison = self._compared(baseline_id, candidate_id, thresholds, spec)[0]
-        return result
+        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas)
 
     def compare_json(
         self,
@@ -87,21 +107,54 @@ class Reports:
         candidate_id: UUID,
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
+        *,
+        metric_deltas: bool = False,
+        case_offset: int = 0,
+        case_limit: int | None = None,
     ) -> bytes:
-        """The comparison as JSON bytes, serialised once per cached comparison."""
-        entry = self._compared(baseline_id, candidate_id, thresholds, spec)
-        if entry[1] is None:
-            entry[1] = entry[0].__pydantic_serializer__.to_json(entry[0])
-        body: bytes = entry[1]
+        """The comparison as JSON bytes, shared through the store by every serving process.
+
+        Every total, verdict and statistic covers all matched cases; only the list of
+        `test_case_comparisons` is paged (sorted by key).
+        """
+        thresholds = thresholds or CompareThresholds()
+        runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        digest = hashlib.sha256(
+            orjson.dumps([code_fingerprint(), *(str(p) for p in key), case_offset, case_limit])
+        ).hexdigest()
+        with self.reads.engine.connect() as conn:
+            shared = conn.scalars(
+                select(compare_cache.c.body).where(compare_cache.c.key == digest)
+            ).first()
+        if shared is not None:
+            return bytes(shared)
+        result: RunComparison = self._entry(runs, key, thresholds, spec, metric_deltas)
+        if (case_offset, case_limit) != (0, None):
+            end = None if case_limit is None else case_offset + case_limit
+            cases = result.test_case_comparisons[case_offset:end]
+            result = result.model_copy(update={"test_case_comparisons": cases})
+        body: bytes = result.__pydantic_serializer__.to_json(result)
+        with self.reads.engine.begin() as conn:
+            upsert(conn, compare_cache, [{"key": digest, "body": body, "created_at": time.time()}])
+            oldest_kept = (
+                select(compare_cache.c.created_at)
+                .order_by(compare_cache.c.created_at.desc())
+                .offset(COMPARE_SHARED - 1)
+                .limit(1)
+                .scalar_subquery()
+            )
+            conn.execute(delete(compare_cache).where(compare_cache.c.created_at < oldest_kept))
         return body
 
-    def _compared(
+    def _compare_key(
         self,
         baseline_id: UUID,
         candidate_id: UUID,
-        thresholds: CompareThresholds | None,
+        thresholds: CompareThresholds,
         spec: ScoringSpec | None,
-    ) -> list[Any]:
+        metric_deltas: bool,
+    ) -> tuple[list[RunRow], tuple[Any, ...]]:
+        """Both runs (400 unless completed) and the comparison's cache key."""
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
         for role, run in zip(("baseline", "candidate"), runs, strict=True):
             if run.status != "completed":
@@ -109,7 +162,6 @@ class Reports:
                     f"{role} run {run.run_id} is {run.status}; only completed runs are compared",
                     field=f"{role}_run_id",
                 )
-        thresholds = thresholds or CompareThresholds()
         # The summaries' positions move whenever a run's scores can change (overrides).
         key = (
             baseline_id,
@@ -118,7 +170,30 @@ class Reports:
             self._summary_position(candidate_id),
             thresholds.model_dump_json(),
             spec.spec_id if spec else None,
+            metric_deltas,
         )
+        return runs, key
+
+    def _compared(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        thresholds: CompareThresholds | None,
+        spec: ScoringSpec | None,
+        metric_deltas: bool = True,
+    ) -> RunComparison:
+        thresholds = thresholds or CompareThresholds()
+        runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        return self._entry(runs, key, thresholds, spec, metric_deltas)
+
+    def _entry(
+        self,
+        runs: list[RunRow],
+        key: tuple[Any, ...],
+        thresholds: CompareThresholds,
+        spec: ScoringSpec | None,
+        metric_deltas: bool,
+    ) -> RunComparison:
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -138,13 +213,13 @@ class Reports:
                 summaries[1].test_cases,
                 thresholds,
                 spec,
+                metric_deltas=metric_deltas,
             )
-        entry: list[Any] = [result, None]
         with self._lock:
-            self._cache[key] = entry
+            self._cache[key] = result
             while len(self._cache) > COMPARE_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        return entry
+        return result
 
     # -- rollups and grades ------------------------------------------------------------------
 

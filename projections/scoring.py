@@ -331,7 +331,9 @@ def _judge_panel(facts: CaseFacts, spec: ScoringSpec) -> _Panel:
             error=JUDGE_ERROR_PREFIX + problem.removeprefix(JUDGE_ERROR_PREFIX),
         )
     counted = valid[:1] if use_one else valid
-    metrics = [_combine_metric(m, counted, spec.panel) for m in spec.metrics]
+    # Each counted verdict's metric map, built once for all the spec's metrics.
+    maps = [_metric_facts(v) for v in counted]
+    metrics = [_combine_metric(m, maps, spec.panel) for m in spec.metrics]
     return _Panel(
         counted=counted,
         metrics=metrics,
@@ -367,9 +369,9 @@ def _metric_facts(verdict: VerdictFact) -> dict[str, MetricFact]:
 
 
 def _combine_metric(
-    selected: ResolvedMetric, verdicts: list[VerdictFact], panel: PanelPolicy
+    selected: ResolvedMetric, verdicts: list[dict[str, MetricFact]], panel: PanelPolicy
 ) -> MetricResult:
-    facts = [_metric_facts(v)[selected.metric] for v in verdicts]
+    facts = [v[selected.metric] for v in verdicts]
     passed: bool | None = None
     if selected.score_type is ScoreType.BINARY:
         score, passed = _combine_binary([bool(f.passed) for f in facts], panel)
@@ -548,9 +550,16 @@ def _latencies(scores: Iterable[CaseScore]) -> list[float]:
 
 def _per_metric_means(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, float]:
     """Scored metrics: mean 0-5; binary: fraction passing. Over the cases that have the metric."""
+    # One pass over the cases for all metrics (same selection as `_metric_results`).
+    by_metric: dict[str, list[MetricResult]] = {m.metric: [] for m in spec.metrics}
+    for s in scores:
+        for m in s.metric_scores:
+            found = by_metric.get(m.metric)
+            if found is not None and m.score is not None:
+                found.append(m)
     means: dict[str, float] = {}
     for selected in spec.metrics:
-        results = _metric_results(scores, selected.metric)
+        results = by_metric[selected.metric]
         if results and selected.score_type is ScoreType.BINARY:
             means[selected.metric] = sum(m.passed is True for m in results) / len(results)
         elif results:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -72,6 +73,7 @@ runs = Table(
     Column("position", Integer, nullable=False),
 )
 Index("ix_runs_v2_list", runs.c.project, runs.c.created_at)
+Index("ix_runs_v2_created", runs.c.created_at)
 
 baselines = Table(
     "baselines_v2",
@@ -86,7 +88,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v2_runs",
+    "cases_v3_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -95,7 +97,7 @@ case_runs = Table(
 )
 
 cases = Table(
-    "cases_v2",
+    "cases_v3",
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -104,16 +106,18 @@ cases = Table(
     Column("variant", Text, nullable=False),
     Column("seq", Integer, nullable=False),  # order of opening within the projection
     Column("facts", Text, nullable=False),
+    # What `score_case` reads (facts without per-message rows): a rescore decodes only this.
+    Column("scoring", Text, nullable=False),
     Column("score", Text, nullable=False),
     Column("status", String(20), nullable=False),
     Column("overall_score", Float),
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v2_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v3_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v2",
+    "run_summaries_v3",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),
@@ -133,6 +137,18 @@ rescores = Table(
     Column("position", Integer, nullable=False),
     Column("created_at", String(40), nullable=False),
 )
+Index("ix_rescores_v1_spec", rescores.c.spec_id)
+
+compare_cache = Table(
+    "compare_cache_v1",
+    metadata,
+    # sha256 of (runs, their summary positions, thresholds, spec, options, page): an answer
+    # shared by every process serving this store; a moved summary position is a new key.
+    Column("key", String(64), primary_key=True),
+    Column("body", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+Index("ix_compare_cache_v1_created", compare_cache.c.created_at)
 
 custom_metrics = Table(
     "metrics_v1",
@@ -166,7 +182,7 @@ def make_engine(url: str) -> Engine:
         with engine.connect() as conn:
             # Concurrent start-ups race on DDL: the write lock first, then check and create.
             conn.exec_driver_sql("BEGIN IMMEDIATE")
-            metadata.create_all(conn)
+            _create_all(conn)
             conn.commit()
     else:
         engine = create_engine(
@@ -181,15 +197,29 @@ def make_engine(url: str) -> Engine:
         with engine.begin() as conn:
             # Concurrent start-ups race on DDL: one at a time.
             conn.execute(text("SELECT pg_advisory_xact_lock(4242002)"))
-            if not _tables_exist(conn):
-                metadata.create_all(conn)
+            if not _schema_complete(conn):
+                _create_all(conn)
     return engine
 
 
-def _tables_exist(conn: Connection) -> bool:
-    """Whether every read-model table exists (a migration made them; the app role can't)."""
-    names = set(inspect(conn).get_table_names())
-    return all(t.name in names for t in metadata.sorted_tables)
+def _schema_complete(conn: Connection) -> bool:
+    """Whether every read-model table and index exists (a migration makes them)."""
+    found = inspect(conn)
+    names = set(found.get_table_names())
+    if not all(t.name in names for t in metadata.sorted_tables):
+        return False
+    return all(
+        {i.name for i in t.indexes} <= {i["name"] for i in found.get_indexes(t.name)}
+        for t in metadata.sorted_tables
+    )
+
+
+def _create_all(conn: Connection) -> None:
+    """Create missing tables, and indexes added to tables that already exist."""
+    metadata.create_all(conn)
+    for table in metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
 
 
 def _report_store_errors(engine: Engine, store: str) -> None:

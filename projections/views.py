@@ -26,7 +26,7 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import json
-from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
+from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts, scoring_view
 from evaledger.projections.models import CaseScore
 from evaledger.projections.runner import Batch
 from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
@@ -41,6 +41,7 @@ from evaledger.projections.store import (
 from evaledger.projections.votes import JudgeVotesProjection
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
+CASE_FACTS = TypeAdapter(list[CaseFacts])
 IN_CHUNK = 500
 
 _STATUS_OF = {
@@ -188,13 +189,14 @@ class RunsProjection:
 
 
 class CasesProjection:
-    """`cases_v2`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v3`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
+    v3 added the compact `scoring` column (what a rescore decodes).
     """
 
-    name = "cases_v2"
+    name = "cases_v3"
     tables = (run_summaries, cases, case_runs)
 
     def __init__(self) -> None:
@@ -289,6 +291,7 @@ class CasesProjection:
                     "variant": f.variant,
                     "seq": seqs[cid],
                     "facts": json.dumps(f),
+                    "scoring": json.dumps(scoring_view(f)),
                     "score": json.dumps(score),
                     "status": score.status.value,
                     "overall_score": score.overall_score,
@@ -327,14 +330,15 @@ def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
     return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
 
 
-def load_facts(conn: Connection, run_id: str | UUID) -> list[CaseFacts]:
-    """Every case's facts of a run, in opening order."""
+def load_facts(conn: Connection, run_id: str | UUID, scoring: bool = False) -> list[CaseFacts]:
+    """Every case's facts of a run, in opening order; `scoring`: only what scoring reads."""
+    column = cases.c.scoring if scoring else cases.c.facts
     texts = conn.scalars(
-        select(cases.c.facts).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+        select(column).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
     ).all()
     if not texts:
         return []
-    return TypeAdapter(list[CaseFacts]).validate_json("[" + ",".join(texts) + "]")
+    return CASE_FACTS.validate_json("[" + ",".join(texts) + "]")
 
 
 class CatalogueProjection:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from uuid import uuid4
 
 import pytest
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from evaledger.api.audit import case_history
 from evaledger.api.bootstrap import Services, Settings, build_ledger
@@ -107,8 +109,32 @@ def test_postgres_events_table_refuses_update_and_delete(pg_url: str) -> None:
             conn.rollback()
 
 
+def test_a_large_save_with_a_conflict_stores_nothing(store_services: Services) -> None:
+    # The large-save path (COPY on PostgreSQL) must fail whole on a version conflict.
+    s = store_services
+    first = s.ledger.import_bundle(RunBundle.model_validate(bundle(key="first")), CTX)
+    before = s.ledger.position()
+    taken = s.ledger.notifications(1, 1)[0]
+    rows = [
+        StoredEvent(originator_id=uuid4(), originator_version=1, topic="x", state=b"y" * 20_000)
+        for _ in range(100)
+    ]
+    rows.append(
+        StoredEvent(
+            originator_id=taken.originator_id,
+            originator_version=taken.originator_version,
+            topic="x",
+            state=b"y",
+        )
+    )
+    with pytest.raises(IntegrityError):
+        s.ledger.app.recorder.insert_events(rows)
+    assert s.ledger.position() == before == first.position
+    assert len(s.ledger.notifications(1, 100_000)) == first.events
+
+
 def test_a_large_bundle_imports_atomically(store_services: Services) -> None:
-    # ~7 MB of state in one save: on PostgreSQL it goes in chunks of one transaction.
+    # ~7 MB of state in one save: on PostgreSQL it goes by binary COPY in one transaction.
     s = store_services
     data = bundle(key="large-run")
     data["cases"] = [case(f"big-{i:04d}") for i in range(600)]

@@ -10,10 +10,17 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select, update
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli import main
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.comparison import CompareThresholds
+from evaledger.projections.queries import ReadModels
+from evaledger.projections.reports import COMPARE_SHARED, Reports
+from evaledger.projections.store import compare_cache
 from tests.helpers import bundle as example_bundle
 from tests.helpers import event_count
 
@@ -208,6 +215,72 @@ def test_disjoint_case_sets_are_listed(client: TestClient) -> None:
     assert result["baseline_only_test_cases"] == ["only-base"]
     assert result["candidate_only_test_cases"] == ["only-cand"]
     assert [c["test_case_key"] for c in result["test_case_comparisons"]] == ["a"]
+
+
+def test_compare_pages_cases_and_metric_deltas_are_opt_in(client: TestClient) -> None:
+    base = imported(client, uniform("base", 5, 4, 4))
+    cases = [(f"c{i:02d}", 4, 3 if i == 3 else 4, True, 500) for i in range(5)]
+    cand = imported(client, run_bundle("cand", cases))
+    full = compare(client, base, cand, metric_deltas=True)
+    assert [c["test_case_key"] for c in full["test_case_comparisons"]] == [
+        "c00",
+        "c01",
+        "c02",
+        "c03",
+        "c04",
+    ]
+    c03 = full["test_case_comparisons"][3]
+    assert {m["metric"]: m["delta"] for m in c03["metric_deltas"]} == {
+        "tool_routing": 0.0,
+        "parameter_extraction": -1.0,
+    }
+    slim = compare(client, base, cand)
+    assert all(c["metric_deltas"] == [] for c in slim["test_case_comparisons"])
+    assert (
+        slim["aggregate"]["per_metric_aggregate_deltas"]
+        == full["aggregate"]["per_metric_aggregate_deltas"]
+    )
+    page = compare(client, base, cand, case_offset=2, case_limit=2)
+    assert [c["test_case_key"] for c in page["test_case_comparisons"]] == ["c02", "c03"]
+    assert page["test_case_comparisons"][1]["score_delta"] == -10.0
+    # Totals, verdict and statistics still cover every matched case.
+    assert page["aggregate"]["total_regressions"] == 1
+    assert page["aggregate"]["total_unchanged"] == 4
+    assert page["statistics"] == slim["statistics"]
+    assert page["verdict"] == slim["verdict"]
+    assert compare(client, base, cand, case_offset=5)["test_case_comparisons"] == []
+    r = client.get(
+        "/runs/compare",
+        params={"baseline_run_id": base, "candidate_run_id": cand, "case_offset": -1},
+    )
+    assert r.status_code == 422 and r.json()["code"] == "invalid"
+    assert "case_offset" in r.json()["detail"]
+
+
+def test_compare_answers_are_shared_by_every_process_serving_the_store(
+    store_services: Services,
+) -> None:
+    s = store_services
+    ctx = Context(actor="t")
+    base = s.ledger.import_bundle(RunBundle.model_validate(uniform("base", 3, 4, 4)), ctx)
+    cand = s.ledger.import_bundle(RunBundle.model_validate(uniform("cand", 3, 4, 3)), ctx)
+    s.sync()
+    first = s.reports.compare_json(base.run_id, cand.run_id)
+    assert orjson.loads(first)["aggregate"]["avg_score_delta"] == -10.0
+    with s.reads.engine.begin() as conn:
+        (key,) = conn.scalars(select(compare_cache.c.key)).all()
+        # Mark the stored answer: another process must serve it instead of computing its own.
+        conn.execute(update(compare_cache).values(body=b'{"shared":true}'))
+    other = Reports(ReadModels(s.reads.engine))
+    assert other.compare_json(base.run_id, cand.run_id) == b'{"shared":true}'
+    # Another page, threshold or option is another answer, computed and shared in turn.
+    page = other.compare_json(base.run_id, cand.run_id, case_limit=1)
+    assert [c["test_case_key"] for c in orjson.loads(page)["test_case_comparisons"]] == ["c00"]
+    for i in range(COMPARE_SHARED + 3):
+        other.compare_json(base.run_id, cand.run_id, CompareThresholds(case_score_delta=i))
+    with s.reads.engine.connect() as conn:
+        keys = conn.scalars(select(compare_cache.c.key)).all()
+    assert len(keys) == COMPARE_SHARED and key not in keys  # the oldest went first
 
 
 def _write(tmp_path: Path, name: str, body: dict[str, Any]) -> str:

@@ -64,8 +64,22 @@ def compare_runs(
         float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
     ] = None,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
+    metric_deltas: Annotated[
+        bool, Query(description="Include each case's per-metric deltas (large on big runs)")
+    ] = False,
+    case_offset: Annotated[
+        int, Query(ge=0, description="First test case comparison returned (sorted by key)")
+    ] = 0,
+    case_limit: Annotated[
+        int | None, Query(ge=0, description="Test case comparisons returned at most (all)")
+    ] = None,
 ) -> Response:
-    """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics."""
+    """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics.
+
+    Totals, verdict and statistics always cover every matched case; `case_offset` /
+    `case_limit` page the `test_case_comparisons` list, and each case's `metric_deltas` stay
+    empty unless `metric_deltas=true`.
+    """
     thresholds = CompareThresholds(
         max_pass_rate_drop=max_pass_rate_drop,
         max_avg_score_drop=max_avg_score_drop,
@@ -74,7 +88,13 @@ def compare_runs(
     )
     project = services.reads.get_run(candidate_run_id).project
     body = services.reports.compare_json(
-        baseline_run_id, candidate_run_id, thresholds, spec_from_query(services, spec, project)
+        baseline_run_id,
+        candidate_run_id,
+        thresholds,
+        spec_from_query(services, spec, project),
+        metric_deltas=metric_deltas,
+        case_offset=case_offset,
+        case_limit=case_limit,
     )
     return Response(content=body, media_type="application/json")
 
