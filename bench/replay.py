@@ -267,7 +267,7 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
         pt.wrap(
             persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
         )
-        pt.wrap(views.RunsProjection, "process", "runs_v1: process")
+        pt.wrap(views.RunsProjection, "process", "runs_v2: process")
         pt.wrap(views.CasesProjection, "process", "cases_v3: process (load facts, fold, rows)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
         pt.wrap(views, "opened_facts", "cases_v3: opened_facts (CaseFacts)")
@@ -382,7 +382,7 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     pt.wrap(queries, "summarize_run", "summarize_run (before and after)")
     pt.wrap(pjson, "dumps", "json.dumps of the stored rescore (cases, aggregate)")
     pt.wrap(views, "upsert", "upsert of the rescores_v1 row")
-    pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v1 row)")
+    pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v2 row)")
     pt.wrap(queries.ReadModels, "summary", "summary under the run's own spec (materialised)")
     try:
         _, total = timed(once)
