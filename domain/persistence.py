@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -152,10 +153,16 @@ def store_errors(store: str) -> Iterator[None]:
     """
     try:
         yield
-    except (OperationalError, InterfaceError, InternalError, psycopg.OperationalError) as e:
+    except (
+        OperationalError,
+        InterfaceError,
+        InternalError,
+        psycopg.OperationalError,
+        sqlite3.OperationalError,  # raised raw while eventsourcing opens a connection
+    ) as e:
         raise InfrastructureError(f"{store} is unavailable: {_first_line(e)}") from e
-    except DatabaseError as e:
-        if type(e) is not DatabaseError:
+    except (DatabaseError, sqlite3.DatabaseError) as e:
+        if type(e) not in (DatabaseError, sqlite3.DatabaseError):
             raise
         raise InfrastructureError(f"{store} is unreadable: {_first_line(e)}") from e
 
@@ -253,7 +260,7 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
     def create_table(self) -> None:
         """Create the tables; chain the events of a store that predates the chain (once)."""
-        with self.datastore.transaction(commit=True) as c:
+        with store_errors(self._name), self.datastore.transaction(commit=True) as c:
             self._create_table(c)
             self.chain.adopt(
                 c,

@@ -21,6 +21,7 @@ from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.chain import GENESIS_LINK, Block, link_of, mac_of
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger
 
@@ -37,6 +38,17 @@ class Checkpoint:
 
     def __str__(self) -> str:
         return f"{self.position}:{self.link}"
+
+    @classmethod
+    def parse(cls, text: str) -> Checkpoint:
+        """`POSITION:LINK`, as `verify` prints it."""
+        position, _, link = text.partition(":")
+        if not position.isdigit() or len(link) != 64 or link.strip("0123456789abcdef"):
+            raise ValidationError(
+                f"--expect: {text!r} is not POSITION:LINK (as `evaledger verify` prints it)",
+                field="expect",
+            )
+        return cls(int(position), link, signed=False)
 
 
 @dataclass

@@ -6,6 +6,9 @@ off) but not the checkpoint key, which the writers and `verify` hold outside the
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,10 +16,12 @@ from uuid import UUID
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.chain import load_key
+from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.events import (
     CaseOpened,
     CasesAttached,
@@ -35,6 +40,7 @@ from tests.integrity_helpers import RawStore
 pytestmark = pytest.mark.reliability
 
 KEY = "3f" * 32
+EVALEDGER = Path(sys.executable).with_name("evaledger")
 
 
 @dataclass
@@ -44,6 +50,7 @@ class Story:
     services: Services
     raw: RawStore
     key: bytes
+    key_file: Path
     pos: dict[str, int]
     ids: dict[str, UUID]
 
@@ -103,7 +110,7 @@ def story(store_url: str, tmp_path: Path) -> Iterator[Story]:
         if name is not None:
             pos[f"{name}_{owner}"] = row.position
     try:
-        yield Story(services, raw, load_key(key_file), pos, ids)
+        yield Story(services, raw, load_key(key_file), key_file, pos, ids)
     finally:
         raw.close()
         services.close()
@@ -347,3 +354,76 @@ def test_without_the_key_a_full_rewrite_is_undetectable_and_says_so(story: Story
     # The writer's key signs every commit; the verifier's key catches the rewrite.
     story.services.ledger.checkpoint_key = story.key
     assert not story.verify().ok
+
+
+def _verify_cli(story: Story, *args: str, key: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    if key:
+        env[KEY_ENV] = str(story.key_file)
+    return subprocess.run(
+        [str(EVALEDGER), "verify", "--db", story.services.settings.db, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_cli_checks_signatures_and_a_remembered_checkpoint(story: Story) -> None:
+    link = story.verify().checkpoint.link  # type: ignore[union-attr]
+    done = _verify_cli(story)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained, signatures checked\n"
+        f"checkpoint: 23:{link}\n",
+    )
+    unsigned = _verify_cli(story, key=False)
+    assert unsigned.stdout.startswith("ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits ")
+    assert "(unsigned: no checkpoint key)" in unsigned.stdout
+    bad = _verify_cli(story, "--expect", "23:nonsense")
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "evaledger: error: --expect: '23:nonsense' is not POSITION:LINK (as `evaledger verify` "
+        "prints it)\n",
+    )
+    story.raw.delete(*range(18, 24))
+    story.raw.delete_block(23)
+    assert _verify_cli(story).returncode == 0
+    rolled_back = _verify_cli(story, "--expect", f"23:{link}")
+    assert rolled_back.returncode == 1
+    assert rolled_back.stdout == (
+        f"BROKEN at position 23: checkpoint 23:{link[:12]}… verified earlier is no longer in the "
+        "log (the log was rolled back or rewritten)\n"
+    )
+
+
+def test_get_verify_remembers_its_checkpoint_and_health_reports_it(story: Story) -> None:
+    with TestClient(create_app(services=story.services)) as client:
+        assert client.get("/health").json()["verify"] is None
+        first = client.get("/verify").json()
+        assert (first["ok"], first["events"], first["commits"], first["keyed"]) == (
+            True,
+            23,
+            5,
+            True,
+        )
+        health = client.get("/health").json()
+        assert health["status"] == "ok"
+        assert health["verify"] == {
+            "ok": True,
+            "verified_at": first["verified_at"],
+            "checkpoint": {"position": 23, "link": first["checkpoint"]["link"], "signed": True},
+            "first_broken_position": None,
+        }
+        # The tail is cut back: in-database checks alone see a valid prefix; the server doesn't.
+        story.raw.delete(*range(18, 24))
+        story.raw.delete_block(23)
+        second = client.get("/verify").json()
+        assert (second["ok"], second["first_broken_position"]) == (False, 23)
+        assert second["broken"] == [
+            f"checkpoint 23:{first['checkpoint']['link'][:12]}… verified earlier is no longer "
+            "in the log (the log was rolled back or rewritten)"
+        ]
+        health = client.get("/health").json()
+        assert (health["status"], health["verify"]["ok"]) == ("degraded", False)

@@ -216,3 +216,17 @@ def test_a_cli_process_holds_at_most_two_connections(pg_url: str) -> None:
         assert row == (2,)  # one for the events, one for the read models
     finally:
         services.close()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("damaged", ["events.sqlite", "views.sqlite"])
+def test_a_corrupt_sqlite_store_exits_3_with_one_line(tmp_path: Path, damaged: str) -> None:
+    store = tmp_path / "store"
+    assert _cli("runs", "--db", f"sqlite:///{store}/").returncode == 0
+    (store / damaged).write_bytes(b"not a database" * 100)
+    done = _cli("runs", "--db", f"sqlite:///{store}/")
+    which = "SQLite event store" if damaged == "events.sqlite" else "SQLite read models"
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr.startswith(f"evaledger: error: the {which} {store}/{damaged} is ")
+    assert done.stderr.endswith(": file is not a database\n")
+    assert done.stderr.count("\n") == 1
