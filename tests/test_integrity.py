@@ -427,3 +427,27 @@ def test_get_verify_remembers_its_checkpoint_and_health_reports_it(story: Story)
         ]
         health = client.get("/health").json()
         assert (health["status"], health["verify"]["ok"]) == ("degraded", False)
+
+
+def test_unreadable_bytes_are_reported_by_verify_and_isolated_by_the_projections(
+    story: Story,
+) -> None:
+    row = story.raw.row(story.pos["override_b"])
+    story.raw.update(row, replace(row, state=b"\xff garbage"))
+    report = story.verify()
+    _assert_broken(report, 10, f"aggregate {story.ids['b']} version 4 (position 10): the stored")
+    assert (
+        "(position 10): prev_hash None… does not match the hash of version 3 (" in report.broken[1]
+    )
+    assert report.broken[2].startswith("positions 10–10 (one commit): " + LINK)
+    # Reads keep answering from what could be projected; /health names the event.
+    story.services.sync()
+    assert story.services.runner.positions() == {}
+    failures = story.services.runner.failures()
+    assert sorted(str(f["name"]) for f in failures) == ["cases_v1", "metrics_v1", "runs_v1"]
+    assert {(f["position"], f["event"]) for f in failures} == {
+        (10, f"{VerdictOverridden.topic()} of {story.ids['b']} v4")
+    }
+    with TestClient(create_app(services=story.services)) as client:
+        assert client.get("/runs").json()["count"] == 1
+        assert client.get("/health").json()["status"] == "degraded"
