@@ -362,3 +362,36 @@ def test_kill_9_in_the_middle_of_projection_then_catch_up_is_consistent(
         assert verify(services.ledger).ok
     finally:
         services.close()
+
+
+def test_two_projectors_on_one_store_apply_each_page_once(store_url: str, tmp_path: Path) -> None:
+    services = build_ledger(Settings(db=store_url))
+    try:
+        data = RunBundle.model_validate(orjson.loads(_bundle_file(tmp_path, "q", 700).read_bytes()))
+        head = services.ledger.import_bundle(data, Context("alice")).position
+        assert head == 1 + 700 * 3 + 2
+        procs = [
+            subprocess.Popen(
+                [str(EVALEDGER), "project", "--db", store_url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert (proc.returncode, out, err) == (
+                0,
+                f"projections at position {head}\n".encode(),
+                b"",
+            )
+        assert services.runner.positions() == {
+            "runs_v1": head,
+            "cases_v1": head,
+            "metrics_v1": head,
+        }
+        with services.engine.connect() as conn:
+            assert len(conn.execute(cases.select()).all()) == 700
+            assert [r.case_count for r in conn.execute(runs.select())] == [700]
+    finally:
+        services.close()
