@@ -6,9 +6,6 @@ off) but not the checkpoint key, which the writers and `verify` hold outside the
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,11 +33,11 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
 from tests.helpers import bundle, case
 from tests.integrity_helpers import RawStore
+from tests.test_cli import Cli
 
 pytestmark = pytest.mark.reliability
 
 KEY = "3f" * 32
-EVALEDGER = Path(sys.executable).with_name("evaledger")
 
 
 @dataclass
@@ -356,45 +353,47 @@ def test_without_the_key_a_full_rewrite_is_undetectable_and_says_so(story: Story
     assert not story.verify().ok
 
 
-def _verify_cli(story: Story, *args: str, key: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+def _verify_cli(
+    story: Story, cli: Cli, monkeypatch: pytest.MonkeyPatch, *args: str, key: bool = True
+) -> tuple[int, str, str]:
     if key:
-        env[KEY_ENV] = str(story.key_file)
-    return subprocess.run(
-        [str(EVALEDGER), "verify", "--db", story.services.settings.db, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+        monkeypatch.setenv(KEY_ENV, str(story.key_file))
+    else:
+        monkeypatch.delenv(KEY_ENV, raising=False)
+    return cli("verify", *args, db=story.services.settings.db)
 
 
-def test_the_cli_checks_signatures_and_a_remembered_checkpoint(story: Story) -> None:
+def test_the_cli_checks_signatures_and_a_remembered_checkpoint(
+    story: Story, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = Cli(capsys, story.services.settings.db)
     link = story.verify().checkpoint.link  # type: ignore[union-attr]
-    done = _verify_cli(story)
-    assert (done.returncode, done.stdout) == (
+    assert _verify_cli(story, cli, monkeypatch) == (
         0,
         "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained, signatures checked\n"
         f"checkpoint: 23:{link}\n",
+        "",
     )
-    unsigned = _verify_cli(story, key=False)
-    assert unsigned.stdout.startswith("ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits ")
-    assert "(unsigned: no checkpoint key)" in unsigned.stdout
-    bad = _verify_cli(story, "--expect", "23:nonsense")
-    assert (bad.returncode, bad.stderr) == (
+    code, out, _ = _verify_cli(story, cli, monkeypatch, key=False)
+    assert (code, out) == (
+        0,
+        "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained "
+        f"(unsigned: no checkpoint key)\ncheckpoint: 23:{link}\n",
+    )
+    assert _verify_cli(story, cli, monkeypatch, "--expect", "23:nonsense") == (
         2,
+        "",
         "evaledger: error: --expect: '23:nonsense' is not POSITION:LINK (as `evaledger verify` "
         "prints it)\n",
     )
     story.raw.delete(*range(18, 24))
     story.raw.delete_block(23)
-    assert _verify_cli(story).returncode == 0
-    rolled_back = _verify_cli(story, "--expect", f"23:{link}")
-    assert rolled_back.returncode == 1
-    assert rolled_back.stdout == (
+    assert _verify_cli(story, cli, monkeypatch)[0] == 0
+    assert _verify_cli(story, cli, monkeypatch, "--expect", f"23:{link}") == (
+        1,
         f"BROKEN at position 23: checkpoint 23:{link[:12]}… verified earlier is no longer in the "
-        "log (the log was rolled back or rewritten)\n"
+        "log (the log was rolled back or rewritten)\n",
+        "",
     )
 
 
