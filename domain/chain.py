@@ -65,9 +65,16 @@ def link_of(prev: str, entries: Iterable[Entry]) -> str:
     """The chain link of one commit over its events in log order."""
     h = hashlib.sha256(prev.encode())
     for position, originator_id, version, ehash in entries:
-        oid = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
-        h.update(f"\n{position}\x1f{oid}\x1f{version}\x1f{ehash}".encode())
+        h.update(f"\n{position}\x1f{_canonical(originator_id)}\x1f{version}\x1f{ehash}".encode())
     return h.hexdigest()
+
+
+def _canonical(originator_id: UUID | str) -> str:
+    """The id as a UUID string (SQLite stores hex); anything else as it is, so it mismatches."""
+    try:
+        return str(originator_id if isinstance(originator_id, UUID) else UUID(originator_id))
+    except ValueError:
+        return originator_id if isinstance(originator_id, str) else repr(originator_id)
 
 
 def mac_of(key: bytes, last_position: int, link: str) -> str:

@@ -30,6 +30,7 @@ from psycopg.sql import SQL
 from evaledger.domain.chain import (
     CHAIN_TABLE,
     SQLITE_CHAIN_DDL,
+    Block,
     ChainWriter,
     HashedStoredEvent,
     postgres_chain_ddl,
@@ -241,7 +242,20 @@ def parse_db_url(url: str) -> StorageLocation:
     )
 
 
-class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+class ChainReader:
+    """Reading the chain's blocks, for `verify` (both recorders)."""
+
+    chain: ChainWriter
+    datastore: Any
+    _name: str
+
+    def chain_blocks(self, after: int, limit: int) -> list[Block]:
+        """Blocks ending after position `after`, in log order."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.chain.blocks(curs, after, limit)
+
+
+class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
     """eventsourcing's SQLite recorder, appending each commit's block to the ledger chain.
 
     SQLite has one writer at a time: the events are inserted first (which takes the write
@@ -253,6 +267,7 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     ) -> None:
         super().__init__(datastore, events_table_name)
         self.chain = ChainWriter("?")
+        self._name = f"the SQLite event store {datastore.pool.db_name}"
 
     def construct_create_table_statements(self) -> list[str]:
         """The events table and the chain."""
@@ -275,10 +290,6 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         assert ids is not None
         self.chain.append(c, stored_events, ids)
         return ids
-
-    @property
-    def _name(self) -> str:
-        return f"the SQLite event store {self.datastore.pool.db_name}"
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -320,7 +331,7 @@ CHUNK_BYTES = 1_000_000
 """Largest state payload sent to PostgreSQL in one statement."""
 
 
-class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
+class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL recorder with the ledger chain, sending large saves in chunks.
 
     Every commit appends its chain block under the writers' lock (below), so chain order is
@@ -486,7 +497,7 @@ def _connect(env: dict[str, str], **kwargs: Any) -> Any:
 def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool:
     """Whether the events table and the chain are there (created by a migration)."""
     schema = recorder.datastore.schema
-    with recorder.datastore.transaction(commit=False) as curs:
+    with store_errors(recorder._name), recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AS ready",
             (f'"{schema}"."{recorder.events_table_name}"', f'"{schema}".{CHAIN_TABLE}'),
@@ -504,7 +515,7 @@ def migrate_postgres(
     gets SELECT and INSERT on the two tables (and the sequence), nothing else.
     """
     schema = recorder.datastore.schema
-    with _connect(env, autocommit=True) as lock_conn:
+    with store_errors(recorder._name), _connect(env, autocommit=True) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
         try:
             recorder.create_table()
@@ -557,7 +568,7 @@ def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
     schema = recorder.datastore.schema
     tables = _immutable_tables(recorder)
     expected = {name: table for table in tables for name, _, _ in _triggers(table)}
-    with recorder.datastore.transaction(commit=False) as curs:
+    with store_errors(recorder._name), recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT t.tgname AS name, t.tgenabled AS enabled FROM pg_trigger t "
             "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
