@@ -1,6 +1,7 @@
 """The `evaledger` command line.
 
-Exit codes: 0 ok, 1 regression or failed gate, 2 usage or input error.
+Exit codes: 0 ok, 1 regression, failed gate or tampering found by `verify`, 2 usage or input
+error, 3 infrastructure (store unreachable, locked, corrupt or not append-only).
 """
 
 from __future__ import annotations

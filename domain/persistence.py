@@ -20,6 +20,7 @@ from eventsourcing.persistence import (
     Mapper,
     Notification,
     OperationalError,
+    ProgrammingError,
     StoredEvent,
     Transcoder,
 )
@@ -514,6 +515,18 @@ def migrate_postgres(
     Runs as the migration role, which owns the tables and the trigger function; the app role
     gets SELECT and INSERT on the two tables (and the sequence), nothing else.
     """
+    try:
+        _migrate(recorder, env, app_role)
+    except (ProgrammingError, psycopg.errors.InsufficientPrivilege) as e:
+        raise InfrastructureError(
+            f"{recorder._name}: this role cannot create or repair the ledger's tables "
+            f"({_first_line(e)}); run `evaledger migrate` as the database owner"
+        ) from e
+
+
+def _migrate(
+    recorder: ChunkedPostgresApplicationRecorder, env: dict[str, str], app_role: str | None
+) -> None:
     schema = recorder.datastore.schema
     with store_errors(recorder._name), _connect(env, autocommit=True) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))

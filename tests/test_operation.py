@@ -72,6 +72,13 @@ def test_the_app_role_writes_events_but_cannot_alter_them_or_their_guard(
     two_roles: TwoRoles, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli = Cli(capsys, two_roles.app_url)
+    code, out, err = cli("runs")  # not migrated yet: the app role may not create tables
+    assert (code, out) == (3, "")
+    assert err.startswith("evaledger: error: PostgreSQL at 127.0.0.1:5432/evaledger_t_")
+    assert err.endswith(
+        ": this role cannot create or repair the ledger's tables (permission denied for schema "
+        "public); run `evaledger migrate` as the database owner\n"
+    )
     done = cli("migrate", "--app-role", two_roles.app_role, db=two_roles.migrator_url)
     assert done == (
         0,
