@@ -108,7 +108,9 @@ class ChainWriter:
     def __init__(self, placeholder: str, qualified_table: str = CHAIN_TABLE) -> None:
         p = placeholder
         self.key: bytes | None = None
-        self.select_last = f"SELECT link FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+        self.select_last = (
+            f"SELECT link, mac FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+        )
         self.count = f"SELECT count(*) AS n FROM {qualified_table}"
         self.select_page = (
             "SELECT first_position, last_position, events, link, mac, adopted "
@@ -129,6 +131,12 @@ class ChainWriter:
             return
         curs.execute(self.select_last)
         row = curs.fetchone()
+        if row is not None and row["mac"] is not None and self.key is None:
+            # An unsigned commit after signed ones would fail every later verify: refuse it.
+            raise InfrastructureError(
+                f"the ledger's commits are signed but this process has no checkpoint key "
+                f"(set {KEY_ENV}); nothing was written"
+            )
         prev = row["link"] if row is not None else GENESIS_LINK
         link = link_of(
             prev,

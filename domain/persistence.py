@@ -340,9 +340,9 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
 
     eventsourcing 9.5.6 sends a whole save as one composite-array parameter in pipeline mode;
     with psycopg 3.3 that statement never completes once it passes a few MB (measured here:
-    imports of ~550 generated cases hang, 400 pass). Small saves keep the pipelined path; large
-    ones go as several INSERTs under the same table lock, in one transaction, so a save stays
-    atomic and its notification ids stay contiguous.
+    imports of ~550 generated cases hang, 400 pass). A save goes as INSERTs of at most 1 MB
+    each under the writers' lock, in one transaction, so it stays atomic and its notification
+    ids stay contiguous.
     """
 
     def __init__(
@@ -416,14 +416,15 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events atomically, chunked when they are large."""
-        if sum(len(e.state) for e in stored_events) <= CHUNK_BYTES or kwargs.get("tracking"):
-            small: Sequence[int] | None = self._guarded(
-                PostgresApplicationRecorder.insert_events, stored_events, **kwargs
-            )
-            return small
+        """Insert events and their chain block atomically (one transaction)."""
+        ids: list[int] = self._guarded(ChunkedPostgresApplicationRecorder._insert, stored_events)
+        return ids
+
+    def _insert(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         ids: list[int] = []
-        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+        # Not eventsourcing's pipelined insert: it catches an error raised after the INSERT
+        # (in the chain's step) and commits the transaction before re-raising it.
+        with self.datastore.transaction(commit=True) as curs:
             self._lock_table(curs)
             self._notify_channel(curs)
             for chunk in _chunks(stored_events, CHUNK_BYTES):
@@ -436,15 +437,6 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
                 curs.execute(self.insert_events_statement, (rows,))
                 ids.extend(row["notification_id"] for row in curs.fetchall())
             self.chain.append(curs, stored_events, ids)
-        return ids
-
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        # The pipelined path: still inside the locked transaction.
-        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        assert ids is not None
-        self.chain.append(curs, stored_events, ids)
         return ids
 
     def create_chain(self) -> None:

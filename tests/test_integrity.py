@@ -19,6 +19,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.chain import KEY_ENV, load_key
+from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import (
     CaseOpened,
     CasesAttached,
@@ -450,3 +451,14 @@ def test_unreadable_bytes_are_reported_by_verify_and_isolated_by_the_projections
     with TestClient(create_app(services=story.services)) as client:
         assert client.get("/runs").json()["count"] == 1
         assert client.get("/health").json()["status"] == "degraded"
+
+
+def test_a_writer_without_the_key_cannot_append_to_a_signed_ledger(story: Story) -> None:
+    keyless = build_ledger(Settings(db=story.services.settings.db))
+    try:
+        with pytest.raises(InfrastructureError, match="this process has no checkpoint key"):
+            _import(keyless, "unsigned", "running", case("e", 2))
+    finally:
+        keyless.close()
+    report = story.verify()
+    assert (report.ok, report.events, report.commits) == (True, 23, 5)
