@@ -518,7 +518,12 @@ class Ledger:
             variant=bc.variant,
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
-        if bc.transcript or bc.usage is not None or bc.cost_usd is not None:
+        status = bc.status
+        # A completed case always records its transcript, even an empty one: that is what tells
+        # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
+        if status is BundleCaseStatus.COMPLETED or (
+            bc.transcript or bc.usage is not None or bc.cost_usd is not None
+        ):
             case.record(
                 TranscriptRecorded,
                 follow,
@@ -575,20 +580,31 @@ class Ledger:
                     passed=o.passed,
                     reason=o.reason,
                 )
-        if bc.status is BundleCaseStatus.ERRORED:
+        if status is BundleCaseStatus.ERRORED:
             assert bc.error is not None
             case.record(
                 ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind
             )
-        elif bc.status is BundleCaseStatus.CANCELED:
+        elif status is BundleCaseStatus.CANCELED:
             case.record(ExecutionCanceled, follow, catalogue, reason=None)
         return case
 
     def record(
-        self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]
+        self,
+        case_id: UUID,
+        cls: type[CaseEvent],
+        ctx: Context,
+        body: Mapping[str, Any],
+        *,
+        judgement: bool = False,
     ) -> Written:
-        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...)."""
-        overrides = cls in (VerdictOverridden, VerdictInvalidated)
+        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...).
+
+        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
+        correction it is allowed on a closed run: it is a fact about the transcript, not a new
+        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
+        """
+        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
 
         def command() -> Written:
             case = self.get_case(case_id)

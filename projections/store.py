@@ -83,7 +83,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v1_runs",
+    "cases_v2_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -92,7 +92,7 @@ case_runs = Table(
 )
 
 cases = Table(
-    "cases_v1",
+    "cases_v2",
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -107,10 +107,10 @@ cases = Table(
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v1_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v2_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v1",
+    "run_summaries_v2",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
-from evaledger.api.schemas import ErrorResponse, Written
+from evaledger.api.responses import created, replayed
+from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.verify import Checkpoint, verify
 
@@ -20,7 +22,7 @@ UNAVAILABLE: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/health", responses=UNAVAILABLE)
-def health(request: Request, services: ServicesDep) -> dict[str, Any]:
+def get_health(request: Request, services: ServicesDep) -> Health:
     """The store, the log position, projection lag and failures, the last verification.
 
     503 when the store is unreachable (within a few seconds) or its append-only triggers are
@@ -31,21 +33,23 @@ def health(request: Request, services: ServicesDep) -> dict[str, Any]:
     failures = services.runner.failures()
     last = getattr(request.app.state, "verification", None)
     degraded = bool(failures) or (last is not None and not last["ok"])
-    return {
-        "status": "degraded" if degraded else "ok",
-        "store": services.location.kind,
-        "log_position": head,
-        "projections": positions,
-        "projection_lag": {name: head - pos for name, pos in positions.items()},
-        "projection_failures": failures,
-        "verify": None
-        if last is None
-        else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
-    }
+    return Health.model_validate(
+        {
+            "status": "degraded" if degraded else "ok",
+            "store": services.location.kind,
+            "log_position": head,
+            "projections": positions,
+            "projection_lag": {name: head - pos for name, pos in positions.items()},
+            "projection_failures": failures,
+            "verify": None
+            if last is None
+            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
+        }
+    )
 
 
 @router.get("/verify", responses=UNAVAILABLE)
-def verify_log(request: Request, services: ServicesDep) -> dict[str, Any]:
+def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
     """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
 
     The last checkpoint verified by this server is remembered: a later log that no longer
@@ -57,19 +61,31 @@ def verify_log(request: Request, services: ServicesDep) -> dict[str, Any]:
         request.app.state.verified_checkpoint = report.checkpoint
     result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
     request.app.state.verification = result
-    return result
+    return VerifyResult.model_validate(result)
 
 
 @router.get("/config/available-metrics")
-def available_metrics(services: SyncedDep, project: str = "default") -> dict[str, Any]:
-    """Every registered metric (built-in and custom), for UI discovery."""
-    data = services.reads.available_metrics(project)
-    return {"data": [m.model_dump(mode="json") for m in data], "count": len(data)}
+def list_available_metrics(
+    services: SyncedDep,
+    project: str = "default",
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> MetricPage:
+    """Every registered metric (built-in, then the project's custom ones), for UI discovery."""
+    every = services.reads.available_metrics(project)
+    page = every[offset : offset + limit]
+    return MetricPage(data=page, count=len(page), total=len(every), limit=limit, offset=offset)
 
 
-@router.post("/config/metrics", status_code=201)
+@router.post("/config/metrics", status_code=201, responses=replayed(Written))
 def register_metric(
-    definition: MetricDefinition, services: ServicesDep, ctx: ContextDep, project: str = "default"
+    definition: MetricDefinition,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+    project: str = "default",
 ) -> Written:
     """Register a custom metric in a project's catalogue (as an event)."""
-    return Written.of(services.ledger.register_metric(definition, ctx, project))
+    written = Written.of(services.ledger.register_metric(definition, ctx, project))
+    created(response, f"/config/available-metrics?project={quote(project)}", written.events)
+    return written
