@@ -276,7 +276,8 @@ class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
 
     def create_table(self) -> None:
         """Create the tables; chain the events of a store that predates the chain (once)."""
-        with store_errors(self._name), self.datastore.transaction(commit=True) as c:
+        # Opening errors (a corrupt file) are left to the caller, which names the store's URL.
+        with self.datastore.transaction(commit=True) as c:
             self._create_table(c)
             self.chain.adopt(
                 c,
@@ -354,12 +355,12 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
         pool.reconnect_timeout = RECONNECT_TIMEOUT
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
-        with store_errors(self._name):
-            # Open the pool's first connection before using it: a use racing the opening would
-            # grow the pool to two connections in a process that needs one. (Only here: a
-            # waiting open that times out later, in an outage, closes the pool for good.)
-            pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-            super().__init__(datastore, events_table_name=events_table_name)
+        # Open the pool's first connection before using it: a use racing the opening would
+        # grow the pool to two connections in a process that needs one. (Only here: a waiting
+        # open that times out later, in an outage, closes the pool for good.) Opening errors
+        # are left to the caller, which names the store's URL.
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        super().__init__(datastore, events_table_name=events_table_name)
         self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
         # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
@@ -490,7 +491,7 @@ def _connect(env: dict[str, str], **kwargs: Any) -> Any:
 def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool:
     """Whether the events table and the chain are there (created by a migration)."""
     schema = recorder.datastore.schema
-    with store_errors(recorder._name), recorder.datastore.transaction(commit=False) as curs:
+    with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AS ready",
             (f'"{schema}"."{recorder.events_table_name}"', f'"{schema}".{CHAIN_TABLE}'),
@@ -520,7 +521,7 @@ def _migrate(
     recorder: ChunkedPostgresApplicationRecorder, env: dict[str, str], app_role: str | None
 ) -> None:
     schema = recorder.datastore.schema
-    with store_errors(recorder._name), _connect(env, autocommit=True) as lock_conn:
+    with _connect(env, autocommit=True) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
         try:
             recorder.create_table()

@@ -234,8 +234,12 @@ def test_a_corrupt_sqlite_store_exits_3_with_one_line(tmp_path: Path, damaged: s
     build_ledger(Settings(db=f"sqlite:///{store}/")).close()
     (store / damaged).write_bytes(b"not a database" * 100)
     done = _cli("runs", "--db", f"sqlite:///{store}/")
-    which = "SQLite event store" if damaged == "events.sqlite" else "SQLite read models"
-    assert (done.returncode, done.stdout) == (3, "")
-    assert done.stderr.startswith(f"evaledger: error: the {which} {store}/{damaged} is ")
-    assert done.stderr.endswith(": file is not a database\n")
-    assert done.stderr.count("\n") == 1
+    which = {
+        "events.sqlite": f"store sqlite:///{store}/ is corrupt",
+        "views.sqlite": f"the SQLite read models {store}/views.sqlite is unavailable",
+    }[damaged]
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3,
+        "",
+        f"evaledger: error: {which}: file is not a database\n",
+    )

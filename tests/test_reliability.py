@@ -26,6 +26,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.persistence import WRITE_LOCK
 from evaledger.domain.verify import verify
 from evaledger.projections.store import cases, runs
+from evaledger.projections.views import all_projections
 from tests.conftest import EXAMPLE_BUNDLE, IN_CI
 from tests.helpers import bundle, case
 from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
@@ -385,11 +386,7 @@ def test_two_projectors_on_one_store_apply_each_page_once(store_url: str, tmp_pa
                 f"projections at position {head}\n".encode(),
                 b"",
             )
-        assert services.runner.positions() == {
-            "runs_v1": head,
-            "cases_v1": head,
-            "metrics_v1": head,
-        }
+        assert services.runner.positions() == {p.name: head for p in all_projections()}
         with services.engine.connect() as conn:
             assert len(conn.execute(cases.select()).all()) == 700
             assert [r.case_count for r in conn.execute(runs.select())] == [700]
