@@ -1,7 +1,8 @@
 """The `evaledger` command line.
 
-Exit codes: 0 ok, 1 regression / failed gate / grade below --min-score, 2 usage or input error,
-3 infrastructure error (store missing, unreachable, locked or corrupt).
+Exit codes: 0 ok, 1 regression / failed gate / grade below --min-score / tampering found by
+`verify`, 2 usage or input error, 3 infrastructure error (store missing, unreachable, locked,
+corrupt or not append-only).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from evaledger.domain.errors import (
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.domain.verify import verify
+from evaledger.domain.verify import Checkpoint, verify
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
@@ -588,7 +589,8 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     """Recompute every hash chain and seal."""
     progress = Progress("verifying events")
-    report = verify(services.ledger, progress)
+    expect = Checkpoint.parse(args.expect) if args.expect else None
+    report = verify(services.ledger, progress, expect=expect)
     progress.done()
     if args.json:
         emit_json(report.as_json())
@@ -1115,11 +1117,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
-    add(
+    p = add(
         "verify",
         cmd_verify,
         "recompute every hash chain, run seal and chain signature",
         reads=True,
+    )
+    p.add_argument(
+        "--expect",
+        metavar="POSITION:LINK",
+        help="a checkpoint printed by an earlier verify; fail if the log no longer contains it",
     )
     p = add(
         "migrate",

@@ -65,9 +65,16 @@ def link_of(prev: str, entries: Iterable[Entry]) -> str:
     """The chain link of one commit over its events in log order."""
     h = hashlib.sha256(prev.encode())
     for position, originator_id, version, ehash in entries:
-        oid = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
-        h.update(f"\n{position}\x1f{oid}\x1f{version}\x1f{ehash}".encode())
+        h.update(f"\n{position}\x1f{_canonical(originator_id)}\x1f{version}\x1f{ehash}".encode())
     return h.hexdigest()
+
+
+def _canonical(originator_id: UUID | str) -> str:
+    """The id as a UUID string (SQLite stores hex); anything else as it is, so it mismatches."""
+    try:
+        return str(originator_id if isinstance(originator_id, UUID) else UUID(originator_id))
+    except ValueError:
+        return originator_id if isinstance(originator_id, str) else repr(originator_id)
 
 
 def mac_of(key: bytes, last_position: int, link: str) -> str:
@@ -101,7 +108,9 @@ class ChainWriter:
     def __init__(self, placeholder: str, qualified_table: str = CHAIN_TABLE) -> None:
         p = placeholder
         self.key: bytes | None = None
-        self.select_last = f"SELECT link FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+        self.select_last = (
+            f"SELECT link, mac FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+        )
         self.count = f"SELECT count(*) AS n FROM {qualified_table}"
         self.select_page = (
             "SELECT first_position, last_position, events, link, mac, adopted "
@@ -122,6 +131,12 @@ class ChainWriter:
             return
         curs.execute(self.select_last)
         row = curs.fetchone()
+        if row is not None and row["mac"] is not None and self.key is None:
+            # An unsigned commit after signed ones would fail every later verify: refuse it.
+            raise InfrastructureError(
+                f"the ledger's commits are signed but this process has no checkpoint key "
+                f"(set {KEY_ENV}); nothing was written"
+            )
         prev = row["link"] if row is not None else GENESIS_LINK
         link = link_of(
             prev,

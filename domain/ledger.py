@@ -78,6 +78,7 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.persistence import (
+    ChainReader,
     ChunkedPostgresApplicationRecorder,
     EventMapper,
     OrjsonTranscoder,
@@ -256,10 +257,7 @@ class Ledger:
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks of the ledger chain ending after position `after`, in log order."""
-        recorder: Any = self.app.recorder
-        with recorder.datastore.transaction(commit=False) as curs:
-            blocks: list[Block] = recorder.chain.blocks(curs, after, limit)
-        return blocks
+        return cast(ChainReader, self.app.recorder).chain_blocks(after, limit)
 
     def decode(self, stored: StoredEvent) -> DomainEvent:
         """A stored event (or notification) as a domain event (upcast)."""

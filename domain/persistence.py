@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from eventsourcing.persistence import (
     Mapper,
     Notification,
     OperationalError,
+    ProgrammingError,
     StoredEvent,
     Transcoder,
 )
@@ -29,6 +31,7 @@ from psycopg.sql import SQL, Identifier
 from evaledger.domain.chain import (
     CHAIN_TABLE,
     SQLITE_CHAIN_DDL,
+    Block,
     ChainWriter,
     HashedStoredEvent,
     postgres_chain_ddl,
@@ -152,10 +155,16 @@ def store_errors(store: str) -> Iterator[None]:
     """
     try:
         yield
-    except (OperationalError, InterfaceError, InternalError, psycopg.OperationalError) as e:
+    except (
+        OperationalError,
+        InterfaceError,
+        InternalError,
+        psycopg.OperationalError,
+        sqlite3.OperationalError,  # raised raw while eventsourcing opens a connection
+    ) as e:
         raise InfrastructureError(f"{store} is unavailable: {_first_line(e)}") from e
-    except DatabaseError as e:
-        if type(e) is not DatabaseError:
+    except (DatabaseError, sqlite3.DatabaseError) as e:
+        if type(e) not in (DatabaseError, sqlite3.DatabaseError):
             raise
         raise InfrastructureError(f"{store} is unreadable: {_first_line(e)}") from e
 
@@ -234,7 +243,20 @@ def parse_db_url(url: str) -> StorageLocation:
     )
 
 
-class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+class ChainReader:
+    """Reading the chain's blocks, for `verify` (both recorders)."""
+
+    chain: ChainWriter
+    datastore: Any
+    _name: str
+
+    def chain_blocks(self, after: int, limit: int) -> list[Block]:
+        """Blocks ending after position `after`, in log order."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.chain.blocks(curs, after, limit)
+
+
+class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
     """eventsourcing's SQLite recorder, appending each commit's block to the ledger chain.
 
     SQLite has one writer at a time: the events are inserted first (which takes the write
@@ -246,6 +268,7 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     ) -> None:
         super().__init__(datastore, events_table_name)
         self.chain = ChainWriter("?")
+        self._name = f"the SQLite event store {datastore.pool.db_name}"
 
     def construct_create_table_statements(self) -> list[str]:
         """The events table and the chain."""
@@ -253,6 +276,7 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
     def create_table(self) -> None:
         """Create the tables; chain the events of a store that predates the chain (once)."""
+        # Opening errors (a corrupt file) are left to the caller, which names the store's URL.
         with self.datastore.transaction(commit=True) as c:
             self._create_table(c)
             self.chain.adopt(
@@ -268,10 +292,6 @@ class ChainedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         assert ids is not None
         self.chain.append(c, stored_events, ids)
         return ids
-
-    @property
-    def _name(self) -> str:
-        return f"the SQLite event store {self.datastore.pool.db_name}"
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -310,10 +330,10 @@ WRITE_LOCK = 4242001
 """Advisory lock key every writer of the events table takes for its transaction."""
 
 CHUNK_BYTES = 1_000_000
-"""Largest save (state bytes) sent through eventsourcing's pipelined statement; larger: COPY."""
+"""Largest save (state bytes) sent as one INSERT; larger saves go by binary COPY."""
 
 
-class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
+class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL recorder with the ledger chain, sending large saves by COPY.
 
     Every commit appends its chain block under the writers' lock (below), so chain order is
@@ -322,9 +342,9 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
     eventsourcing 9.5.6 sends a whole save as one composite-array parameter in pipeline mode;
     with psycopg 3.3 that statement never completes once it passes a few MB (measured here:
     imports of ~550 generated cases hang, 400 pass), and encoding the array is a third of a
-    large import. Small saves keep the pipelined path; large ones are streamed with binary
-    `COPY` under the same writers' lock, in one transaction, so a save stays atomic and its
-    notification ids stay contiguous (the lock keeps every other writer out until commit).
+    large import. A small save goes as one INSERT, a larger one by binary `COPY`, under the
+    writers' lock in one transaction, so a save stays atomic and its notification ids stay
+    contiguous (the lock keeps every other writer out until commit).
     """
 
     def __init__(
@@ -336,12 +356,12 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
         pool.reconnect_timeout = RECONNECT_TIMEOUT
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
-        with store_errors(self._name):
-            # Open the pool's first connection before using it: a use racing the opening would
-            # grow the pool to two connections in a process that needs one. (Only here: a
-            # waiting open that times out later, in an outage, closes the pool for good.)
-            pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-            super().__init__(datastore, events_table_name=events_table_name)
+        # Open the pool's first connection before using it: a use racing the opening would
+        # grow the pool to two connections in a process that needs one. (Only here: a waiting
+        # open that times out later, in an outage, closes the pool for good.) Opening errors
+        # are left to the caller, which names the store's URL.
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        super().__init__(datastore, events_table_name=events_table_name)
         self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
         # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
@@ -398,50 +418,56 @@ class ChunkedPostgresApplicationRecorder(PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events atomically; large saves by binary COPY."""
-        if sum(len(e.state) for e in stored_events) <= CHUNK_BYTES or kwargs.get("tracking"):
-            small: Sequence[int] | None = self._guarded(
-                PostgresApplicationRecorder.insert_events, stored_events, **kwargs
-            )
-            return small
-        table = SQL("{schema}.{table}").format(
-            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
-        )
-        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+        """Insert events and their chain block atomically (one transaction)."""
+        ids: list[int] = self._guarded(ChunkedPostgresApplicationRecorder._insert, stored_events)
+        return ids
+
+    def _insert(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        # Not eventsourcing's pipelined insert: it catches an error raised after the INSERT
+        # (in the chain's step) and commits the transaction before re-raising it.
+        with self.datastore.transaction(commit=True) as curs:
             self._lock_table(curs)
             self._notify_channel(curs)
-            # Under the writers' lock nobody else inserts: every id above this one is ours.
-            curs.execute(SQL("SELECT max(notification_id) AS last FROM {t}").format(t=table))
-            row = curs.fetchone()
-            last = (row["last"] if row is not None else None) or 0
-            copy_sql = SQL(
-                "COPY {t} (originator_id, originator_version, topic, state) "
-                "FROM STDIN (FORMAT BINARY)"
-            ).format(t=table)
-            with curs.copy(copy_sql) as copy:
-                copy.set_types([self.datastore.originator_id_type, "int8", "text", "bytea"])
-                for e in stored_events:
-                    copy.write_row((e.originator_id, e.originator_version, e.topic, e.state))
-            curs.execute(
-                SQL(
-                    "SELECT notification_id FROM {t} WHERE notification_id > %s "
-                    "ORDER BY notification_id"
-                ).format(t=table),
-                (last,),
-            )
-            ids = [r["notification_id"] for r in curs.fetchall()]
-            if len(ids) != len(stored_events):
-                raise RuntimeError(f"COPY stored {len(ids)} of {len(stored_events)} events")
+            if sum(len(e.state) for e in stored_events) <= CHUNK_BYTES:
+                rows = [
+                    self.construct_pg_stored_event(
+                        e.originator_id, e.originator_version, e.topic, e.state
+                    )
+                    for e in stored_events
+                ]
+                curs.execute(self.insert_events_statement, (rows,))
+                ids = [row["notification_id"] for row in curs.fetchall()]
+            else:
+                ids = self._copy(curs, stored_events)
             self.chain.append(curs, stored_events, ids)
         return ids
 
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        # The pipelined path: still inside the locked transaction.
-        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        assert ids is not None
-        self.chain.append(curs, stored_events, ids)
+    def _copy(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """A large save by binary COPY (a third of a large import went to encoding the array)."""
+        table = SQL("{schema}.{table}").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
+        # Under the writers' lock nobody else inserts: every id above this one is ours.
+        curs.execute(SQL("SELECT max(notification_id) AS last FROM {t}").format(t=table))
+        row = curs.fetchone()
+        last = (row["last"] if row is not None else None) or 0
+        copy_sql = SQL(
+            "COPY {t} (originator_id, originator_version, topic, state) FROM STDIN (FORMAT BINARY)"
+        ).format(t=table)
+        with curs.copy(copy_sql) as copy:
+            copy.set_types([self.datastore.originator_id_type, "int8", "text", "bytea"])
+            for e in stored_events:
+                copy.write_row((e.originator_id, e.originator_version, e.topic, e.state))
+        curs.execute(
+            SQL(
+                "SELECT notification_id FROM {t} WHERE notification_id > %s "
+                "ORDER BY notification_id"
+            ).format(t=table),
+            (last,),
+        )
+        ids = [r["notification_id"] for r in curs.fetchall()]
+        if len(ids) != len(stored_events):
+            raise RuntimeError(f"COPY stored {len(ids)} of {len(stored_events)} events")
         return ids
 
     def create_chain(self) -> None:
@@ -500,6 +526,18 @@ def migrate_postgres(
     Runs as the migration role, which owns the tables and the trigger function; the app role
     gets SELECT and INSERT on the two tables (and the sequence), nothing else.
     """
+    try:
+        _migrate(recorder, env, app_role)
+    except (ProgrammingError, psycopg.errors.InsufficientPrivilege) as e:
+        raise InfrastructureError(
+            f"{recorder._name}: this role cannot create or repair the ledger's tables "
+            f"({_first_line(e)}); run `evaledger migrate` as the database owner"
+        ) from e
+
+
+def _migrate(
+    recorder: ChunkedPostgresApplicationRecorder, env: dict[str, str], app_role: str | None
+) -> None:
     schema = recorder.datastore.schema
     with _connect(env, autocommit=True) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
@@ -554,7 +592,7 @@ def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
     schema = recorder.datastore.schema
     tables = _immutable_tables(recorder)
     expected = {name: table for table in tables for name, _, _ in _triggers(table)}
-    with recorder.datastore.transaction(commit=False) as curs:
+    with store_errors(recorder._name), recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT t.tgname AS name, t.tgenabled AS enabled FROM pg_trigger t "
             "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "

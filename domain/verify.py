@@ -21,6 +21,7 @@ from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.chain import GENESIS_LINK, Block, link_of, mac_of
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger
 
@@ -37,6 +38,17 @@ class Checkpoint:
 
     def __str__(self) -> str:
         return f"{self.position}:{self.link}"
+
+    @classmethod
+    def parse(cls, text: str) -> Checkpoint:
+        """`POSITION:LINK`, as `verify` prints it."""
+        position, _, link = text.partition(":")
+        if not position.isdigit() or len(link) != 64 or link.strip("0123456789abcdef"):
+            raise ValidationError(
+                f"--expect: {text!r} is not POSITION:LINK (as `evaledger verify` prints it)",
+                field="expect",
+            )
+        return cls(int(position), link, signed=False)
 
 
 @dataclass
@@ -105,7 +117,16 @@ class _Aggregates:
 
     def check(self, n: Notification) -> str:
         oid = str(n.originator_id)
-        state = orjson.loads(n.state)
+        try:
+            state = orjson.loads(n.state)
+            if not isinstance(state, dict):
+                raise TypeError("not an object")
+        except (orjson.JSONDecodeError, TypeError) as e:
+            self.report.findings.append(
+                (n.id, f"aggregate {oid} version {n.originator_version} (position {n.id}): "
+                 f"the stored state is not a JSON object ({e})")
+            )  # fmt: skip
+            state = {}
         expected = self.last_hash.get(oid, GENESIS_HASH)
         before = self.last_version.get(oid, 0)
         if state.get("prev_hash") != expected:
@@ -122,7 +143,12 @@ class _Aggregates:
                 (n.id, f"aggregate {oid}: version {n.originator_version} follows {before}")
             )
         if n.topic == self.attached:
-            self.run_cases.setdefault(oid, []).extend(UUID(c) for c in state["case_ids"])
+            try:
+                self.run_cases.setdefault(oid, []).extend(UUID(c) for c in state["case_ids"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                self.report.findings.append(
+                    (n.id, f"run {oid} (position {n.id}): malformed case ids")
+                )
         elif n.topic == self.completed:
             hashes = {
                 cid: self.last_hash.get(str(cid), GENESIS_HASH)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from eventsourcing.persistence import Notification
 from sqlalchemy import Connection, Engine, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -118,7 +119,9 @@ class ProjectionRunner:
                 if not notifications:
                     return start
                 with gc.paused():
-                    batch = [(n.id, self.ledger.decode(n)) for n in notifications]
+                    batch = self._decode(notifications, positions)
+                if not batch:
+                    continue  # the first event could not be decoded: recorded as a failure
                 try:
                     with gc.paused():
                         self._apply(batch, positions)
@@ -186,13 +189,31 @@ class ProjectionRunner:
                     self._record_failure(p.name, position, event, e)
                     break
 
-    def _record_failure(self, name: str, position: int, event: DomainEvent, e: Exception) -> None:
+    def _decode(self, notifications: Sequence[Notification], positions: dict[str, int]) -> Batch:
+        """The page decoded up to its first undecodable event (a failure of every projection)."""
+        batch: list[tuple[int, DomainEvent]] = []
+        for n in notifications:
+            try:
+                batch.append((n.id, self.ledger.decode(n)))
+            except Exception as e:
+                if not batch:
+                    what = f"{n.topic} of {n.originator_id} v{n.originator_version}"
+                    for name in positions:
+                        self._record_failure(name, n.id, what, e)
+                break
+        return batch
+
+    def _record_failure(
+        self, name: str, position: int, event: DomainEvent | str, e: Exception
+    ) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         log.error("projection %s failed on position %d (%s): %s", name, position, event, error)
+        if not isinstance(event, str):
+            event = f"{type(event).__name__} of {event.originator_id} v{event.originator_version}"
         row = {
             "name": name,
             "position": position,
-            "event": f"{type(event).__name__} of {event.originator_id} v{event.originator_version}",
+            "event": event,
             "error": error[:2000],
             "failed_at": utcnow().isoformat(),
         }

@@ -13,10 +13,13 @@ from uuid import UUID
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.chain import load_key
+from evaledger.domain.chain import KEY_ENV, load_key
+from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import (
     CaseOpened,
     CasesAttached,
@@ -29,8 +32,10 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
+from evaledger.projections.views import all_projections
 from tests.helpers import bundle, case
 from tests.integrity_helpers import RawStore
+from tests.test_cli import Cli
 
 pytestmark = pytest.mark.reliability
 
@@ -44,6 +49,7 @@ class Story:
     services: Services
     raw: RawStore
     key: bytes
+    key_file: Path
     pos: dict[str, int]
     ids: dict[str, UUID]
 
@@ -103,7 +109,7 @@ def story(store_url: str, tmp_path: Path) -> Iterator[Story]:
         if name is not None:
             pos[f"{name}_{owner}"] = row.position
     try:
-        yield Story(services, raw, load_key(key_file), pos, ids)
+        yield Story(services, raw, load_key(key_file), key_file, pos, ids)
     finally:
         raw.close()
         services.close()
@@ -347,3 +353,113 @@ def test_without_the_key_a_full_rewrite_is_undetectable_and_says_so(story: Story
     # The writer's key signs every commit; the verifier's key catches the rewrite.
     story.services.ledger.checkpoint_key = story.key
     assert not story.verify().ok
+
+
+def _verify_cli(
+    story: Story, cli: Cli, monkeypatch: pytest.MonkeyPatch, *args: str, key: bool = True
+) -> tuple[int, str, str]:
+    if key:
+        monkeypatch.setenv(KEY_ENV, str(story.key_file))
+    else:
+        monkeypatch.delenv(KEY_ENV, raising=False)
+    return cli("verify", *args, db=story.services.settings.db)
+
+
+def test_the_cli_checks_signatures_and_a_remembered_checkpoint(
+    story: Story, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = Cli(capsys, story.services.settings.db)
+    link = story.verify().checkpoint.link  # type: ignore[union-attr]
+    assert _verify_cli(story, cli, monkeypatch) == (
+        0,
+        "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained, signatures checked\n"
+        f"checkpoint: 23:{link}\n",
+        "",
+    )
+    code, out, _ = _verify_cli(story, cli, monkeypatch, key=False)
+    assert (code, out) == (
+        0,
+        "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained "
+        f"(unsigned: no checkpoint key)\ncheckpoint: 23:{link}\n",
+    )
+    assert _verify_cli(story, cli, monkeypatch, "--expect", "23:nonsense") == (
+        2,
+        "",
+        "evaledger: error: --expect: '23:nonsense' is not POSITION:LINK (as `evaledger verify` "
+        "prints it)\n",
+    )
+    story.raw.delete(*range(18, 24))
+    story.raw.delete_block(23)
+    assert _verify_cli(story, cli, monkeypatch)[0] == 0
+    assert _verify_cli(story, cli, monkeypatch, "--expect", f"23:{link}") == (
+        1,
+        f"BROKEN at position 23: checkpoint 23:{link[:12]}… verified earlier is no longer in the "
+        "log (the log was rolled back or rewritten)\n",
+        "",
+    )
+
+
+def test_get_verify_remembers_its_checkpoint_and_health_reports_it(story: Story) -> None:
+    with TestClient(create_app(services=story.services)) as client:
+        assert client.get("/health").json()["verify"] is None
+        first = client.get("/verify").json()
+        assert (first["ok"], first["events"], first["commits"], first["keyed"]) == (
+            True,
+            23,
+            5,
+            True,
+        )
+        health = client.get("/health").json()
+        assert health["status"] == "ok"
+        assert health["verify"] == {
+            "ok": True,
+            "verified_at": first["verified_at"],
+            "checkpoint": {"position": 23, "link": first["checkpoint"]["link"], "signed": True},
+            "first_broken_position": None,
+        }
+        # The tail is cut back: in-database checks alone see a valid prefix; the server doesn't.
+        story.raw.delete(*range(18, 24))
+        story.raw.delete_block(23)
+        second = client.get("/verify").json()
+        assert (second["ok"], second["first_broken_position"]) == (False, 23)
+        assert second["broken"] == [
+            f"checkpoint 23:{first['checkpoint']['link'][:12]}… verified earlier is no longer "
+            "in the log (the log was rolled back or rewritten)"
+        ]
+        health = client.get("/health").json()
+        assert (health["status"], health["verify"]["ok"]) == ("degraded", False)
+
+
+def test_unreadable_bytes_are_reported_by_verify_and_isolated_by_the_projections(
+    story: Story,
+) -> None:
+    row = story.raw.row(story.pos["override_b"])
+    story.raw.update(row, replace(row, state=b"\xff garbage"))
+    report = story.verify()
+    _assert_broken(report, 10, f"aggregate {story.ids['b']} version 4 (position 10): the stored")
+    assert (
+        "(position 10): prev_hash None… does not match the hash of version 3 (" in report.broken[1]
+    )
+    assert report.broken[2].startswith("positions 10–10 (one commit): " + LINK)
+    # Reads keep answering from what could be projected; /health names the event.
+    story.services.sync()
+    assert story.services.runner.positions() == {}
+    failures = story.services.runner.failures()
+    assert sorted(str(f["name"]) for f in failures) == sorted(p.name for p in all_projections())
+    assert {(f["position"], f["event"]) for f in failures} == {
+        (10, f"{VerdictOverridden.topic()} of {story.ids['b']} v4")
+    }
+    with TestClient(create_app(services=story.services)) as client:
+        assert client.get("/runs").json()["count"] == 1
+        assert client.get("/health").json()["status"] == "degraded"
+
+
+def test_a_writer_without_the_key_cannot_append_to_a_signed_ledger(story: Story) -> None:
+    keyless = build_ledger(Settings(db=story.services.settings.db))
+    try:
+        with pytest.raises(InfrastructureError, match="this process has no checkpoint key"):
+            _import(keyless, "unsigned", "running", case("e", 2))
+    finally:
+        keyless.close()
+    report = story.verify()
+    assert (report.ok, report.events, report.commits) == (True, 23, 5)

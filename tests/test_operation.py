@@ -25,6 +25,7 @@ from evaledger.projections.runner import Batch, ProjectionRunner
 from evaledger.projections.views import all_projections
 from tests.conftest import EXAMPLE_BUNDLE, PG_ADMIN_URL, drop_pg_database, require_postgres
 from tests.helpers import bundle
+from tests.test_cli import Cli
 
 EVALEDGER = Path(sys.executable).with_name("evaledger")
 
@@ -68,23 +69,27 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.postgres
 @pytest.mark.reliability
 def test_the_app_role_writes_events_but_cannot_alter_them_or_their_guard(
-    two_roles: TwoRoles,
+    two_roles: TwoRoles, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    done = _cli("migrate", "--db", two_roles.migrator_url, "--app-role", two_roles.app_role)
-    assert (done.returncode, done.stdout) == (
+    cli = Cli(capsys, two_roles.app_url)
+    code, out, err = cli("import", str(EXAMPLE_BUNDLE))  # not migrated: no DDL for the app
+    assert (code, out) == (3, "")
+    assert err.startswith("evaledger: error: PostgreSQL at 127.0.0.1:5432/evaledger_t_")
+    assert err.endswith(
+        ": this role cannot create or repair the ledger's tables (permission denied for schema "
+        "public); run `evaledger migrate` as the database owner\n"
+    )
+    done = cli("migrate", "--app-role", two_roles.app_role, db=two_roles.migrator_url)
+    assert done == (
         0,
         f"migrated: postgresql store at position 0, append-only, granted to {two_roles.app_role}\n",
-    ), done.stderr
-    # The app role works: imports, projects, reads and verifies...
-    imported = _cli("import", str(EXAMPLE_BUNDLE), "--db", two_roles.app_url, "--json")
-    assert imported.returncode == 0, imported.stderr
-    runs = _cli("runs", "--db", two_roles.app_url, "--json")
-    assert runs.returncode == 0 and '"total": 1' in runs.stdout, runs.stdout + runs.stderr
-    verified = _cli("verify", "--db", two_roles.app_url)
-    assert (verified.returncode, verified.stdout.split(",")[0]) == (
-        0,
-        "ok: 13 events in 4 aggregates",
+        "",
     )
+    # The app role works: imports, projects, reads and verifies...
+    assert cli("import", str(EXAMPLE_BUNDLE))[0] == 0
+    assert cli.json("runs")["total"] == 1
+    code, out, _ = cli("verify")
+    assert (code, out.split(",")[0]) == (0, "ok: 13 events in 4 aggregates")
     # ...but can change neither the events, nor the chain, nor the guard.
     with psycopg.connect(two_roles.app_url, autocommit=True) as conn:
         for statement, error in (
@@ -107,18 +112,18 @@ def test_the_app_role_writes_events_but_cannot_alter_them_or_their_guard(
             conn.execute("UPDATE evaledger_events SET topic = 'x'")
         conn.execute("ALTER TABLE evaledger_events DISABLE TRIGGER evaledger_events_immutable_row")
     # A disabled trigger: the app refuses to start (exit 3, one line, no traceback).
-    refused = _cli("runs", "--db", two_roles.app_url)
-    assert refused.returncode == 3
-    assert refused.stderr == (
+    assert cli("runs") == (
+        3,
+        "",
         "evaledger: error: the events store is not append-only: trigger "
         "evaledger_events_immutable_row on evaledger_events is missing or disabled; refusing "
-        "to serve (re-run `evaledger migrate` as the migration role)\n"
+        "to serve (re-run `evaledger migrate` as the migration role)\n",
     )
     with pytest.raises(InfrastructureError, match="not append-only"):
         build_ledger(Settings(db=two_roles.app_url))
     # The migration role repairs it; the app serves again.
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
-    assert _cli("runs", "--db", two_roles.app_url).returncode == 0
+    assert cli("runs")[0] == 0
 
 
 @pytest.mark.postgres
@@ -220,3 +225,21 @@ def test_a_cli_process_holds_at_most_two_connections(pg_url: str) -> None:
         assert row == (2,)  # one for the events, one for the read models
     finally:
         services.close()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("damaged", ["events.sqlite", "views.sqlite"])
+def test_a_corrupt_sqlite_store_exits_3_with_one_line(tmp_path: Path, damaged: str) -> None:
+    store = tmp_path / "store"
+    build_ledger(Settings(db=f"sqlite:///{store}/")).close()
+    (store / damaged).write_bytes(b"not a database" * 100)
+    done = _cli("runs", "--db", f"sqlite:///{store}/")
+    which = {
+        "events.sqlite": f"store sqlite:///{store}/ is corrupt",
+        "views.sqlite": f"the SQLite read models {store}/views.sqlite is unavailable",
+    }[damaged]
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3,
+        "",
+        f"evaledger: error: {which}: file is not a database\n",
+    )
