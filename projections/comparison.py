@@ -37,6 +37,7 @@ from evaledger.domain.events import AgentSnapshot, ToolSpec
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
 from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.projections.named_scores import NamedScoreComparison, compare_named_scores
 from evaledger.projections.scoring import reduce_repetitions
 from evaledger.projections.stats import (
     DEFAULT_RESAMPLES,
@@ -268,6 +269,11 @@ class RunComparison(BaseModel):
     verdict: RegressionVerdict
     statistics: PairedStatistics
     warnings: list[str] = Field(default_factory=list)
+    named_scores: list[NamedScoreComparison] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="Peer named scores: mean delta and paired statistics (left out if none).",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -732,6 +738,9 @@ def compare_results(
         verdict=verdict,
         statistics=paired_statistics(pairs, resamples=resamples, seed=seed),
         warnings=warnings,
+        named_scores=compare_named_scores(
+            baseline.cases, candidate.cases, resamples=resamples, seed=seed
+        ),
     )
 
 

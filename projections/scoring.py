@@ -26,6 +26,7 @@ from evaledger.domain.spec import (
     Severity,
 )
 from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from evaledger.projections.named_scores import named_score_means, score_gate
 from evaledger.projections.models import (
     CaseScore,
     CaseStatus,
@@ -137,6 +138,10 @@ def _decide(
     outcomes: list[OutcomeFact],
     overall: float | None,
 ) -> _Decision:
+    gated = score_gate(facts.named_scores, spec)
+    if gated is not None:
+        # The spec's explicit rule on the peer's own scores: a scored case ran, transcript or not.
+        return _decided(gated[0], GateRule.SCORE_GATE, gated[1])
     if not facts.has_transcript:
         # Failed, not errored: the execution ran but produced nothing to judge.
         return _Decision(
@@ -250,6 +255,7 @@ def _case_score(
         blockers_passed=blockers_passed,
         verdict_ids=[v.verdict_id for v in counted],
         self_judged=agent is not None and any(v.judge_provider == agent for v in counted),
+        named_scores=dict(facts.named_scores),
         **observed,
     )
 
@@ -496,6 +502,7 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
             canceled=sum(s.status is CaseStatus.CANCELED for s in scores),
         ),
         self_judged_count=sum(s.self_judged for s in scores),
+        named_score_means=named_score_means(scores),
     )
 
 

@@ -50,10 +50,13 @@ from evaledger.domain.events import (
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
+    NamedScore,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
     Role,
+    ScoreScale,
     RunCanceled,
     RunCompleted,
     RunCreated,
@@ -114,6 +117,7 @@ TOPICS = [
     "evaledger.case.verdict_invalidated/v1",
     "evaledger.catalogue.metric_registered/v1",
     "evaledger.idempotency.key_used/v1",
+    "evaledger.case.named_scores_recorded/v1",
 ]
 
 
@@ -321,6 +325,23 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             scope="POST /runs",
             result_ids=[RUN_ID],
         ),
+        NamedScoresRecorded(
+            **_meta(CASE_ID, 11),
+            scorer="model_graded_fact",
+            scores=[
+                NamedScore(name="model_graded_fact", value="C", scale=ScoreScale.GRADE),
+                NamedScore(name="Tone", value=0.6, scale=ScoreScale.FRACTION),
+                NamedScore(name="refused", value=False, scale=ScoreScale.BOOLEAN),
+            ],
+            answer="Yes.",
+            explanation="The answer matches the criterion. GRADE: C",
+            prompt="You are comparing a submitted answer to an expert answer.",
+            raw_output="GRADE: C",
+            grader=JudgeIdentity(provider="openai", model="gpt-4o-mini"),
+            metadata={"epoch": 1},
+            usage=Usage(prompt_tokens=120, completion_tokens=8),
+            cost_usd=0.0001,
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -368,7 +389,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 20
+    assert len(EVENT_CLASSES) == 21
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES

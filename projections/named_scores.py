@@ -1,0 +1,128 @@
+"""Named scores (a peer's own scores, e.g. Inspect's `match`, promptfoo's `Correctness`).
+
+They are not 0-5 rubric metrics: each keeps its name and numeric reading (a fraction, a grade
+read C=1 / P=0.5 / I=N=0, a boolean read 1/0, a reward). Here: the spec's score gates, the per-run
+means `show` prints, and the paired comparison `compare` reports. Higher is taken to be better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.models import CaseScore
+from evaledger.projections.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    BootstrapCI,
+    paired_bootstrap_ci,
+)
+
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+NamedScoreVerdict = Literal["regression", "improvement", "no_significant_change", "insufficient_data"]
+
+
+def score_gate(named: Mapping[str, float], spec: ScoringSpec) -> tuple[bool, str] | None:
+    """Pass/fail and why under the spec's score gates; None when it has none or nothing scored.
+
+    A case with some named scores but not a gated one fails that gate (missing counts as failed).
+    """
+    if not spec.score_gates or not named:
+        return None
+    failed: list[str] = []
+    for gate in spec.score_gates:
+        number = named.get(gate.score)
+        if number is None:
+            failed.append(f"{gate.score} missing")
+        elif not gate.holds(number):
+            failed.append(f"{gate.score} = {number:g}, not {gate.op} {gate.value:g}")
+    gates = ", ".join(str(g) for g in spec.score_gates)
+    if failed:
+        return False, f"score gates {gates}: " + "; ".join(failed)
+    return True, f"score gates {gates} hold"
+
+
+def named_score_means(scores: Sequence[CaseScore]) -> dict[str, float]:
+    """Mean of each named score over the cases that have it (for `show`)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in scores:
+        for name, number in s.named_scores.items():
+            values[name].append(number)
+    return {name: math.fsum(v) / len(v) for name, v in sorted(values.items())}
+
+
+class NamedScoreComparison(BaseModel):
+    """One named score, baseline vs candidate, over test cases matched by key."""
+
+    model_config = _MODEL
+
+    name: str
+    baseline_mean: float | None = Field(description="Mean over the baseline's cases.")
+    candidate_mean: float | None = Field(description="Mean over the candidate's cases.")
+    mean_delta: float | None = Field(description="candidate_mean - baseline_mean, 4 dp.")
+    paired: BootstrapCI = Field(
+        description="Paired bootstrap CI of the per-test-case delta (repetitions averaged first)."
+    )
+    verdict: NamedScoreVerdict
+
+
+def _per_key(scores: Sequence[CaseScore]) -> dict[str, dict[str, float]]:
+    """name → test case key → mean over its repetitions."""
+    grouped: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:
+        for name, number in s.named_scores.items():
+            grouped[name][s.test_case_key].append(number)
+    return {
+        name: {key: math.fsum(v) / len(v) for key, v in by_key.items()}
+        for name, by_key in grouped.items()
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def compare_named_scores(
+    baseline: Sequence[CaseScore],
+    candidate: Sequence[CaseScore],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[NamedScoreComparison]:
+    """Mean delta and paired statistics of every named score either run has."""
+    base, cand = _per_key(baseline), _per_key(candidate)
+    out: list[NamedScoreComparison] = []
+    for name in sorted(base.keys() | cand.keys()):
+        b, c = base.get(name, {}), cand.get(name, {})
+        b_mean = _mean([v for s in baseline for n, v in s.named_scores.items() if n == name])
+        c_mean = _mean([v for s in candidate for n, v in s.named_scores.items() if n == name])
+        deltas = [c[k] - b[k] for k in sorted(b.keys() & c.keys())]
+        ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed)
+        verdict: NamedScoreVerdict
+        if not ci.sufficient_data or ci.low is None or ci.high is None:
+            verdict = "insufficient_data"
+        elif ci.high < 0:
+            verdict = "regression"
+        elif ci.low > 0:
+            verdict = "improvement"
+        else:
+            verdict = "no_significant_change"
+        out.append(
+            NamedScoreComparison(
+                name=name,
+                baseline_mean=b_mean,
+                candidate_mean=c_mean,
+                mean_delta=None
+                if b_mean is None or c_mean is None
+                else round(c_mean - b_mean, 4),
+                paired=ci,
+                verdict=verdict,
+            )
+        )
+    return out
