@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, reports, runs
+from evaledger.api.routes import cases, config, imports, reports, runs
 from evaledger.api.schemas import ErrorResponse
 
 
@@ -49,4 +49,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(reports.router)
     app.include_router(runs.router)
     app.include_router(cases.router)
+    app.include_router(imports.router)
     return app

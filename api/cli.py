@@ -18,12 +18,12 @@ import orjson
 import pydantic
 
 from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.verify import verify
+from evaledger.importers.bundle import describe
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -105,28 +105,6 @@ def read_json(path: str) -> Any:
         raise UsageError(f"{path}: malformed JSON: {e}") from None
 
 
-def describe(e: pydantic.ValidationError, prefix: str = "") -> str:
-    """Every offending field of a pydantic error, one per line."""
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        lines.append(f"{prefix}{loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
-def load_bundle(path: str) -> RunBundle:
-    """A run bundle from a file, validated."""
-    data = read_json(path)
-    if isinstance(data, dict) and data.get("format") != "evaledger.run-bundle/1":
-        raise UsageError(
-            f"{path}: format: expected 'evaledger.run-bundle/1', got {data.get('format')!r}"
-        )
-    try:
-        return RunBundle.model_validate(data)
-    except pydantic.ValidationError as e:
-        raise UsageError(f"{path}: invalid run bundle:\n{describe(e, '  ')}") from None
-
-
 def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:
     """A scoring spec from a file holding a run config plus policy fields."""
     data = read_json(path)
@@ -165,24 +143,30 @@ def parse_uuid(ref: str, what: str) -> UUID:
 
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
-    """Import run bundles (idempotent)."""
-    bundles = [(path, load_bundle(path)) for path in args.files]
-    results = []
-    progress = Progress("importing")
-    for i, (path, bundle) in enumerate(bundles):
-        r = services.ledger.import_bundle(bundle, Context(actor=args.actor))
-        results.append(
-            {
-                "file": path,
-                "run_id": str(r.run_id),
-                "run_key": r.run_key,
-                "events": r.events,
-                "cases": r.cases,
-                "new_cases": r.new_cases,
-            }
-        )
-        progress(i + 1, len(bundles))
-    progress.done()
+    """Import run bundles and peer result files (idempotent, streamed)."""
+    from evaledger.importers.load import import_all, open_imports
+    from evaledger.importers.progress import case_progress
+
+    imports = open_imports(
+        args.files,
+        args.from_format,
+        run_key=args.run_key,
+        project=None if args.project == "default" else args.project,
+    )
+    with case_progress("importing") as progress:
+        done = import_all(services.ledger, imports, Context(actor=args.actor), progress)
+    results = [
+        {
+            "file": d.source.sources[0],
+            "format": d.source.format.value,
+            "run_id": str(d.result.run_id),
+            "run_key": d.result.run_key,
+            "events": d.result.events,
+            "cases": d.result.cases,
+            "new_cases": d.result.new_cases,
+        }
+        for d in done
+    ]
     if args.json:
         emit_json({"imported": results})
     else:
@@ -766,8 +750,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "serve the HTTP API", json=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p = add("import", cmd_import, "import run bundles (idempotent)")
+    p = add("import", cmd_import, "import run bundles and peer result files (idempotent)")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "--from",
+        dest="from_format",
+        default="auto",
+        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
+    )
+    p.add_argument("--run-key", help="the run's key (default: derived from the file)")
     p = add("export", cmd_export, "export a run as a run bundle", json=False)
     p.add_argument("run", metavar="RUN")
     p.add_argument("-o", "--output", help="write to a file instead of stdout")

@@ -216,6 +216,13 @@ class RunBundle(BaseModel):
 def bundle_json_schema() -> dict[str, Any]:
     """The published JSON Schema of the bundle format."""
     schema = RunBundle.model_json_schema()
+    # The model takes a bare statement for a blocker outcome (a `before` validator the schema
+    # generator cannot see); say so, or validators refuse valid bundles.
+    outcomes = schema["$defs"]["TestCaseSnapshot"]["properties"]["expected_outcomes"]
+    outcomes["items"] = {
+        "anyOf": [outcomes["items"], {"type": "string", "minLength": 1}],
+        "description": "An outcome, or its statement alone (a blocker).",
+    }
     schema["$id"] = "https://evaledger.dev/schemas/run-bundle.v1.schema.json"
     schema["title"] = BUNDLE_FORMAT
     return schema

@@ -506,8 +506,10 @@ class VerdictInvalidated(CaseEvent):
 
 
 class NamedScoresRecorded(CaseEvent):
-    """A peer scorer's result (Inspect scorer, promptfoo grading, a reward): named scores on
-    their own scales, with the grader's answer, explanation, prompt and reply where it has them.
+    """A peer scorer's result (Inspect scorer, promptfoo grading, a reward).
+
+    Named scores on their own scales, with the grader's answer, explanation, prompt and reply
+    where it has them.
     """
 
     topic_name: ClassVar[str] = "evaledger.case.named_scores_recorded"

@@ -1,5 +1,7 @@
-"""What every importer produces (a run header and a re-openable stream of cases) and shared
-helpers to read a peer's values into the ledger's types."""
+"""What every importer produces (a run header, a re-openable stream of cases) and helpers.
+
+The helpers read a peer's values (scores, times, usage, tool arguments) into the ledger's types.
+"""
 
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ def finite(value: Any) -> Any:
 
     Peers write NaN (Inspect, for an undefined metric); the ledger refuses NaN in events.
     """
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+    if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
         return str(value)
     if isinstance(value, Mapping):
         return {str(k): finite(v) for k, v in value.items()}

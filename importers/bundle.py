@@ -38,8 +38,11 @@ def read_bundle(data: bytes, name: str) -> RunBundle:
 
 
 def open_bundle(path: Path) -> PeerImport:
-    """A bundle file (`-` reads standard input). Bundles are read whole: they are the small,
-    already-structured format; peer files are the ones streamed."""
+    """A bundle file (`-` reads standard input).
+
+    Bundles are read whole: they are the small, already-structured format; peer files are the
+    ones streamed.
+    """
     if str(path) == "-":
         data = sys.stdin.buffer.read()
     else:

@@ -72,7 +72,7 @@ def open_connexity(run_file: Path, test_case_files: Sequence[Path]) -> PeerImpor
     snapshots: dict[str, Mapping[str, Any]] = {}
     for case_id, listing in listed.items():
         snapshots[case_id] = named.get(case_id) or named.get(str(listing.get("name"))) or listing
-    for key, case in named.items():
+    for case in named.values():
         if "id" in case:
             snapshots.setdefault(str(case["id"]), case)
     unused = [n for n, c in named.items() if c not in snapshots.values()]
@@ -219,7 +219,9 @@ def _turn(t: Mapping[str, Any]) -> Turn:
         tool_calls=calls,
         tool_call_id=t.get("tool_call_id"),
         latency_ms=t.get("latency_ms"),
-        metrics={"token_count": float(t["token_count"])} if t.get("token_count") is not None else {},
+        metrics={"token_count": float(t["token_count"])}
+        if t.get("token_count") is not None
+        else {},
     )
 
 

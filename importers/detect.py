@@ -18,6 +18,10 @@ _MAX_EVENTS = 20_000
 """Parse events read before giving up on deciding (the deciding keys come first in practice)."""
 
 
+class MalformedJSONError(Exception):
+    """The start of a file is not JSON (or is cut off before its format shows)."""
+
+
 def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
     """('object' | 'array' | 'other', first-level keys → scalar value or a type marker).
 
@@ -52,9 +56,9 @@ def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
                     break
                 if _decide(kind, keys) is not None or n > _MAX_EVENTS:
                     break
-        except ijson.common.IncompleteJSONError:
-            if not keys:
-                raise
+        except ijson.common.JSONError as e:
+            if _decide(kind, keys) is None:
+                raise MalformedJSONError(str(e)) from None
         except UnicodeDecodeError:
             return "other", {}
     return kind, keys
@@ -126,9 +130,9 @@ def detect(path: Path) -> Format:
         raise fail(path, "detected a ZIP archive that is not an Inspect log (no header.json)")
     try:
         kind, keys = _peek_json(path)
-    except ijson.common.IncompleteJSONError:
+    except MalformedJSONError as e:
         raise fail(
-            path, "detected neither JSON nor an .eval archive (or JSON cut off at its start)"
+            path, f"malformed JSON (neither JSON nor an .eval archive, or cut off): {e}"
         ) from None
     found = _decide(kind, keys)
     if found is None:

@@ -53,7 +53,7 @@ def open_inspect(path: Path) -> PeerImport:
 
     try:
         header = read_eval_log(str(path), header_only=True)
-    except Exception as e:  # noqa: BLE001 - Inspect raises many kinds; all mean "unreadable"
+    except Exception as e:
         raise fail(path, f"detected an Inspect log that cannot be read: {_reason(e)}") from None
     if header.version not in LOG_VERSIONS:
         raise fail(
@@ -140,7 +140,7 @@ def _cases(path: Path) -> Iterator[BundleCase]:
             yield _sample_case(sample)
     except EvaledgerError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise fail(path, f"an Inspect sample cannot be read: {_reason(e)}") from None
     if not any_sample:
         # A log without samples (cancelled before writing them) still has per-sample reductions.
@@ -171,8 +171,12 @@ def _grading(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
     grading = metadata.get("grading")
     if not isinstance(grading, list):
         return None, None
-    prompt = [m.get("content") for m in grading if isinstance(m, dict) and m.get("role") != "assistant"]
-    reply = [m.get("content") for m in grading if isinstance(m, dict) and m.get("role") == "assistant"]
+    prompt = [
+        m.get("content") for m in grading if isinstance(m, dict) and m.get("role") != "assistant"
+    ]
+    reply = [
+        m.get("content") for m in grading if isinstance(m, dict) and m.get("role") == "assistant"
+    ]
     return (
         "\n\n".join(text_of(p) or "" for p in prompt) or None,
         text_of(reply[-1]) if reply else None,
@@ -180,7 +184,12 @@ def _grading(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
 
 
 def _scores(
-    name: str, value: Any, answer: Any, explanation: Any, metadata: Mapping[str, Any] | None, extra: dict[str, Any]
+    name: str,
+    value: Any,
+    answer: Any,
+    explanation: Any,
+    metadata: Mapping[str, Any] | None,
+    extra: dict[str, Any],
 ) -> BundleNamedScores:
     kept = dict(metadata or {})
     prompt, reply = _grading(kept)

@@ -66,7 +66,9 @@ def open_imports(
     for path in run_files:
         found = Format.BUNDLE if str(path) == "-" else detect(path)
         if fmt != "auto" and found.value != fmt:
-            raise fail(path, f"detected {found.value} output, not {fmt} (use --from {found.value})", "from")
+            raise fail(
+                path, f"detected {found.value} output, not {fmt} (use --from {found.value})", "from"
+            )
         if found is Format.CONNEXITY:
             connexity_runs.append(path)
         else:
@@ -81,7 +83,9 @@ def open_imports(
         imports.append(open_connexity(path, test_cases))
     if run_key is not None:
         if len(imports) != 1:
-            raise fail("--run-key", f"names one run, but {len(imports)} runs are imported", "run_key")
+            raise fail(
+                "--run-key", f"names one run, but {len(imports)} runs are imported", "run_key"
+            )
         imports = [imports[0].with_run(key=run_key)]
     if project is not None:
         imports = [i.with_run(project=project) for i in imports]

@@ -49,7 +49,7 @@ from evaledger.importers.base import (
 
 OUTPUT_VERSIONS = (2, 3)
 """`results.version` values promptfoo writes (3 today; 2 in outputs of older releases)."""
-PASS_SCORE = "success"
+PASS_SCORE = "success"  # noqa: S105 - a score name, not a secret
 """The named score holding promptfoo's own pass/fail of a row; the run's gate is on it."""
 ROWS = "results.results.item"
 _SKIPPED = ("results.results", "results.table")
@@ -118,7 +118,9 @@ def open_promptfoo(path: Path) -> PeerImport:
         created_at=created,
         completed_at=parse_time(meta.get("exportedAt")),
     )
-    several_prompts = len({p.get("label") or p.get("raw") for p in results.get("prompts") or []}) > 1
+    several_prompts = (
+        len({p.get("label") or p.get("raw") for p in results.get("prompts") or []}) > 1
+    )
     return PeerImport(
         format=Format.PROMPTFOO,
         sources=(str(path),),
@@ -187,7 +189,9 @@ def _components(results: Any, prefix: str = "") -> Iterator[tuple[OutcomeResult,
             statement = f"{prefix}assertion {i + 1}"
         yield (
             OutcomeResult(
-                statement=statement, passed=bool(c.get("pass")), justification=text_of(c.get("reason"))
+                statement=statement,
+                passed=bool(c.get("pass")),
+                justification=text_of(c.get("reason")),
             ),
             text_of((c.get("metadata") or {}).get("renderedGradingPrompt")),
         )
@@ -235,20 +239,22 @@ def _case(row: Mapping[str, Any], index: int, several_prompts: bool) -> BundleCa
         configuration += f" | {prompt.get('label') or row.get('promptIdx')}"
     components = list(_components(grading.get("componentResults")))
     prompts = [p for _, p in components if p]
-    scores = [
-        NamedScore(name=PASS_SCORE, value=bool(row.get("success")), scale=ScoreScale.BOOLEAN)
-    ]
+    scores = [NamedScore(name=PASS_SCORE, value=bool(row.get("success")), scale=ScoreScale.BOOLEAN)]
     if isinstance(row.get("score"), int | float):
         scores.append(named_score("score", row["score"]))
     named = {**(grading.get("namedScores") or {}), **(row.get("namedScores") or {})}
     scores.extend(
-        named_score(name, value) for name, value in named.items() if name not in (PASS_SCORE, "score")
+        named_score(name, value)
+        for name, value in named.items()
+        if name not in (PASS_SCORE, "score")
     )
     used = grading.get("tokensUsed") or {}
     failure = row.get("failureReason")
     error = None
     if failure == _ERROR_FAILURE or (row.get("error") and not grading):
-        error = BundleError(message=str(row.get("error") or "provider error"), kind="promptfoo_error")
+        error = BundleError(
+            message=str(row.get("error") or "provider error"), kind="promptfoo_error"
+        )
     response = row.get("response") or {}
     tokens = response.get("tokenUsage") or {} if isinstance(response, Mapping) else {}
     description = test.get("description") if isinstance(test, Mapping) else None

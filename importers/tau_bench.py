@@ -135,7 +135,9 @@ def _case(record: Mapping[str, Any]) -> BundleCase:
         ],
         outcomes=[
             BundleOutcomes(
-                results=[OutcomeResult(statement=REWARD_OUTCOME, passed=reward >= 1.0, justification=why)]
+                results=[
+                    OutcomeResult(statement=REWARD_OUTCOME, passed=reward >= 1.0, justification=why)
+                ]
             )
         ],
     )

@@ -249,9 +249,7 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
         )
     elif isinstance(event, NamedScoresRecorded):
         # Labels have no numeric reading; they stay in the event.
-        facts.named_scores.update(
-            (s.name, s.number) for s in event.scores if s.number is not None
-        )
+        facts.named_scores.update((s.name, s.number) for s in event.scores if s.number is not None)
     elif isinstance(event, OutcomeEvaluated):
         facts.outcome_evaluations.append(_outcomes(event.results, declared))
     elif isinstance(event, ClaimsVerified):

@@ -25,7 +25,9 @@ from evaledger.projections.stats import (
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-NamedScoreVerdict = Literal["regression", "improvement", "no_significant_change", "insufficient_data"]
+NamedScoreVerdict = Literal[
+    "regression", "improvement", "no_significant_change", "insufficient_data"
+]
 
 
 def score_gate(named: Mapping[str, float], spec: ScoringSpec) -> tuple[bool, str] | None:
@@ -73,7 +75,7 @@ class NamedScoreComparison(BaseModel):
 
 
 def _per_key(scores: Sequence[CaseScore]) -> dict[str, dict[str, float]]:
-    """name → test case key → mean over its repetitions."""
+    """Name → test case key → mean over its repetitions."""
     grouped: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for s in scores:
         for name, number in s.named_scores.items():
@@ -118,9 +120,7 @@ def compare_named_scores(
                 name=name,
                 baseline_mean=b_mean,
                 candidate_mean=c_mean,
-                mean_delta=None
-                if b_mean is None or c_mean is None
-                else round(c_mean - b_mean, 4),
+                mean_delta=None if b_mean is None or c_mean is None else round(c_mean - b_mean, 4),
                 paired=ci,
                 verdict=verdict,
             )

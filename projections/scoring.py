@@ -26,7 +26,6 @@ from evaledger.domain.spec import (
     Severity,
 )
 from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
-from evaledger.projections.named_scores import named_score_means, score_gate
 from evaledger.projections.models import (
     CaseScore,
     CaseStatus,
@@ -37,6 +36,7 @@ from evaledger.projections.models import (
     RunAggregate,
     TestCaseResult,
 )
+from evaledger.projections.named_scores import named_score_means, score_gate
 
 __all__ = ["reduce_repetitions", "score_case", "score_run", "summarize_run"]
 
