@@ -276,6 +276,7 @@ def show_payload(services: Services, run_id: UUID) -> dict[str, Any]:
                 "gate": s.gate.value,
                 "metric_scores": {m.metric: m.score for m in s.metric_scores},
                 "outcome_results": [o.model_dump(mode="json") for o in s.outcome_results],
+                **({"named_scores": s.named_scores} if s.named_scores else {}),
             }
             for s in scores
         ],
@@ -304,6 +305,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
     )
     print_aggregate(payload["aggregate"], "aggregate:")
+    for name, mean in payload["aggregate"].get("named_score_means", {}).items():
+        print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     print(
         table(
             [
@@ -518,6 +521,13 @@ def print_comparison(result: Any) -> None:
         f"[{fmt(stats.score_delta_ci95.low)}, {fmt(stats.score_delta_ci95.high)}] → "
         f"{stats.verdict}"
     )
+    for n in result.named_scores:
+        ci = n.paired
+        print(
+            f"named score {n.name}: {fmt(n.baseline_mean, 4)} → {fmt(n.candidate_mean, 4)} "
+            f"(Δ {fmt(n.mean_delta, 4)}; paired Δ [{fmt(ci.low, 4)}, {fmt(ci.high, 4)}], "
+            f"n={ci.n}) → {n.verdict}"
+        )
     for w in result.warnings:
         print(f"warning: {w}")
 

@@ -61,6 +61,8 @@ def is_test_case(data: Any) -> bool:
     """A Connexity test case (current or older revision) or a TestCasesExport."""
     if not isinstance(data, Mapping):
         return False
+    if "run" in data:
+        return False
     return "test_cases" in data or ("name" in data and "expected_outcomes" in data)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from evaledger.domain.ledger import Context, ImportResult, Ledger
-from evaledger.importers.base import Format, PeerImport, fail
+from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
 from evaledger.importers.detect import detect
@@ -56,19 +56,24 @@ def open_imports(
     """
     if fmt not in FORMATS:
         raise fail("--from", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})", "from")
-    files = [Path(p) for p in paths]
-    test_cases = [p for p in files if str(p) != "-" and _connexity_test_case(p)]
-    run_files = [p for p in files if p not in test_cases]
-    if test_cases and fmt not in ("auto", Format.CONNEXITY.value):
-        raise fail(test_cases[0], f"detected a Connexity test case, not {fmt} output", "from")
     imports: list[PeerImport] = []
     connexity_runs: list[Path] = []
-    for path in run_files:
-        found = Format.BUNDLE if str(path) == "-" else detect(path)
+    test_cases: list[Path] = []
+    for path in (Path(p) for p in paths):
+        try:
+            found = Format.BUNDLE if str(path) == "-" else detect(path)
+        except ImportFormatError:
+            # A test case is not a run: it joins the Connexity run file given with it.
+            if not _connexity_test_case(path):
+                raise
+            found = Format.CONNEXITY
+            test_cases.append(path)
         if fmt != "auto" and found.value != fmt:
             raise fail(
                 path, f"detected {found.value} output, not {fmt} (use --from {found.value})", "from"
             )
+        if path in test_cases:
+            continue
         if found is Format.CONNEXITY:
             connexity_runs.append(path)
         else:
