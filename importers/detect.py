@@ -30,6 +30,7 @@ def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
     keys: dict[str, Any] = {}
     kind = "other"
     key: str | None = None
+    ended = False  # the first JSON value is complete (JSON lines go on with another)
     with path.open("rb") as f:
         try:
             for n, (prefix, event, value) in enumerate(ijson.parse(f, use_float=True)):
@@ -42,6 +43,7 @@ def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
                         return "other", {}
                     continue
                 level = "" if kind == "object" else "item"
+                ended = ended or (prefix == "" and event in ("end_map", "end_array"))
                 if kind == "array" and prefix == "" and event == "end_array":
                     break
                 if prefix == level and event == "map_key":
@@ -57,7 +59,7 @@ def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
                 if _decide(kind, keys) is not None or n > _MAX_EVENTS:
                     break
         except ijson.common.JSONError as e:
-            if _decide(kind, keys) is None:
+            if _decide(kind, keys) is None and not ended:
                 raise MalformedJSONError(str(e)) from None
         except UnicodeDecodeError:
             return "other", {}

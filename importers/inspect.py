@@ -8,10 +8,14 @@ when a log is read: it takes seconds to import.
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import ijson
+import orjson
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -51,17 +55,18 @@ def open_inspect(path: Path) -> PeerImport:
     """The run of one Inspect log; its samples are streamed with `read_eval_log_samples`."""
     from inspect_ai.log import read_eval_log
 
+    version = _stored_version(path)
+    if version not in LOG_VERSIONS:
+        raise fail(
+            path,
+            f"Inspect log format version {version!r} is not supported "
+            f"(this importer reads versions {', '.join(map(str, LOG_VERSIONS))})",
+            field="version",
+        )
     try:
         header = read_eval_log(str(path), header_only=True)
     except Exception as e:
         raise fail(path, f"detected an Inspect log that cannot be read: {_reason(e)}") from None
-    if header.version not in LOG_VERSIONS:
-        raise fail(
-            path,
-            f"Inspect log format version {header.version} is not supported "
-            f"(this importer reads versions {', '.join(map(str, LOG_VERSIONS))})",
-            field="version",
-        )
     ev = header.eval
     scorers = [s.name for s in header.results.scores] if header.results else []
     provider, _, model = ev.model.partition("/")
@@ -114,6 +119,20 @@ def open_inspect(path: Path) -> PeerImport:
         cases=lambda: _cases(path),
         detail=detail,
     )
+
+
+def _stored_version(path: Path) -> Any:
+    """The log format version as written (Inspect's reader refuses newer ones vaguely)."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+                member = "header.json" if "header.json" in names else "_journal/start.json"
+                return orjson.loads(z.read(member)).get("version")
+        with path.open("rb") as f:
+            return next(ijson.items(f, "version"), None)
+    except (zipfile.BadZipFile, KeyError, orjson.JSONDecodeError, ijson.common.JSONError) as e:
+        raise fail(path, f"detected an Inspect log that cannot be read: {e}") from None
 
 
 def _required_time(path: Path, value: Any) -> datetime:

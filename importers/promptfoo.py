@@ -179,14 +179,20 @@ def _statement(assertion: Any) -> str:
     return text
 
 
-def _components(results: Any, prefix: str = "") -> Iterator[tuple[OutcomeResult, str | None]]:
-    """Outcome results of every assertion, nested assert-sets flattened with a prefix."""
+def _components(results: Any, asserts: Any) -> Iterator[tuple[OutcomeResult, str | None]]:
+    """Outcome results of every assertion, with each model grader's rendered prompt.
+
+    An assert-set's result carries no `assertion` (its test case's `assert` entry names it);
+    promptfoo lists the set's members again after it, so they are not walked twice.
+    """
+    declared = asserts if isinstance(asserts, list) else []
     for i, c in enumerate(results or []):
         if not isinstance(c, Mapping):
             continue
-        statement = f"{prefix}{_statement(c.get('assertion'))}"
-        if statement == f"{prefix}assertion":
-            statement = f"{prefix}assertion {i + 1}"
+        assertion = c.get("assertion") or (declared[i] if i < len(declared) else None)
+        statement = _statement(assertion)
+        if statement == "assertion":
+            statement = f"assertion {i + 1}"
         yield (
             OutcomeResult(
                 statement=statement,
@@ -195,7 +201,6 @@ def _components(results: Any, prefix: str = "") -> Iterator[tuple[OutcomeResult,
             ),
             text_of((c.get("metadata") or {}).get("renderedGradingPrompt")),
         )
-        yield from _components(c.get("componentResults"), f"{statement} › ")
 
 
 def _transcript(row: Mapping[str, Any]) -> list[Turn]:
@@ -237,7 +242,8 @@ def _case(row: Mapping[str, Any], index: int, several_prompts: bool) -> BundleCa
     if several_prompts:
         prompt = row.get("prompt") or {}
         configuration += f" | {prompt.get('label') or row.get('promptIdx')}"
-    components = list(_components(grading.get("componentResults")))
+    asserts = test.get("assert") if isinstance(test, Mapping) else None
+    components = list(_components(grading.get("componentResults"), asserts))
     prompts = [p for _, p in components if p]
     scores = [NamedScore(name=PASS_SCORE, value=bool(row.get("success")), scale=ScoreScale.BOOLEAN)]
     if isinstance(row.get("score"), int | float):

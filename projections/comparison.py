@@ -739,7 +739,7 @@ def compare_results(
         statistics=paired_statistics(pairs, resamples=resamples, seed=seed),
         warnings=warnings,
         named_scores=compare_named_scores(
-            baseline.cases, candidate.cases, resamples=resamples, seed=seed
+            baseline_results, candidate_results, resamples=resamples, seed=seed
         ),
     )
 

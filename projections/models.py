@@ -197,3 +197,6 @@ class TestCaseResult(BaseModel):
         default_factory=dict, description="Binary metrics: reduced with the pass reducer."
     )
     cost_usd: float | None = None
+    named_scores: dict[str, float] = Field(
+        default_factory=dict, exclude_if=_empty, description="Named scores, repetitions averaged."
+    )

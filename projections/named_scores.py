@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.models import CaseScore
+from evaledger.projections.models import CaseScore, TestCaseResult
 from evaledger.projections.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -65,8 +65,8 @@ class NamedScoreComparison(BaseModel):
     model_config = _MODEL
 
     name: str
-    baseline_mean: float | None = Field(description="Mean over the baseline's cases.")
-    candidate_mean: float | None = Field(description="Mean over the candidate's cases.")
+    baseline_mean: float | None = Field(description="Mean over the baseline's test cases.")
+    candidate_mean: float | None = Field(description="Mean over the candidate's test cases.")
     mean_delta: float | None = Field(description="candidate_mean - baseline_mean, 4 dp.")
     paired: BootstrapCI = Field(
         description="Paired bootstrap CI of the per-test-case delta (repetitions averaged first)."
@@ -74,36 +74,29 @@ class NamedScoreComparison(BaseModel):
     verdict: NamedScoreVerdict
 
 
-def _per_key(scores: Sequence[CaseScore]) -> dict[str, dict[str, float]]:
-    """Name → test case key → mean over its repetitions."""
-    grouped: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for s in scores:
-        for name, number in s.named_scores.items():
-            grouped[name][s.test_case_key].append(number)
-    return {
-        name: {key: math.fsum(v) / len(v) for key, v in by_key.items()}
-        for name, by_key in grouped.items()
-    }
-
-
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
 def compare_named_scores(
-    baseline: Sequence[CaseScore],
-    candidate: Sequence[CaseScore],
+    baseline: Sequence[TestCaseResult],
+    candidate: Sequence[TestCaseResult],
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> list[NamedScoreComparison]:
-    """Mean delta and paired statistics of every named score either run has."""
-    base, cand = _per_key(baseline), _per_key(candidate)
+    """Mean delta and paired statistics of every named score either run has.
+
+    Means are over test cases (repetitions averaged first, as the paired statistics see them).
+    """
+    names = sorted({n for r in (*baseline, *candidate) for n in r.named_scores})
+    base = {r.test_case_key: r.named_scores for r in baseline}
+    cand = {r.test_case_key: r.named_scores for r in candidate}
     out: list[NamedScoreComparison] = []
-    for name in sorted(base.keys() | cand.keys()):
-        b, c = base.get(name, {}), cand.get(name, {})
-        b_mean = _mean([v for s in baseline for n, v in s.named_scores.items() if n == name])
-        c_mean = _mean([v for s in candidate for n, v in s.named_scores.items() if n == name])
+    for name in names:
+        b = {k: v[name] for k, v in base.items() if name in v}
+        c = {k: v[name] for k, v in cand.items() if name in v}
+        b_mean, c_mean = _mean(list(b.values())), _mean(list(c.values()))
         deltas = [c[k] - b[k] for k in sorted(b.keys() & c.keys())]
         ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed)
         verdict: NamedScoreVerdict

@@ -581,6 +581,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
                 metric_passed=_rep_metric_passed(scored, spec),
                 # Per repetition, so test cases with different repetition counts compare.
                 cost_usd=_mean(costs),
+                named_scores=named_score_means(reps),
             )
         )
     return results

@@ -70,17 +70,17 @@ async def _save_body(request: Request, folder: Path) -> list[Path]:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     paths: list[Path] = []
     if kind == "multipart/form-data":
-        form = await request.form()
-        for i, item in enumerate(form.getlist("file")):
-            if not isinstance(item, UploadFile):
-                raise ValidationError("file: give files, not text fields", field="file")
-            name = Path(item.filename or f"upload-{i}").name
-            path = folder / f"{i}" / name
-            path.parent.mkdir()
-            with path.open("wb") as out:
-                while chunk := await item.read(_COPY_CHUNK):
-                    out.write(chunk)
-            paths.append(path)
+        async with request.form() as form:  # closes the spooled uploads
+            for i, item in enumerate(form.getlist("file")):
+                if not isinstance(item, UploadFile):
+                    raise ValidationError("file: give files, not text fields", field="file")
+                name = Path(item.filename or f"upload-{i}").name
+                path = folder / f"{i}" / name
+                path.parent.mkdir()
+                with path.open("wb") as out:
+                    while chunk := await item.read(_COPY_CHUNK):
+                        out.write(chunk)
+                paths.append(path)
         if not paths:
             raise ValidationError("file: no file in the multipart body", field="file")
         return paths
