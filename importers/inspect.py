@@ -116,7 +116,7 @@ def open_inspect(path: Path) -> PeerImport:
         format=Format.INSPECT,
         sources=(str(path),),
         run=run,
-        cases=lambda: _cases(path),
+        cases=lambda: _cases(path, list(ev.dataset.sample_ids or [])),
         detail=detail,
     )
 
@@ -147,24 +147,54 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-def _cases(path: Path) -> Iterator[BundleCase]:
-    from inspect_ai.log import read_eval_log, read_eval_log_samples
+def _cases(path: Path, sample_ids: Sequence[str | int]) -> Iterator[BundleCase]:
+    from inspect_ai.log import read_eval_log
 
     any_sample = False
     try:
-        for sample in read_eval_log_samples(
-            str(path), all_samples_required=False, resolve_attachments=True
-        ):
+        for sample in _samples(path, sample_ids):
             any_sample = True
             yield _sample_case(sample)
     except EvaledgerError:
         raise
-    except Exception as e:
+    except Exception as e:  # a damaged member, or a sample Inspect refuses
         raise fail(path, f"an Inspect sample cannot be read: {_reason(e)}") from None
     if not any_sample:
         # A log without samples (cancelled before writing them) still has per-sample reductions.
         log = read_eval_log(str(path))
         yield from _reduction_cases(log.reductions or [])
+
+
+def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
+    """Each sample once, validated by Inspect's own `EvalSample` model, attachments resolved.
+
+    Inspect's `read_eval_log_samples` re-opens the archive (or re-reads the JSON) for every
+    sample, which is quadratic in the sample count; this opens it once and streams the members.
+    A sample's `events` (the full model-call log) are skipped: nothing maps them.
+    """
+    from inspect_ai.log import EvalSample, resolve_sample_attachments
+
+    def load(data: dict[str, Any]) -> Any:
+        data.pop("events", None)
+        return resolve_sample_attachments(EvalSample.model_validate(data), "full")
+
+    if zipfile.is_zipfile(path):
+        order = {str(sid): i for i, sid in enumerate(sample_ids)}
+
+        def key(name: str) -> tuple[int, str, int]:
+            sid, _, epoch = (
+                name.removeprefix("samples/").removesuffix(".json").rpartition("_epoch_")
+            )
+            return order.get(sid, len(order)), sid, int(epoch or 0)
+
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if n.startswith("samples/") and n.endswith(".json")]
+            for name in sorted(names, key=key):
+                yield load(orjson.loads(z.read(name)))
+        return
+    with path.open("rb") as f:
+        for data in ijson.items(f, "samples.item", use_float=True):
+            yield load(data)
 
 
 def _turns(messages: Sequence[Any]) -> list[Turn]:
