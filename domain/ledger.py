@@ -655,7 +655,7 @@ class Ledger:
         run open with the chunks written so far; the same import run again finds those cases
         already recorded with the same content, writes the rest and seals: no duplicates.
         """
-        total = self._check_stream(run, cases, ctx, chunk_size)
+        total = self._check_stream(run, cases, ctx, chunk_size, progress)
         catalogue = self.catalogue(run.project)
         current = self._prepare_run(run, ctx)
         before = set(current.case_ids)
@@ -692,8 +692,12 @@ class Ledger:
         cases: Callable[[], Iterable[BundleCase]],
         ctx: Context,
         chunk_size: int,
+        progress: Callable[[int, int], None] | None = None,
     ) -> int:
-        """Build every case of the stream without saving (the dry first pass); count them."""
+        """Build every case of the stream without saving (the dry first pass); count them.
+
+        Progress is reported with a total of 0: the stream's length is not known yet.
+        """
         trial = self._prepare_run(run, ctx)
         catalogue = self.catalogue(run.project)
         seen: dict[UUID, int] = {}
@@ -711,6 +715,8 @@ class Ledger:
             self._build_cases(trial, chunk, ctx, catalogue, offset=total)
             trial.collect_events()  # drop what a real pass would have written
             total += len(chunk)
+            if progress is not None:
+                progress(total, 0)
         return total
 
     def _write_chunk(

@@ -25,9 +25,13 @@ def case_progress(label: str, enabled: bool | None = None) -> Iterator[Callable[
         console=Console(file=sys.stderr),
         transient=False,
     ) as bar:
-        task = bar.add_task(label, total=None)
+        task = bar.add_task(f"checking · {label}", total=None)
 
         def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            # A total of 0 is the validating first pass (length unknown); then the writes.
+            if total:
+                bar.update(task, description=f"writing · {label}", completed=done, total=total)
+            else:
+                bar.update(task, completed=done)
 
         yield update
