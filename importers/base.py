@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -48,8 +48,6 @@ class PeerImport:
     sources: tuple[str, ...]
     run: BundleRun
     cases: Callable[[], Iterable[BundleCase]]
-    detail: Mapping[str, Any] = field(default_factory=dict)
-    """What the peer itself reported about the run (e.g. its accuracy), for the summary."""
 
     def with_run(self, **changes: Any) -> PeerImport:
         """The same import with run header fields replaced (--run-key, --project)."""

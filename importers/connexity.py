@@ -130,7 +130,6 @@ def open_connexity(run_file: Path, test_case_files: Sequence[Path]) -> PeerImpor
         sources=(str(run_file), *map(str, test_case_files)),
         run=run,
         cases=lambda: (_case(res, snapshots) for res in _results(run_file)),
-        detail={"aggregate_metrics": r.get("aggregate_metrics") or {}},
     )
 
 

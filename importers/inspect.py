@@ -108,16 +108,11 @@ def open_inspect(path: Path) -> PeerImport:
         if status is BundleRunStatus.COMPLETED
         else None,
     )
-    detail = {
-        s.name: {name: finite(m.value) for name, m in s.metrics.items()}
-        for s in (header.results.scores if header.results else [])
-    }
     return PeerImport(
         format=Format.INSPECT,
         sources=(str(path),),
         run=run,
         cases=lambda: _cases(path, list(ev.dataset.sample_ids or [])),
-        detail=detail,
     )
 
 

@@ -126,7 +126,6 @@ def open_promptfoo(path: Path) -> PeerImport:
         sources=(str(path),),
         run=run,
         cases=lambda: _cases(path, several_prompts),
-        detail={"stats": finite(results.get("stats") or {})},
     )
 
 
