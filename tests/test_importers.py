@@ -910,3 +910,16 @@ def test_the_progress_bar_counts_cases_on_a_terminal(
     with case_progress("quiet", enabled=False) as progress:
         progress(1, 1)
     assert capsys.readouterr().err == ""
+
+
+def test_a_bundle_can_come_on_standard_input(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import io
+
+    from tests.conftest import EXAMPLE_BUNDLE
+
+    stdin = io.TextIOWrapper(io.BytesIO(EXAMPLE_BUNDLE.read_bytes()))
+    monkeypatch.setattr("sys.stdin", stdin)
+    (row,) = imported(cli, Path("-"))
+    assert (row["file"], row["format"], row["cases"], row["events"]) == ("-", "bundle", 3, 13)
