@@ -9,12 +9,14 @@ many rows the file holds.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import ijson
+import orjson
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -146,8 +148,8 @@ def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
 def _cases(path: Path, several_prompts: bool) -> Iterator[BundleCase]:
     with path.open("rb") as f:
         try:
-            for index, row in enumerate(ijson.items(f, ROWS, use_float=True)):
-                yield _case(row, index, several_prompts)
+            for row in ijson.items(f, ROWS, use_float=True):
+                yield _case(row, several_prompts)
         except ijson.common.JSONError as e:
             raise fail(path, f"promptfoo output is cut off or not valid JSON ({e})") from None
 
@@ -233,10 +235,15 @@ def _transcript(row: Mapping[str, Any]) -> list[Turn]:
     return turns
 
 
-def _case(row: Mapping[str, Any], index: int, several_prompts: bool) -> BundleCase:
+def _case(row: Mapping[str, Any], several_prompts: bool) -> BundleCase:
     test = row.get("testCase") or {}
     grading = row.get("gradingResult") or {}
-    test_idx = row.get("testIdx", index)
+    if "testIdx" in row:
+        key = f"test-{row['testIdx']}"
+    else:
+        # Older outputs have no test index: the test's vars name it (the same across providers).
+        digest = hashlib.sha256(orjson.dumps(row.get("vars") or {}, option=orjson.OPT_SORT_KEYS))
+        key = f"vars-{digest.hexdigest()[:12]}"
     configuration = _provider_name(row)
     if several_prompts:
         prompt = row.get("prompt") or {}
@@ -265,7 +272,7 @@ def _case(row: Mapping[str, Any], index: int, several_prompts: bool) -> BundleCa
     description = test.get("description") if isinstance(test, Mapping) else None
     return BundleCase(
         test_case=TestCaseSnapshot(
-            key=f"test-{test_idx}",
+            key=key,
             name=description,
             expected_outcomes=[ExpectedOutcome(statement=o.statement) for o, _ in components],
             configuration=configuration,

@@ -923,3 +923,31 @@ def test_a_bundle_can_come_on_standard_input(
     monkeypatch.setattr("sys.stdin", stdin)
     (row,) = imported(cli, Path("-"))
     assert (row["file"], row["format"], row["cases"], row["events"]) == ("-", "bundle", 3, 13)
+
+
+def test_promptfoo_output_version_2_imports(cli: Cli, tmp_path: Path) -> None:
+    # Version 2 (older releases): no `prompts` summary, a `table`, rows without testCase/testIdx.
+    data = json.loads((PROMPTFOO / "sample-export.json").read_text())
+    results = data["results"]
+    results["version"] = 2
+    del results["prompts"]
+    results["table"] = {"head": {"prompts": [], "vars": ["riddle"]}, "body": [{"outputs": []}]}
+    for row in results["results"]:
+        del row["testCase"], row["testIdx"]
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    (row,) = imported(cli, path)
+    assert (row["format"], row["cases"]) == ("promptfoo", 4)
+    assert shown(cli, row["run_id"])["aggregate"]["pass_rate"] == 0.0
+    services = build_ledger(Settings(db=cli.db))
+    try:
+        services.sync()
+        facts = services.reads.facts(UUID(row["run_id"]))
+        # Without a test index the vars name the test: two riddles, each on both providers.
+        keys = [f.test_case_key for f in facts]
+        assert len(set(keys)) == 2 and all(keys.count(k) == 2 for k in keys)
+        assert all(k.startswith("vars-") for k in keys)
+        run = services.reads.get_run(UUID(row["run_id"]))
+        assert run.agent["name"] == "openai:gpt-5, openai:gpt-5-mini"
+    finally:
+        services.close()
