@@ -672,7 +672,10 @@ class Interrupted(Exception):
     pass
 
 
-def test_an_interrupted_import_completes_on_a_rerun_without_duplicates(services: Services) -> None:
+def test_an_interrupted_import_completes_on_a_rerun_without_duplicates(
+    store_services: Services,
+) -> None:
+    services = store_services
     cases = [_case(f"k{i}") for i in range(7)]
     ctx = Context(actor="importer")
 
@@ -701,7 +704,8 @@ def test_an_interrupted_import_completes_on_a_rerun_without_duplicates(services:
     assert verify(services.ledger).ok
 
 
-def test_a_bad_case_anywhere_in_a_stream_stores_nothing(services: Services) -> None:
+def test_a_bad_case_anywhere_in_a_stream_stores_nothing(store_services: Services) -> None:
+    services = store_services
     cases = [_case("k0"), _case("k1"), _case("k2"), _case("k3", metric="no_such_metric")]
     before = event_count(services)
     with pytest.raises(
