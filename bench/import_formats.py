@@ -208,19 +208,20 @@ def main() -> None:
                 imp = measure("import", fmt, path, tmp)
                 assert raw["cases"] == imp["cases"] == n, (raw, imp)
                 raw_rate, imp_rate = n / raw["seconds"], n / imp["seconds"]
-                rows.append(
-                    [
-                        fmt,
-                        num(n),
-                        f"{path.stat().st_size / 1e6:.1f}",
-                        num(imp_rate),
-                        num(raw_rate),
-                        ratio(imp_rate, raw_rate),
-                        f"{imp['rss_mb']:.0f}",
-                        f"{raw['rss_mb']:.0f}",
-                        f"{imp['cpu'] / imp['seconds']:.2f}",
-                    ]
-                )
+                row = [
+                    fmt,
+                    num(n),
+                    f"{path.stat().st_size / 1e6:.1f}",
+                    num(imp_rate),
+                    num(raw_rate),
+                    ratio(imp_rate, raw_rate),
+                    f"{imp['rss_mb']:.0f}",
+                    f"{raw['rss_mb']:.0f}",
+                    f"{imp['cpu'] / imp['seconds']:.2f}",
+                ]
+                # Each row as soon as it is measured: a long run keeps what it measured.
+                progress("  " + "  ".join(row))
+                rows.append(row)
     print_table(
         "evaledger import (SQLite) vs raw parse of the same file",
         [
