@@ -658,7 +658,7 @@ class Ledger:
         total = self._check_stream(run, cases, ctx, chunk_size, progress)
         catalogue = self.catalogue(run.project)
         current = self._prepare_run(run, ctx)
-        before = set(current.case_ids)
+        before = len(current.case_ids)
         _, written = self._save(run=current)  # a new run is created on its own first
         hashes: dict[UUID, str] = {}
         done = 0
@@ -670,8 +670,14 @@ class Ledger:
             if progress is not None:
                 progress(done, total)
 
+        attempts = 0
+
         def finish() -> tuple[int, int]:
-            closing = self.get_run(current.id)
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made a save fail (and
+            # replaying it would hold a second copy of every case id).
+            closing = current if attempts == 0 else self.get_run(current.id)
+            attempts += 1
             meta = Meta(timestamp=self.clock(), actor=ctx.actor)
             self._close(closing, run, meta, hashes)
             return self._save(closing)
@@ -683,7 +689,7 @@ class Ledger:
             position=position,
             events=written + n,
             cases=total,
-            new_cases=len(set(current.case_ids) - before),
+            new_cases=len(current.case_ids) - before,
         )
 
     def _check_stream(
