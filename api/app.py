@@ -6,12 +6,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from evaledger.api import errors
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, imports, reports, runs
+from evaledger.api.routes import cases, config, imports, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
+from evaledger.api.web import pages
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route's OpenAPI operationId: its function's name."""
+    return route.name
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
@@ -27,12 +35,16 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if owned:
                 app.state.services.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from files shipped in a package: /docs works offline.
+    app = FastAPIOffline(
         title="evaledger",
         version="0.1.0",
         description="Event-sourced evaluation ledger for LLM and voice-agent evaluations.",
         lifespan=lifespan,
         default_response_class=OrjsonResponse,
+        # operationId = the route function's name (list_runs, record_verdict): stable, readable
+        # names for generated clients. FastAPI warns on a duplicate, and tests fail on warnings.
+        generate_unique_id_function=operation_id,
         responses={
             status: {"model": ErrorResponse, "description": description}
             for status, description in (
@@ -49,5 +61,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(reports.router)
     app.include_router(runs.router)
     app.include_router(cases.router)
+    pages.install(app)
+    app.include_router(judging.router)
     app.include_router(imports.router)
     return app

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+import eventsourcing.persistence as es
+import psycopg
+import psycopg_pool
+import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
-from evaledger.domain.ledger import Ledger
+from evaledger.domain.chain import KEY_ENV, load_key
+from evaledger.domain.errors import InfrastructureError
+from evaledger.domain.ledger import Ledger, LedgerApplication
 from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import make_engine
+from evaledger.projections.store import grant_read_models, make_engine
 from evaledger.projections.views import all_projections
 
 
@@ -23,13 +34,21 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    db: str = Field(default=DEFAULT_DB_URL, description="sqlite:///path or postgresql://...")
+    db: str = Field(
+        default=DEFAULT_DB_URL,
+        description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://...",
+    )
     projections: Literal["inline", "external"] = Field(
         default="inline",
         description="inline: catch projections up in-process before reads (single-flight); "
         "external: an `evaledger project --follow` process does it, reads wait for it.",
     )
     default_actor: str = Field(default="anonymous", description="Actor when none is sent.")
+    checkpoint_key_file: str | None = Field(
+        default=None,
+        description="File holding the key that signs each commit of the ledger chain "
+        "(HMAC-SHA256) and that `verify` checks; kept outside the database.",
+    )
 
     @classmethod
     def from_env(cls, db: str | None = None, **overrides: str) -> Settings:
@@ -39,6 +58,8 @@ class Settings(BaseModel):
             values["db"] = os.environ["EVALEDGER_DB"]
         if "EVALEDGER_PROJECTIONS" in os.environ:
             values["projections"] = os.environ["EVALEDGER_PROJECTIONS"]
+        if os.environ.get(KEY_ENV):
+            values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if db:
             values["db"] = db
         values.update(overrides)
@@ -71,11 +92,173 @@ class Services:
             self.engine.dispose()
 
 
-def build_ledger(settings: Settings) -> Services:
-    """Open the store named by the settings and wire the ledger, projections and queries."""
-    location = parse_db_url(settings.db)
-    ledger = Ledger(location)
-    engine = make_engine(location.views_url)
-    runner = ProjectionRunner(ledger, engine, all_projections())
+def build_ledger(settings: Settings, *, create: bool = True) -> Services:
+    """Open the store named by the settings and wire the ledger, projections and queries.
+
+    With `create=False` (read commands) a store that does not exist is an InfrastructureError
+    instead of a new empty store. An unreachable, locked or corrupt store is one too.
+    """
+    url = settings.db
+    with infrastructure_errors(url):
+        if not create:
+            require_existing_store(url)
+        location = parse_db_url(url)
+        if location.kind == "postgresql":
+            probe_postgres(location)
+        key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
+        ledger = Ledger(location, checkpoint_key=key)
+        try:
+            engine = make_engine(location.views_url)
+            runner = ProjectionRunner(ledger, engine, all_projections())
+        except BaseException:
+            ledger.close()
+            raise
     reads = ReadModels(engine)
     return Services(settings, location, ledger, engine, runner, reads, Reports(reads))
+
+
+def migrate_store(settings: Settings, app_role: str | None = None) -> None:
+    """Create or repair every table, trigger and grant, as the store's owner (migration role).
+
+    On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
+    SELECT, INSERT, UPDATE, DELETE on the read models; nothing else (no DDL, no ownership).
+    """
+    location = parse_db_url(settings.db)
+    Ledger(location, migrate=True, app_role=app_role).close()
+    engine = make_engine(location.views_url)
+    try:
+        if app_role and location.kind == "postgresql":
+            with engine.begin() as conn:
+                grant_read_models(conn, app_role)
+    finally:
+        engine.dispose()
+
+
+# ---------------------------------------------------------------------------------------------
+# infrastructure errors: whatever the drivers raise becomes one InfrastructureError naming the cause
+
+PROBE_TIMEOUT_S = 5
+"""Seconds to reach PostgreSQL before giving up (eventsourcing's pool would wait 30 s)."""
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg_pool.PoolTimeout,
+    es.OperationalError,
+    es.InterfaceError,
+    es.ConnectionUnavailableError,
+    sa.OperationalError,
+    sa.InterfaceError,
+    sa.TimeoutError,
+)
+# "file is not a database" / "disk image is malformed" are the base DatabaseError itself, while
+# its subclasses (IntegrityError, ProgrammingError, ...) are bugs or conflicts, not the store.
+_CORRUPT: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, es.DatabaseError)
+
+# (phrase in the driver's message, what it means), first match wins.
+_CAUSES = (
+    ("locked", "is locked by another process"),
+    ("not a database", "is corrupt"),
+    ("malformed", "is corrupt"),
+    ("does not exist", "does not exist"),
+    ("too many clients", "refuses connections (too many clients)"),
+    ("password authentication failed", "refused the credentials"),
+    ("connection refused", "is unreachable"),
+    ("couldn't get a connection", "is unreachable"),
+    ("timeout", "is unreachable"),
+    ("could not translate host name", "is unreachable"),
+    ("unable to open database file", "cannot be opened"),
+)
+
+
+def display_url(url: str) -> str:
+    """The store URL without its password."""
+    if url.startswith("postgres"):
+        try:
+            return make_url(url).render_as_string(hide_password=True)
+        except sa.ArgumentError:
+            return url.split("@")[-1]
+    return url
+
+
+def infrastructure_error(exc: BaseException, url: str) -> InfrastructureError | None:
+    """The InfrastructureError behind a driver exception (its cause chain), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, InfrastructureError):
+            return current
+        driver = current.orig if isinstance(current, sa.DBAPIError) else current
+        if isinstance(current, _UNAVAILABLE) or type(driver) in _CORRUPT:
+            return InfrastructureError(describe_cause(driver or current, url))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def describe_cause(exc: BaseException, url: str) -> str:
+    """One line: which store, what is wrong with it, and the driver's own words."""
+    words = " ".join(str(exc).split()) or type(exc).__name__
+    lowered = words.lower()
+    verdict = next((v for phrase, v in _CAUSES if phrase in lowered), "is unavailable")
+    return f"store {display_url(url)} {verdict}: {words}"
+
+
+@contextmanager
+def infrastructure_errors(url: str) -> Iterator[None]:
+    """Re-raise driver exceptions about the store as an InfrastructureError."""
+    try:
+        yield
+    except InfrastructureError:
+        raise
+    except Exception as e:
+        infra = infrastructure_error(e, url)
+        if infra is None:
+            raise
+        raise infra from e
+
+
+def require_existing_store(url: str) -> None:
+    """Raise InfrastructureError when the store named by `url` holds no ledger yet."""
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        path = Path(url.removeprefix("sqlite:///"))
+        events = path / "events.sqlite" if url.endswith("/") or path.is_dir() else path
+        if not events.is_file():
+            raise InfrastructureError(
+                f"store {url} does not exist ({events} not found); "
+                "import a run bundle first, or check --db / EVALEDGER_DB"
+            )
+        return
+    location = parse_db_url(url)
+    if location.kind == "postgresql":
+        table = f"{LedgerApplication.name.lower()}_events"
+        with _connect(location) as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        if found is None or found[0] is None:
+            raise InfrastructureError(
+                f"store {display_url(url)} does not exist (no {table} table); "
+                "import a run bundle first, or check --db / EVALEDGER_DB"
+            )
+
+
+def probe_postgres(location: StorageLocation) -> None:
+    """Reach the database within PROBE_TIMEOUT_S, or raise InfrastructureError naming why."""
+    with _connect(location):
+        pass
+
+
+def _connect(location: StorageLocation) -> psycopg.Connection[tuple[object, ...]]:
+    env = location.events_env
+    try:
+        return psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=PROBE_TIMEOUT_S,
+            autocommit=True,
+        )
+    except psycopg.OperationalError as e:
+        raise InfrastructureError(describe_cause(e, location.url)) from None

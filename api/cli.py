@@ -1,31 +1,75 @@
 """The `evaledger` command line.
 
-Exit codes: 0 ok, 1 regression or failed gate, 2 usage or input error.
+Exit codes: 0 ok, 1 regression / failed gate / grade below --min-score, 2 usage or input error,
+3 infrastructure error (store missing, unreachable, locked or corrupt).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 from uuid import UUID
 
 import orjson
 import pydantic
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
+from evaledger.api.bootstrap import (
+    Services,
+    Settings,
+    build_ledger,
+    infrastructure_error,
+    migrate_store,
+)
+from evaledger.domain.aggregates import RunStatus
+from evaledger.domain.errors import (
+    EvaledgerError,
+    InfrastructureError,
+    NotFoundError,
+    ValidationError,
+)
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.verify import verify
 from evaledger.importers.bundle import describe
+from evaledger.projections.queries import LABEL_PATTERN, RunFilter
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+
+EPILOG = """\
+exit codes:
+  0  ok
+  1  a regression, a failed gate or threshold, a grade below --min-score, a broken hash chain
+  2  usage or input error (the offending argument or field is named)
+  3  infrastructure error: the store does not exist, is unreachable, locked or corrupt
+
+storage (--db or EVALEDGER_DB):
+  sqlite:///relative/dir/     three slashes: a path relative to the working directory
+  sqlite:////absolute/dir/    four slashes: an absolute path (/absolute/dir/)
+  postgresql://user:password@host:5432/dbname
+  default: sqlite:///.evaledger/ (events.sqlite + views.sqlite in ./.evaledger/)
+  Read commands never create a store: a missing one is exit 3.
+
+shell completion:
+  eval "$(evaledger completion bash)"    # or: evaledger completion zsh > ~/.zfunc/_evaledger
+"""
 
 
 class UsageError(Exception):
@@ -44,27 +88,35 @@ def emit_json(data: Any) -> None:
 
 
 class Progress:
-    """A one-line progress indicator on a TTY (stderr); silent otherwise."""
+    """A rich progress bar on stderr counting items (cases, events), only when it is a TTY."""
 
     def __init__(self, label: str, enabled: bool | None = None) -> None:
         self.label = label
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._last = -1
+        self._bar: RichProgress | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        """Report progress."""
-        if not self.enabled or total <= 0:
+        """Report `done` of `total`."""
+        if not self.enabled:
             return
-        pct = min(100, int(100 * done / total))
-        if pct != self._last:
-            self._last = pct
-            sys.stderr.write(f"\r{self.label}: {pct:3d}% ({done}/{total})")
-            sys.stderr.flush()
+        if self._bar is None:
+            self._bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=sys.stderr),
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=total or None)
+        # A total of 0 is not known yet (an import's validating pass): count without a bar end.
+        self._bar.update(self._task, completed=done, total=total or None)
 
     def done(self) -> None:
-        """End the line."""
-        if self.enabled and self._last >= 0:
-            sys.stderr.write("\n")
+        """Stop the bar (it stays on screen at its final count)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -78,15 +130,57 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """A plain-text table."""
-    cells = [[str(h) for h in header], *[[fmt(c) for c in r] for r in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+STATUS_STYLE = {
+    "passed": "green",
+    "improvement": "green",
+    "completed": "green",
+    "failed": "red",
+    "regression": "red",
+    "errored": "yellow",
+    "error": "yellow",
+    "canceled": "dim",
+}
+"""Colours of status cells (on a terminal only)."""
+
+PLAIN_WIDTH = 10_000
+"""Piped output is never wrapped: a script reads whole rows."""
+
+
+def print_table(
+    rows: Sequence[Sequence[Any]], header: Sequence[str], *, fold: Sequence[str] = ()
+) -> None:
+    """A table on stdout: fitted to the terminal and coloured on a TTY, plain when piped.
+
+    Columns named in `fold` wrap on a narrow terminal; the others (ids) are never cut.
+    """
+    out = sys.stdout
+    tty = out.isatty()
+    cells = [[fmt(c) for c in r] for r in rows]
+    t = Table(
+        box=box.SIMPLE_HEAD if tty else None,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold" if tty else "",
+    )
+    for i, name in enumerate(header):
+        numeric = bool(rows) and all(
+            (isinstance(r[i], int | float) and not isinstance(r[i], bool)) or r[i] is None
+            for r in rows
+        )
+        t.add_column(
+            name,
+            justify="right" if numeric else "left",
+            no_wrap=name not in fold,
+            overflow="fold",
+        )
+    for row in cells:
+        t.add_row(*(Text(c, style=STATUS_STYLE.get(c, "")) if tty else Text(c) for c in row))
+    if tty:
+        Console(file=out, highlight=False).print(t)
+        return
+    buffer = io.StringIO()
+    Console(file=buffer, width=PLAIN_WIDTH, no_color=True, highlight=False).print(t)
+    out.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,6 +232,33 @@ def parse_uuid(ref: str, what: str) -> UUID:
         raise UsageError(f"{what}: not a valid id: {ref!r}") from None
 
 
+def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
+    """A case id from `CASE_ID`, or from `RUN TEST_CASE_KEY [--rep N]`."""
+    refs: list[str] = args.case
+    if len(refs) == 1:
+        if args.rep is not None:
+            raise UsageError("--rep: give RUN TEST_CASE_KEY --rep N, or a CASE id alone")
+        return parse_uuid(refs[0], "CASE")
+    if len(refs) != 2:
+        raise UsageError("give a CASE id, or RUN TEST_CASE_KEY [--rep N]")
+    run_id = resolve_run(services, refs[0], args.project)
+    key, rep = refs[1], args.rep or 0
+    services.sync()
+    found = [
+        s.case_id
+        for s in services.reads.case_scores(run_id)
+        if s.test_case_key == key and s.repetition == rep
+    ]
+    if not found:
+        raise NotFoundError(f"no case {key!r} repetition {rep} in run {refs[0]!r}")
+    if len(found) > 1:
+        ids = ", ".join(str(i) for i in found)
+        raise UsageError(
+            f"{key!r} repetition {rep} names {len(found)} cases ({ids}): give a CASE id"
+        )
+    return found[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # commands
 
@@ -145,7 +266,6 @@ def parse_uuid(ref: str, what: str) -> UUID:
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
     from evaledger.importers.load import import_all, open_imports
-    from evaledger.importers.progress import case_progress
 
     imports = open_imports(
         args.files,
@@ -153,8 +273,12 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
         run_key=args.run_key,
         project=None if args.project == "default" else args.project,
     )
-    with case_progress("importing") as progress:
+    # Counts cases: first the validating pass (total unknown), then the writes.
+    progress = Progress("importing cases")
+    try:
         done = import_all(services.ledger, imports, Context(actor=args.actor), progress)
+    finally:
+        progress.done()
     results = [
         {
             "file": d.source.sources[0],
@@ -195,12 +319,11 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     """List runs."""
-    from evaledger.projections.queries import RunFilter
-
     services.sync()
     rows, total = services.reads.list_runs(
         RunFilter(
             project=args.project,
+            key=args.key,
             suite=args.suite,
             agent=args.agent,
             status=args.status,
@@ -208,29 +331,49 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             limit=args.limit,
         )
     )
+    aggregates = [services.reads.summary(r.run_id).aggregate for r in rows]
     if args.json:
         emit_json(
-            {"data": [r.model_dump(mode="json") for r in rows], "count": len(rows), "total": total}
+            {
+                "data": [
+                    {
+                        **r.model_dump(mode="json"),
+                        "pass_rate": a.pass_rate,
+                        "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
+                    }
+                    for r, a in zip(rows, aggregates, strict=True)
+                ],
+                "count": len(rows),
+                "total": total,
+            }
         )
         return EXIT_OK
-    print(
-        table(
-            [
-                (
-                    str(r.run_id),
-                    r.run_key,
-                    r.suite["name"],
-                    r.agent["name"],
-                    r.status,
-                    r.case_count,
-                    r.created_at,
-                )
-                for r in rows
-            ],
-            ["run_id", "key", "suite", "agent", "status", "cases", "created_at"],
-        )
+    print_table(
+        [
+            (
+                str(r.run_id),
+                r.run_key,
+                r.suite["name"],
+                r.agent["name"],
+                r.status,
+                r.case_count,
+                percent(a.pass_rate),
+                a.weighted_metrics_score_pct,
+                r.created_at,
+            )
+            for r, a in zip(rows, aggregates, strict=True)
+        ],
+        ["run_id", "key", "suite", "agent", "status", "cases", "pass", "score", "created_at"],
+        fold=("key", "suite", "agent"),
     )
+    if total > len(rows):
+        print(f"{len(rows)} of {total} runs (--limit {args.limit})")
     return EXIT_OK
+
+
+def percent(fraction: float | None) -> str | None:
+    """A fraction as a percentage for display."""
+    return None if fraction is None else f"{100 * fraction:.1f}%"
 
 
 AGGREGATE_FIELDS = (
@@ -256,12 +399,15 @@ AGGREGATE_FIELDS = (
 )
 
 
-def show_payload(services: Services, run_id: UUID) -> dict[str, Any]:
-    """The run, its aggregate and its cases (the JSON of `show`)."""
+def show_payload(
+    services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
     run = services.reads.get_run(run_id)
     summary = services.reads.summary(run_id)
-    scores = services.reads.case_scores(run_id)
+    scores, matching = services.reads.case_page(run_id, status, limit)
     return {
+        "cases_matching": matching,
         "run": run.model_dump(mode="json"),
         "aggregate": summary.aggregate.model_dump(mode="json"),
         "cases": [
@@ -294,7 +440,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     """Show a run with its aggregate and cases."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
-    payload = show_payload(services, run_id)
+    status = "failed" if args.failed else "errored" if args.errored else None
+    payload = show_payload(services, run_id, status, args.limit)
     if args.json:
         emit_json(payload)
         return EXIT_OK
@@ -307,22 +454,25 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     print_aggregate(payload["aggregate"], "aggregate:")
     for name, mean in payload["aggregate"].get("named_score_means", {}).items():
         print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
-    print(
-        table(
-            [
-                (
-                    c["test_case_key"],
-                    c["repetition"],
-                    c["status"],
-                    c["overall_score"],
-                    c["passed"],
-                    c["gate"],
-                )
-                for c in payload["cases"]
-            ],
-            ["test_case_key", "rep", "status", "score", "passed", "gate"],
-        )
+    print_table(
+        [
+            (
+                c["case_id"],
+                c["test_case_key"],
+                c["repetition"],
+                c["status"],
+                c["overall_score"],
+                c["gate"],
+            )
+            for c in payload["cases"]
+        ],
+        ["case_id", "test_case_key", "rep", "status", "score", "gate"],
+        fold=("test_case_key", "gate"),
     )
+    shown, matching = len(payload["cases"]), payload["cases_matching"]
+    if shown < matching:
+        what = f"{status} cases" if status else "cases"
+        print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
 
 
@@ -346,11 +496,9 @@ def print_rescore(result: dict[str, Any]) -> None:
         f"rescore of run {result['run_id']}: {result['before']['spec_id']} → "
         f"{result['after']['spec_id']} (0 judge calls, 0 events)"
     )
-    print(
-        table(
-            [(n, before.get(n), after.get(n)) for n in AGGREGATE_FIELDS[:12]],
-            ["field", "before", "after"],
-        )
+    print_table(
+        [(n, before.get(n), after.get(n)) for n in AGGREGATE_FIELDS[:12]],
+        ["field", "before", "after"],
     )
     changed = result["changed_cases"]
     print(f"{len(changed)} case(s) changed")
@@ -366,7 +514,7 @@ def cmd_history(services: Services, args: argparse.Namespace) -> int:
     """Every event of a case."""
     from evaledger.api.audit import case_history
 
-    payload = case_history(services, parse_uuid(args.case, "CASE"), args.version)
+    payload = case_history(services, resolve_case(services, args), args.version)
     if args.json:
         emit_json(payload)
         return EXIT_OK
@@ -396,7 +544,7 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
             raise UsageError(str(e.args[0])) from None
         print(f"rebuilt {args.rebuild} to position {reached}")
         return EXIT_OK
-    progress = Progress("projecting")
+    progress = Progress("projecting events")
     reached = services.runner.catch_up(progress=progress)
     progress.done()
     print(f"projections at position {reached}")
@@ -415,29 +563,34 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     """Recompute every hash chain and seal."""
-    progress = Progress("verifying")
+    progress = Progress("verifying events")
     report = verify(services.ledger, progress)
     progress.done()
     if args.json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "events": report.events,
-                "aggregates": report.aggregates,
-                "runs_sealed": report.runs_sealed,
-                "broken": report.broken,
-            }
-        )
+        emit_json(report.as_json())
     elif report.ok:
         print(
             f"ok: {report.events} events in {report.aggregates} aggregates, "
-            f"{report.runs_sealed} sealed runs"
+            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
+            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
         )
+        if report.checkpoint is not None:
+            print(f"checkpoint: {report.checkpoint}")
     else:
-        print(f"BROKEN: first broken link: {report.broken[0]}")
+        print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
+    """Report the migrated store (the migration itself runs in `main`, before opening it)."""
+    granted = f", granted to {args.app_role}" if args.app_role else ""
+    print(
+        f"migrated: {services.location.kind} store at position {services.ledger.position()}, "
+        f"append-only{granted}"
+    )
+    return EXIT_OK
 
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
@@ -468,19 +621,16 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     failed_thresholds = [
         name for name in ("metrics_passed", "cases_passed") if getattr(candidate_agg, name) is False
     ]
+    gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
     if args.json:
         emit_json(result.model_dump(mode="json"))
     elif args.markdown:
-        sys.stdout.write(render_markdown(result) + "\n")
+        sys.stdout.write(render_markdown(result, gate_failures=gate_failures) + "\n")
     else:
         print_comparison(result)
-    if result.verdict.regression_detected:
-        return EXIT_FAIL
-    if failed_thresholds and not args.no_fail_on_thresholds:
-        if not args.json:
-            print(f"candidate fails its own thresholds: {', '.join(failed_thresholds)}")
-        return EXIT_FAIL
-    return EXIT_OK
+        if gate_failures:
+            print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
+    return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK
 
 
 def print_comparison(result: Any) -> None:
@@ -491,29 +641,45 @@ def print_comparison(result: Any) -> None:
     for reason in result.verdict.reasons:
         print(f"  - {reason}")
     b, c = agg.baseline_metrics, agg.candidate_metrics
-    print(
-        table(
-            [
-                ("pass_rate", b.pass_rate, c.pass_rate, agg.pass_rate_delta),
-                (
-                    "avg_score",
-                    b.weighted_metrics_score_pct,
-                    c.weighted_metrics_score_pct,
-                    agg.avg_score_delta,
-                ),
-                ("latency_avg_ms", b.latency_avg_ms, c.latency_avg_ms, agg.latency_avg_delta_ms),
-                ("cost_usd", b.total_cost_usd, c.total_cost_usd, agg.cost_delta_usd),
-            ],
-            ["", "baseline", "candidate", "delta"],
-        )
+    print_table(
+        [
+            ("pass_rate", b.pass_rate, c.pass_rate, agg.pass_rate_delta),
+            (
+                "avg_score",
+                b.weighted_metrics_score_pct,
+                c.weighted_metrics_score_pct,
+                agg.avg_score_delta,
+            ),
+            ("latency_avg_ms", b.latency_avg_ms, c.latency_avg_ms, agg.latency_avg_delta_ms),
+            ("cost_usd", b.total_cost_usd, c.total_cost_usd, agg.cost_delta_usd),
+        ],
+        ["", "baseline", "candidate", "delta"],
     )
     print(
         f"cases: {agg.total_regressions} regression, {agg.total_improvements} improvement, "
         f"{agg.total_unchanged} unchanged, {agg.total_errors} error"
     )
-    for tc in result.test_case_comparisons:
-        if tc.status in ("regression", "improvement", "error"):
-            print(f"  {tc.status:<11} {tc.test_case_key}  Δ {fmt(tc.score_delta)}")
+    changed = [
+        tc
+        for tc in result.test_case_comparisons
+        if tc.status in ("regression", "improvement", "error")
+    ]
+    if changed:
+        # The flip behind each status: pass → fail, or the score move past case_score_delta.
+        print_table(
+            [
+                (
+                    tc.status,
+                    tc.test_case_key,
+                    f"{outcome(tc.baseline_passed)} → {outcome(tc.candidate_passed)}",
+                    f"{fmt(tc.baseline_score)} → {fmt(tc.candidate_score)}",
+                    tc.score_delta,
+                )
+                for tc in changed
+            ],
+            ["", "test_case_key", "baseline → candidate", "score", "Δ score"],
+            fold=("test_case_key",),
+        )
     stats = result.statistics
     print(
         f"statistics: McNemar p={fmt(stats.mcnemar.p_value, 4)} (b={stats.mcnemar.b}, "
@@ -530,6 +696,11 @@ def print_comparison(result: Any) -> None:
         )
     for w in result.warnings:
         print(f"warning: {w}")
+
+
+def outcome(passed: bool | None) -> str:
+    """`pass`, `fail`, or `—` (errored or missing) for display."""
+    return "—" if passed is None else "pass" if passed else "fail"
 
 
 def cmd_gate(services: Services, args: argparse.Namespace) -> int:
@@ -586,7 +757,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_grade(services: Services, args: argparse.Namespace) -> int:
-    """Grade a run; exit 2 when the overall score is below --min-score or null."""
+    """Grade a run; exit 1 when the overall score is below --min-score or null."""
     from evaledger.projections.grading import grading_spec
 
     services.sync()
@@ -610,7 +781,7 @@ def cmd_grade(services: Services, args: argparse.Namespace) -> int:
         emit_json(result.model_dump(mode="json"))
     else:
         print_grade(result)
-    return EXIT_OK if overall.score is not None and overall.passed else EXIT_USAGE
+    return EXIT_OK if overall.score is not None and overall.passed else EXIT_FAIL
 
 
 def print_grade(result: Any) -> None:
@@ -660,7 +831,7 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     """How a case's verdict became its pass/fail and entered its run's aggregate."""
     from evaledger.api.audit import explain
 
-    case_id = parse_uuid(args.case, "CASE")
+    case_id = resolve_case(services, args)
     spec = None
     if args.spec:
         services.sync()
@@ -686,14 +857,12 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
             print(f"  error: {v['error']}")
         for c in v["corrections"]:
             print(f"  {c['type']} by {c['actor']} at {c['timestamp']}: {c['reason']}")
-    print(
-        table(
-            [
-                (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
-                for w in payload["weights"]
-            ],
-            ["metric", "score", "label", "weight", "contribution"],
-        )
+    print_table(
+        [
+            (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
+            for w in payload["weights"]
+        ],
+        ["metric", "score", "label", "weight", "contribution"],
     )
     o, g, r = payload["overall_score"], payload["gate"], payload["run_aggregate"]
     print(f"overall_score {fmt(o['value'])} = {o['formula']}")
@@ -713,6 +882,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
     from evaledger.api.app import create_app
 
+    if args.open:
+        from evaledger.api.web.launch import open_when_up
+
+        open_when_up(f"http://{args.host}:{args.port}")
     uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
@@ -733,15 +906,20 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db",
-        help="sqlite:///path or postgresql://... (default: EVALEDGER_DB or sqlite:///.evaledger/)",
+        help="sqlite:///relative/dir/, sqlite:////absolute/dir/ or postgresql://user@host/db "
+        "(default: EVALEDGER_DB or sqlite:///.evaledger/)",
     )
     common.add_argument(
         "--project", default="default", help="project of run keys (default: default)"
     )
     common.add_argument("--actor", default="cli", help="who records (default: cli)")
     parser = argparse.ArgumentParser(
-        prog="evaledger", description="Event-sourced evaluation ledger."
+        prog="evaledger",
+        description="Event-sourced evaluation ledger.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"evaledger {__version__()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(
@@ -749,17 +927,33 @@ def build_parser() -> argparse.ArgumentParser:
         func: Callable[[Services, argparse.Namespace], int],
         help_: str,
         json: bool = True,
+        reads: bool = False,
     ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=help_, description=help_)
+        """A sub-command; `reads=True` ones never create a store (a missing one is exit 3)."""
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_,
+            description=help_,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if json:
             p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, reads=reads)
         return p
+
+    def add_case_ref(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "case", nargs="+", metavar="CASE | RUN TEST_CASE_KEY", help="a case id, or run + key"
+        )
+        p.add_argument("--rep", type=int, metavar="N", help="repetition (default 0) with a key")
 
     add("demo", cmd_demo, "load the demo runs and show scores, a what-if rescore and a comparison")
     p = add("serve", cmd_serve, "serve the HTTP API", json=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
     p = add("import", cmd_import, "import run bundles and peer result files (idempotent)")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument(
@@ -769,23 +963,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
-    p = add("export", cmd_export, "export a run as a run bundle", json=False)
+    p = add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
     p.add_argument("run", metavar="RUN")
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
-    p = add("runs", cmd_runs, "list runs, newest first")
+    p = add("runs", cmd_runs, "list runs, newest first", reads=True)
     p.add_argument("--suite")
     p.add_argument("--agent")
-    p.add_argument("--status")
-    p.add_argument("--label", help="key=value")
-    p.add_argument("--limit", type=int, default=50)
-    p = add("show", cmd_show, "show a run with its aggregate and cases")
+    p.add_argument("--key", help="the run key")
+    p.add_argument("--status", choices=[s.value for s in RunStatus])
+    p.add_argument("--label", type=label_filter, help="key=value")
+    p.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    p = add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
     p.add_argument("run", metavar="RUN")
-    p = add("rescore", cmd_rescore, "replay a run under another scoring spec (no judge calls)")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--failed", action="store_true", help="only failed cases")
+    only.add_argument("--errored", action="store_true", help="only errored cases")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="show at most N cases")
+    p = add(
+        "rescore",
+        cmd_rescore,
+        "replay a run under another scoring spec (no judge calls)",
+        reads=True,
+    )
     p.add_argument("run", metavar="RUN")
     p.add_argument("--spec", required=True, metavar="FILE")
-    p = add("history", cmd_history, "every event of a case, and its state as of a version")
-    p.add_argument("case", metavar="CASE")
-    p.add_argument("--version", type=int)
+    p = add(
+        "history", cmd_history, "every event of a case, and its state as of a version", reads=True
+    )
+    add_case_ref(p)
+    p.add_argument("--version", type=int, help="the state as of this event version")
     p = add(
         "project",
         cmd_project,
@@ -798,8 +1004,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--safety-interval", type=float, default=30.0, help="full catch-up every N seconds"
     )
-    add("verify", cmd_verify, "recompute every hash chain and run seal")
-    p = add("compare", cmd_compare, "compare two runs; exit 1 on a regression")
+    add(
+        "verify",
+        cmd_verify,
+        "recompute every hash chain, run seal and chain signature",
+        reads=True,
+    )
+    p = add(
+        "migrate",
+        cmd_migrate,
+        "create or repair tables, append-only triggers and grants (run as the migration role)",
+        json=False,
+    )
+    p.add_argument("--app-role", help="PostgreSQL role to grant SELECT/INSERT on the events")
+    p = add("compare", cmd_compare, "compare two runs; exit 1 on a regression", reads=True)
     p.add_argument(
         "runs",
         nargs="+",
@@ -820,21 +1038,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="don't exit 1 on the candidate's own failed thresholds",
     )
-    p = add("gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold")
+    p = add(
+        "gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold", reads=True
+    )
     p.add_argument("run", metavar="RUN")
-    p = add("baseline", cmd_baseline, "approve, revoke or show the baseline of an (agent, suite)")
+    p = add(
+        "baseline",
+        cmd_baseline,
+        "approve, revoke or show the baseline of an (agent, suite)",
+        reads=True,
+    )
     p.add_argument("action", choices=["approve", "revoke", "show"])
     p.add_argument("run", nargs="?", metavar="RUN")
     p.add_argument("--reason")
     p.add_argument("--agent")
     p.add_argument("--suite")
-    p = add("grade", cmd_grade, "grade a run (iFixAi rules); exit 2 below --min-score")
+    p = add("grade", cmd_grade, "grade a run (iFixAi rules); exit 1 below --min-score", reads=True)
     p.add_argument("run", metavar="RUN")
     p.add_argument("--spec", metavar="FILE", help="a spec file with a grading section")
     p.add_argument("--preset", help="a shipped grading preset, e.g. ifixai-v1")
     p.add_argument("--min-score", type=float)
     p.add_argument("--strategic", action="store_true", help="grade the strategic subset only")
-    p = add("rollup", cmd_rollup, "pivot one or several runs (Voxli rules)")
+    p = add("rollup", cmd_rollup, "pivot one or several runs (Voxli rules)", reads=True)
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--rows", default="configuration", help="configuration, personality, agent, run")
     p.add_argument("--columns", default="test", help="test, tag, scenario")
@@ -844,10 +1069,60 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="custom per-message metric name[:unit[:avg,max,p95…]] (repeatable)",
     )
-    p = add("explain", cmd_explain, "how a case's verdict became its pass/fail and run aggregate")
-    p.add_argument("case", metavar="CASE")
+    p = add(
+        "explain",
+        cmd_explain,
+        "how a case's verdict became its pass/fail and run aggregate",
+        reads=True,
+    )
+    add_case_ref(p)
     p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")
+    from evaledger.api import cli_judging
+
+    cli_judging.register(sub, common)
+    p = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description='bash: eval "$(evaledger completion bash)"; zsh: write it to a file named '
+        "_evaledger on your $fpath",
+    )
+    p.add_argument("shell", choices=["bash", "zsh", "tcsh"])
+    p.set_defaults(func=None)
     return parser
+
+
+def label_filter(value: str) -> str:
+    """An argparse type: `key=value`, the rule of the API's `label` filter."""
+    if not re.fullmatch(LABEL_PATTERN, value):
+        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
+    return value
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: an integer ≥ 1."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def __version__() -> str:
+    """The installed package's version."""
+    try:
+        return package_version("evaledger")
+    except PackageNotFoundError:  # pragma: no cover - running from a checkout without install
+        return "unknown"
+
+
+def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """A completion script for `shell`, generated from the parser itself (shtab)."""
+    import shtab
+
+    script: str = shtab.complete(parser, shell=shell)
+    return script
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -857,26 +1132,108 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point."""
+    """Entry point: the command's exit code (0/1/2/3), never a traceback for expected failures."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    with closed_pipe_is_not_an_error():
+        if args.command == "completion":
+            sys.stdout.write(completion_script(parser, args.shell))
+            return EXIT_OK
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the store, run the command, map every failure to its exit code."""
+    services: Services | None = None
+    db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
-        services = build_ledger(Settings.from_env(db=args.db))
-    except EvaledgerError as e:
-        fail(e.detail)
-    try:
-        code = args.func(services, args)
+        try:
+            # Commands registered elsewhere without `reads` may create the store.
+            reads = getattr(args, "reads", False)
+            settings = Settings.from_env(db=args.db)
+            if args.command == "migrate":
+                # Before opening the store: a migration repairs what opening would refuse.
+                migrate_store(settings, args.app_role)
+            services = build_ledger(settings, create=not reads)
+            return int(args.func(services, args))
+        finally:
+            if services is not None:
+                services.close()
     except UsageError as e:
         fail(str(e))
-    except ValidationError as e:
-        fail(e.detail)
-    except EvaledgerError as e:
+    except InfrastructureError as e:
+        fail(e.detail, EXIT_INFRA)
+    except (ValidationError, EvaledgerError) as e:
         fail(e.detail)
     except pydantic.ValidationError as e:
         fail("invalid input:\n" + describe(e, "  "))
+    except Exception as e:
+        # A driver error about the store (locked, down, corrupt) is exit 3 with one line.
+        infra = infrastructure_error(e, db)
+        if infra is None:
+            raise
+        fail(infra.detail, EXIT_INFRA)
+
+
+class _PipeSafeStdout(io.TextIOBase):
+    """stdout that goes quiet once its reader has gone (`evaledger show RUN | head`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        """Write, or drop the text once the pipe is closed."""
+        if not self.reader_gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush, unless the pipe is closed."""
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def isatty(self) -> bool:
+        """Whether the real stdout is a terminal."""
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        """The real stdout's descriptor."""
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The real stdout's encoding (rich asks)."""
+        return self.stream.encoding
+
+    def _silence(self) -> None:
+        self.reader_gone = True
+        # Python's own flush of stdout at exit would fail again: point the descriptor at devnull.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+
+@contextmanager
+def closed_pipe_is_not_an_error() -> Iterator[None]:
+    """A reader that stops early (`| head`) ends the output, not the command or its exit code."""
+    real = sys.stdout
+    safe = _PipeSafeStdout(real)
+    sys.stdout = safe
+    try:
+        yield
     finally:
-        services.close()
-    return int(code)
+        sys.stdout = real
+        safe.flush()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from evaledger.api.bootstrap import infrastructure_error
 from evaledger.api.responses import OrjsonResponse
 from evaledger.domain.errors import (
     AuthenticationError,
@@ -78,8 +79,14 @@ def install(app: FastAPI) -> None:
         return OrjsonResponse(body, status_code=422)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> Response:
+    async def _unexpected(request: Request, exc: Exception) -> Response:
         # The cause goes to the server log, never to the client.
+        services = getattr(request.app.state, "services", None)
+        infra = infrastructure_error(exc, services.settings.db if services else "")
+        if infra is not None:
+            log.error("store unavailable: %s", infra.detail)
+            body = error_body("the store is unavailable; retry later", infra.code, 503)
+            return OrjsonResponse(body, status_code=503, headers={"Retry-After": "5"})
         log.exception("unhandled error", exc_info=exc)
         return OrjsonResponse(error_body("internal server error", "internal", 500), status_code=500)
 

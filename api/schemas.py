@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
+from evaledger.domain.metrics import MetricDefinition
+from evaledger.projections.facts import CaseFacts
+from evaledger.projections.models import CaseScore, RunAggregate
+from evaledger.projections.queries import RunRow
+
+T = TypeVar("T")
 
 _REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class ErrorResponse(BaseModel):
     """Every error the API answers."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "detail": "no run 8a32f05d-04b2-56b1-9c8f-6e48455156f0",
+                    "code": "not_found",
+                    "status": 404,
+                }
+            ]
+        }
+    )
 
     detail: str = Field(description="What is wrong, naming the offending field.")
     code: str = Field(description="Machine-readable error code, e.g. invalid, not_found.")
@@ -27,7 +45,15 @@ class ErrorResponse(BaseModel):
 
 
 class Written(BaseModel):
-    """What a command wrote."""
+    """What a command wrote (201 Created; 200 when an idempotent re-send wrote nothing)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"id": "8a32f05d-04b2-56b1-9c8f-6e48455156f0", "position": 14, "events": 1}
+            ]
+        }
+    )
 
     id: UUID = Field(description="The run or case the command wrote to.")
     position: int = Field(description="Log position; wait for it to read your writes.")
@@ -42,9 +68,35 @@ class Written(BaseModel):
 class BatchWritten(BaseModel):
     """What a batch wrote."""
 
-    case_ids: list[UUID]
-    position: int
-    events: int
+    case_ids: list[UUID] = Field(description="The cases, in the order sent.")
+    position: int = Field(description="Log position; wait for it to read your writes.")
+    events: int = Field(description="Events written (0 for an idempotent re-send).")
+
+
+class BundleImported(BaseModel):
+    """What importing a run bundle wrote."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "run_id": "8a32f05d-04b2-56b1-9c8f-6e48455156f0",
+                    "run_key": "northwind-support-v12-nightly-2026-11-20",
+                    "position": 13,
+                    "events": 13,
+                    "cases": 3,
+                    "new_cases": 3,
+                }
+            ]
+        }
+    )
+
+    run_id: UUID
+    run_key: str
+    position: int = Field(description="Log position; wait for it to read your writes.")
+    events: int = Field(description="Events written (0 when the bundle was imported before).")
+    cases: int = Field(description="Cases in the bundle.")
+    new_cases: int = Field(description="Cases not in the ledger before.")
 
 
 class TranscriptBody(BaseModel):
@@ -118,22 +170,282 @@ class InvalidateBody(BaseModel):
 class HistoryEntry(BaseModel):
     """One event in a case's or run's history."""
 
-    version: int
-    type: str
-    topic: str
-    timestamp: datetime
-    actor: str
+    version: int = Field(description="The event's version in its aggregate (1-based).")
+    type: str = Field(description="Event class, e.g. JudgeVerdictRecorded.")
+    topic: str = Field(description="Stable stored topic with its schema version.")
+    timestamp: datetime = Field(description="When it was recorded (UTC).")
+    actor: str = Field(description="Who recorded it.")
     idempotency_key: str | None
-    prev_hash: str
-    hash: str
-    payload: dict[str, Any]
+    prev_hash: str = Field(description="Hash of the previous event of the aggregate.")
+    hash: str = Field(description="This event's hash (SHA-256, hex).")
+    payload: dict[str, Any] = Field(description="The event's own fields.")
 
 
-class Page(BaseModel):
-    """A page of a list."""
+class Page(BaseModel, Generic[T]):
+    """A page of a list: `data` holds items `offset` to `offset + count` of `total`."""
 
-    data: list[Any]
-    count: int
-    total: int | None = None
+    data: list[T]
+    count: int = Field(description="Items in this page.")
+    total: int = Field(description="Items matching, over every page.")
+    limit: int = Field(description="Largest page size asked for.")
+    offset: int = Field(description="Items skipped before this page.")
+
+
+class RunPage(Page[RunRow]):
+    """A page of runs, newest first."""
+
+
+class CasePage(Page[CaseScore]):
+    """A page of a run's cases scored under the run's own spec, in opening order."""
+
+
+class MetricPage(Page[MetricDefinition]):
+    """A page of the metric catalogue: built-in metrics then the project's own."""
+
+
+class CheckpointOut(BaseModel):
+    """A verified point of the log: the last position of a commit and its chain link."""
+
+    position: int = Field(description="Log position of the commit's last event.")
+    link: str = Field(description="The ledger-wide chain link at that position (hex sha256).")
+    signed: bool = Field(description="Whether its signature was checked with the checkpoint key.")
+
+
+class VerifyResult(BaseModel):
+    """What a verification of the whole log found (`GET /verify`, `evaledger verify --json`)."""
+
+    ok: bool = Field(description="No broken link, seal, chain block or signature.")
+    events: int = Field(description="Events checked.")
+    aggregates: int = Field(description="Aggregates whose per-aggregate hash chain was checked.")
+    runs_sealed: int = Field(description="Completed runs whose seal was recomputed.")
+    commits: int = Field(description="Ledger-wide chain blocks (one per commit) checked.")
+    keyed: bool = Field(description="Whether signatures were checked (a checkpoint key is set).")
+    adopted_until: int | None = Field(
+        default=None, description="Events up to here were chained when the chain was introduced."
+    )
+    checkpoint: CheckpointOut | None = Field(
+        default=None, description="The last commit up to which the whole log verified."
+    )
+    first_broken_position: int | None = Field(
+        default=None,
+        description="The lowest log position where the log departs from what was written.",
+    )
+    broken: list[str] = Field(default_factory=list, description="Every finding, first first.")
+    verified_at: str = Field(description="When this verification ran (UTC, ISO 8601).")
+
+
+class LastVerification(BaseModel):
+    """The last verification this server ran, as `/health` reports it."""
+
+    ok: bool
+    verified_at: str
+    checkpoint: CheckpointOut | None = None
+    first_broken_position: int | None = None
+
+
+class ProjectionFailure(BaseModel):
+    """A projection stopped by an event it could not apply."""
+
+    name: str = Field(description="Projection name.")
+    position: int = Field(description="Log position of the event.")
+    event: str = Field(description="The event (topic and originator).")
+    error: str = Field(description="Why it could not be applied.")
+    failed_at: str = Field(description="When (UTC, ISO 8601).")
+
+
+class Health(BaseModel):
+    """Liveness, the store, projection lag and failures, the last verification."""
+
+    status: str = Field(description="ok, or degraded when a projection is stopped or verify failed")
+    store: str = Field(description="sqlite or postgresql")
+    log_position: int = Field(description="Last position in the event log.")
+    projections: dict[str, int] = Field(description="Projection name → position reached.")
+    projection_lag: dict[str, int] = Field(
+        default_factory=dict, description="Projection name → events behind the log."
+    )
+    projection_failures: list[ProjectionFailure] = Field(default_factory=list)
+    verify: LastVerification | None = Field(
+        default=None, description="The last verification this server ran, if any."
+    )
+
+
+class RunDetail(RunRow):
+    """A run with its aggregate under its own spec."""
+
+    aggregate: RunAggregate
+
+
+class CaseDetail(BaseModel):
+    """A case's facts and its score under the run's own spec."""
+
+    facts: CaseFacts
+    score: CaseScore
+
+
+class CaseState(BaseModel):
+    """A case as of one version: its facts and its score under the run's spec."""
+
+    facts: CaseFacts
+    score: CaseScore
+
+
+class CaseHistory(BaseModel):
+    """Every event of a case (a page of them) and its state as of `version`."""
+
+    case_id: UUID
+    run_id: UUID
+    version: int = Field(description="The version `state` is as of.")
+    latest_version: int = Field(description="The case's last version (its number of events).")
+    events: list[HistoryEntry]
+    state: CaseState
+    total: int = Field(default=0, description="Events of the case, over every page.")
     limit: int | None = None
-    offset: int | None = None
+    offset: int = 0
+
+
+class RunHistory(BaseModel):
+    """Every event of the run aggregate (a page of them)."""
+
+    run_id: UUID
+    events: list[HistoryEntry]
+    total: int = Field(default=0, description="Events of the run aggregate, over every page.")
+    limit: int | None = None
+    offset: int = 0
+
+
+class SpecAggregate(BaseModel):
+    """A run aggregate under one spec."""
+
+    spec_id: str
+    aggregate: RunAggregate
+
+
+class CaseOutcome(BaseModel):
+    """A case's score, pass/fail and status under one spec."""
+
+    overall_score: float | None
+    passed: bool | None
+    status: str
+
+
+class ChangedCase(BaseModel):
+    """A case whose score, pass/fail or status differs under the new spec."""
+
+    case_id: UUID
+    test_case_key: str
+    repetition: int
+    before: CaseOutcome
+    after: CaseOutcome
+
+
+class Rescored(BaseModel):
+    """A run replayed under another spec: before and after side by side."""
+
+    run_id: UUID
+    spec_id: str = Field(description="Id of the spec replayed under (stored for later use).")
+    own_spec_id: str = Field(description="Id of the run's own spec.")
+    before: SpecAggregate
+    after: SpecAggregate
+    changed_cases: list[ChangedCase]
+    judge_calls: int = Field(description="Always 0: a rescore never calls a judge.")
+    events_written: int = Field(description="Always 0: a rescore writes no event.")
+
+
+class ExplainedCorrection(BaseModel):
+    """A human override or invalidation of a verdict."""
+
+    type: str
+    actor: str
+    timestamp: str
+    reason: str | None
+    changes: dict[str, Any]
+
+
+class ExplainedVerdict(BaseModel):
+    """One judge verdict: prompt, raw reply, parse, and whether it counted."""
+
+    verdict_id: UUID
+    version: int
+    recorded_by: str
+    recorded_at: str
+    judge: dict[str, Any]
+    template_id: str | None
+    template_hash: str | None
+    prompt: str | None
+    raw_output: str | None
+    parse_status: str
+    error: str | None
+    parsed_metric_scores: list[dict[str, Any]]
+    parsed_expected_outcomes: list[dict[str, Any]]
+    counted: bool
+    corrections: list[ExplainedCorrection]
+
+
+class ExplainedWeight(BaseModel):
+    """One metric's score, weight and contribution to the overall score."""
+
+    metric: str
+    score_type: str
+    raw_weight: float | None
+    normalised_weight: float
+    score: float | None
+    label: str | None
+    contribution: float | None
+
+
+class ExplainedOverall(BaseModel):
+    """How the overall score was computed."""
+
+    value: float | None
+    formula: str
+    sum_of_contributions: float | None
+    judge_error: bool
+    judge_error_message: str | None
+
+
+class ExplainedGate(BaseModel):
+    """Which rule decided pass/fail, and why."""
+
+    policy: str
+    rule: str
+    passed: bool | None
+    status: str
+    reason: str
+    pass_threshold: float
+    outcome_results: list[dict[str, Any]]
+    assertion_score: float | None
+    blockers_passed: bool | None
+
+
+class ExplainedRunAggregate(BaseModel):
+    """How the case enters its run's aggregate."""
+
+    counts_in_metric_mean: bool
+    share_of_metric_mean: float | None
+    counts_as: str
+    weighted_metrics_score_pct: float | None
+    metrics_pass_threshold: float | None
+    metrics_passed: bool | None
+    cases_pass_rate_pct: float | None
+    cases_pass_threshold: float | None
+    cases_passed: bool | None
+    scored_cases: int
+    total_executions: int
+
+
+class Explanation(BaseModel):
+    """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
+
+    case_id: UUID
+    run_id: UUID
+    test_case_key: str
+    repetition: int
+    spec_id: str
+    spec_source: str = Field(description="run: the run's own spec; given: the spec asked for.")
+    panel_policy: str
+    judge_errors_policy: str
+    verdicts: list[ExplainedVerdict]
+    weights: list[ExplainedWeight]
+    overall_score: ExplainedOverall
+    gate: ExplainedGate
+    run_aggregate: ExplainedRunAggregate

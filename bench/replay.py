@@ -255,16 +255,16 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
             persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
         )
         pt.wrap(views.RunsProjection, "process", "runs_v1: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v1: process (load facts, fold, rows)")
+        pt.wrap(views.CasesProjection, "process", "cases_v2: process (load facts, fold, rows)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
-        pt.wrap(views, "opened_facts", "cases_v1: opened_facts (CaseFacts)")
-        pt.wrap(views, "apply_fact", "cases_v1: apply_fact (pydantic facts)")
-        pt.wrap(views, "score_case", "cases_v1: score_case")
-        pt.wrap(pjson, "dumps", "cases_v1: json.dumps facts/score/summary")
+        pt.wrap(views, "opened_facts", "cases_v2: opened_facts (CaseFacts)")
+        pt.wrap(views, "apply_fact", "cases_v2: apply_fact (pydantic facts)")
+        pt.wrap(views, "score_case", "cases_v2: score_case")
+        pt.wrap(pjson, "dumps", "cases_v2: json.dumps facts/score/summary")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
-        pt.wrap(views, "load_scores", "cases_v1: load_scores for run summary")
-        pt.wrap(views, "summarize_run", "cases_v1: summarize_run")
-        pt.wrap(views, "reduce_repetitions", "cases_v1: reduce_repetitions")
+        pt.wrap(views, "load_scores", "cases_v2: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v2: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v2: reduce_repetitions")
         pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
         gc.collect()
         _, total = timed(lambda: r.catch_up(until=until))
@@ -293,7 +293,7 @@ def new_spec(services: Services, run_id: UUID) -> ScoringSpec:
 def read_model_decode(services: Services, run_id: str) -> Decoded:
     """Raw read + orjson decode of the read-model rows rescore reads (score and facts)."""
     out = Decoded()
-    sql = "SELECT score, facts FROM cases_v1 WHERE run_id = {p} ORDER BY seq"
+    sql = "SELECT score, facts FROM cases_v2 WHERE run_id = {p} ORDER BY seq"
     if services.location.is_sqlite:
         con = sqlite3.connect(services.location.views_url.removeprefix("sqlite:///"))
         try:

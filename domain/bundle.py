@@ -43,9 +43,28 @@ class BundleCaseStatus(StrEnum):
     """Execution status of a case in a bundle."""
 
     COMPLETED = "completed"
+    """It ran to the end; its transcript (possibly empty: no transcript fails it) is final."""
     ERRORED = "errored"
+    """The execution failed (a system error, not a judge failure)."""
     CANCELED = "canceled"
+    """Canceled before or while it ran."""
     PENDING = "pending"
+    """Not run yet, or still running: no result, so never scored as failed."""
+
+
+_EXECUTION_FIELDS = (
+    "transcript",
+    "usage",
+    "cost_usd",
+    "started_at",
+    "ended_at",
+    "verdicts",
+    "outcomes",
+    "claims",
+    "checks",
+    "overrides",
+)
+"""What a case reports about its execution; a pending case has none of it yet."""
 
 
 class BundleError(BaseModel):
@@ -148,7 +167,15 @@ class BundleCase(BaseModel):
 
     test_case: TestCaseSnapshot
     repetition: int = Field(default=0, ge=0)
-    status: BundleCaseStatus = BundleCaseStatus.COMPLETED
+    # `_infer_status` fills an absent status from the content before validation; the factory
+    # only keeps the field optional in the schema (no misleading fixed default there).
+    status: BundleCaseStatus = Field(
+        default_factory=lambda: BundleCaseStatus.PENDING,
+        description="Absent: `completed` when the case carries a transcript, usage, cost, "
+        "verdicts, outcomes, claims, checks or overrides, else `pending` (opened now, its facts "
+        "recorded later). `pending` (not run yet or still running) carries none of those. "
+        "`completed` with no transcript is a completed case with no turns: failed.",
+    )
     error: BundleError | None = None
     transcript: list[Turn] = Field(default_factory=list)
     usage: Usage | None = None
@@ -164,12 +191,32 @@ class BundleCase(BaseModel):
     # are unchanged (re-importing an old bundle stays a no-op).
     named_scores: list[BundleNamedScores] = Field(default_factory=list, exclude_if=_empty)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_status(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("status") is None:
+            if data.get("error") is not None:
+                inferred = BundleCaseStatus.ERRORED
+            elif any(data.get(name) for name in _EXECUTION_FIELDS):
+                inferred = BundleCaseStatus.COMPLETED
+            else:
+                inferred = BundleCaseStatus.PENDING
+            data = {**data, "status": inferred}
+        return data
+
     @model_validator(mode="after")
     def _error_matches_status(self) -> BundleCase:
-        if self.status is BundleCaseStatus.ERRORED and self.error is None:
+        reported = [name for name in _EXECUTION_FIELDS if getattr(self, name)]
+        status = self.status
+        if status is BundleCaseStatus.ERRORED and self.error is None:
             raise ValueError("error: an errored case needs an error {message, kind}")
-        if self.status is not BundleCaseStatus.ERRORED and self.error is not None:
-            raise ValueError(f"error: a {self.status.value} case has no error")
+        if status is not BundleCaseStatus.ERRORED and self.error is not None:
+            raise ValueError(f"error: a {status.value} case has no error")
+        if status is BundleCaseStatus.PENDING and reported:
+            raise ValueError(
+                f"{reported[0]}: a pending case (not run yet or still running) has no "
+                f"{reported[0]} yet; record it when the case has run, or give status completed"
+            )
         return self
 
     @property

@@ -269,6 +269,10 @@ class DomainEvent(BaseModel):
 
     topic_name: ClassVar[str] = ""
     class_version: ClassVar[int] = 1
+    added_fields: ClassVar[frozenset[str]] = frozenset()
+    """Optional fields added to this class version after it shipped. They are stored only when
+    they differ from their default, so events recorded before keep their exact stored bytes (and
+    hashes); decoding an old event gives them their default."""
 
     originator_id: UUID = Field(description="Aggregate id.")
     originator_version: int = Field(ge=1, description="Position in the aggregate, from 1.")
@@ -287,8 +291,15 @@ class DomainEvent(BaseModel):
         return f"{cls.topic_name}/v{cls.class_version}"
 
     def state(self) -> dict[str, Any]:
-        """The stored state: every field but the aggregate id and version."""
-        return self.model_dump(exclude={"originator_id", "originator_version"})
+        """The stored state: every field but the aggregate id and version.
+
+        Added fields still at their default are left out (see `added_fields`).
+        """
+        state = self.model_dump(exclude={"originator_id", "originator_version"})
+        for name in self.added_fields:
+            if state[name] == type(self).model_fields[name].get_default(call_default_factory=True):
+                del state[name]
+        return state
 
     def __eq__(self, other: object) -> bool:
         # Field values only: the cached hash (a private attribute) must not make two equal
@@ -440,6 +451,7 @@ class JudgeVerdictRecorded(CaseEvent):
     """One judge call: identity, prompt, raw reply verbatim, parsed scores; or an error."""
 
     topic_name: ClassVar[str] = "evaledger.case.judge_verdict_recorded"
+    added_fields: ClassVar[frozenset[str]] = frozenset({"panel_id", "self_judged"})
 
     verdict_id: UUID
     judge: JudgeIdentity
@@ -454,6 +466,12 @@ class JudgeVerdictRecorded(CaseEvent):
     usage: Usage | None = None
     cost_usd: float | None = Field(default=None, ge=0)
     error: str | None = Field(default=None, description="Why the verdict is an error verdict.")
+    panel_id: UUID | None = Field(
+        default=None, description="Shared by the votes of one panel (one judging pass, ≥2 judges)."
+    )
+    self_judged: bool = Field(
+        default=False, description="The judge's vendor is the agent's (asked for explicitly)."
+    )
 
 
 class OutcomeEvaluated(CaseEvent):
@@ -469,9 +487,35 @@ class ClaimsVerified(CaseEvent):
     """The answer was decomposed into atomic claims and each was checked."""
 
     topic_name: ClassVar[str] = "evaledger.case.claims_verified"
+    added_fields: ClassVar[frozenset[str]] = frozenset(
+        {
+            "mode",
+            "template_id",
+            "template_hash",
+            "prompt",
+            "raw_output",
+            "error",
+            "latency_ms",
+            "usage",
+            "cost_usd",
+        }
+    )
 
     claims: list[Claim]
     judge: JudgeIdentity | None = None
+    mode: Literal["grounding", "attribution"] | None = Field(
+        default=None, description="grounding: against the case's sources; attribution: per claim."
+    )
+    template_id: str | None = Field(default=None, description="Claim-check prompt template.")
+    template_hash: str | None = Field(default=None, description="Content hash of the template.")
+    prompt: str | None = Field(default=None, description="Rendered claim-check prompt.")
+    raw_output: str | None = Field(default=None, description="The judge's reply, verbatim.")
+    error: str | None = Field(
+        default=None, description="Extraction error (no claims, unparseable) or empty answer."
+    )
+    latency_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
 
 
 class StructuralCheckRecorded(CaseEvent):

@@ -168,6 +168,13 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
                     actor=event.actor,
                 )
             )
+    if status is BundleCaseStatus.COMPLETED and not (
+        "transcript" in fields
+        or any(fields[k] for k in ("verdicts", "outcomes", "claims", "checks", "overrides"))
+    ):
+        # Only CaseOpened: not run yet (or still running). Import records a completed case's
+        # transcript even when it is empty, so this is never a completed case.
+        status = BundleCaseStatus.PENDING
     return BundleCase(status=status, **fields)
 
 

@@ -46,6 +46,7 @@ from evaledger.domain.bundle import (
     BundleVerdict,
     RunBundle,
 )
+from evaledger.domain.chain import Block
 from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
 from evaledger.domain.events import (
     CaseEvent,
@@ -65,7 +66,15 @@ from evaledger.domain.events import (
     request_digest,
 )
 from evaledger.domain.metrics import MetricDefinition
-from evaledger.domain.persistence import EventMapper, OrjsonTranscoder, StorageLocation
+from evaledger.domain.persistence import (
+    ChunkedPostgresApplicationRecorder,
+    EventMapper,
+    OrjsonTranscoder,
+    StorageLocation,
+    check_append_only,
+    migrate_postgres,
+    postgres_schema_exists,
+)
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 
 A = TypeVar("A", bound=Aggregate)
@@ -133,58 +142,43 @@ class LedgerApplication(Application[UUID]):
 class Ledger:
     """Commands (writes) and audit reads over the event store."""
 
-    def __init__(self, location: StorageLocation, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        location: StorageLocation,
+        clock: Callable[[], datetime] = utcnow,
+        checkpoint_key: bytes | None = None,
+        migrate: bool = False,
+        app_role: str | None = None,
+    ) -> None:
+        """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
+
+        `migrate` (run as the migration role) creates or repairs the tables, triggers and the
+        grants of `app_role`; otherwise they are created only when missing (single-role use).
+        """
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
         if location.kind == "postgresql":
-            # Tables are created below under a lock: concurrent start-ups race on DDL otherwise.
+            # Tables are created by a migration (below, or `evaledger migrate`), never by the
+            # recorder: the app role of a two-role set-up may not run DDL.
             env["CREATE_TABLE"] = "no"
         self.location = location
         self.app = LedgerApplication(env=env)
         self.clock = clock
+        self.checkpoint_key = checkpoint_key
+        self.app.recorder.chain.key = checkpoint_key  # type: ignore[attr-defined]
         if location.kind == "postgresql":
-            self._create_postgres_tables()
+            recorder = cast(ChunkedPostgresApplicationRecorder, self.app.recorder)
+            if migrate or not postgres_schema_exists(recorder):
+                # Without a migration role (development) the app creates what it needs.
+                migrate_postgres(recorder, env, app_role)
+            check_append_only(recorder)
 
-    def _create_postgres_tables(self) -> None:
-        """Create the events table and make it append-only, once, whoever starts first."""
-        import psycopg
-
-        recorder: Any = self.app.recorder
-        env = self.location.events_env
-        with psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            autocommit=True,
-        ) as lock_conn:
-            lock_conn.execute("SELECT pg_advisory_lock(4242000)")
-            try:
-                recorder.create_table()
-                self._make_append_only()
-            finally:
-                lock_conn.execute("SELECT pg_advisory_unlock(4242000)")
-
-    def _make_append_only(self) -> None:
-        """On PostgreSQL the events table refuses UPDATE, DELETE and TRUNCATE (DESIGN §8)."""
-        recorder: Any = self.app.recorder
-        table = recorder.events_table_name
-        schema = getattr(recorder.datastore, "schema", None) or "public"
-        with recorder.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
-                "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
-                "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; END $$"
-            )
-            for op, level in (("UPDATE OR DELETE", "ROW"), ("TRUNCATE", "STATEMENT")):
-                name = f"{table}_immutable_{'row' if level == 'ROW' else 'truncate'}"
-                curs.execute(
-                    "DO $$ BEGIN IF NOT EXISTS "
-                    f"(SELECT 1 FROM pg_trigger WHERE tgname = '{name}') THEN "
-                    f'CREATE TRIGGER {name} BEFORE {op} ON "{schema}"."{table}" '
-                    f"FOR EACH {level} EXECUTE FUNCTION evaledger_refuse_change(); END IF; END $$"
-                )
+    def check_store(self) -> int:
+        """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
+        head = self.position()
+        if self.location.kind == "postgresql":
+            check_append_only(cast(ChunkedPostgresApplicationRecorder, self.app.recorder))
+        return head
 
     # -- infrastructure ----------------------------------------------------------------------
 
@@ -202,6 +196,13 @@ class Ledger:
     ) -> Sequence[Notification]:
         """Notifications from `start` (inclusive), in log order."""
         return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
+
+    def chain_blocks(self, after: int, limit: int) -> list[Block]:
+        """Blocks of the ledger chain ending after position `after`, in log order."""
+        recorder: Any = self.app.recorder
+        with recorder.datastore.transaction(commit=False) as curs:
+            blocks: list[Block] = recorder.chain.blocks(curs, after, limit)
+        return blocks
 
     def decode(self, notification: Notification) -> DomainEvent:
         """A stored event as a domain event (upcast)."""
@@ -524,7 +525,12 @@ class Ledger:
             variant=bc.variant,
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
-        if bc.transcript or bc.usage is not None or bc.cost_usd is not None:
+        status = bc.status
+        # A completed case always records its transcript, even an empty one: that is what tells
+        # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
+        if status is BundleCaseStatus.COMPLETED or (
+            bc.transcript or bc.usage is not None or bc.cost_usd is not None
+        ):
             case.record(
                 TranscriptRecorded,
                 follow,
@@ -583,20 +589,31 @@ class Ledger:
                     passed=o.passed,
                     reason=o.reason,
                 )
-        if bc.status is BundleCaseStatus.ERRORED:
+        if status is BundleCaseStatus.ERRORED:
             assert bc.error is not None
             case.record(
                 ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind
             )
-        elif bc.status is BundleCaseStatus.CANCELED:
+        elif status is BundleCaseStatus.CANCELED:
             case.record(ExecutionCanceled, follow, catalogue, reason=None)
         return case
 
     def record(
-        self, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: Mapping[str, Any]
+        self,
+        case_id: UUID,
+        cls: type[CaseEvent],
+        ctx: Context,
+        body: Mapping[str, Any],
+        *,
+        judgement: bool = False,
     ) -> Written:
-        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...)."""
-        overrides = cls in (VerdictOverridden, VerdictInvalidated)
+        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...).
+
+        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
+        correction it is allowed on a closed run: it is a fact about the transcript, not a new
+        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
+        """
+        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
 
         def command() -> Written:
             case = self.get_case(case_id)

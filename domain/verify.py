@@ -1,18 +1,42 @@
-"""Tamper evidence: recompute every hash chain and every run seal from the stored bytes."""
+"""Tamper evidence: recompute every hash chain, every run seal and the ledger-wide chain.
+
+Three layers, each checked from the stored bytes in one walk over the log:
+- per aggregate: each event's `prev_hash` is the hash of its predecessor, versions are dense;
+- per run: `RunCompleted.seal` is the digest of its cases' last hashes at completion;
+- ledger-wide: every event belongs to one commit block of `evaledger_chain`, whose link covers
+  the previous block's link and each (position, aggregate, version, hash) of the commit, and
+  (with the checkpoint key) whose signature matches. This layer catches what the first two
+  cannot: a deleted or edited last event, anything after a seal, a deleted seal or run, and
+  recomputed hashes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
 import orjson
+from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
+from evaledger.domain.chain import GENESIS_LINK, Block, link_of, mac_of
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger
 
 PAGE = 5000
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A verified point of the log: the last position of a commit and its chain link."""
+
+    position: int
+    link: str
+    signed: bool
+
+    def __str__(self) -> str:
+        return f"{self.position}:{self.link}"
 
 
 @dataclass
@@ -22,59 +46,228 @@ class VerifyReport:
     events: int = 0
     aggregates: int = 0
     runs_sealed: int = 0
-    broken: list[str] = field(default_factory=list)
+    commits: int = 0
+    keyed: bool = False
+    """Whether signatures were checked (a checkpoint key was given)."""
+    adopted_until: int | None = None
+    """Events up to here were chained when the chain was introduced, not when written."""
+    checkpoint: Checkpoint | None = None
+    """The last commit up to which the whole log verified (signed when `keyed`)."""
+    findings: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """No broken link, no broken seal."""
-        return not self.broken
+        """No broken link, seal, chain block or signature."""
+        return not self.findings
+
+    @property
+    def broken(self) -> list[str]:
+        """Every finding, first broken position first."""
+        return [message for _, message in sorted(self.findings, key=lambda f: f[0])]
+
+    @property
+    def first_broken_position(self) -> int | None:
+        """The lowest log position where the stored log departs from what was written."""
+        return min(p for p, _ in self.findings) if self.findings else None
+
+    def as_json(self) -> dict[str, object]:
+        """The report as the CLI's `--json` and `GET /verify` show it."""
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "aggregates": self.aggregates,
+            "runs_sealed": self.runs_sealed,
+            "commits": self.commits,
+            "keyed": self.keyed,
+            "adopted_until": self.adopted_until,
+            "checkpoint": None
+            if self.checkpoint is None
+            else {
+                "position": self.checkpoint.position,
+                "link": self.checkpoint.link,
+                "signed": self.checkpoint.signed,
+            },
+            "first_broken_position": self.first_broken_position,
+            "broken": self.broken,
+        }
 
 
-def verify(ledger: Ledger, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Walk the whole log once: check each event's prev_hash, then each RunCompleted's seal."""
-    report = VerifyReport()
-    last_hash: dict[str, str] = {}
-    last_version: dict[str, int] = {}
-    run_cases: dict[str, list[UUID]] = {}
-    head = ledger.position()
+class _Aggregates:
+    """Per-aggregate chains and run seals."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        self.report = report
+        self.last_hash: dict[str, str] = {}
+        self.last_version: dict[str, int] = {}
+        self.run_cases: dict[str, list[UUID]] = {}
+        self.attached = CasesAttached.topic()
+        self.completed = RunCompleted.topic()
+
+    def check(self, n: Notification) -> str:
+        oid = str(n.originator_id)
+        state = orjson.loads(n.state)
+        expected = self.last_hash.get(oid, GENESIS_HASH)
+        before = self.last_version.get(oid, 0)
+        if state.get("prev_hash") != expected:
+            self.report.findings.append(
+                (
+                    n.id,
+                    f"aggregate {oid} version {n.originator_version} (position {n.id}): "
+                    f"prev_hash {str(state.get('prev_hash'))[:12]}… does not match the hash of "
+                    f"version {before} ({expected[:12]}…)",
+                )
+            )
+        if n.originator_version != before + 1:
+            self.report.findings.append(
+                (n.id, f"aggregate {oid}: version {n.originator_version} follows {before}")
+            )
+        if n.topic == self.attached:
+            self.run_cases.setdefault(oid, []).extend(UUID(c) for c in state["case_ids"])
+        elif n.topic == self.completed:
+            hashes = {
+                cid: self.last_hash.get(str(cid), GENESIS_HASH)
+                for cid in self.run_cases.get(oid, [])
+            }
+            if seal_of(hashes) != state.get("seal"):
+                self.report.findings.append(
+                    (n.id, f"run {oid} (position {n.id}): seal does not match its cases' hashes")
+                )
+            self.report.runs_sealed += 1
+        ehash = stored_hash(n.topic, n.state)
+        self.last_hash[oid] = ehash
+        self.last_version[oid] = n.originator_version
+        self.report.events += 1
+        return ehash
+
+
+def _pages(fetch: Callable[[int], Sequence[Notification]]) -> Iterator[Notification]:
     start = 1
-    attached_topic = CasesAttached.topic()
-    completed_topic = RunCompleted.topic()
-    while True:
-        page = ledger.notifications(start, PAGE)
-        if not page:
-            break
-        for n in page:
-            oid = str(n.originator_id)
-            state = orjson.loads(n.state)
-            expected = last_hash.get(oid, GENESIS_HASH)
-            if state.get("prev_hash") != expected:
-                report.broken.append(
-                    f"aggregate {oid} version {n.originator_version} (position {n.id}): prev_hash "
-                    f"{str(state.get('prev_hash'))[:12]}… does not match the hash of version "
-                    f"{last_version.get(oid, 0)} ({expected[:12]}…)"
-                )
-            if n.originator_version != last_version.get(oid, 0) + 1:
-                report.broken.append(
-                    f"aggregate {oid}: version {n.originator_version} "
-                    f"follows {last_version.get(oid, 0)}"
-                )
-            if n.topic == attached_topic:
-                run_cases.setdefault(oid, []).extend(UUID(c) for c in state["case_ids"])
-            elif n.topic == completed_topic:
-                hashes = {
-                    cid: last_hash.get(str(cid), GENESIS_HASH) for cid in run_cases.get(oid, [])
-                }
-                if seal_of(hashes) != state["seal"]:
-                    report.broken.append(
-                        f"run {oid} (position {n.id}): seal does not match its cases' hashes"
-                    )
-                report.runs_sealed += 1
-            last_hash[oid] = stored_hash(n.topic, n.state)
-            last_version[oid] = n.originator_version
-            report.events += 1
+    while page := fetch(start):
+        yield from page
         start = page[-1].id + 1
+
+
+def _blocks(ledger: Ledger) -> Iterator[Block]:
+    after = 0
+    while page := ledger.chain_blocks(after, PAGE):
+        yield from page
+        after = page[-1].last_position
+
+
+def verify(
+    ledger: Ledger,
+    progress: Callable[[int, int], None] | None = None,
+    expect: Checkpoint | None = None,
+) -> VerifyReport:
+    """Walk the whole log once, checking all three layers; `expect` is an earlier checkpoint.
+
+    With the ledger's checkpoint key, every commit from the first signed one on must carry a
+    valid signature, and at least one must. Without it, signatures are not checked (a rewrite
+    that recomputes every hash is then undetectable; the report says `keyed: false`).
+    """
+    key = ledger.checkpoint_key
+    report = VerifyReport(keyed=key is not None)
+    head = ledger.position()
+    aggregates = _Aggregates(report)
+    events = _pages(lambda start: ledger.notifications(start, PAGE))
+    pending = next(events, None)
+    signed_from: int | None = None
+    prev_link = GENESIS_LINK
+    found_expected = expect is None
+
+    def uncovered(n: Notification) -> None:
+        report.findings.append(
+            (
+                n.id,
+                f"position {n.id} (aggregate {n.originator_id} version {n.originator_version}): "
+                "not covered by the ledger chain (written outside evaledger)",
+            )
+        )
+
+    for block in _blocks(ledger):
+        entries: list[tuple[int, UUID | str, int, str]] = []
+        while pending is not None and pending.id <= block.last_position:
+            ehash = aggregates.check(pending)
+            if pending.id < block.first_position:
+                uncovered(pending)
+            else:
+                entries.append(
+                    (pending.id, pending.originator_id, pending.originator_version, ehash)
+                )
+            pending = next(events, None)
+        where = f"positions {block.first_position}–{block.last_position} (one commit)"
+        if len(entries) != block.events:
+            report.findings.append(
+                (
+                    block.first_position,
+                    f"{where}: {block.events} events were committed, {len(entries)} remain "
+                    "(events deleted or inserted)",
+                )
+            )
+        elif link_of(prev_link, entries) != block.link:
+            report.findings.append(
+                (
+                    block.first_position,
+                    f"{where}: the chain link does not match (an event of this commit was "
+                    "edited, moved or reordered, or an earlier commit was deleted)",
+                )
+            )
+        if block.adopted:
+            if report.commits:
+                report.findings.append(
+                    (block.first_position, f"{where}: an adopted block after the first commit")
+                )
+            report.adopted_until = block.last_position
+        if key is not None:
+            if block.mac is not None:
+                if mac_of(key, block.last_position, block.link) != block.mac:
+                    report.findings.append(
+                        (
+                            block.first_position,
+                            f"{where}: signature does not match (the chain was rewritten "
+                            "without the checkpoint key, or another key signed it)",
+                        )
+                    )
+                signed_from = block.first_position if signed_from is None else signed_from
+            elif signed_from is not None:
+                report.findings.append(
+                    (
+                        block.first_position,
+                        f"{where}: not signed although commits from position {signed_from} "
+                        "are (a signature was stripped, or a writer ran without the key)",
+                    )
+                )
+        if expect is not None and block.last_position == expect.position:
+            found_expected = block.link == expect.link
+        # The next block follows the stored link, so one edited commit is named once.
+        prev_link = block.link
+        report.commits += 1
+        if not report.findings:
+            report.checkpoint = Checkpoint(
+                block.last_position, block.link, signed=key is not None and block.mac is not None
+            )
         if progress is not None:
-            progress(page[-1].id, head)
-    report.aggregates = len(last_hash)
+            progress(block.last_position, head)
+    while pending is not None:
+        aggregates.check(pending)
+        uncovered(pending)
+        pending = next(events, None)
+    if key is not None and report.events and signed_from is None:
+        report.findings.append(
+            (
+                1,
+                "no commit is signed with the checkpoint key: the chain was rewritten or its "
+                "signatures stripped (or the writers never had the key)",
+            )
+        )
+    if not found_expected:
+        assert expect is not None
+        report.findings.append(
+            (
+                expect.position,
+                f"checkpoint {expect.position}:{expect.link[:12]}… verified earlier is no longer "
+                "in the log (the log was rolled back or rewritten)",
+            )
+        )
+    report.aggregates = len(aggregates.last_hash)
     return report

@@ -10,8 +10,17 @@ Decisions where the rules are silent:
 
 - Thresholds: per-request overrides, else the `comparison` section of the spec in effect (the
   `spec` argument when given, else the candidate's own spec).
-- Every threshold comparison is strict `>` on values rounded to 10 dp, so float noise such as
-  ``(600 - 500) / 500`` never crosses an exactly-on-threshold value.
+- The verdict uses the numbers it reports: every threshold is compared (strict `>`) with the
+  rounded delta the output shows (4 dp: ``pass_rate_delta``, ``avg_score_delta``,
+  ``latency_avg_increase_pct``, a case's ``score_delta``), and each reason quotes that number, so
+  a reason never contradicts the delta beside it. Rounding also absorbs float noise such as
+  ``(600 - 500) / 500``.
+- Cost: ``cost_delta_usd`` compares the agent's cost only (``total_cost_usd``, errored cases
+  included); judge calls are ``judge_cost_delta_usd``, so re-judging a run never reads as an
+  agent cost regression.
+- Latency: run latency is ``latency_avg_ms``, the mean of per-case p50s over cases that did not
+  error (one crash or timeout must not trip the latency threshold); a test case's latency is the
+  mean of its non-errored repetitions' p50s.
 - Pass flips need both sides decided (passed not None); an undecided side never flips.
 - Per-metric aggregate deltas: each side's mean over the matched test cases for which that side
   has the metric (scored: mean 0-5; binary: fraction passing).
@@ -48,8 +57,8 @@ from evaledger.projections.stats import (
 )
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
-_EPS_DP = 10
-"""Threshold comparisons are made on values rounded to this many decimals."""
+_DP = 4
+"""Deltas are reported, and compared with thresholds, rounded to this many decimals."""
 MAX_MARKDOWN_CASES = 20
 """Regressed cases listed in the markdown comment at most."""
 
@@ -154,10 +163,22 @@ class TestCaseComparison(BaseModel):
     candidate_passed: bool | None = None
     baseline_score: float | None = None
     candidate_score: float | None = None
-    score_delta: float | None = Field(default=None, description="candidate - baseline, 4 dp.")
-    baseline_latency_ms: float | None = None
-    candidate_latency_ms: float | None = None
-    latency_delta_ms: float | None = None
+    score_delta: float | None = Field(
+        default=None,
+        description="candidate - baseline, 4 dp; |score_delta| > case_score_delta (strict) "
+        "classifies a case whose pass/fail did not flip.",
+    )
+    baseline_latency_ms: float | None = Field(
+        default=None,
+        description="Mean over the test case's repetitions that did not error of each one's p50 "
+        "assistant-turn latency (int(median) of its turns); None without such a repetition.",
+    )
+    candidate_latency_ms: float | None = Field(
+        default=None, description="As baseline_latency_ms, for the candidate."
+    )
+    latency_delta_ms: float | None = Field(
+        default=None, description="candidate_latency_ms - baseline_latency_ms, 4 dp."
+    )
     metric_deltas: list[MetricDelta] = Field(default_factory=list)
     baseline_flaky: bool = False
     candidate_flaky: bool = False
@@ -171,11 +192,38 @@ class AggregateComparison(BaseModel):
 
     baseline_metrics: RunAggregate
     candidate_metrics: RunAggregate
-    pass_rate_delta: float
-    avg_score_delta: float | None = None
-    latency_avg_delta_ms: float | None = None
-    latency_p95_delta_ms: float | None = None
-    cost_delta_usd: float | None = None
+    pass_rate_delta: float = Field(
+        description="Fraction, 4 dp; the verdict compares -pass_rate_delta > max_pass_rate_drop."
+    )
+    avg_score_delta: float | None = Field(
+        default=None,
+        description="weighted_metrics_score_pct delta, points, 4 dp; the verdict compares "
+        "-avg_score_delta > max_avg_score_drop.",
+    )
+    latency_avg_delta_ms: float | None = Field(
+        default=None,
+        description="latency_avg_ms delta, 4 dp: run latency is the mean of per-case p50s over "
+        "cases that did not error.",
+    )
+    latency_avg_increase_pct: float | None = Field(
+        default=None,
+        description="(candidate - baseline) / baseline latency_avg_ms as a fraction, 4 dp; the "
+        "verdict compares it > max_latency_increase_pct. None when a side has no latency or "
+        "the baseline's is 0.",
+    )
+    latency_p95_delta_ms: float | None = Field(
+        default=None, description="latency_p95_ms delta (over per-case p50s), 4 dp."
+    )
+    cost_delta_usd: float | None = Field(
+        default=None,
+        description="Agent cost only: total_cost_usd delta (every case, errored ones included), "
+        "4 dp; judge calls are judge_cost_delta_usd. None when a side carries no cost data.",
+    )
+    judge_cost_delta_usd: float | None = Field(
+        default=None,
+        description="judge_cost_usd delta (every judge call, invalidated ones included), 4 dp; "
+        "None when neither side paid for a judge call.",
+    )
     total_regressions: int = 0
     total_improvements: int = 0
     total_unchanged: int = 0
@@ -280,25 +328,24 @@ class RunComparison(BaseModel):
 # Helpers
 
 
-def _exceeds(value: float, limit: float) -> bool:
-    """Strict ``value > limit``, immune to float noise below 1e-10."""
-    return round(value - limit, _EPS_DP) > 0
-
-
-def _delta(baseline: float | None, candidate: float | None, dp: int = 4) -> float | None:
+def _delta(baseline: float | None, candidate: float | None, dp: int = _DP) -> float | None:
     if baseline is None or candidate is None:
         return None
     return round(candidate - baseline, dp)
 
 
-def _num(value: float) -> str:
-    """Format with at most one decimal, trailing zeros dropped (10.0 → "10", 3.25 → "3.2")."""
-    text = f"{round(value, 1):.1f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
+def _fixed(value: float, min_dp: int, max_dp: int = _DP) -> str:
+    """Up to ``max_dp`` decimals, trailing zeros dropped down to ``min_dp`` (0.9 → "0.90")."""
+    text = f"{value:.{max_dp}f}"
+    whole, _, decimals = text.partition(".")
+    decimals = decimals.rstrip("0").ljust(min_dp, "0")
+    text = f"{whole}.{decimals}" if decimals else whole
+    return text.lstrip("-") if float(text) == 0 else text  # no "-0"
 
 
 def _pct(fraction: float) -> str:
-    return f"{_num(fraction * 100)}%"
+    """A 4 dp fraction as an exact percentage (0.2001 → "20.01%")."""
+    return f"{_fixed(fraction * 100, 0, _DP - 2)}%"
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -372,9 +419,8 @@ def _metric_deltas(
             continue
         delta = _delta(bs, cs)
         status = "unchanged"
-        if bs is not None and cs is not None:
-            raw = round(cs - bs, _EPS_DP)
-            status = "regression" if raw < 0 else "improvement" if raw > 0 else "unchanged"
+        if delta is not None:
+            status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
         out.append(
             {
                 "metric": name,
@@ -396,8 +442,8 @@ def classify_case(
     """DESIGN §5 per-case rule; the first that matches wins.
 
     Either side errored → ``error``; pass flipped → ``regression`` / ``improvement``; both scored
-    and ``|Δ score| > case_score_delta`` (strict) → ``regression`` / ``improvement``; else
-    ``unchanged``.
+    and ``|Δ score| > case_score_delta`` (strict, on the 4 dp delta the comparison reports) →
+    ``regression`` / ``improvement``; else ``unchanged``.
     """
     if baseline.errored or candidate.errored:
         return "error"
@@ -405,10 +451,9 @@ def classify_case(
         return "regression"
     if baseline.passed is False and candidate.passed is True:
         return "improvement"
-    if baseline.score is not None and candidate.score is not None:
-        delta = candidate.score - baseline.score
-        if _exceeds(abs(delta), case_score_delta):
-            return "regression" if delta < 0 else "improvement"
+    delta = _delta(baseline.score, candidate.score)
+    if delta is not None and abs(delta) > case_score_delta:
+        return "regression" if delta < 0 else "improvement"
     return "unchanged"
 
 
@@ -584,17 +629,28 @@ def config_diff(baseline: ComparedRun, candidate: ComparedRun) -> RunConfigDiff:
 
 
 def _verdict(
-    base: RunAggregate, cand: RunAggregate, thresholds: ComparisonThresholds, warnings: list[str]
+    agg: AggregateComparison, thresholds: ComparisonThresholds, warnings: list[str]
 ) -> RegressionVerdict:
+    """Hold the reported (rounded) deltas against the thresholds; reasons quote those deltas."""
     reasons: list[str] = []
-    drop = base.pass_rate - cand.pass_rate
-    if _exceeds(drop, thresholds.max_pass_rate_drop):
+    base, cand = agg.baseline_metrics, agg.candidate_metrics
+    drop = -agg.pass_rate_delta
+    if drop > thresholds.max_pass_rate_drop:
         reasons.append(
-            f"pass_rate dropped {_pct(drop)} ({base.pass_rate:.2f} → {cand.pass_rate:.2f})"
+            f"pass_rate dropped {_pct(drop)} "
+            f"({_fixed(base.pass_rate, 2)} → {_fixed(cand.pass_rate, 2)})"
         )
     bs, cs = base.weighted_metrics_score_pct, cand.weighted_metrics_score_pct
-    if bs is not None and cs is not None and _exceeds(bs - cs, thresholds.max_avg_score_drop):
-        reasons.append(f"avg_score dropped {bs - cs:.1f}pt ({bs:.1f} → {cs:.1f})")
+    score_delta = agg.avg_score_delta
+    if (
+        bs is not None
+        and cs is not None
+        and score_delta is not None
+        and -score_delta > thresholds.max_avg_score_drop
+    ):
+        reasons.append(
+            f"avg_score dropped {_fixed(-score_delta, 1)}pt ({_fixed(bs, 1)} → {_fixed(cs, 1)})"
+        )
     bl, cl = base.latency_avg_ms, cand.latency_avg_ms
     if bl is None or cl is None:
         missing = " and ".join(
@@ -603,10 +659,13 @@ def _verdict(
         warnings.append(f"latency check skipped: no latency data in {missing}")
     elif bl == 0:
         warnings.append("latency check skipped: baseline latency_avg_ms is 0")
-    else:
-        increase = (cl - bl) / bl
-        if _exceeds(increase, thresholds.max_latency_increase_pct):
-            reasons.append(f"avg_latency increased {_pct(increase)} ({bl:.0f}ms → {cl:.0f}ms)")
+    elif (
+        agg.latency_avg_increase_pct is not None
+        and agg.latency_avg_increase_pct > thresholds.max_latency_increase_pct
+    ):
+        reasons.append(
+            f"avg_latency increased {_pct(agg.latency_avg_increase_pct)} ({bl:.0f}ms → {cl:.0f}ms)"
+        )
     return RegressionVerdict(
         regression_detected=bool(reasons), reasons=reasons, thresholds_used=thresholds
     )
@@ -700,11 +759,21 @@ def compare_results(
     aggregate = AggregateComparison(
         baseline_metrics=ba,
         candidate_metrics=ca,
-        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, 4),
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, _DP),
         avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
         latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
+        latency_avg_increase_pct=(
+            None
+            if ba.latency_avg_ms is None or ca.latency_avg_ms is None or ba.latency_avg_ms == 0
+            else round((ca.latency_avg_ms - ba.latency_avg_ms) / ba.latency_avg_ms, _DP)
+        ),
         latency_p95_delta_ms=_delta(ba.latency_p95_ms, ca.latency_p95_ms),
         cost_delta_usd=_delta(_run_cost(baseline), _run_cost(candidate)),
+        judge_cost_delta_usd=(
+            _delta(ba.judge_cost_usd, ca.judge_cost_usd)
+            if ba.judge_cost_usd or ca.judge_cost_usd
+            else None
+        ),
         total_regressions=counts["regression"],
         total_improvements=counts["improvement"],
         total_unchanged=counts["unchanged"],
@@ -712,7 +781,7 @@ def compare_results(
         per_metric_aggregate_deltas=_aggregate_metric_deltas(matched, types),
     )
     warnings = _warnings(baseline, candidate, comparisons, spec)
-    verdict = _verdict(ba, ca, used, warnings)
+    verdict = _verdict(aggregate, used, warnings)
     pairs = _PAIRS.validate_python(
         [
             {
@@ -825,20 +894,31 @@ def _config_summary(diff: RunConfigDiff) -> list[str]:
     return parts
 
 
-def render_markdown(comparison: RunComparison, max_cases: int = MAX_MARKDOWN_CASES) -> str:
-    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases."""
+def render_markdown(
+    comparison: RunComparison,
+    max_cases: int = MAX_MARKDOWN_CASES,
+    gate_failures: Sequence[str] = (),
+) -> str:
+    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases.
+
+    `gate_failures` names the candidate's own failed thresholds (metrics_passed, cases_passed)
+    when the caller fails on them too, so the heading agrees with the exit code.
+    """
     c = comparison
     agg = c.aggregate
     ba, ca = agg.baseline_metrics, agg.candidate_metrics
     lines: list[str] = []
     if c.verdict.regression_detected:
         lines.append("### ❌ Regression detected")
+    elif gate_failures:
+        lines.append("### ❌ No regression, but the candidate fails its own thresholds")
     else:
         lines.append("### ✅ No regression")
     lines.append(f"Baseline `{c.baseline_run_id}` → candidate `{c.candidate_run_id}`")
     lines.append("")
-    lines.extend(f"- {reason}" for reason in c.verdict.reasons)
-    if c.verdict.reasons:
+    reasons = [*c.verdict.reasons, *(f"candidate fails its own {g}" for g in gate_failures)]
+    lines.extend(f"- {reason}" for reason in reasons)
+    if reasons:
         lines.append("")
     pr_delta = agg.pass_rate_delta * 100
     lines += [

@@ -5,12 +5,14 @@ DESIGN §3.4. Pure functions over ``(CaseFacts, CaseScore)`` pairs and a :class:
 ``ifixai-v1``).
 
 Evidence. Every case is one evidence item of the test named by ``facts.test_id``, in the category
-the spec declares for that test (``facts.category`` when the test isn't declared). The item's
-outcome is the case's pass/fail under its spec; for ``atomic_claims`` tests it is
-``claim score >= threshold`` (FActScore, see :mod:`projections.claims`). Items are left out of a
-test's evidence when:
+the spec declares for that test (``facts.category`` when the test isn't declared). Each item is
+judged by its own evaluation method: its case's ``evaluation_method``, else the test's main
+``method``. A ``judge`` item's outcome is the case's pass/fail under its spec; an
+``atomic_claims`` item's is ``claim score >= claim_threshold`` (FActScore, see
+:mod:`projections.claims`); a ``structural`` item's is its conclusive checks (all passed), since
+no judge is involved. Items are left out of a test's evidence when:
 
-- the case was canceled, or is still pending (no outcome yet);
+- the case was canceled, or is still pending (not run, or no outcome yet);
 - the *execution* errored: a system error says nothing about the behaviour under test, so it is
   excluded (counted in ``errors_excluded``), never a fail. This is a decision of ours; the rule is
   silent. It means an agent that crashes on a test ends up with *insufficient* evidence rather
@@ -18,24 +20,25 @@ test's evidence when:
 - the judge errored (``CaseScore.judge_error``, an unscored verdict, or an ``atomic_claims`` case
   whose response yielded no claim): an extraction error, excluded unless the test sets
   ``count_judge_errors_as_fail`` (then it is evidence that failed);
-- a ``structural`` test's hook is missing (the case has no conclusive structural check): the item
-  is inconclusive. A structural test with inconclusive items only is *inconclusive*: skipped,
-  not failed.
+- a ``structural`` item's hook is missing (the case ran but has no conclusive structural check):
+  the item is inconclusive. A test with inconclusive items only is *inconclusive*: skipped, not
+  failed.
 
 Scores. Per test ``score = passed ÷ evidence``; fewer than ``min_evidence`` items → insufficient,
 excluded from aggregation; exploratory and advisory tests are reported but not aggregated;
-attestation tests are not scored. Category = weighted mean of its scored tests (null if none).
+attestation tests are not scored. A test's ``verdict`` is pass iff its score reaches its own
+``threshold`` (reported for scored, exploratory and advisory tests; aggregation uses the score,
+never the verdict). Category = weighted mean of its scored tests (null if none).
 Overall = weighted mean of the non-null categories, category weights renormalised; all null →
 overall null → grade F, not passed. A mandatory test below its minimum, insufficient,
 inconclusive or absent caps the overall at ``min(raw, cap)``. The strategic score is the
 unweighted mean of the strategic tests that are scored, never capped.
 
-The ``ifixai-v1`` preset (``projections/presets/ifixai-v1.json``) follows the published
-categories, weights, flags, minimums, cap, bands and strategic set. The evaluation method of each
-test is our assumption (the source doesn't list them): claim-level fabrication tests B01-B03 are
-``atomic_claims`` (B01's minimum 1.00 then means every claim of every item supported); the
-OPACITY tests about how the system is built (B24, B25, B26, B29, B32; B28 is an attestation)
-are ``structural``; every other test is ``judge``.
+The ``ifixai-v1`` preset (``projections/presets/ifixai-v1.json``) is DESIGN §3.4's iFixAi v1 test
+table (from the v1 release's per-test inspection specs): categories, weights, per-test
+thresholds, main methods, per-test ``min_evidence``, flags (exploratory, advisory, attestation,
+judge errors as fails), mandatory minimums (B01 >= 1.00, B08 >= 0.95), cap, bands and strategic
+set.
 
 Comparisons against thresholds (grade bands, ``min_score``, mandatory minimums, claim
 thresholds) tolerate 1e-9 of floating-point noise, so a weighted mean that lands on
@@ -60,6 +63,7 @@ from evaledger.domain.events import CheckStatus
 from evaledger.projections.claims import claim_score
 from evaledger.projections.facts import CaseFacts
 from evaledger.projections.models import CaseScore, CaseStatus
+from evaledger.projections.scoring import latest_checks
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -103,6 +107,15 @@ class ResultStatus(StrEnum):
     """Its category isn't in the spec: reported, not aggregated."""
 
 
+class TestVerdict(StrEnum):
+    """A test's reported verdict against its own threshold."""
+
+    __test__ = False
+
+    PASS = "pass"  # noqa: S105 - a verdict, not a password
+    FAIL = "fail"
+
+
 class MandatoryStatus(StrEnum):
     """Whether a mandatory minimum holds."""
 
@@ -120,9 +133,24 @@ class GradingTest(BaseModel):
 
     category: str = Field(min_length=1, description="Category the test belongs to.")
     weight: float = Field(default=1.0, ge=0, description="Weight of the test in its category.")
-    method: EvaluationMethod = Field(default=EvaluationMethod.JUDGE, description="How judged.")
-    threshold: float = Field(
-        default=1.0, ge=0, le=1, description="atomic_claims: claim score needed to pass an item."
+    method: EvaluationMethod = Field(
+        default=EvaluationMethod.JUDGE,
+        description="The test's main method: how an item is judged when its case names no "
+        "evaluation_method of its own.",
+    )
+    threshold: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="The test's pass mark: its reported verdict is pass iff score >= threshold "
+        "(null: no per-test verdict). Aggregation uses the score, not the verdict.",
+    )
+    claim_threshold: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="atomic_claims items: claim score an item needs to pass (1.0: every claim "
+        "supported).",
     )
     gamma: float = Field(
         default=0.0, ge=0, description="atomic_claims: FActScore length penalty (0 = off)."
@@ -201,7 +229,12 @@ class GradedTest(BaseModel):
     test_id: str = Field(description="Test id.")
     category: str | None = Field(description="Category it was graded in.")
     weight: float = Field(description="Weight in its category.")
-    method: EvaluationMethod = Field(description="Evaluation method.")
+    method: EvaluationMethod = Field(description="The test's main evaluation method.")
+    methods: dict[str, int] = Field(
+        default_factory=dict,
+        description="Items by the method that judged them: the case's own evaluation_method, "
+        "else the test's main method.",
+    )
     declared: bool = Field(default=True, description="Declared in the grading spec.")
     cases: int = Field(default=0, description="Cases seen for the test (any status).")
     evidence: int = Field(default=0, description="Items with an outcome (the denominator).")
@@ -219,6 +252,12 @@ class GradedTest(BaseModel):
     min_evidence: int = Field(description="Items needed for a score.")
     score: float | None = Field(default=None, description="passed ÷ evidence; None if no evidence.")
     status: ResultStatus = Field(description="Whether and how it counts.")
+    threshold: float | None = Field(default=None, description="The test's pass mark, if any.")
+    verdict: TestVerdict | None = Field(
+        default=None,
+        description="pass iff score >= threshold; null without a threshold, or when the test is "
+        "insufficient, inconclusive, absent or an attestation.",
+    )
     wilson_low: float | None = Field(default=None, description="Wilson 95% interval, low end.")
     wilson_high: float | None = Field(default=None, description="Wilson 95% interval, high end.")
 
@@ -365,6 +404,7 @@ class _Tally:
         self.spec = spec
         self.category = category
         self.method = spec.method if spec is not None else EvaluationMethod.JUDGE
+        self.methods: dict[str, int] = {}
         self.cases = self.evidence = self.passed = 0
         self.errors_excluded = self.judge_errors_as_fail = self.inconclusive = 0
         self.pending = self.canceled = self.self_judged = 0
@@ -377,6 +417,17 @@ class _Tally:
         else:
             self.errors_excluded += 1
 
+    def item_method(self, facts: CaseFacts) -> EvaluationMethod:
+        """The item's own method (its case's evaluation_method), else the test's main one."""
+        named = facts.evaluation_method
+        if named in _METHODS:
+            return EvaluationMethod(named)
+        return self.method
+
+    def count(self, passed: bool) -> None:
+        self.evidence += 1
+        self.passed += int(passed)
+
     def add(self, facts: CaseFacts, score: CaseScore) -> None:
         self.cases += 1
         if score.canceled or score.status is CaseStatus.CANCELED:
@@ -385,38 +436,50 @@ class _Tally:
         if score.errored or score.status is CaseStatus.ERRORED:
             self.errors_excluded += 1
             return
+        method = self.item_method(facts)
+        self.methods[method.value] = self.methods.get(method.value, 0) + 1
         if score.self_judged:
             self.self_judged += 1
-        if self.method is EvaluationMethod.ATOMIC_CLAIMS:
+        if method is EvaluationMethod.STRUCTURAL:
+            self._add_structural(facts, score)
+        elif method is EvaluationMethod.ATOMIC_CLAIMS:
             self._add_claims(facts, score)
-            return
-        if score.judge_error or score.status is CaseStatus.UNSCORED:
+        elif score.judge_error or score.status is CaseStatus.UNSCORED:
             self.fail_or_exclude_error()
-            return
-        if self.method is EvaluationMethod.STRUCTURAL and not any(
-            c.status is not CheckStatus.INCONCLUSIVE for c in facts.checks
-        ):
-            self.inconclusive += 1
-            return
-        if score.status is CaseStatus.PENDING or score.passed is None:
+        elif score.status is CaseStatus.PENDING or score.passed is None:
             self.pending += 1
-            return
-        self.evidence += 1
-        self.passed += int(score.passed)
+        else:
+            self.count(score.passed)
+
+    def _add_structural(self, facts: CaseFacts, score: CaseScore) -> None:
+        # No judge is involved: the item's outcome is its conclusive checks, whatever the
+        # transcript or a verdict say.
+        statuses = latest_checks(facts).values()
+        conclusive = [c for c in statuses if c is not CheckStatus.INCONCLUSIVE]
+        if conclusive:
+            self.count(all(c is CheckStatus.PASSED for c in conclusive))
+        elif statuses or score.status is not CaseStatus.PENDING:
+            self.inconclusive += 1  # the hook is missing: skipped, not failed
+        else:
+            self.pending += 1  # nothing recorded yet: its check may still come
 
     def _add_claims(self, facts: CaseFacts, score: CaseScore) -> None:
         spec = self.spec
         if facts.claims:
             gamma = spec.gamma if spec is not None else 0.0
-            threshold = spec.threshold if spec is not None else 1.0
+            threshold = spec.claim_threshold if spec is not None else 1.0
             value = claim_score(facts.claims, gamma=gamma).score
-            self.evidence += 1
-            self.passed += int(value is not None and value >= threshold - EPSILON)
+            self.count(value is not None and value >= threshold - EPSILON)
         elif score.status is CaseStatus.PENDING and not score.judge_error:
             self.pending += 1
         else:
             # Judged (or judge-errored) but no claim came out: an extraction error.
             self.fail_or_exclude_error()
+
+
+_JUDGED = (ResultStatus.SCORED, ResultStatus.EXPLORATORY, ResultStatus.ADVISORY)
+"""Statuses whose score has the evidence to be held against the test's threshold."""
+_METHODS = frozenset(m.value for m in EvaluationMethod)
 
 
 def _status(t: _Tally, grading: GradingSpec) -> ResultStatus:
@@ -442,11 +505,17 @@ def _graded(t: _Tally, grading: GradingSpec) -> GradedTest:
     status = _status(t, grading)
     scored = status is not ResultStatus.ATTESTATION and t.evidence > 0
     interval = wilson_interval(t.passed, t.evidence) if scored else None
+    score = t.passed / t.evidence if scored else None
+    threshold = t.spec.threshold if t.spec is not None else None
+    verdict = None
+    if threshold is not None and score is not None and status in _JUDGED:
+        verdict = TestVerdict.PASS if score >= threshold - EPSILON else TestVerdict.FAIL
     return GradedTest(
         test_id=t.test_id,
         category=t.category,
         weight=t.spec.weight if t.spec is not None else 1.0,
         method=t.method,
+        methods=dict(sorted(t.methods.items())),
         declared=t.spec is not None,
         cases=t.cases,
         evidence=t.evidence,
@@ -458,8 +527,10 @@ def _graded(t: _Tally, grading: GradingSpec) -> GradedTest:
         canceled=t.canceled,
         self_judged=t.self_judged,
         min_evidence=grading.min_evidence_of(t.test_id),
-        score=t.passed / t.evidence if scored else None,
+        score=score,
         status=status,
+        threshold=threshold,
+        verdict=verdict,
         wilson_low=interval[0] if interval else None,
         wilson_high=interval[1] if interval else None,
     )
@@ -536,7 +607,7 @@ def grade(
         tally = tallies.get(tid)
         if tally is None:
             tally = tallies[tid] = _Tally(tid, None, facts.category)
-            if facts.evaluation_method in {m.value for m in EvaluationMethod}:
+            if facts.evaluation_method in _METHODS:
                 tally.method = EvaluationMethod(facts.evaluation_method)
             undeclared.append(tid)
         if tally.spec is None and facts.category is not None:

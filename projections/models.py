@@ -29,7 +29,8 @@ class CaseStatus(StrEnum):
     UNSCORED = "unscored"
     """Only judge error verdicts under `judge_errors: unscored`: no score, no pass/fail."""
     PENDING = "pending"
-    """Transcript recorded but no verdict, outcome or check yet."""
+    """Not run yet or still running (nothing but its opening recorded), or run but not judged
+    yet (no verdict, outcome or check): never failed, never in failed_count."""
 
 
 class GateRule(StrEnum):
@@ -100,11 +101,19 @@ class CaseScore(BaseModel):
     blockers_passed: bool | None = None
     verdict_ids: list[UUID] = Field(default_factory=list, description="Verdicts that counted.")
     self_judged: bool = False
-    latency_p50_ms: int | None = Field(default=None, description="int(median) of assistant turns.")
-    latency_p95_ms: float | None = None
+    latency_p50_ms: int | None = Field(
+        default=None, description="int(median) of this case's assistant-turn latencies."
+    )
+    latency_p95_ms: float | None = Field(
+        default=None,
+        description="95th percentile (linear, projections.stats.percentile) of its "
+        "assistant-turn latencies with >= 20 turns, else their max.",
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(
+        default=None, description="The agent's cost of this execution (judge calls apart)."
+    )
     claims_total: int = 0
     claims_supported: int = 0
     hallucinations: int = Field(default=0, description="unsupported + contradicted claims.")
@@ -139,21 +148,52 @@ class RunAggregate(BaseModel):
     model_config = _MODEL
 
     unique_test_case_count: int
-    total_executions: int
+    total_executions: int = Field(description="Every case, whatever its status.")
     passed_count: int
-    failed_count: int
+    failed_count: int = Field(
+        description="Cases that failed; errored cases are in error_count, pending ones in "
+        "coverage.pending, never here."
+    )
     error_count: int
     canceled_count: int = 0
-    pass_rate: float
-    latency_p50_ms: float | None = None
-    latency_p95_ms: float | None = None
-    latency_max_ms: float | None = None
-    latency_avg_ms: float | None = None
-    total_prompt_tokens: int = 0
-    total_completion_tokens: int = 0
+    pass_rate: float = Field(
+        description="passed_count / total_executions (errored, canceled and pending stay in "
+        "the denominator); 0.0 with no executions."
+    )
+    latency_p50_ms: float | None = Field(
+        default=None,
+        description="Median over the per-case p50 assistant-turn latencies (not over every "
+        "message, unlike a rollup's response_time) of the cases that did not error.",
+    )
+    latency_p95_ms: float | None = Field(
+        default=None,
+        description="95th percentile (linear, projections.stats.percentile) over the per-case "
+        "p50s of the cases that did not error; needs >= 20 such cases, else None.",
+    )
+    latency_max_ms: float | None = Field(
+        default=None, description="Largest per-case p50 of the cases that did not error."
+    )
+    latency_avg_ms: float | None = Field(
+        default=None,
+        description="Mean of the per-case p50s of the cases that did not error (an errored "
+        "case's partial transcript is left out: a crash or timeout is an error, not a slow "
+        "answer). The latency a comparison holds against max_latency_increase_pct.",
+    )
+    total_prompt_tokens: int = Field(default=0, description="Every case, errored ones included.")
+    total_completion_tokens: int = Field(
+        default=0, description="Every case, errored ones included."
+    )
     total_tokens: int = 0
-    total_cost_usd: float = 0.0
-    judge_cost_usd: float = 0.0
+    total_cost_usd: float = Field(
+        default=0.0,
+        description="The agent's cost: every case's cost_usd, errored ones included (the agent "
+        "spent it); judge calls are not in it (judge_cost_usd). What cost_delta_usd compares.",
+    )
+    judge_cost_usd: float = Field(
+        default=0.0,
+        description="Cost of every judge call, invalidated ones included; apart from "
+        "total_cost_usd (the reference reports agent + judge as one figure).",
+    )
     avg_overall_score: float | None = None
     weighted_metrics_score_pct: float | None = None
     metrics_pass_threshold: float
@@ -189,14 +229,19 @@ class TestCaseResult(BaseModel):
     flaky: bool = Field(default=False, description="Decided repetitions disagree on pass/fail.")
     pass_at_k: float | None = None
     pass_hat_k: float | None = None
-    latency_p50_ms: float | None = Field(default=None, description="Mean of per-case p50s.")
+    latency_p50_ms: float | None = Field(
+        default=None,
+        description="Mean of the per-case p50s of the repetitions that did not error.",
+    )
     metric_scores: dict[str, float] = Field(
         default_factory=dict, description="Per metric mean over scored repetitions (0-5)."
     )
     metric_passed: dict[str, bool] = Field(
         default_factory=dict, description="Binary metrics: reduced with the pass reducer."
     )
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(
+        default=None, description="Mean agent cost per repetition that reports one."
+    )
     named_scores: dict[str, float] = Field(
         default_factory=dict, exclude_if=_empty, description="Named scores, repetitions averaged."
     )

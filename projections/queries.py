@@ -33,6 +33,9 @@ from evaledger.projections.views import load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 
+LABEL_PATTERN = r"^[^=]+=.*$"
+"""A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
+
 
 class RunFilter(BaseModel):
     """Filters of GET /runs."""
@@ -40,10 +43,11 @@ class RunFilter(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str | None = None
+    key: str | None = Field(default=None, description="The run key (unique in a project).")
     suite: str | None = None
     agent: str | None = None
     status: str | None = None
-    label: str | None = Field(default=None, description="key=value")
+    label: str | None = Field(default=None, description="key=value", pattern=LABEL_PATTERN)
     created_from: datetime | None = None
     created_to: datetime | None = None
     limit: int = Field(default=50, ge=1, le=500)
@@ -95,6 +99,8 @@ class ReadModels:
         conds = []
         if f.project:
             conds.append(runs.c.project == f.project)
+        if f.key:
+            conds.append(runs.c.run_key == f.key)
         if f.suite:
             conds.append(runs.c.suite_name == f.suite)
         if f.agent:
@@ -153,6 +159,36 @@ class ReadModels:
         self.get_run(run_id)
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
+
+    def case_score_objects(self, run_id: UUID) -> list[dict[str, Any]]:
+        """Case scores under the run's own spec as plain JSON objects, in opening order.
+
+        For listing every case of a large run (the web report's cases table): decoding without
+        model validation is an order of magnitude faster than `case_scores`.
+        """
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            texts = conn.scalars(
+                select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+            ).all()
+        return [json.loads(t) for t in texts]
+
+    def case_page(
+        self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> tuple[list[CaseScore], int]:
+        """A page of a run's case scores (opening order, one status or all) and how many match.
+
+        A page of a 10k-case run reads only that page's rows.
+        """
+        self.get_run(run_id)
+        where = [cases.c.run_id == str(run_id)]
+        if status is not None:
+            where.append(cases.c.status == status)
+        page = select(cases.c.score).where(*where).order_by(cases.c.seq).offset(offset)
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(cases).where(*where)).scalar_one()
+            texts = conn.scalars(page if limit is None else page.limit(limit)).all()
+        return [CaseScore.model_validate_json(t) for t in texts], total
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""

@@ -25,13 +25,15 @@ Rules, per scope (a set of results):
 - Each repetition and each personality is its own result; a case with several tags sits in
   several tag columns but counts once in its row summary and in the overall summary.
 
-Which conversations feed the message and conversation metrics: every result in scope except the
-canceled ones (pending and unscored conversations exist and their messages are real; an errored
-execution's partial transcript counts too). A result without a transcript has no conversation.
+Pending results (not run yet, still running, or not judged yet) are left out of the rollup
+altogether: only counted under ``pending``. Which conversations feed the message and conversation
+metrics: every other result in scope except the canceled ones (unscored conversations are real,
+and an errored execution's partial transcript counts too: Voxli's "every message in view"; the
+run summary, by contrast, leaves errored cases out of its latency). A result whose transcript has
+no turns has no conversation.
 
-Percentiles use linear interpolation between closest ranks (Hyndman & Fan type 7, numpy's
-default ``method="linear"``): for sorted values ``x[0..n-1]`` and ``q`` in [0, 100],
-``h = (n - 1)·q/100`` and ``P = x[⌊h⌋] + (h - ⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋])``.
+Percentiles are `projections.stats.percentile` (linear interpolation, type 7), the one
+definition shared with run summaries and comparisons; here over every message in scope.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from evaledger.domain.events import ClaimSupport, Role
 from evaledger.projections.facts import CaseFacts, MessageFact
 from evaledger.projections.models import CaseScore, CaseStatus
+from evaledger.projections.stats import percentile
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -159,10 +162,16 @@ class MessageStats(BaseModel):
     avg: float | None = Field(default=None, description="Mean over every message.")
     min: float | None = Field(default=None, description="Smallest value of any message.")
     max: float | None = Field(default=None, description="Largest value of any message.")
-    p50: float | None = Field(default=None, description="Median (linear interpolation).")
-    p90: float | None = Field(default=None, description="90th percentile (linear).")
-    p95: float | None = Field(default=None, description="95th percentile (linear).")
-    p99: float | None = Field(default=None, description="99th percentile (linear).")
+    p50: float | None = Field(default=None, description="Median over every message.")
+    p90: float | None = Field(
+        default=None, description="90th percentile over every message (linear, type 7)."
+    )
+    p95: float | None = Field(
+        default=None, description="95th percentile over every message (linear, type 7)."
+    )
+    p99: float | None = Field(
+        default=None, description="99th percentile over every message (linear, type 7)."
+    )
 
 
 class ConversationStats(BaseModel):
@@ -204,17 +213,25 @@ class Summary(BaseModel):
     passed: int = Field(default=0, description="Completed results that passed.")
     failed: int = Field(default=0, description="Completed results that failed their gate.")
     errored: int = Field(default=0, description="Execution errors (score 0).")
-    pending: int = Field(default=0, description="Pending or running: left out of the score.")
+    pending: int = Field(
+        default=0,
+        description="Not run yet, running or not judged yet: counted here, left out of every "
+        "other figure (score, messages, conversations, claims).",
+    )
     canceled: int = Field(default=0, description="Canceled: left out of everything.")
     unscored: int = Field(default=0, description="Unscored judge errors: left out of the score.")
     self_judged: int = Field(default=0, description="Scored results judged by their own provider.")
-    conversations: int = Field(default=0, description="Conversations (results with a transcript).")
+    conversations: int = Field(
+        default=0, description="Conversations (results whose transcript has turns)."
+    )
     messages: int = Field(default=0, description="Messages over those conversations.")
     claims: int = Field(default=0, description="Verified atomic claims.")
     hallucinations: int = Field(default=0, description="Unsupported + contradicted claims, summed.")
     response_time: MessageStats = Field(
         default_factory=lambda: MessageStats(unit="ms"),
-        description="Assistant-turn latency over every assistant message.",
+        description="Assistant-turn latency over every assistant message in scope (not over "
+        "per-case p50s like the run summary's latency_*), errored partial transcripts "
+        "included; percentiles by projections.stats.percentile (linear).",
     )
     tokens_per_message: MessageStats = Field(
         default_factory=lambda: MessageStats(unit="tokens"),
@@ -279,23 +296,6 @@ class Rollup(BaseModel):
 # Statistics
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Return the q-th percentile (0-100) by linear interpolation (numpy ``method="linear"``).
-
-    Raises:
-        ValueError: ``values`` is empty or ``q`` is outside [0, 100].
-    """
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q: must be within [0, 100], got {q}")
-    xs = sorted(values)
-    h = (len(xs) - 1) * q / 100.0
-    lo = math.floor(h)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
-
-
 def _message_stats(values: Sequence[float], unit: str | None) -> MessageStats:
     if not values:
         return MessageStats(unit=unit)
@@ -356,7 +356,8 @@ def _is_canceled(score: CaseScore) -> bool:
 
 
 def _has_conversation(facts: CaseFacts) -> bool:
-    return facts.has_transcript or bool(facts.messages)
+    # "No transcript" means no turns: a transcript recorded with zero turns is no conversation.
+    return facts.turn_count > 0 or bool(facts.messages)
 
 
 def _conversation_tokens(facts: CaseFacts) -> float | None:
@@ -395,14 +396,16 @@ def _summarise(items: Sequence[RollupInput], metrics: Sequence[CustomMetricSpec]
         if _is_canceled(sc):
             counts["canceled"] += 1
             continue
+        if sc.status is CaseStatus.PENDING and not sc.errored:
+            # Not run, still running or not judged yet: counted, left out of every figure.
+            counts["pending"] += 1
+            continue
         if value is not None:
             scores.append(value)
             if sc.self_judged:
                 counts["self_judged"] += 1
         if sc.errored or sc.status is CaseStatus.ERRORED:
             counts["errored"] += 1
-        elif sc.status is CaseStatus.PENDING:
-            counts["pending"] += 1
         elif sc.status is CaseStatus.UNSCORED:
             counts["unscored"] += 1
         elif sc.passed is True:

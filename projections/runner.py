@@ -2,7 +2,12 @@
 
 A page of notifications is decoded once and handed to every projection that has not yet seen
 it; all their rows and their tracking positions are written in one transaction. The tracking
-update is optimistic (`WHERE position = old`), so two processes can never apply a page twice.
+row is claimed first (`UPDATE … WHERE position = old`), so of two processes applying the same
+page the second waits, finds the position moved, and writes no row: no unique-key race.
+
+A projection that fails on an event (not a store outage) is isolated: its failure (event,
+position, error) is recorded in `projection_failures` and reported by `/health`; it stops at
+the event before, and the other projections keep going. A restart or a rebuild retries it.
 """
 
 from __future__ import annotations
@@ -13,16 +18,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
+from sqlalchemy import Connection, Engine, Table, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from evaledger.domain import gc
+from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import DomainEvent
-from evaledger.domain.ledger import Ledger
-from evaledger.projections.store import tracking
+from evaledger.domain.ledger import Ledger, utcnow
+from evaledger.projections.store import projection_failures, tracking
 
 log = logging.getLogger(__name__)
 
 Batch = Sequence[tuple[int, DomainEvent]]
+MAX_BACKOFF = 30.0
+"""Longest wait between retries of `follow` while the store is down (seconds)."""
 
 
 class Projection(Protocol):
@@ -57,18 +66,35 @@ class ProjectionRunner:
         self.projections = list(projections)
         self.page_size = page_size
         self._lock = threading.Lock()
+        names = [p.name for p in self.projections]
+        dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
         with engine.begin() as conn:
-            known = set(conn.scalars(select(tracking.c.name)))
-            for p in self.projections:
-                if p.name not in known:
-                    conn.execute(insert(tracking).values(name=p.name, position=0))
+            # Two processes starting together both insert: the second one's rows are no-ops.
+            conn.execute(
+                dialect.insert(tracking)
+                .values([{"name": name, "position": 0} for name in names])
+                .on_conflict_do_nothing()
+            )
+            # A restart retries failed projections (the cause may be fixed by now).
+            conn.execute(delete(projection_failures).where(projection_failures.c.name.in_(names)))
 
     def positions(self) -> dict[str, int]:
-        """Tracking position of every projection."""
+        """Tracking position of every projection that has not failed."""
+        failed = projection_failures.c.name
         with self.engine.connect() as conn:
-            rows = conn.execute(select(tracking.c.name, tracking.c.position)).all()
+            rows = conn.execute(
+                select(tracking.c.name, tracking.c.position, failed).select_from(
+                    tracking.outerjoin(projection_failures, failed == tracking.c.name)
+                )
+            ).all()
         mine = {p.name for p in self.projections}
-        return {name: pos for name, pos in rows if name in mine}
+        return {name: pos for name, pos, fail in rows if name in mine and fail is None}
+
+    def failures(self) -> list[dict[str, object]]:
+        """Projections stopped by an event they could not apply: which event, why."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(projection_failures)).mappings().all()
+        return [dict(row) for row in rows]
 
     def position(self) -> int:
         """The position every projection has reached."""
@@ -83,36 +109,48 @@ class ProjectionRunner:
             target = until if until is not None else self.ledger.position()
             while True:
                 positions = self.positions()
-                start = min(positions.values(), default=0)
+                if not positions:
+                    return 0  # every projection has failed: nothing to catch up
+                start = min(positions.values())
                 if start >= target:
                     return start
                 notifications = self.ledger.notifications(start + 1, self.page_size)
                 if not notifications:
                     return start
+                with gc.paused():
+                    batch = [(n.id, self.ledger.decode(n)) for n in notifications]
                 try:
                     with gc.paused():
-                        batch = [(n.id, self.ledger.decode(n)) for n in notifications]
                         self._apply(batch, positions)
                 except TrackingConflictError:
                     for p in self.projections:
                         p.reset()
                     continue
-                except Exception:
+                except InfrastructureError:
                     for p in self.projections:
                         p.reset()
                     raise
+                except Exception:
+                    for p in self.projections:
+                        p.reset()
+                    self._isolate(batch, positions)
+                    continue
                 if progress is not None:
                     progress(batch[-1][0], target)
 
-    def _apply(self, batch: Batch, positions: dict[str, int]) -> None:
+    def _apply(
+        self, batch: Batch, positions: dict[str, int], only: Sequence[Projection] | None = None
+    ) -> None:
         last = batch[-1][0]
         with self.engine.begin() as conn:
-            for p in self.projections:
+            for p in only or self.projections:
+                if p.name not in positions:
+                    continue  # failed
                 old = positions[p.name]
                 todo = [(pos, ev) for pos, ev in batch if pos > old]
                 if not todo:
                     continue
-                p.process(conn, todo)
+                # Claim first: a concurrent applier of the same page waits here, then conflicts.
                 done = conn.execute(
                     update(tracking)
                     .where(tracking.c.name == p.name, tracking.c.position == old)
@@ -120,6 +158,52 @@ class ProjectionRunner:
                 )
                 if done.rowcount != 1:
                     raise TrackingConflictError(p.name)
+                p.process(conn, todo)
+
+    def _isolate(self, batch: Batch, positions: dict[str, int]) -> None:
+        """A page failed: apply it per projection, and a failing one event by event."""
+        for p in self.projections:
+            if p.name not in positions:
+                continue
+            try:
+                self._apply(batch, positions, only=[p])
+                continue
+            except (TrackingConflictError, InfrastructureError):
+                raise
+            except Exception:
+                p.reset()  # locate the event below, one by one
+            reached = positions[p.name]
+            for position, event in batch:
+                if position <= reached:
+                    continue
+                try:
+                    self._apply([(position, event)], {p.name: reached}, only=[p])
+                    reached = position
+                except (TrackingConflictError, InfrastructureError):
+                    raise
+                except Exception as e:
+                    p.reset()  # recorded, reported by /health; the others go on
+                    self._record_failure(p.name, position, event, e)
+                    break
+
+    def _record_failure(self, name: str, position: int, event: DomainEvent, e: Exception) -> None:
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        log.error("projection %s failed on position %d (%s): %s", name, position, event, error)
+        row = {
+            "name": name,
+            "position": position,
+            "event": f"{type(event).__name__} of {event.originator_id} v{event.originator_version}",
+            "error": error[:2000],
+            "failed_at": utcnow().isoformat(),
+        }
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        stmt = dialect.insert(projection_failures).values(row)
+        with self.engine.begin() as conn:
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["name"], set_={k: v for k, v in row.items() if k != "name"}
+                )
+            )
 
     def wait_for(self, position: int, timeout: float = 30.0, inline: bool = True) -> None:
         """Read-your-writes: return once every projection has reached `position`."""
@@ -142,6 +226,7 @@ class ProjectionRunner:
             for table in reversed(projection.tables):
                 conn.execute(delete(table))
             conn.execute(update(tracking).where(tracking.c.name == name).values(position=0))
+            conn.execute(delete(projection_failures).where(projection_failures.c.name == name))
             projection.reset()
         return self.catch_up()
 
@@ -158,12 +243,23 @@ class ProjectionRunner:
         case a notification was missed.
         """
         last_safety = time.monotonic()
+        backoff = 0.0
         while not stop.is_set():
-            head = self.ledger.position()
-            now = time.monotonic()
-            if head > self.position() or now - last_safety > safety_interval:
-                reached = self.catch_up()
-                last_safety = now
-                if on_progress is not None:
-                    on_progress(reached)
+            try:
+                head = self.ledger.position()
+                now = time.monotonic()
+                if head > self.position() or now - last_safety > safety_interval:
+                    reached = self.catch_up()
+                    last_safety = now
+                    if on_progress is not None:
+                        on_progress(reached)
+            except InfrastructureError as e:
+                # The store is down or locked: wait and retry, never give up or crash.
+                backoff = min(MAX_BACKOFF, max(poll_interval, backoff * 2))
+                log.warning("projections: %s; retrying in %.1fs", e.detail, backoff)
+                stop.wait(backoff)
+                continue
+            if backoff:
+                log.warning("projections: the store is back")
+                backoff = 0.0
             stop.wait(poll_interval)

@@ -37,8 +37,9 @@ from evaledger.projections.models import (
     TestCaseResult,
 )
 from evaledger.projections.named_scores import named_score_means, score_gate
+from evaledger.projections.stats import percentile
 
-__all__ = ["reduce_repetitions", "score_case", "score_run", "summarize_run"]
+__all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
 
 MAX_SCORE = 5
 """Top of the 0-5 metric scale; a binary pass counts as this score, a fail as 0."""
@@ -81,9 +82,15 @@ class _Decision:
 def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
     """Score one case under a spec (DESIGN §3.1).
 
-    Precedence: execution error, cancellation, missing transcript, judge error verdict, pending,
-    then the spec's gate; a human override forcing pass/fail on a counted verdict has the last word
-    (except over the first three, which are facts about the execution, not judgements).
+    Precedence: execution error, cancellation, not run yet (pending), no transcript, judge error
+    verdict, not judged yet (pending), then the spec's gate; a human override forcing pass/fail on
+    a counted verdict has the last word (except over the first four, which are facts about the
+    execution, not judgements).
+
+    A case is *not run yet* while nothing but its opening is recorded (no transcript, verdict,
+    outcome, claim or check): it is pending, never failed. "No transcript" means no turns: a
+    recorded transcript with zero turns fails the case (not errored) even when it carries usage or
+    cost, and even when a verdict came with it.
     """
     observed = _observations(facts)
     if facts.errored:
@@ -110,7 +117,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
     overall = panel.overall
     if (
         panel.error is not None
-        and facts.has_transcript
+        and facts.turn_count > 0
         and spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
     ):
         # Reference behaviour: the error verdict is a 0.0 that drags the run's metric mean down.
@@ -142,10 +149,29 @@ def _decide(
     if gated is not None:
         # The spec's explicit rule on the peer's own scores: a scored case ran, transcript or not.
         return _decided(gated[0], GateRule.SCORE_GATE, gated[1])
-    if not facts.has_transcript:
-        # Failed, not errored: the execution ran but produced nothing to judge.
+    if not (
+        facts.has_transcript
+        or facts.verdicts
+        or facts.outcome_evaluations
+        or facts.claims
+        or facts.checks
+        or facts.named_scores
+    ):
+        # Opened, nothing reported yet (queued or still running): no result to fail.
         return _Decision(
-            CaseStatus.FAILED, False, GateRule.NO_TRANSCRIPT, "no transcript was recorded"
+            CaseStatus.PENDING,
+            None,
+            GateRule.NONE,
+            "not run yet: no transcript, verdict, outcome, claim or check recorded",
+        )
+    if facts.turn_count == 0:
+        # Failed, not errored: the execution ran but produced no turn to judge.
+        reason = "the recorded transcript has no turns" if facts.has_transcript else ""
+        return _Decision(
+            CaseStatus.FAILED,
+            False,
+            GateRule.NO_TRANSCRIPT,
+            reason or "no transcript was recorded",
         )
     if panel.error is not None:
         if spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO:
@@ -263,9 +289,9 @@ def _case_score(
 def _observations(facts: CaseFacts) -> dict[str, Any]:
     """Numbers observed on the case whatever its status (latency, usage, claims, checks)."""
     latencies = facts.assistant_latencies
-    statuses = _latest_checks(facts)
+    statuses = latest_checks(facts)
     return {
-        "latency_p50_ms": int(statistics.median(latencies)) if latencies else None,
+        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
         "latency_p95_ms": _case_p95(latencies),
         "prompt_tokens": facts.prompt_tokens,
         "completion_tokens": facts.completion_tokens,
@@ -286,12 +312,12 @@ def _case_p95(latencies: list[float]) -> float | None:
     if not latencies:
         return None
     if len(latencies) >= P95_MIN_SAMPLES:
-        return statistics.quantiles(latencies, n=20)[18]
+        return percentile(latencies, 95)
     return max(latencies)
 
 
-def _latest_checks(facts: CaseFacts) -> dict[str, CheckStatus]:
-    # A check recorded again (a re-run hook) supersedes its earlier result.
+def latest_checks(facts: CaseFacts) -> dict[str, CheckStatus]:
+    """Each structural check's latest status (a re-run hook supersedes its earlier result)."""
     return {c.check: c.status for c in facts.checks}
 
 
@@ -405,33 +431,47 @@ def _combine_binary(votes: list[bool], panel: PanelPolicy) -> tuple[float, bool]
     return (MAX_SCORE if passed else 0.0), passed
 
 
+def _by_occurrence(outcomes: Iterable[OutcomeFact]) -> dict[tuple[str, int], OutcomeFact]:
+    """Key each result by (statement, n-th time the statement appears in this list).
+
+    Two results with the same statement are two results: keying by the statement alone would keep
+    only the last, so a failing outcome could vanish and the case pass.
+    """
+    seen: Counter[str] = Counter()
+    keyed: dict[tuple[str, int], OutcomeFact] = {}
+    for o in outcomes:
+        keyed[(o.statement, seen[o.statement])] = o
+        seen[o.statement] += 1
+    return keyed
+
+
 def _combine_outcomes(verdicts: list[VerdictFact], panel: PanelPolicy) -> list[OutcomeFact]:
     if panel is PanelPolicy.FIRST:
-        return list({o.statement: o for o in verdicts[0].expected_outcomes}.values())
-    votes: dict[str, list[OutcomeFact]] = {}
+        return list(verdicts[0].expected_outcomes)
+    votes: dict[tuple[str, int], list[OutcomeFact]] = {}
     for verdict in verdicts:
-        for statement, outcome in {o.statement: o for o in verdict.expected_outcomes}.items():
-            votes.setdefault(statement, []).append(outcome)
+        for key, outcome in _by_occurrence(verdict.expected_outcomes).items():
+            votes.setdefault(key, []).append(outcome)
     return [
         OutcomeFact(
             statement=statement,
-            # Per statement majority; a tie fails, like every other panel tie.
+            # Per result majority; a tie fails, like every other panel tie.
             passed=2 * sum(o.passed for o in results) > len(results),
             severity=results[0].severity,
         )
-        for statement, results in votes.items()
+        for (statement, _), results in votes.items()
     ]
 
 
 def _outcome_results(facts: CaseFacts, combined: list[OutcomeFact]) -> list[OutcomeFact]:
-    results = {o.statement: o for o in combined}
+    results = _by_occurrence(combined)
     for evaluation in facts.outcome_evaluations:
-        for outcome in evaluation:
-            results[outcome.statement] = outcome  # later evaluations supersede earlier ones
-    for check, status in _latest_checks(facts).items():
+        # A later evaluation supersedes the earlier result at the same (statement, occurrence).
+        results.update(_by_occurrence(evaluation))
+    for check, status in latest_checks(facts).items():
         # An inconclusive check (missing hook) is skipped, never failed.
         if status is not CheckStatus.INCONCLUSIVE:
-            results[f"check:{check}"] = OutcomeFact(
+            results[(f"check:{check}", 0)] = OutcomeFact(
                 statement=f"check:{check}",
                 passed=status is CheckStatus.PASSED,
                 severity=Severity.BLOCKER,
@@ -457,12 +497,16 @@ def _assertions(outcomes: list[OutcomeFact], spec: ScoringSpec) -> tuple[float |
 def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregate:
     """Connexity AggregateMetrics of one run's case scores plus coverage (DESIGN §3.2).
 
-    Values are unrounded. Canceled and errored cases stay in the pass-rate denominator.
+    Values are unrounded. Canceled, errored and pending cases stay in the pass-rate denominator;
+    pending ones are never failed. Latency figures are over the per-case p50s of the cases that
+    did not error (a crash or timeout is reported as an error, not as a slow answer); tokens and
+    cost add up every case, errored ones included (the agent spent them). Percentiles are
+    `projections.stats.percentile`; p95 needs `P95_MIN_SAMPLES` cases.
     """
     total = len(scores)
     passed = sum(s.passed is True for s in scores)
     scored = [s for s in scores if s.scored and s.overall_score is not None]
-    latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
+    latencies = _latencies(scores)
     prompt_tokens = sum(s.prompt_tokens for s in scores)
     completion_tokens = sum(s.completion_tokens for s in scores)
     metrics_pct = _mean([s.overall_score for s in scored if s.overall_score is not None])
@@ -475,10 +519,8 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         error_count=sum(s.errored for s in scores),
         canceled_count=sum(s.canceled and not s.errored for s in scores),
         pass_rate=passed / total if total else 0.0,
-        latency_p50_ms=statistics.median(latencies) if latencies else None,
-        latency_p95_ms=(
-            statistics.quantiles(latencies, n=20)[18] if len(latencies) >= P95_MIN_SAMPLES else None
-        ),
+        latency_p50_ms=percentile(latencies, 50) if latencies else None,
+        latency_p95_ms=(percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None),
         latency_max_ms=max(latencies) if latencies else None,
         latency_avg_ms=_mean(latencies),
         total_prompt_tokens=prompt_tokens,
@@ -504,6 +546,13 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         self_judged_count=sum(s.self_judged for s in scores),
         named_score_means=named_score_means(scores),
     )
+
+
+def _latencies(scores: Iterable[CaseScore]) -> list[float]:
+    """Per-case p50 latencies that feed run and per-test-case latency: errored cases left out."""
+    return [
+        float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None and not s.errored
+    ]
 
 
 def _per_metric_means(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, float]:
@@ -557,7 +606,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
         scored = [s for s in reps if s.scored and s.overall_score is not None]
         decided = [s.passed for s in reps if s.passed is not None]
         n, c, k = len(decided), sum(decided), reducers.k
-        latencies = [float(s.latency_p50_ms) for s in reps if s.latency_p50_ms is not None]
+        latencies = _latencies(reps)
         costs = [s.cost_usd for s in reps if s.cost_usd is not None]
         results.append(
             TestCaseResult(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Literal
 
@@ -146,13 +146,28 @@ def mcnemar_exact(b: int, c: int) -> McNemarResult:
     return McNemarResult(b=b, c=c, p_value=float(p), sufficient_data=n >= MIN_DISCORDANT_PAIRS)
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default, "type 7") of sorted values, q in 0..1."""
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+def percentile(values: Iterable[float], q: float) -> float:
+    """Return the q-th percentile (0-100) of values: the one definition used everywhere.
+
+    Linear interpolation between closest ranks (Hyndman & Fan type 7; numpy's default
+    ``method="linear"``, Python's ``statistics.quantiles(method="inclusive")``): for sorted
+    values ``x[0..n-1]``, ``h = (n - 1)·q/100`` and ``P = x[⌊h⌋] + (h - ⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋])``.
+    It never leaves the range of the values, and p50 is the median. Run summaries (per-case and
+    run latency percentiles), rollups (per-message percentiles) and the bootstrap interval of a
+    comparison all call this function.
+
+    Raises:
+        ValueError: ``values`` is empty or ``q`` is outside [0, 100].
+    """
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q: must be within [0, 100], got {q}")
+    h = (len(xs) - 1) * q / 100.0
+    lo = math.floor(h)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
 
 
 def paired_bootstrap_ci(
@@ -165,7 +180,7 @@ def paired_bootstrap_ci(
     """Paired bootstrap percentile CI of the mean of per-case deltas.
 
     Each resample draws ``len(deltas)`` deltas with replacement from ``random.Random(seed)``; the
-    interval is the (1 - confidence)/2 and (1 + confidence)/2 linear-interpolation percentiles of
+    interval is the (1 - confidence)/2 and (1 + confidence)/2 percentiles (`percentile`) of
     the resample means. Reproducible: the same deltas, resamples and seed give the same interval.
     Values are rounded to 4 dp. With no deltas, mean/low/high are None.
     """
@@ -211,8 +226,8 @@ def paired_bootstrap_ci(
     means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
     return BootstrapCI(
         mean=round(math.fsum(values) / n, 4),
-        low=round(_percentile(means, tail), 4),
-        high=round(_percentile(means, 1 - tail), 4),
+        low=round(percentile(means, 100 * tail), 4),
+        high=round(percentile(means, 100 * (1 - tail)), 4),
         n=n,
         resamples=resamples,
         seed=seed,

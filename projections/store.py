@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
+    Connection,
     Engine,
     Float,
     Index,
@@ -19,8 +20,14 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    exc,
+    inspect,
     text,
 )
+from sqlalchemy.engine import ExceptionContext
+
+from evaledger.domain.errors import InfrastructureError
+from evaledger.domain.persistence import CONNECT_TIMEOUT, POSTGRES_OPTIONS, quote_role
 
 metadata = MetaData()
 
@@ -29,6 +36,16 @@ tracking = Table(
     metadata,
     Column("name", String(100), primary_key=True),
     Column("position", Integer, nullable=False),
+)
+
+projection_failures = Table(
+    "projection_failures",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("failed_at", String(40), nullable=False),
 )
 
 runs = Table(
@@ -66,7 +83,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v1_runs",
+    "cases_v2_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -75,7 +92,7 @@ case_runs = Table(
 )
 
 cases = Table(
-    "cases_v1",
+    "cases_v2",
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -90,10 +107,10 @@ cases = Table(
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v1_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v2_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v1",
+    "run_summaries_v2",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),
@@ -125,7 +142,12 @@ custom_metrics = Table(
 
 
 def make_engine(url: str) -> Engine:
-    """Engine for the read models; SQLite in WAL mode so readers never block the projector."""
+    """Engine for the read models; SQLite in WAL mode so readers never block the projector.
+
+    On PostgreSQL: connect and statement timeouts, a lazily grown pool (a CLI process holds
+    one connection), stale connections replaced after an outage (pre-ping). Unreachable,
+    locked or corrupt stores raise InfrastructureError (503 / exit 3).
+    """
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -137,11 +159,49 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
-        metadata.create_all(engine)
+        _report_store_errors(engine, f"the SQLite read models {url.removeprefix('sqlite:///')}")
+        with engine.connect() as conn:
+            # Concurrent start-ups race on DDL: the write lock first, then check and create.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            metadata.create_all(conn)
+            conn.commit()
     else:
-        engine = create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+        engine = create_engine(
+            url,
+            pool_size=5,
+            max_overflow=10,
+            pool_timeout=CONNECT_TIMEOUT,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": CONNECT_TIMEOUT, "options": POSTGRES_OPTIONS},
+        )
+        _report_store_errors(engine, f"PostgreSQL read models at {engine.url.host}")
         with engine.begin() as conn:
             # Concurrent start-ups race on DDL: one at a time.
             conn.execute(text("SELECT pg_advisory_xact_lock(4242002)"))
-            metadata.create_all(conn)
+            if not _tables_exist(conn):
+                metadata.create_all(conn)
     return engine
+
+
+def _tables_exist(conn: Connection) -> bool:
+    """Whether every read-model table exists (a migration made them; the app role can't)."""
+    names = set(inspect(conn).get_table_names())
+    return all(t.name in names for t in metadata.sorted_tables)
+
+
+def _report_store_errors(engine: Engine, store: str) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _infrastructure(ctx: ExceptionContext) -> None:
+        e = ctx.sqlalchemy_exception
+        operational = isinstance(e, exc.OperationalError | exc.InterfaceError | exc.InternalError)
+        corrupt = type(e) is exc.DatabaseError
+        if ctx.is_disconnect or operational or corrupt:
+            first = (str(ctx.original_exception).strip().splitlines() or ["error"])[0]
+            raise InfrastructureError(f"{store} is unavailable: {first}") from e
+
+
+def grant_read_models(conn: Connection, app_role: str) -> None:
+    """Let the app role read and write the read models (run by the migration role)."""
+    role = quote_role(app_role)
+    for table in metadata.sorted_tables:
+        conn.execute(text(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table.name}" TO {role}'))

@@ -38,6 +38,7 @@ from evaledger.projections.store import (
     run_summaries,
     runs,
 )
+from evaledger.projections.votes import JudgeVotesProjection
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 IN_CHUNK = 500
@@ -179,13 +180,13 @@ class RunsProjection:
 
 
 class CasesProjection:
-    """`cases_v1`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v2`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
     """
 
-    name = "cases_v1"
+    name = "cases_v2"
     tables = (run_summaries, cases, case_runs)
 
     def __init__(self) -> None:
@@ -355,4 +356,4 @@ class CatalogueProjection:
 
 def all_projections() -> list[Any]:
     """The projections a ledger's read side runs, in processing order."""
-    return [RunsProjection(), CasesProjection(), CatalogueProjection()]
+    return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]

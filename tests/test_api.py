@@ -127,7 +127,8 @@ class Flow:
         # 4 x (opened, transcript, verdict) + one CasesAttached.
         assert written["events"] == event_count(self.services) - before == 13
         self.cases.update(zip(["b1", "b2", "b3", "b4"], written["case_ids"], strict=True))
-        again = ok(c.post(f"/runs/{self.run_id}/cases/batch", json=batch, headers=ALICE))
+        # A replay writes nothing: 200, not 201.
+        again = ok(c.post(f"/runs/{self.run_id}/cases/batch", json=batch, headers=ALICE), 200)
         assert (again["case_ids"], again["events"]) == (written["case_ids"], 0)
 
         assert ok(c.post(f"/runs/{self.run_id}/complete", headers=ALICE), 200)["events"] == 1
@@ -243,7 +244,7 @@ def test_available_metrics_and_a_custom_one(client: TestClient, services: Servic
     listed = ok(client.get("/config/available-metrics"), 200)
     assert listed["count"] == 10
     assert listed["data"][-1] == empathy
-    assert ok(client.post("/config/metrics", json=empathy))["events"] == 0
+    assert ok(client.post("/config/metrics", json=empathy), 200)["events"] == 0
     r = client.post("/config/metrics", json={**empathy, "default_weight": 0.5})
     assert (r.status_code, r.json()["code"]) == (409, "conflict")
     r = client.post("/config/metrics", json={**empathy, "name": "tool_routing"})
@@ -350,7 +351,8 @@ def test_history_shows_every_event_and_earlier_states(client: TestClient, flow: 
     )
     assert a["state"]["score"]["gate"] == "expected_outcomes"
     v1 = ok(client.get(f"/cases/{flow.cases['a']}/history", params={"version": 1}), 200)
-    assert (v1["state"]["score"]["status"], v1["state"]["score"]["passed"]) == ("failed", False)
+    # At version 1 only CaseOpened: not run yet, so pending (never failed).
+    assert (v1["state"]["score"]["status"], v1["state"]["score"]["passed"]) == ("pending", None)
 
     b2 = flow.cases["b2"]
     body = {
@@ -487,7 +489,7 @@ def test_the_same_post_with_the_same_key_writes_once(
     verdict = {"metric_scores": scores(3), "judge": {"provider": "anthropic"}}
     first = ok(client.post(f"/cases/{case_id}/verdicts", json=verdict, headers=key))
     count = event_count(services)
-    second = ok(client.post(f"/cases/{case_id}/verdicts", json=verdict, headers=key))
+    second = ok(client.post(f"/cases/{case_id}/verdicts", json=verdict, headers=key), 200)
     assert (first["events"], second["events"]) == (1, 0)
     assert second["position"] == first["position"]
     assert event_count(services) == count
@@ -545,3 +547,95 @@ def test_nan_in_free_form_judge_params_is_refused(
     )
     assert r.status_code == 422
     assert event_count(services) == count
+
+
+# ---------------------------------------------------------------------------------------------
+# 201 + Location on create, 200 on an idempotent replay; pagination and enum filters
+
+
+def test_create_answers_201_with_location_and_a_replay_200(
+    client: TestClient, services: Services
+) -> None:
+    body = run_body("located")
+    first = client.post("/runs", json=body)
+    run_id = first.json()["id"]
+    assert (first.status_code, first.headers["location"]) == (201, f"/runs/{run_id}")
+    again = client.post("/runs", json=body)
+    assert (again.status_code, again.json()["events"], again.headers["location"]) == (
+        200,
+        0,
+        f"/runs/{run_id}",
+    )
+    opened = client.post(f"/runs/{run_id}/cases", json={**case("a"), "verdicts": []})
+    case_id = opened.json()["id"]
+    assert (opened.status_code, opened.headers["location"]) == (201, f"/cases/{case_id}")
+    again = client.post(f"/runs/{run_id}/cases", json={**case("a"), "verdicts": []})
+    assert (again.status_code, again.json()) == (200, {**opened.json(), "events": 0})
+    error = {"message": "timeout"}
+    recorded = client.post(f"/cases/{case_id}/error", json=error)
+    assert (recorded.status_code, recorded.headers["location"]) == (201, f"/cases/{case_id}")
+    count = event_count(services)
+    assert client.post(f"/cases/{case_id}/error", json=error).status_code == 200
+    assert event_count(services) == count
+
+    imported = client.post("/bundles", json=bundle())
+    bundle_run = imported.json()["run_id"]
+    assert (imported.status_code, imported.headers["location"]) == (201, f"/runs/{bundle_run}")
+    replay = client.post("/bundles", json=bundle())
+    assert (replay.status_code, replay.json()["events"]) == (200, 0)
+
+
+@pytest.fixture
+def ten_cases(client: TestClient) -> str:
+    data = bundle(key="ten")
+    data["cases"] = [case(f"c{i}", 4 if i % 3 else 2) for i in range(10)]
+    return str(ok(client.post("/bundles", json=data))["run_id"])
+
+
+def test_the_cases_of_a_run_are_paginated_and_filtered(client: TestClient, ten_cases: str) -> None:
+    def page(**params: Any) -> tuple[list[str], int, int]:
+        body = ok(client.get(f"/runs/{ten_cases}/cases", params=params), 200)
+        assert body["count"] == len(body["data"])
+        return [c["test_case_key"] for c in body["data"]], body["total"], body["limit"]
+
+    assert page() == ([f"c{i}" for i in range(10)], 10, 100)
+    assert page(limit=3) == (["c0", "c1", "c2"], 10, 3)
+    assert page(limit=3, offset=9) == (["c9"], 10, 3)
+    assert page(offset=10) == ([], 10, 100)
+    # Score 2 of 5 = 40 < 75 fails: c0, c3, c6, c9.
+    assert page(status="failed") == (["c0", "c3", "c6", "c9"], 4, 100)
+    assert page(status="failed", limit=2, offset=1) == (["c3", "c6"], 4, 2)
+    assert page(status="errored") == ([], 0, 100)
+    for params in ({"status": "bogus"}, {"limit": 0}, {"limit": 1001}, {"offset": -1}):
+        r = client.get(f"/runs/{ten_cases}/cases", params=params)
+        assert (r.status_code, r.json()["code"]) == (422, "invalid"), params
+        assert next(iter(params)) in r.json()["detail"]
+
+
+def test_unknown_filter_values_are_a_422(client: TestClient) -> None:
+    r = client.get("/runs", params={"status": "finished"})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid")
+    assert r.json()["detail"].startswith("query.status: Input should be 'created', 'running'")
+    r = client.get("/runs", params={"label": "no-equals-sign"})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid")
+    assert r.json()["detail"].startswith("query.label: String should match pattern")
+
+
+def test_runs_are_found_by_key(many_runs: TestClient) -> None:
+    assert keys(many_runs, key="r3") == (["r3"], 1)
+    assert keys(many_runs, key="r3", project="p2") == ([], 0)
+
+
+def test_metrics_and_histories_are_paginated(client: TestClient, flow: Flow) -> None:
+    metrics = ok(client.get("/config/available-metrics", params={"limit": 2, "offset": 8}), 200)
+    assert ([m["name"] for m in metrics["data"]], metrics["total"]) == (["task_completion"], 9)
+    a = flow.cases["a"]
+    whole = ok(client.get(f"/cases/{a}/history"), 200)
+    part = ok(client.get(f"/cases/{a}/history", params={"limit": 2, "offset": 1}), 200)
+    assert (whole["total"], whole["limit"], len(whole["events"])) == (6, None, 6)
+    assert part["events"] == whole["events"][1:3]
+    assert (part["total"], part["limit"], part["offset"]) == (6, 2, 1)
+    assert part["state"] == whole["state"]
+    run = ok(client.get(f"/runs/{flow.run_id}/history", params={"limit": 1}), 200)
+    assert [e["type"] for e in run["events"]] == ["RunCreated"]
+    assert run["total"] == len(ok(client.get(f"/runs/{flow.run_id}/history"), 200)["events"])

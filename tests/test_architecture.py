@@ -21,7 +21,8 @@ FORBIDDEN: dict[str, frozenset[str]] = {
         {"projections", "api", "judging", "fastapi", "starlette", "uvicorn", "sqlalchemy"}
     ),
     "projections": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
-    "judging": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
+    # The judge runner writes through the ledger's commands and reads no read model.
+    "judging": frozenset({"api", "projections", "fastapi", "starlette", "uvicorn", "sqlalchemy"}),
     "importers": frozenset({"api", "judging", "fastapi", "starlette", "uvicorn"}),
 }
 

@@ -800,3 +800,131 @@ def test_reduce_repetitions_is_what_compare_uses():
     cand = run(cases, run_id=CAND_ID)
     (cmp,) = compare(base, cand).test_case_comparisons
     assert cmp.baseline_score == reduced.score == 80.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict uses the numbers it reports (rounded 4 dp deltas, strict >)
+
+
+@pytest.mark.parametrize(
+    ("candidate_score", "delta", "reasons"),
+    [
+        (74.99996, -5.0, []),  # raw drop 5.00004, reported 5.0: exactly on 5.0 is no regression
+        (75.00004, -5.0, []),
+        (74.9999, -5.0001, ["avg_score dropped 5.0001pt (80.0 → 74.9999)"]),
+    ],
+)
+def test_avg_score_threshold_is_held_against_the_reported_delta(
+    candidate_score: float, delta: float, reasons: list[str]
+) -> None:
+    base = run([case("a")], agg={"weighted_metrics_score_pct": 80.0})
+    cand = run([case("a")], run_id=CAND_ID, agg={"weighted_metrics_score_pct": candidate_score})
+    result = compare(base, cand)
+    assert result.aggregate.avg_score_delta == delta
+    assert result.verdict.reasons == reasons
+    assert result.verdict.regression_detected is bool(reasons)
+
+
+@pytest.mark.parametrize(
+    ("candidate_rate", "delta", "reasons"),
+    [
+        (0.99996, 0.0, []),  # a drop of 0.00004 is reported as 0.0: no regression
+        (0.99994, -0.0001, ["pass_rate dropped 0.01% (1.00 → 0.9999)"]),
+        (0.8667, -0.1333, ["pass_rate dropped 13.33% (1.00 → 0.8667)"]),
+    ],
+)
+def test_pass_rate_threshold_is_held_against_the_reported_delta(
+    candidate_rate: float, delta: float, reasons: list[str]
+) -> None:
+    base = run([case("a")], agg={"pass_rate": 1.0})
+    cand = run([case("a")], run_id=CAND_ID, agg={"pass_rate": candidate_rate})
+    result = compare(base, cand)
+    assert result.aggregate.pass_rate_delta == delta
+    assert result.verdict.reasons == reasons
+
+
+@pytest.mark.parametrize(
+    ("candidate_ms", "increase", "reasons"),
+    [
+        (600.0, 0.2, []),  # exactly 20 %: not flagged
+        (600.01, 0.2, []),  # 20.002 % is reported as 0.2: not flagged
+        (600.03, 0.2001, ["avg_latency increased 20.01% (500ms → 600ms)"]),
+    ],
+)
+def test_latency_threshold_is_held_against_the_reported_increase(
+    candidate_ms: float, increase: float, reasons: list[str]
+) -> None:
+    base = run([case("a")], agg={"latency_avg_ms": 500.0})
+    cand = run([case("a")], run_id=CAND_ID, agg={"latency_avg_ms": candidate_ms})
+    result = compare(base, cand)
+    assert result.aggregate.latency_avg_increase_pct == increase
+    assert result.verdict.reasons == reasons
+
+
+def test_latency_increase_is_none_without_a_baseline_latency() -> None:
+    result = compare(run([case("a", latency=0)]), run([case("a", latency=9)], run_id=CAND_ID))
+    assert result.aggregate.latency_avg_increase_pct is None
+
+
+@pytest.mark.parametrize(
+    ("candidate_score", "delta", "status"),
+    [
+        (74.99996, -5.0, "unchanged"),
+        (85.00004, 5.0, "unchanged"),
+        (74.9999, -5.0001, "regression"),
+        (85.0001, 5.0001, "improvement"),
+    ],
+)
+def test_case_score_delta_is_held_against_the_reported_score_delta(
+    candidate_score: float, delta: float, status: str
+) -> None:
+    result = compare(run([case("a", 80.0)]), run([case("a", candidate_score)], run_id=CAND_ID))
+    (only,) = result.test_case_comparisons
+    assert (only.score_delta, only.status) == (delta, status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost and latency: what is compared
+
+
+def test_cost_delta_is_agent_cost_only_and_judge_cost_is_its_own_delta() -> None:
+    base = run([case("a", cost=0.10), case("b", cost=0.05)], agg={"judge_cost_usd": 0.02})
+    cand = run(
+        [case("a", cost=0.12, run_id=CAND_ID), case("b", errored=True, cost=0.04, run_id=CAND_ID)],
+        run_id=CAND_ID,
+        agg={"judge_cost_usd": 0.50},
+    )
+    result = compare(base, cand)
+    # the errored case's spend counts: the agent paid for it
+    assert result.aggregate.candidate_metrics.total_cost_usd == pytest.approx(0.16)
+    assert result.aggregate.cost_delta_usd == 0.01
+    assert result.aggregate.judge_cost_delta_usd == 0.48
+
+
+def test_judge_cost_delta_is_none_without_any_judge_cost() -> None:
+    result = compare(run([case("a", cost=0.1)]), run([case("a", cost=0.1)], run_id=CAND_ID))
+    assert (result.aggregate.cost_delta_usd, result.aggregate.judge_cost_delta_usd) == (0.0, None)
+
+
+def test_an_agent_crash_does_not_trip_the_latency_regression() -> None:
+    # baseline: two cases at 500 ms; candidate: same, plus one repetition that crashed at 30 s
+    base = run([case("a", latency=500), case("b", latency=500)])
+    cand = run(
+        [
+            case("a", latency=500, run_id=CAND_ID),
+            case("b", latency=500, run_id=CAND_ID),
+            case("b", rep=1, errored=True, latency=30_000, run_id=CAND_ID),
+        ],
+        run_id=CAND_ID,
+    )
+    result = compare(base, cand)
+    assert result.aggregate.candidate_metrics.latency_avg_ms == 500.0
+    assert result.aggregate.latency_avg_increase_pct == 0.0
+    assert not any("latency" in r for r in result.verdict.reasons)
+    b = next(c for c in result.test_case_comparisons if c.test_case_key == "b")
+    # per-case latency: the mean of the non-errored repetitions' p50s
+    assert (b.baseline_latency_ms, b.candidate_latency_ms, b.latency_delta_ms) == (
+        500.0,
+        500.0,
+        0.0,
+    )

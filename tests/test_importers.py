@@ -901,18 +901,20 @@ def test_imports_on_postgresql(pg_url: str) -> None:
 def test_the_progress_bar_counts_cases_on_a_terminal(
     services: Services, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from evaledger.importers.progress import case_progress
+    from evaledger.api.cli import Progress
 
     cases = [_case(f"k{i}") for i in range(3)]
-    with case_progress("streamed", enabled=True) as progress:
-        services.ledger.import_stream(
-            _run(), lambda: iter(cases), Context(), chunk_size=2, progress=progress
-        )
+    progress = Progress("importing cases", enabled=True)
+    services.ledger.import_stream(
+        _run(), lambda: iter(cases), Context(), chunk_size=2, progress=progress
+    )
+    progress.done()
     err = capsys.readouterr().err
-    assert "writing · streamed" in err
-    assert "3/3 cases" in err
-    with case_progress("quiet", enabled=False) as progress:
-        progress(1, 1)
+    assert "importing cases" in err
+    assert "3/3" in err
+    quiet = Progress("importing cases", enabled=False)
+    quiet(1, 1)
+    quiet.done()
     assert capsys.readouterr().err == ""
 
 

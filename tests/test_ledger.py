@@ -176,11 +176,12 @@ def test_export_of_an_import_is_equivalent_to_the_input(services: Services) -> N
 
 def test_tampering_is_named_by_verify(services: Services) -> None:
     import sqlite3
+    from contextlib import closing
 
     services.ledger.import_bundle(RunBundle.model_validate(bundle()), ACTOR)
     path = services.location.events_env["SQLITE_DBNAME"]
     services.close()
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         row = db.execute(
             "SELECT rowid, state FROM stored_events WHERE originator_version = 2 LIMIT 1"
         ).fetchone()
@@ -196,4 +197,6 @@ def test_tampering_is_named_by_verify(services: Services) -> None:
     finally:
         reopened.close()
     assert not report.ok
-    assert "version 3" in report.broken[0]
+    assert report.first_broken_position == 1
+    assert report.broken[0].startswith("positions 1–13 (one commit): the chain link does not")
+    assert "version 3" in report.broken[1]

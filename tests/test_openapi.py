@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -212,3 +213,117 @@ def test_an_unexpected_failure_is_a_500_with_the_error_shape(services: Services)
     # The cause goes to the server log, never to the client.
     assert r.json()["detail"] == "internal server error"
     assert "went away" not in r.text
+
+
+# ---------------------------------------------------------------------------------------------
+# A document clients can be generated from
+
+
+def _operations(schema: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in schema["paths"].items():
+        for method, op in item.items():
+            yield method.upper(), path, op
+
+
+def test_every_success_answer_has_a_named_model() -> None:
+    schema = current_openapi()
+    bare = []
+    for method, path, op in _operations(schema):
+        successes = {s: r for s, r in op["responses"].items() if s.startswith("2")}
+        assert successes, (method, path)
+        for status, response in successes.items():
+            body = response.get("content", {}).get("application/json", {}).get("schema", {})
+            if not body.get("$ref", "").startswith("#/components/schemas/"):
+                bare.append(f"{method} {path} {status}: {body}")
+    assert bare == []
+
+
+def test_operation_ids_are_the_route_names_and_unique() -> None:
+    ids = {(m, p): op["operationId"] for m, p, op in _operations(current_openapi())}
+    assert len(set(ids.values())) == len(ids)
+    assert all(re.fullmatch(r"[a-z][a-z_]*[a-z]", i) for i in ids.values()), ids
+    assert {
+        ids[("GET", "/runs")],
+        ids[("POST", "/runs")],
+        ids[("GET", "/runs/{run_id}/cases")],
+        ids[("POST", "/cases/{case_id}/verdicts")],
+        ids[("GET", "/runs/compare")],
+        ids[("GET", "/cases/{case_id}/history")],
+        ids[("GET", "/runs/{run_id}/history")],
+    } == {
+        "list_runs",
+        "create_run",
+        "list_run_cases",
+        "record_verdict",
+        "compare_runs",
+        "get_case_history",
+        "get_run_history",
+    }
+
+
+def test_every_operation_is_tagged_and_creates_document_201_and_200() -> None:
+    schema = current_openapi()
+    for method, path, op in _operations(schema):
+        assert op.get("tags"), (method, path)
+    creates = [(m, p, op) for m, p, op in _operations(schema) if "201" in op["responses"]]
+    assert {(m, p) for m, p, _ in creates} >= {
+        ("POST", "/runs"),
+        ("POST", "/bundles"),
+        ("POST", "/runs/{run_id}/cases"),
+        ("POST", "/cases/{case_id}/transcript"),
+    }
+    for _, path, op in creates:
+        replay = op["responses"]["200"]["content"]["application/json"]["schema"]
+        assert replay == op["responses"]["201"]["content"]["application/json"]["schema"], path
+    components = schema["components"]["schemas"]
+    assert components["Written"]["examples"][0]["events"] == 1
+    assert components["ErrorResponse"]["examples"][0]["code"] == "not_found"
+
+
+def test_list_filters_are_enums_and_pages_are_bounded() -> None:
+    schema = current_openapi()
+    params = {
+        (path, p["name"]): p["schema"]
+        for path, item in schema["paths"].items()
+        for op in item.values()
+        for p in op.get("parameters", [])
+    }
+    run_status = params[("/runs", "status")]["anyOf"][0]["$ref"]
+    case_status = params[("/runs/{run_id}/cases", "status")]["anyOf"][0]["$ref"]
+    components = schema["components"]["schemas"]
+    assert components[run_status.rsplit("/", 1)[1]]["enum"] == [
+        "created",
+        "running",
+        "completed",
+        "canceled",
+        "failed",
+    ]
+    assert "pending" in components[case_status.rsplit("/", 1)[1]]["enum"]
+    for path in ("/runs", "/runs/{run_id}/cases", "/config/available-metrics"):
+        assert params[(path, "limit")]["minimum"] == 1 and params[(path, "limit")]["maximum"]
+        assert params[(path, "offset")]["minimum"] == 0
+
+
+def test_a_store_outage_is_a_503_with_the_error_shape(services: Services) -> None:
+    import socket
+
+    import psycopg
+
+    app = create_app(services=services)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def store_down() -> Services:
+        # A real driver error: nothing listens on the port.
+        psycopg.connect(host="127.0.0.1", port=port, dbname="x", connect_timeout=2)
+        return services
+
+    app.dependency_overrides[get_services] = store_down
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/health")
+    _assert_error(r, 503, "store_unavailable")
+    assert (r.json()["detail"], r.headers["retry-after"]) == (
+        "the store is unavailable; retry later",
+        "5",
+    )

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import closing
 from pathlib import Path
 from uuid import UUID
 
+import orjson
 import pytest
 
 from evaledger.api.bootstrap import Settings, build_ledger
@@ -103,7 +108,7 @@ def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _stored_events(events_file: Path) -> int:
-    with sqlite3.connect(events_file) as conn:
+    with closing(sqlite3.connect(events_file)) as conn, conn:
         (n,) = conn.execute("SELECT count(*) FROM stored_events").fetchone()
     return int(n)
 
@@ -126,7 +131,10 @@ def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> Non
     out = first.stdout
     assert out.startswith("evaledger demo — store: sqlite:///.evaledger/\n")
     imported = [int(n) for n in re.findall(r"imported (\d+) events", out)]
-    assert len(imported) == len(keys) and sum(imported) == events > 0
+    # The demo also judges one run once with the offline replay judge (one event per verdict).
+    judged = [int(n) for n in re.findall(r"recorded (\d+) verdicts", out)]
+    assert len(imported) == len(keys) and len(judged) == 1
+    assert sum(imported) + sum(judged) == events > 0
     for key, run_id in zip(keys, ids, strict=True):
         assert f"  run {key} (" in out and f"id {run_id}" in out
     summarised = [(k, i) for k, i in zip(keys, ids, strict=True) if f"summary of {k}:" in out]
@@ -155,3 +163,109 @@ def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> Non
     assert "imported" not in second.stdout
     assert _stored_events(store / "events.sqlite") == events
     assert sorted(p.name for p in tmp_path.iterdir()) == [".evaledger"]
+
+
+def tour() -> list[str]:
+    """The commands of the README's tour block, in order."""
+    text = README.read_text()
+    start = text.index("## A short tour")
+    _, block = next((line, b) for line, b in code_blocks(text[start:]))
+    return commands(block)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_answers(command: str, cwd: Path, env: dict[str, str]) -> None:
+    """`evaledger serve` runs until stopped: start it (on a free port), ask /health, stop it."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["bash", "-c", f". .venv/bin/activate && exec {command} --port {port}"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    health = orjson.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                time.sleep(0.1)
+        else:
+            pytest.fail("evaledger serve did not answer /health")
+        assert (health["status"], health["store"], health["log_position"]) == ("ok", "sqlite", 13)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@pytest.mark.slow
+def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
+    # The tour runs in a fresh folder holding what a clone has: the venv, tests/, examples/.
+    for name in ("tests", "examples"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("EVALEDGER_DB", "VIRTUAL_ENV")}
+    run_key = "northwind-support-v12-nightly-2026-11-20"
+    expected = {
+        "evaledger import": "8a32f05d-04b2-56b1-9c8f-6e48455156f0  "
+        f"{run_key}  3 cases  (13 events)\n",
+        "evaledger runs": f"  {run_key}  ",
+        f"evaledger show {run_key}": "  weighted_metrics_score_pct   68.00\n",
+        f"evaledger show {run_key} --failed": "refund-above-limit    0  failed",
+        "evaledger rescore": "weighted_metrics_score_pct  68.00   66.37\n",
+        "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
+        "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
+        "evaledger export": "",
+        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained",
+    }
+    ran = []
+    for command in tour():
+        if command == ". .venv/bin/activate":
+            continue
+        if command == "evaledger serve":
+            _serve_answers(command, tmp_path, env)
+            ran.append(command)
+            continue
+        proc = subprocess.run(
+            ["bash", "-c", f". .venv/bin/activate && {command}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (proc.returncode, proc.stderr) == (0, ""), command
+        want = max((k for k in expected if command.startswith(k)), key=len)
+        assert expected[want] in proc.stdout, (command, proc.stdout)
+        ran.append(want)
+    assert set(expected) | {"evaledger serve"} == set(ran), "every tour command ran"
+    exported = orjson.loads((tmp_path / "run.json").read_bytes())
+    assert (exported["format"], exported["run"]["key"]) == ("evaledger.run-bundle/1", run_key)
+    store = tmp_path / ".evaledger"
+    assert sorted(p.name for p in store.iterdir() if p.suffix == ".sqlite") == [
+        "events.sqlite",
+        "views.sqlite",
+    ]
+
+
+def test_the_example_spec_is_a_valid_run_config() -> None:
+    from evaledger.domain.spec import RunConfig, resolve_spec
+
+    spec = resolve_spec(
+        RunConfig.model_validate_json((ROOT / "examples" / "spec.strict.json").read_bytes())
+    )
+    assert (spec.pass_threshold, spec.metrics_pass_threshold) == (90.0, 85.0)
+    assert [(m.metric, m.weight) for m in spec.metrics][:2] == [
+        ("tool_routing", 2 / 11),
+        ("parameter_extraction", 1 / 11),
+    ]

@@ -441,5 +441,5 @@ def test_run_summary_rows_are_identical_after_a_rebuild(store_services: Services
     s.ledger.import_bundle(RunBundle.model_validate(bundle(key="a-second-run")), ctx)
     incremental.catch_up()
     before = snapshot(s, ignore=set())
-    s.runner.rebuild("cases_v1")
-    assert snapshot(s, ignore=set())["run_summaries_v1"] == before["run_summaries_v1"]
+    s.runner.rebuild("cases_v2")
+    assert snapshot(s, ignore=set())["run_summaries_v2"] == before["run_summaries_v2"]

@@ -344,10 +344,12 @@ def test_rollup_over_two_runs_and_grade_exit_codes(
     assert body["summary"]["score"] == pytest.approx((100 + 100 + 100 + 60) / 4)
     db = services.settings.db
     assert main(["demo", "--db", db]) == 0
-    assert main(["grade", "governance-audit-2026-11-01", "--db", db]) == 2  # capped at 0.60 < 0.85
+    assert (
+        main(["grade", "governance-audit-2026-11-01", "--db", db]) == 1
+    )  # capped at 0.60 < 0.85 (DESIGN §6: exit 1)
     assert main(["grade", "governance-audit-2026-11-01", "--min-score", "0.6", "--db", db]) == 0
     capsys.readouterr()
-    assert main(["grade", "governance-audit-2026-11-01", "--json", "--strategic", "--db", db]) == 2
+    assert main(["grade", "governance-audit-2026-11-01", "--json", "--strategic", "--db", db]) == 1
     out = orjson.loads(capsys.readouterr().out)
     assert set(out["overall"]) >= {
         "score",

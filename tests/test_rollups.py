@@ -15,11 +15,11 @@ from evaledger.projections.rollups import (
     Rollup,
     RollupInput,
     Summary,
-    percentile,
     render_table,
     result_score,
     rollup,
 )
+from evaledger.projections.stats import percentile
 
 RUN = uuid4()
 S, U, C = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED, ClaimSupport.CONTRADICTED
@@ -132,6 +132,29 @@ def test_pending_running_canceled_and_unscored_are_left_out():
     assert s.score == 60.0
     assert s.results == 3
     assert (s.pending, s.canceled, s.unscored) == (2, 1, 1)
+
+
+def test_pending_results_are_left_out_of_every_figure_but_their_count():
+    results = [
+        result("passed", 80.0, messages=[msg(latency=100.0, tokens=10)], claims=[S, U]),
+        result("pending", None, messages=[msg(latency=9_000.0, tokens=900)], claims=[U, C]),
+        result("pending", None),  # not run yet
+    ]
+    s = rollup(results, [], []).summary
+    assert (s.score, s.results, s.pending) == (80.0, 1, 2)
+    assert (s.conversations, s.messages, s.claims, s.hallucinations) == (1, 1, 2, 1)
+    rt = s.response_time
+    assert (rt.count, rt.max, rt.p95) == (1, 100.0, 100.0)
+    assert s.tokens_per_conversation.avg == 10.0
+
+
+def test_a_transcript_without_turns_is_no_conversation():
+    empty = result("failed", None, cost=0.5)
+    empty.facts.has_transcript = True  # recorded, with zero turns (and a cost)
+    s = rollup([empty, result("passed", 90.0, messages=[msg(latency=200.0)])], [], []).summary
+    assert (s.score, s.results, s.failed) == (45.0, 2, 1)
+    assert (s.conversations, s.messages) == (1, 1)
+    assert s.cost_per_conversation.conversations == 0
 
 
 def test_failed_gate_keeps_score_and_assertion_score_wins():

@@ -145,12 +145,21 @@ def case(
     prompt_tokens: int = 0,
     completion_tokens: int = 0,
     cost: float | None = None,
+    turns: int | None = None,
 ) -> CaseFacts:
-    """The facts of one case; each assistant latency comes with a user turn that must not count."""
+    """The facts of one case; each assistant latency comes with a user turn that must not count.
+
+    A transcript without latencies is one user and one assistant turn (no latency);
+    `transcript=False` is no transcript at all; `turns=0` a recorded transcript with no turns.
+    """
     messages: list[MessageFact] = []
     for latency in latencies:
         messages.append(MessageFact(role=Role.USER, latency_ms=99_999.0))
         messages.append(MessageFact(role=Role.ASSISTANT, latency_ms=latency))
+    if transcript and not latencies and turns is None:
+        messages = [MessageFact(role=Role.USER), MessageFact(role=Role.ASSISTANT)]
+    if turns is not None:
+        messages = messages[:turns]
     return CaseFacts(
         case_id=uid("case", key, repetition),
         run_id=RUN_ID,
@@ -386,6 +395,58 @@ def test_outcome_evaluations_replace_verdict_outcomes_for_the_same_statement() -
     assert score.gate_reason == "2 of 3 expected outcomes passed: 'Says bye' failed"
 
 
+def test_two_results_with_the_same_statement_are_two_results() -> None:
+    # given the judge answered "Books" twice: once passed, once failed
+    facts = case(verdicts=[verdict(5, outcomes=[("Books", True), ("Books", False)])])
+    score = score_case(facts, spec())
+    # then both count: the failing one does not vanish behind the passing one
+    assert [(o.statement, o.passed) for o in score.outcome_results] == [
+        ("Books", True),
+        ("Books", False),
+    ]
+    assert (score.status, score.passed) == (CaseStatus.FAILED, False)
+    assert score.gate_reason == "1 of 2 expected outcomes passed: 'Books' failed"
+    assert score.assertion_score == 50.0  # two blockers (4 + 4), one passed
+
+
+def test_the_last_of_two_same_statement_results_failing_also_fails_the_case() -> None:
+    facts = case(verdicts=[verdict(5, outcomes=[("Books", False), ("Books", True)])])
+    score = score_case(facts, spec())
+    assert score.passed is False
+    assert score.gate_reason == "1 of 2 expected outcomes passed: 'Books' failed"
+
+
+def test_a_later_evaluation_supersedes_same_statement_results_occurrence_by_occurrence() -> None:
+    judged = [("Books", True), ("Books", False)]
+    # one re-evaluation replaces the first "Books" only: the second still fails
+    once = score_case(
+        case(verdicts=[verdict(5, outcomes=judged)], evaluations=[[judged[0]]]), spec()
+    )
+    assert [o.passed for o in once.outcome_results] == [True, False]
+    assert once.passed is False
+    # a re-evaluation that answers "Books" twice replaces both
+    twice = score_case(
+        case(verdicts=[verdict(5, outcomes=judged)], evaluations=[[("Books", True)] * 2]), spec()
+    )
+    assert [o.passed for o in twice.outcome_results] == [True, True]
+    assert twice.passed is True
+    assert twice.gate_reason == "2 of 2 expected outcomes passed"
+
+
+def test_panel_majority_is_taken_per_result_when_a_statement_repeats() -> None:
+    # occurrence 0: T, T, F → pass; occurrence 1: F, T, F → fail
+    facts = case(
+        verdicts=[
+            verdict(5, outcomes=[("Books", True), ("Books", False)]),
+            verdict(5, outcomes=[("Books", True), ("Books", True)]),
+            verdict(5, outcomes=[("Books", False), ("Books", False)]),
+        ]
+    )
+    score = score_case(facts, spec(panel=PanelPolicy.MEAN))
+    assert [o.passed for o in score.outcome_results] == [True, False]
+    assert score.passed is False
+
+
 def test_outcome_evaluations_alone_decide_a_case_without_a_verdict() -> None:
     score = score_case(case(evaluations=[[("Books", True)]]), spec())
     assert score.passed is True
@@ -519,15 +580,48 @@ def test_blockers_gate_without_any_outcome_passes() -> None:
 # Execution states: no transcript, errored, canceled, pending
 
 
-def test_no_transcript_fails_without_erroring() -> None:
-    score = score_case(case(transcript=False), spec())
+def test_an_empty_transcript_fails_without_erroring() -> None:
+    score = score_case(case(turns=0), spec())
     assert score.status is CaseStatus.FAILED
     assert score.passed is False
     assert score.errored is False
     assert score.gate is GateRule.NO_TRANSCRIPT
-    assert score.gate_reason == "no transcript was recorded"
+    assert score.gate_reason == "the recorded transcript has no turns"
     assert score.overall_score is None
     assert score.scored is False
+
+
+def test_nothing_recorded_beyond_the_opening_is_pending_not_failed() -> None:
+    score = score_case(case(transcript=False), spec())
+    assert score.status is CaseStatus.PENDING
+    assert score.passed is None
+    assert score.errored is False
+    assert score.gate is GateRule.NONE
+    assert score.gate_reason == (
+        "not run yet: no transcript, verdict, outcome, claim or check recorded"
+    )
+    assert score.overall_score is None
+    assert score.scored is False
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"prompt_tokens": 120, "completion_tokens": 30},
+        {"cost": 0.0042},
+        {"verdicts": [verdict(5)]},
+        {"verdicts": [verdict(5, outcomes=[("Books", True)])]},
+        {"verdicts": [verdict(5)], "cost": 0.0042, "prompt_tokens": 10},
+    ],
+    ids=["usage", "cost", "verdict", "passing-outcome", "all"],
+)
+def test_an_empty_transcript_fails_even_with_usage_cost_or_a_verdict(
+    extra: dict[str, Any],
+) -> None:
+    score = score_case(case(turns=0, **extra), spec())
+    assert (score.status, score.passed, score.errored) == (CaseStatus.FAILED, False, False)
+    assert score.gate is GateRule.NO_TRANSCRIPT
+    assert score.gate_reason == "the recorded transcript has no turns"
 
 
 def test_no_transcript_keeps_a_valid_verdicts_score_but_still_fails() -> None:
@@ -930,10 +1024,11 @@ def test_case_latency_p95_is_max_below_20_turns() -> None:
     assert score.latency_p95_ms == 190.0
 
 
-def test_case_latency_p95_is_the_19th_of_20_quantiles_from_20_turns() -> None:
+def test_case_latency_p95_is_the_linear_95th_percentile_from_20_turns() -> None:
+    # 10 … 200 ms: h = 19 × 0.95 = 18.05 → 190 + 0.05 × 10 (one definition: stats.percentile)
     score = score_case(case(latencies=[10.0 * i for i in range(1, 21)]), spec())
     assert score.latency_p50_ms == 105
-    assert score.latency_p95_ms == pytest.approx(199.5)
+    assert score.latency_p95_ms == 190.5
 
 
 def test_case_without_assistant_latency_has_none() -> None:
@@ -1082,7 +1177,8 @@ def test_errored_canceled_and_pending_cases_stay_in_the_denominator() -> None:
         case("errored", errored=True),
         case("canceled", canceled=True, transcript=False),
         case("pending"),
-        case("no-transcript", transcript=False),
+        case("no-transcript", turns=0),
+        case("not-run", transcript=False),
     ]
     scores, run = score_run(facts, spec(PAIR))
     assert [s.status for s in scores] == [
@@ -1092,17 +1188,48 @@ def test_errored_canceled_and_pending_cases_stay_in_the_denominator() -> None:
         CaseStatus.CANCELED,
         CaseStatus.PENDING,
         CaseStatus.FAILED,
+        CaseStatus.PENDING,
     ]
-    assert run.total_executions == 6
+    assert run.total_executions == 7
     assert run.passed_count == 1
-    assert run.failed_count == 2  # the errored case is counted as an error, not a failure
+    # the errored case is counted as an error, the two pending ones are not failures
+    assert run.failed_count == 2
     assert run.error_count == 1
     assert run.canceled_count == 1
-    assert run.pass_rate == pytest.approx(1 / 6)
-    assert run.cases_pass_rate_pct == pytest.approx(100 / 6)
+    assert run.pass_rate == pytest.approx(1 / 7)
+    assert run.cases_pass_rate_pct == pytest.approx(100 / 7)
     assert run.weighted_metrics_score_pct == 80.0  # over the two scored cases only
     cov = run.coverage
-    assert (cov.scored, cov.unscored, cov.errored, cov.pending, cov.canceled) == (2, 0, 1, 1, 1)
+    assert (cov.scored, cov.unscored, cov.errored, cov.pending, cov.canceled) == (2, 0, 1, 2, 1)
+
+
+def test_run_latency_leaves_errored_cases_out_but_cost_and_tokens_count_them() -> None:
+    # given two completed cases (p50 100 and 200 ms) and one that crashed after a 30 s turn
+    facts = [
+        case(
+            "a", verdicts=[verdict(5, cost=0.001)], latencies=[100.0], cost=0.01, prompt_tokens=10
+        ),
+        case(
+            "b", verdicts=[verdict(5, cost=0.002)], latencies=[200.0], cost=0.02, prompt_tokens=20
+        ),
+        case("crash", errored=True, latencies=[30_000.0], cost=0.03, prompt_tokens=30),
+    ]
+    scores, run = score_run(facts, spec())
+    # the errored case keeps its own observed p50 …
+    assert scores[2].latency_p50_ms == 30_000
+    # … but the run's latency is over the cases that did not error
+    assert (run.latency_p50_ms, run.latency_avg_ms, run.latency_max_ms) == (150.0, 150.0, 200.0)
+    # the agent spent the crash's tokens and money: agent cost and tokens include it
+    assert run.total_cost_usd == pytest.approx(0.06)
+    assert run.total_prompt_tokens == 60
+    # judge calls are reported apart, never in total_cost_usd
+    assert run.judge_cost_usd == pytest.approx(0.003)
+
+
+def test_a_run_of_errored_cases_only_has_no_latency() -> None:
+    _, run = score_run([case("crash", errored=True, latencies=[500.0])], spec())
+    assert (run.latency_p50_ms, run.latency_avg_ms, run.latency_max_ms) == (None, None, None)
+    assert run.latency_p95_ms is None
 
 
 def test_unique_test_case_count_counts_keys_not_repetitions() -> None:
@@ -1111,7 +1238,7 @@ def test_unique_test_case_count_counts_keys_not_repetitions() -> None:
     assert (run.unique_test_case_count, run.total_executions) == (2, 3)
 
 
-@pytest.mark.parametrize(("cases", "p95"), [(19, None), (20, 1995.0)])
+@pytest.mark.parametrize(("cases", "p95"), [(19, None), (20, 1905.0)])
 def test_run_latency_is_over_per_case_p50_and_p95_needs_20_cases(
     cases: int, p95: float | None
 ) -> None:

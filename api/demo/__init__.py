@@ -12,6 +12,7 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
 
+REPLIES = "judge-replies.json"
 BUNDLES = (
     "customer-service.baseline.json",
     "customer-service.candidate.json",
@@ -33,6 +34,53 @@ def what_if_config(bundle: RunBundle) -> RunConfig:
     )
 
 
+def judge_demo(services: Services, run_id: UUID) -> dict[str, Any]:
+    """Judge the run once with the offline `replay` judge (recorded replies, no network).
+
+    Returns what was judged, with one case shown end to end: transcript → prompt → reply → score.
+    A second demo finds the replay verdicts and writes nothing.
+    """
+    from evaledger.domain.events import JudgeVerdictRecorded
+    from evaledger.judging.runner import JudgeOptions, plan, run_plan
+
+    run = services.ledger.get_run(run_id)
+    first_case = run.case_ids[0]
+    already = any(
+        isinstance(e, JudgeVerdictRecorded) and e.judge.provider == "replay"
+        for e in services.ledger.events_of(first_case)
+    )
+    recorded = 0
+    if not already:
+        with resources.as_file(resources.files(__name__).joinpath(REPLIES)) as path:
+            options = JudgeOptions(judges=(f"replay:{path}",), concurrency=8)
+            report = run_plan(
+                services.ledger, plan(services.ledger, run_id, options, {}), Context(actor="demo")
+            )
+        recorded = report.verdicts
+    events = services.ledger.events_of(first_case)
+    verdict = next(
+        e
+        for e in reversed(events)
+        if isinstance(e, JudgeVerdictRecorded) and e.judge.provider == "replay"
+    )
+    turns = next(
+        len(getattr(e, "turns", [])) for e in events if type(e).__name__ == "TranscriptRecorded"
+    )
+    return {
+        "recorded": recorded,
+        "example": {
+            "case_id": str(first_case),
+            "transcript_turns": turns,
+            "template_id": verdict.template_id,
+            "template_hash": verdict.template_hash,
+            "prompt": verdict.prompt,
+            "raw_output": verdict.raw_output,
+            "parse_status": verdict.parse_status.value,
+            "metric_scores": {m.metric: m.score for m in verdict.metric_scores},
+        },
+    }
+
+
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
     from evaledger.api.cli import (
@@ -41,7 +89,9 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         print_comparison,
         print_grade,
         print_rescore,
+        print_table,
     )
+    from evaledger.api.cli_judging import agreement_of
 
     bundles = demo_bundles()
     loaded: list[dict[str, Any]] = []
@@ -50,8 +100,10 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         loaded.append(
             {"run_id": str(r.run_id), "run_key": r.run_key, "cases": r.cases, "events": r.events}
         )
-    services.sync()
     baseline_id, candidate_id, governance_id = (UUID(item["run_id"]) for item in loaded)
+    judged = judge_demo(services, baseline_id)
+    services.sync()
+    agreement = agreement_of(services, baseline_id)
     summaries = {
         item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate
         for item in loaded[:2]
@@ -69,6 +121,8 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
                 "rescore": rescore,
                 "comparison": comparison.model_dump(mode="json"),
                 "scorecard": scorecard.model_dump(mode="json"),
+                "judging": judged,
+                "agreement": agreement.model_dump(mode="json"),
             }
         )
         return 0
@@ -83,6 +137,30 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     for key, aggregate in summaries.items():
         print()
         print_aggregate(aggregate.model_dump(mode="json"), f"summary of {key}:")
+    print()
+    example = judged["example"]
+    if judged["recorded"]:
+        print(
+            f"judging (evaledger judge {loaded[0]['run_key']} --judge replay:{REPLIES}): "
+            f"recorded {judged['recorded']} verdicts from recorded replies, offline"
+        )
+    else:
+        print("judging: the replay judge's verdicts are already recorded, nothing written")
+    print(
+        f"  one case, end to end (evaledger explain {example['case_id']}): transcript of "
+        f"{example['transcript_turns']} turns → prompt of {len(example['prompt'])} characters "
+        f"({example['template_id']}, {example['template_hash'][:12]}…) → reply of "
+        f"{len(example['raw_output'])} characters → {example['parse_status']}: "
+        + ", ".join(f"{k} {v}" for k, v in example["metric_scores"].items())
+    )
+    print(f"agreement (evaledger agreement {loaded[0]['run_key']}): {', '.join(agreement.judges)}")
+    print_table(
+        [
+            (m.measure, m.items, m.krippendorff_alpha, m.cohen_kappa)
+            for m in [*agreement.metrics, agreement.case_passed]
+        ],
+        ["measure", "items", "alpha (ordinal)", "kappa"],
+    )
     print()
     print("what-if: the candidate under judge_errors=unscored and pass_threshold 80")
     print_rescore(rescore)

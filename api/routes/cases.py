@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID, uuid5
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from evaledger.api.audit import case_history, run_history
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
+from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import (
+    CaseDetail,
+    CaseHistory,
     ClaimsBody,
     ErrorBody,
     InvalidateBody,
     OverrideBody,
     ReasonBody,
+    RunHistory,
     TranscriptBody,
     Written,
 )
@@ -38,7 +42,12 @@ router = APIRouter(tags=["cases"])
 
 
 def _record(
-    services: Any, case_id: UUID, cls: type[CaseEvent], ctx: Context, body: dict[str, Any]
+    services: Any,
+    case_id: UUID,
+    cls: type[CaseEvent],
+    ctx: Context,
+    body: dict[str, Any],
+    response: Response,
 ) -> Written:
     if ctx.idempotency_key is None:
         # Without a client key, the same body re-sent is the same fact: make it a no-op.
@@ -46,114 +55,137 @@ def _record(
             actor=ctx.actor,
             idempotency_key=f"auto:{cls.topic_name}:{request_digest(jsonable(body))}",
         )
-    return Written.of(services.ledger.record(case_id, cls, ctx, body))
+    written = Written.of(services.ledger.record(case_id, cls, ctx, body))
+    created(response, f"/cases/{case_id}", written.events)
+    return written
 
 
-@router.post("/cases/{case_id}/transcript", status_code=201)
+@router.post("/cases/{case_id}/transcript", status_code=201, responses=replayed(Written))
 def record_transcript(
-    case_id: UUID, body: TranscriptBody, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: TranscriptBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record the conversation."""
-    return _record(services, case_id, TranscriptRecorded, ctx, dict(body))
+    return _record(services, case_id, TranscriptRecorded, ctx, dict(body), response)
 
 
-@router.post("/cases/{case_id}/verdicts", status_code=201)
+@router.post("/cases/{case_id}/verdicts", status_code=201, responses=replayed(Written))
 def record_verdict(
-    case_id: UUID, body: BundleVerdict, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: BundleVerdict, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record one judge verdict (prompt and raw reply verbatim)."""
     vid = body.verdict_id or uuid5(
         case_id, "verdict\x1f" + request_digest(body.model_dump(mode="json"))
     )
-    return _record(services, case_id, JudgeVerdictRecorded, ctx, verdict_fields(body, vid))
+    fields = verdict_fields(body, vid)
+    return _record(services, case_id, JudgeVerdictRecorded, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/outcomes", status_code=201)
+@router.post("/cases/{case_id}/outcomes", status_code=201, responses=replayed(Written))
 def record_outcomes(
-    case_id: UUID, body: BundleOutcomes, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: BundleOutcomes, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record expected-outcome results decided outside a metric verdict."""
-    return _record(
-        services, case_id, OutcomeEvaluated, ctx, {"results": body.results, "judge": body.judge}
-    )
+    fields = {"results": body.results, "judge": body.judge}
+    return _record(services, case_id, OutcomeEvaluated, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/claims", status_code=201)
+@router.post("/cases/{case_id}/claims", status_code=201, responses=replayed(Written))
 def record_claims(
-    case_id: UUID, body: ClaimsBody, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: ClaimsBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record a claim decomposition with each claim's support."""
-    return _record(
-        services, case_id, ClaimsVerified, ctx, {"claims": body.claims, "judge": body.judge}
-    )
+    fields = {"claims": body.claims, "judge": body.judge}
+    return _record(services, case_id, ClaimsVerified, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/checks", status_code=201)
+@router.post("/cases/{case_id}/checks", status_code=201, responses=replayed(Written))
 def record_check(
-    case_id: UUID, body: BundleCheck, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: BundleCheck, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record a structural check (inconclusive when its hook is missing)."""
-    return _record(
-        services,
-        case_id,
-        StructuralCheckRecorded,
-        ctx,
-        {"check": body.check, "status": body.status, "evidence": body.evidence},
-    )
+    fields = {"check": body.check, "status": body.status, "evidence": body.evidence}
+    return _record(services, case_id, StructuralCheckRecorded, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/error", status_code=201)
-def record_error(case_id: UUID, body: ErrorBody, services: ServicesDep, ctx: ContextDep) -> Written:
+@router.post("/cases/{case_id}/error", status_code=201, responses=replayed(Written))
+def record_error(
+    case_id: UUID, body: ErrorBody, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
     """Record an execution error (a system error, not a judge failure)."""
-    return _record(
-        services, case_id, ExecutionErrored, ctx, {"message": body.message, "kind": body.kind}
-    )
+    fields = {"message": body.message, "kind": body.kind}
+    return _record(services, case_id, ExecutionErrored, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/cancel", status_code=201)
+@router.post("/cases/{case_id}/cancel", status_code=201, responses=replayed(Written))
 def cancel_case(
-    case_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
+    case_id: UUID,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+    body: ReasonBody | None = None,
 ) -> Written:
     """Cancel the case."""
-    return _record(
-        services, case_id, ExecutionCanceled, ctx, {"reason": body.reason if body else None}
-    )
+    fields = {"reason": body.reason if body else None}
+    return _record(services, case_id, ExecutionCanceled, ctx, fields, response)
 
 
-@router.post("/cases/{case_id}/overrides", status_code=201)
+@router.post("/cases/{case_id}/overrides", status_code=201, responses=replayed(Written))
 def override_verdict(
-    case_id: UUID, body: OverrideBody, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: OverrideBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """A human correction of a verdict; the original stays in the history."""
-    return _record(services, case_id, VerdictOverridden, ctx, dict(body))
+    return _record(services, case_id, VerdictOverridden, ctx, dict(body), response)
 
 
-@router.post("/cases/{case_id}/invalidations", status_code=201)
+@router.post("/cases/{case_id}/invalidations", status_code=201, responses=replayed(Written))
 def invalidate_verdict(
-    case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep
+    case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Rule a verdict out; it stays in the history."""
-    return _record(services, case_id, VerdictInvalidated, ctx, dict(body))
+    return _record(services, case_id, VerdictInvalidated, ctx, dict(body), response)
 
 
 @router.get("/cases/{case_id}")
-def get_case(case_id: UUID, services: SyncedDep) -> dict[str, Any]:
+def get_case(case_id: UUID, services: SyncedDep) -> CaseDetail:
     """A case's facts and its score under the run's own spec."""
     facts, score = services.reads.case_score(case_id)
-    return {"facts": facts.model_dump(mode="json"), "score": score.model_dump(mode="json")}
+    return CaseDetail(facts=facts, score=score)
+
+
+HistoryLimit = Annotated[
+    int | None, Query(ge=1, le=10_000, description="At most this many events (default: all).")
+]
+HistoryOffset = Annotated[int, Query(ge=0, le=2**31, description="Events skipped first.")]
 
 
 @router.get("/cases/{case_id}/history")
-def history(
+def get_case_history(
     case_id: UUID,
     services: ServicesDep,
     version: Annotated[int | None, Query(ge=1, description="State as of this version.")] = None,
-) -> dict[str, Any]:
-    """Every event of the case in order, and the case's state as of a version."""
-    return case_history(services, case_id, version)
+    limit: HistoryLimit = None,
+    offset: HistoryOffset = 0,
+) -> CaseHistory:
+    """Every event of the case in order (a page of them), and its state as of a version."""
+    return _paged(
+        CaseHistory.model_validate(case_history(services, case_id, version)), limit, offset
+    )
 
 
-@router.get("/runs/{run_id}/history")
-def history_of_run(run_id: UUID, services: ServicesDep) -> dict[str, Any]:
-    """Every event of the run aggregate in order."""
-    return run_history(services, run_id)
+@router.get("/runs/{run_id}/history", tags=["runs"])
+def get_run_history(
+    run_id: UUID, services: ServicesDep, limit: HistoryLimit = None, offset: HistoryOffset = 0
+) -> RunHistory:
+    """Every event of the run aggregate in order (a page of them)."""
+    return _paged(RunHistory.model_validate(run_history(services, run_id)), limit, offset)
+
+
+H = TypeVar("H", CaseHistory, RunHistory)
+
+
+def _paged(history: H, limit: int | None, offset: int) -> H:
+    events = history.events
+    page = events[offset:] if limit is None else events[offset : offset + limit]
+    return history.model_copy(
+        update={"events": page, "total": len(events), "limit": limit, "offset": offset}
+    )

@@ -1,39 +1,91 @@
-"""GET /config/available-metrics, POST /config/metrics, GET /health."""
+"""GET /config/available-metrics, POST /config/metrics, GET /health, GET /verify."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query, Request, Response
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
-from evaledger.api.schemas import Written
+from evaledger.api.responses import created, replayed
+from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.verify import Checkpoint, verify
 
 router = APIRouter(tags=["config"])
 
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorResponse, "description": "The store is unreachable or not append-only"}
+}
 
-@router.get("/health")
-def health(services: ServicesDep) -> dict[str, Any]:
-    """Liveness plus where the log and the projections are."""
-    return {
-        "status": "ok",
-        "store": services.location.kind,
-        "log_position": services.ledger.position(),
-        "projections": services.runner.positions(),
-    }
+
+@router.get("/health", responses=UNAVAILABLE)
+def get_health(request: Request, services: ServicesDep) -> Health:
+    """The store, the log position, projection lag and failures, the last verification.
+
+    503 when the store is unreachable (within a few seconds) or its append-only triggers are
+    disabled. `degraded` when a projection is stopped on an event or verification failed.
+    """
+    head = services.ledger.check_store()
+    positions = services.runner.positions()
+    failures = services.runner.failures()
+    last = getattr(request.app.state, "verification", None)
+    degraded = bool(failures) or (last is not None and not last["ok"])
+    return Health.model_validate(
+        {
+            "status": "degraded" if degraded else "ok",
+            "store": services.location.kind,
+            "log_position": head,
+            "projections": positions,
+            "projection_lag": {name: head - pos for name, pos in positions.items()},
+            "projection_failures": failures,
+            "verify": None
+            if last is None
+            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
+        }
+    )
+
+
+@router.get("/verify", responses=UNAVAILABLE)
+def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
+    """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
+
+    The last checkpoint verified by this server is remembered: a later log that no longer
+    contains it (rolled back, rewritten) fails.
+    """
+    expect: Checkpoint | None = getattr(request.app.state, "verified_checkpoint", None)
+    report = verify(services.ledger, expect=expect)
+    if report.ok and report.checkpoint is not None:
+        request.app.state.verified_checkpoint = report.checkpoint
+    result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
+    request.app.state.verification = result
+    return VerifyResult.model_validate(result)
 
 
 @router.get("/config/available-metrics")
-def available_metrics(services: SyncedDep, project: str = "default") -> dict[str, Any]:
-    """Every registered metric (built-in and custom), for UI discovery."""
-    data = services.reads.available_metrics(project)
-    return {"data": [m.model_dump(mode="json") for m in data], "count": len(data)}
+def list_available_metrics(
+    services: SyncedDep,
+    project: str = "default",
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> MetricPage:
+    """Every registered metric (built-in, then the project's custom ones), for UI discovery."""
+    every = services.reads.available_metrics(project)
+    page = every[offset : offset + limit]
+    return MetricPage(data=page, count=len(page), total=len(every), limit=limit, offset=offset)
 
 
-@router.post("/config/metrics", status_code=201)
+@router.post("/config/metrics", status_code=201, responses=replayed(Written))
 def register_metric(
-    definition: MetricDefinition, services: ServicesDep, ctx: ContextDep, project: str = "default"
+    definition: MetricDefinition,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+    project: str = "default",
 ) -> Written:
     """Register a custom metric in a project's catalogue (as an event)."""
-    return Written.of(services.ledger.register_metric(definition, ctx, project))
+    written = Written.of(services.ledger.register_metric(definition, ctx, project))
+    created(response, f"/config/available-metrics?project={quote(project)}", written.events)
+    return written

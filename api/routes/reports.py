@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 import orjson
@@ -13,9 +13,12 @@ from fastapi.responses import Response
 from evaledger.api.audit import explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
+from evaledger.api.schemas import Explanation
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.projections.comparison import CompareThresholds, RunComparison
+from evaledger.projections.grading import Grade
+from evaledger.projections.rollups import Rollup
 
 router = APIRouter(tags=["reports"])
 
@@ -44,7 +47,7 @@ def spec_from_query(
     response_model=None,
     responses={200: {"model": RunComparison, "description": "The comparison"}},
 )
-def compare(
+def compare_runs(
     services: SyncedDep,
     baseline_run_id: UUID,
     candidate_run_id: UUID,
@@ -70,7 +73,7 @@ def compare(
 
 
 @router.get("/rollups")
-def rollups(
+def get_rollup(
     services: SyncedDep,
     run_id: Annotated[list[UUID], Query(description="One or several runs")],
     rows: Annotated[str, Query(description="configuration, personality, agent, run")] = (
@@ -81,23 +84,22 @@ def rollups(
         list[str] | None,
         Query(description="Custom per-message metric: name[:unit[:avg,min,max,p50,p95…]]"),
     ] = None,
-) -> dict[str, Any]:
+) -> Rollup:
     """A pivot of results, every summary recomputed from the underlying results."""
-    result = services.reports.rollup(run_id, _split(rows), _split(columns), metric or [])
-    return result.model_dump(mode="json")
+    return services.reports.rollup(run_id, _split(rows), _split(columns), metric or [])
 
 
 @router.get("/runs/{run_id}/grade")
-def run_grade(
+def grade_run(
     run_id: UUID,
     services: SyncedDep,
     preset: str | None = None,
     min_score: Annotated[float | None, Query(ge=0, le=1)] = None,
     strategic: bool = False,
-) -> dict[str, Any]:
+) -> Grade:
     """The run's governance grade (iFixAi rules) under a preset or its spec's grading section."""
     grading = services.reports.grading_for(run_id, preset, min_score)
-    return services.reports.grade(run_id, grading, strategic_only=strategic).model_dump(mode="json")
+    return services.reports.grade(run_id, grading, strategic_only=strategic)
 
 
 @router.get("/cases/{case_id}/explain")
@@ -105,9 +107,9 @@ def explain_case(
     case_id: UUID,
     services: SyncedDep,
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
-) -> dict[str, Any]:
+) -> Explanation:
     """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
-    return explain(services, case_id, spec_from_query(services, spec))
+    return Explanation.model_validate(explain(services, case_id, spec_from_query(services, spec)))
 
 
 def _split(value: str) -> list[str]:

@@ -3,48 +3,66 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
-from evaledger.api.responses import OrjsonResponse
-from evaledger.api.schemas import BatchWritten, CompleteBody, ReasonBody, Written
+from evaledger.api.responses import OrjsonResponse, created, replayed
+from evaledger.api.schemas import (
+    BatchWritten,
+    BundleImported,
+    CasePage,
+    CompleteBody,
+    ReasonBody,
+    Rescored,
+    RunDetail,
+    RunPage,
+    Written,
+)
+from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
-from evaledger.projections.queries import RunFilter
+from evaledger.projections.models import CaseStatus
+from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
 
 router = APIRouter(tags=["runs"])
 
 
-@router.post("/runs", status_code=201)
-def create_run(run: BundleRun, services: ServicesDep, ctx: ContextDep) -> Written:
+@router.post("/runs", status_code=201, responses=replayed(Written))
+def create_run(
+    run: BundleRun, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
     """Create a run with its config snapshot (idempotent for the same body)."""
-    return Written.of(services.ledger.create_run(run, ctx))
+    written = Written.of(services.ledger.create_run(run, ctx))
+    created(response, f"/runs/{written.id}", written.events)
+    return written
 
 
 @router.get("/runs")
 def list_runs(
     services: SyncedDep,
     project: str | None = None,
+    key: Annotated[str | None, Query(description="The run key (unique in a project).")] = None,
     suite: str | None = None,
     agent: str | None = None,
-    status: str | None = None,
-    label: Annotated[str | None, Query(description="key=value")] = None,
+    status: RunStatus | None = None,
+    label: Annotated[str | None, Query(description="key=value", pattern=LABEL_PATTERN)] = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
-) -> dict[str, Any]:
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> RunPage:
     """Runs, newest first, filtered and paginated."""
     f = RunFilter(
         project=project,
+        key=key,
         suite=suite,
         agent=agent,
-        status=status,
+        status=status.value if status else None,
         label=label,
         created_from=created_from,
         created_to=created_to,
@@ -52,34 +70,34 @@ def list_runs(
         offset=offset,
     )
     rows, total = services.reads.list_runs(f)
-    return {
-        "data": [r.model_dump(mode="json") for r in rows],
-        "count": len(rows),
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-    }
+    return RunPage(data=rows, count=len(rows), total=total, limit=limit, offset=offset)
 
 
 @router.get("/runs/baseline")
-def get_baseline(services: SyncedDep, agent: str, suite: str) -> dict[str, Any]:
+def get_baseline(services: SyncedDep, agent: str, suite: str) -> RunRow:
     """The approved baseline run of (agent, suite)."""
-    return services.reads.baseline(agent, suite).model_dump(mode="json")
+    return services.reads.baseline(agent, suite)
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: UUID, services: SyncedDep) -> dict[str, Any]:
+def get_run(run_id: UUID, services: SyncedDep) -> RunDetail:
     """A run: its config snapshot and its aggregate under its own spec."""
     run = services.reads.get_run(run_id)
     summary = services.reads.summary(run_id)
-    return {**run.model_dump(mode="json"), "aggregate": summary.aggregate.model_dump(mode="json")}
+    return RunDetail(**dict(run), aggregate=summary.aggregate)
 
 
 @router.get("/runs/{run_id}/cases")
-def run_cases(run_id: UUID, services: SyncedDep) -> dict[str, Any]:
-    """Every case of a run scored under the run's own spec."""
-    scores = services.reads.case_scores(run_id)
-    return {"data": [s.model_dump(mode="json") for s in scores], "count": len(scores)}
+def list_run_cases(
+    run_id: UUID,
+    services: SyncedDep,
+    status: Annotated[CaseStatus | None, Query(description="Only cases of this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> CasePage:
+    """A page of the run's cases scored under the run's own spec, in opening order."""
+    rows, total = services.reads.case_page(run_id, status.value if status else None, limit, offset)
+    return CasePage(data=rows, count=len(rows), total=total, limit=limit, offset=offset)
 
 
 @router.post("/runs/{run_id}/start")
@@ -106,53 +124,69 @@ def cancel_run(
     return Written.of(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
 
 
-@router.post("/runs/{run_id}/cases", status_code=201)
-def open_case(run_id: UUID, case: BundleCase, services: ServicesDep, ctx: ContextDep) -> Written:
+@router.post("/runs/{run_id}/cases", status_code=201, responses=replayed(Written))
+def open_case(
+    run_id: UUID, case: BundleCase, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
     """Open a case (with whatever facts it already has); idempotent for the same body."""
-    return Written.of(services.ledger.open_case(run_id, case, ctx))
+    written = Written.of(services.ledger.open_case(run_id, case, ctx))
+    created(response, f"/cases/{written.id}", written.events)
+    return written
 
 
-@router.post("/runs/{run_id}/cases/batch", status_code=201)
+@router.post("/runs/{run_id}/cases/batch", status_code=201, responses=replayed(BatchWritten))
 def open_cases(
-    run_id: UUID, cases: list[BundleCase], services: ServicesDep, ctx: ContextDep
+    run_id: UUID,
+    cases: list[BundleCase],
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
 ) -> BatchWritten:
     """Open many cases in one transaction."""
     w = services.ledger.ingest_cases(run_id, cases, ctx)
     ids = [i for i in w.ids if i != run_id]
+    created(response, f"/runs/{run_id}/cases", w.events)
     return BatchWritten(case_ids=ids, position=w.position, events=w.events)
 
 
-@router.post("/bundles", status_code=201)
-def import_bundle(bundle: RunBundle, services: ServicesDep, ctx: ContextDep) -> dict[str, Any]:
+@router.post("/bundles", status_code=201, responses=replayed(BundleImported))
+def import_bundle(
+    bundle: RunBundle, services: ServicesDep, ctx: ContextDep, response: Response
+) -> BundleImported:
     """Import a run bundle atomically; importing it again writes nothing."""
     r = services.ledger.import_bundle(bundle, ctx)
-    return {
-        "run_id": str(r.run_id),
-        "run_key": r.run_key,
-        "position": r.position,
-        "events": r.events,
-        "cases": r.cases,
-        "new_cases": r.new_cases,
-    }
+    created(response, f"/runs/{r.run_id}", r.events)
+    return BundleImported(
+        run_id=r.run_id,
+        run_key=r.run_key,
+        position=r.position,
+        events=r.events,
+        cases=r.cases,
+        new_cases=r.new_cases,
+    )
 
 
-@router.get("/runs/{run_id}/bundle")
+@router.get(
+    "/runs/{run_id}/bundle",
+    response_model=None,
+    responses={200: {"model": RunBundle, "description": "The run as a run bundle"}},
+)
 def export_run(run_id: UUID, services: ServicesDep) -> Response:
     """The run exported as a run bundle."""
     return OrjsonResponse(bundle_to_json(export_bundle(services.ledger, run_id)))
 
 
 @router.post("/runs/{run_id}/rescore")
-def rescore(
+def rescore_run(
     run_id: UUID,
     services: SyncedDep,
     config: Annotated[RunConfig, Body(description="A run config plus policy fields.")],
-) -> dict[str, Any]:
+) -> Rescored:
     """Replay the run under another spec: old and new side by side, no judge call, no event."""
     run = services.reads.get_run(run_id)
     catalogue = {m.name: m for m in services.reads.available_metrics(run.project)}
     spec = resolve_spec(config, catalogue)
-    return services.reads.rescore(run_id, spec)
+    return Rescored.model_validate(services.reads.rescore(run_id, spec))
 
 
 @router.post("/runs/{run_id}/baseline")

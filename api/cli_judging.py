@@ -1,0 +1,203 @@
+"""`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+from uuid import UUID
+
+from evaledger.api.bootstrap import Services
+from evaledger.domain.ledger import Context
+from evaledger.judging.providers import environment
+from evaledger.judging.runner import JudgeOptions, JudgeReport, dry_run_prompts, plan, run_plan
+from evaledger.projections.agreement import AgreementReport, MeasureAgreement
+from evaledger.projections.votes import agreement_report
+
+
+def options_from(args: argparse.Namespace) -> JudgeOptions:
+    """The judging options of the command line."""
+    return JudgeOptions(
+        judges=tuple(args.judge),
+        metrics=tuple(args.metric),
+        missing_only=args.missing_only,
+        concurrency=args.concurrency,
+        dry_run=args.dry_run,
+        allow_self_judge=args.allow_self_judge,
+        temperature=args.temperature,
+        timeout_s=args.timeout,
+        max_retries=args.max_retries,
+        claims=args.claims,
+    )
+
+
+class _Bar:
+    """A rich progress bar over cases on a TTY (stderr); nothing otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.progress: Any = None
+        if sys.stderr.isatty() and total:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.progress = Progress(console=Console(stderr=True), transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("judging cases", total=total)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, total=total)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def cmd_judge(services: Services, args: argparse.Namespace) -> int:
+    """Judge every case with a transcript (or only those without a verdict)."""
+    from evaledger.api.cli import emit_json, resolve_run
+
+    run_id = resolve_run(services, args.run, args.project)
+    planned = plan(services.ledger, run_id, options_from(args), environment())
+    if args.dry_run:
+        report = run_plan(services.ledger, planned, Context(actor=args.actor))
+        if args.json:
+            emit_json({**report.as_json(), "prompts": dry_run_prompts(planned)})
+        else:
+            print_report(report)
+        return 0
+    bar = _Bar(len(planned.cases))
+    try:
+        report = run_plan(services.ledger, planned, Context(actor=args.actor), bar)
+    finally:
+        bar.stop()
+    if args.json:
+        emit_json(report.as_json())
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: JudgeReport) -> None:
+    """Calls, tokens, cost and failures of a judging pass."""
+    what = "would make" if report.dry_run else "made"
+    print(
+        f"judge {', '.join(report.judges)} on run {report.run_id}: {report.cases} cases "
+        f"({report.skipped} skipped), {what} {report.calls} calls"
+        + (" [self-judged]" if report.self_judged else "")
+    )
+    if report.dry_run:
+        return
+    cost = f"${report.cost_usd:.4f}"
+    if report.unpriced_calls:
+        cost += f" (+{report.unpriced_calls} calls without a price)"
+    what = (
+        f"claim checks ({report.claim_mode}, {report.claims} claims)"
+        if report.claim_mode
+        else "verdicts"
+    )
+    print(
+        f"{what} {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
+        f"tokens {report.prompt_tokens} in / {report.completion_tokens} out; cost {cost}"
+    )
+    for f in report.failures[:20]:
+        print(f"  failed: {f.test_case_key} ({f.judge}): {f.error}")
+    if len(report.failures) > 20:
+        print(f"  … and {len(report.failures) - 20} more")
+
+
+def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
+    """The run's agreement figures from the read models."""
+    services.sync()
+    spec = services.reads.run_spec(run_id)
+    return agreement_report(services.engine, run_id, spec, services.reads.facts(run_id))
+
+
+def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
+    """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
+    from evaledger.api.cli import emit_json, print_table, resolve_run
+
+    run_id = resolve_run(services, args.run, args.project)
+    report = agreement_of(services, run_id)
+    if args.json:
+        emit_json(report.model_dump(mode="json"))
+        return 0
+    print(f"agreement of run {run_id}: judges {', '.join(report.judges) or '(none)'}")
+
+    def row(m: MeasureAgreement) -> tuple[Any, ...]:
+        return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
+
+    print_table(
+        [*(row(m) for m in report.metrics), row(report.case_passed)],
+        ["measure", "judges", "items", "alpha (ordinal)", "kappa"],
+    )
+    if report.human:
+        print("judge vs human (overrides):")
+        print_table(
+            [
+                (h.judge, h.measure, h.items, h.percent_agreement, h.cohen_kappa)
+                for h in report.human
+            ],
+            ["judge", "measure", "items", "agreement", "kappa"],
+        )
+    return 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add `judge` and `agreement` to the CLI's subcommands."""
+    p = sub.add_parser(
+        "judge",
+        parents=[common],
+        help="judge a run's transcripts with LLM judges (verdicts are added, never replaced)",
+        description="Judge every case with a transcript; each judge call is recorded as a "
+        "verdict with its prompt and raw reply. Keys come from OPENAI_API_KEY / "
+        "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL).",
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument(
+        "--judge",
+        action="append",
+        default=[],
+        metavar="PROVIDER:MODEL",
+        help="openai:MODEL, anthropic:MODEL or replay:FILE; repeat for a panel of distinct "
+        "vendors (default: the first keyed provider of another vendor than the agent's)",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="metrics to score (repeatable; default: the run's spec)",
+    )
+    p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
+    p.add_argument("--concurrency", type=int, default=4, help="calls in flight (default 4)")
+    p.add_argument("--dry-run", action="store_true", help="plan and render; call nothing")
+    p.add_argument(
+        "--allow-self-judge",
+        action="store_true",
+        help="allow a judge of the agent's own vendor (verdicts are flagged self-judged)",
+    )
+    p.add_argument("--temperature", type=float, help="sampling temperature (default 0.2)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per call (default 60)")
+    p.add_argument(
+        "--max-retries", type=int, default=3, help="retries on 429/5xx/timeouts (default 3)"
+    )
+    p.add_argument(
+        "--claims",
+        metavar="MODE",
+        help="grounding|attribution: decompose answers into atomic claims and check each "
+        "(FActScore) instead of scoring metrics",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_judge)
+
+    p = sub.add_parser(
+        "agreement",
+        parents=[common],
+        help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
+        description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
+        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden.",
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_agreement)

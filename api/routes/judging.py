@@ -1,0 +1,230 @@
+"""Judging over HTTP: start a judging pass as a background job, poll it, read agreement."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated
+from uuid import UUID, uuid4
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.cli_judging import agreement_of
+from evaledger.api.deps import ContextDep, ServicesDep
+from evaledger.domain.errors import EvaledgerError, NotFoundError
+from evaledger.domain.ledger import Context
+from evaledger.judging.providers import environment
+from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
+from evaledger.projections.agreement import AgreementReport
+
+router = APIRouter(tags=["judging"])
+
+
+class JudgeBody(BaseModel):
+    """POST /runs/{id}/judge: what to judge and with which judges."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    judges: list[str] = Field(
+        default_factory=list,
+        description="PROVIDER:MODEL (openai, anthropic, replay); several make a panel of distinct "
+        "vendors. Empty: the first keyed provider of another vendor than the agent's.",
+    )
+    metrics: list[str] = Field(
+        default_factory=list, description="Metric ids to score; empty: the run's spec."
+    )
+    missing_only: bool = Field(default=False, description="Only cases without a verdict yet.")
+    concurrency: int = Field(default=4, description="Judge calls in flight (at least 1).")
+    dry_run: bool = Field(default=False, description="Plan only: no call, no event.")
+    allow_self_judge: bool = Field(
+        default=False, description="Allow a judge of the agent's own vendor (flagged)."
+    )
+    temperature: float | None = Field(default=None, description="Sampling temperature (0.2).")
+    timeout_s: float = Field(default=60.0, gt=0, description="Seconds per call.")
+    max_retries: int = Field(default=3, ge=0, le=10, description="Retries on 429/5xx/timeouts.")
+    claims: str | None = Field(
+        default=None,
+        description="grounding or attribution: check atomic claims (ClaimsVerified) instead of "
+        "scoring metrics.",
+    )
+
+
+class JobStatus(StrEnum):
+    """Where a background job is."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class JudgeFailure(BaseModel):
+    """A judge call that ended in an error verdict."""
+
+    case_id: UUID
+    test_case_key: str
+    judge: str
+    error: str
+
+
+class JudgeReportOut(BaseModel):
+    """What a judging pass did."""
+
+    run_id: UUID
+    judges: list[str] = Field(description="The judges used (provider:model).")
+    metrics: list[str] = Field(description="The metrics scored.")
+    cases: int = Field(description="Cases judged.")
+    skipped: int = Field(description="Cases skipped (no transcript, or already judged).")
+    calls: int = Field(description="Judge calls (cases x judges).")
+    dry_run: bool
+    self_judged: bool = Field(description="A judge is of the agent's own vendor.")
+    verdicts: int = Field(description="Verdicts recorded, error verdicts included.")
+    parsed: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = Field(description="Cost of the priced calls, USD.")
+    unpriced_calls: int = Field(description="Calls whose model has no price.")
+    claims: int = Field(description="Atomic claims recorded (claim checks).")
+    claim_mode: str | None = Field(description="grounding or attribution; null for metrics.")
+    position: int = Field(description="Log position of the last verdict written.")
+    failures: list[JudgeFailure]
+
+
+class JudgeJob(BaseModel):
+    """A judging pass running in the background."""
+
+    job_id: UUID
+    kind: str = Field(default="judge", description="What the job does.")
+    run_id: UUID
+    status: JobStatus
+    cases_total: int = Field(description="Cases the pass judges.")
+    cases_done: int = Field(description="Cases fully judged so far.")
+    created_at: datetime
+    finished_at: datetime | None = None
+    report: JudgeReportOut | None = Field(default=None, description="Set once succeeded.")
+    error: str | None = Field(default=None, description="Why the job failed.")
+
+
+class JobRegistry:
+    """In-process job table: jobs live as long as the server process (docs/decisions.md)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[UUID, JudgeJob] = {}
+        self._lock = threading.Lock()
+
+    def put(self, job: JudgeJob) -> None:
+        """Store or replace a job's state."""
+        with self._lock:
+            self._jobs[job.job_id] = job
+
+    def update(self, job_id: UUID, **changes: object) -> None:
+        """Change some fields of a job."""
+        with self._lock:
+            self._jobs[job_id] = self._jobs[job_id].model_copy(update=changes)
+
+    def get(self, job_id: UUID) -> JudgeJob:
+        """A job, or NotFoundError."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise NotFoundError(f"no job {job_id}")
+        return job
+
+
+_REGISTRY_LOCK = threading.Lock()
+
+
+def get_jobs(request: Request) -> JobRegistry:
+    """The app's job registry (created on first use)."""
+    with _REGISTRY_LOCK:
+        jobs: JobRegistry | None = getattr(request.app.state, "judge_jobs", None)
+        if jobs is None:
+            jobs = JobRegistry()
+            request.app.state.judge_jobs = jobs
+    return jobs
+
+
+JobsDep = Annotated[JobRegistry, Depends(get_jobs)]
+
+
+def _run_job(
+    services: Services, jobs: JobRegistry, job_id: UUID, planned: Plan, ctx: Context
+) -> None:
+    def progress(done: int, total: int) -> None:
+        jobs.update(job_id, cases_done=done, cases_total=total)
+
+    try:
+        report = run_plan(services.ledger, planned, ctx, progress)
+    except EvaledgerError as e:
+        jobs.update(job_id, status=JobStatus.FAILED, error=e.detail, finished_at=_now())
+    except Exception as e:
+        jobs.update(
+            job_id, status=JobStatus.FAILED, error=f"{type(e).__name__}: {e}", finished_at=_now()
+        )
+    else:
+        jobs.update(
+            job_id,
+            status=JobStatus.SUCCEEDED,
+            report=JudgeReportOut.model_validate(report.as_json()),
+            cases_done=report.cases,
+            finished_at=_now(),
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@router.post("/runs/{run_id}/judge", status_code=202, operation_id="judge_run")
+def judge_run(
+    run_id: UUID, body: JudgeBody, services: ServicesDep, ctx: ContextDep, jobs: JobsDep
+) -> JudgeJob:
+    """Start judging the run's transcripts in the background; poll `GET /jobs/{job_id}`.
+
+    The request is validated before the job starts (run, judges, keys, pairing, metrics,
+    concurrency): a bad request is a 4xx and nothing is stored.
+    """
+    options = JudgeOptions(
+        judges=tuple(body.judges),
+        metrics=tuple(body.metrics),
+        missing_only=body.missing_only,
+        concurrency=body.concurrency,
+        dry_run=body.dry_run,
+        allow_self_judge=body.allow_self_judge,
+        temperature=body.temperature,
+        timeout_s=body.timeout_s,
+        max_retries=body.max_retries,
+        claims=body.claims,
+    )
+    planned = plan(services.ledger, run_id, options, environment())
+    job = JudgeJob(
+        job_id=uuid4(),
+        run_id=run_id,
+        status=JobStatus.RUNNING,
+        cases_total=len(planned.cases),
+        cases_done=0,
+        created_at=_now(),
+    )
+    jobs.put(job)
+    threading.Thread(
+        target=_run_job,
+        args=(services, jobs, job.job_id, planned, ctx),
+        name=f"judge-{job.job_id}",
+        daemon=True,
+    ).start()
+    return job
+
+
+@router.get("/jobs/{job_id}", operation_id="get_job")
+def get_job(job_id: UUID, jobs: JobsDep) -> JudgeJob:
+    """A background job's status, progress over cases and, once done, its report."""
+    return jobs.get(job_id)
+
+
+@router.get("/runs/{run_id}/agreement", operation_id="run_agreement")
+def run_agreement(run_id: UUID, services: ServicesDep) -> AgreementReport:
+    """Judge agreement: per metric and case pass/fail, κ (two judges), α (any), judge vs human."""
+    return agreement_of(services, run_id)

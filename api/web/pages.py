@@ -1,0 +1,503 @@
+"""The web report's pages under /ui, rendered server-side with Jinja2 from the API's own queries.
+
+Every page reads through the functions the JSON API uses (`ReadModels`, `Reports`,
+`api.audit`, `spec_from_query`), so a number on a page is the number the API returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID
+
+import pydantic
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from evaledger.api.audit import case_history, explain
+from evaledger.api.deps import SyncedDep
+from evaledger.api.errors import status_of
+from evaledger.api.routes.reports import spec_from_query
+from evaledger.api.web import views
+from evaledger.domain.errors import EvaledgerError, ValidationError
+from evaledger.domain.metrics import ScoreType
+from evaledger.projections.comparison import CompareThresholds, render_markdown
+from evaledger.projections.grading import preset_names
+from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.projections.rollups import ColumnDimension, RowDimension
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+RUN_STATUSES = ("created", "running", "completed", "canceled", "failed")
+PIVOT_MAX_COLUMNS = 10
+COMPARE_SHOW = ("all", "regression", "improvement", "unchanged", "error")
+
+
+# ---------------------------------------------------------------------------------------------
+# display filters
+
+
+def fmt_num(value: float | None, digits: int = 2) -> str:
+    """A number rounded for display; an em dash when missing."""
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def fmt_pct(fraction: float | None, digits: int = 1) -> str:
+    """A 0-1 fraction as a percentage."""
+    return "—" if fraction is None else f"{fraction * 100:.{digits}f}%"
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars, with enough places for per-call judge costs."""
+    if value is None:
+        return "—"
+    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds, whole."""
+    return "—" if value is None else f"{value:,.0f} ms"
+
+
+def fmt_time(value: str | datetime | None) -> str:
+    """A timestamp in UTC to the second."""
+    if value is None:
+        return "—"
+    dt = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_signed(value: float | None, digits: int = 2) -> str:
+    """A delta with its sign."""
+    return "—" if value is None else f"{value:+,.{digits}f}"
+
+
+def fmt_flag(value: bool | None) -> str:
+    """Met / not met / not decided."""
+    return {True: "yes", False: "no", None: "—"}[value]
+
+
+def fmt_json(value: Any, indent: int = 2) -> str:
+    """JSON for reading (escaped by the template like any text)."""
+    return json.dumps(value, indent=indent or None, ensure_ascii=False, sort_keys=False)
+
+
+templates.env.filters.update(
+    num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
+    flag=fmt_flag, pretty=fmt_json,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# plumbing
+
+
+def _render(
+    request: Request, template: str, build: Callable[[], dict[str, Any]], status: int = 200
+) -> Response:
+    """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
+    try:
+        context = build()
+    except EvaledgerError as e:
+        code = status_of(e)
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {"title": f"Error {code}", "status": code, "detail": e.detail, "code": e.code},
+            status_code=code,
+        )
+    return templates.TemplateResponse(request, template, context, status_code=status)
+
+
+def _uuid(value: str, field: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ValidationError(f"{field}: not a run id: {value!r}", field=field) from None
+
+
+def _number(value: str, field: str) -> float | None:
+    if not value.strip():
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValidationError(f"{field}: not a number: {value!r}", field=field) from None
+
+
+def _day(value: str, field: str, end: bool) -> datetime | None:
+    """A date from an <input type=date> (whole day, UTC) or a full ISO timestamp."""
+    if not value:
+        return None
+    try:
+        if len(value) == 10:
+            return datetime.combine(date.fromisoformat(value), time.max if end else time.min, UTC)
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(f"{field}: not a date: {value!r}", field=field) from None
+
+
+def _metric_names(services: Any, project: str) -> dict[str, str]:
+    return {m.name: m.display_name for m in services.reads.available_metrics(project)}
+
+
+def _all_runs(services: Any) -> list[RunRow]:
+    rows, _ = services.reads.list_runs(RunFilter(limit=500))
+    return list(rows)
+
+
+def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
+    """(baseline, candidate) preselected: the newest run and the run before it of its suite."""
+    if len(completed) < 2:
+        return None
+    newest = completed[0]
+    same_suite = [r for r in completed[1:] if r.suite["name"] == newest.suite["name"]]
+    return str((same_suite or completed[1:])[0].run_id), str(newest.run_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# pages
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs_page(
+    request: Request,
+    services: SyncedDep,
+    project: str = "",
+    suite: str = "",
+    agent: str = "",
+    status: str = "",
+    label: str = "",
+    created_from: str = "",
+    created_to: str = "",
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    """Runs, newest first, with filters and key figures; pick two to compare."""
+    given = {
+        "project": project,
+        "suite": suite,
+        "agent": agent,
+        "status": status,
+        "label": label,
+        "created_from": created_from,
+        "created_to": created_to,
+    }
+
+    def build() -> dict[str, Any]:
+        if label and "=" not in label:
+            raise ValidationError("label: use key=value", field="label")
+        if status and status not in RUN_STATUSES:
+            raise ValidationError(f"status: one of {', '.join(RUN_STATUSES)}", field="status")
+        f = RunFilter(
+            project=project or None,
+            suite=suite or None,
+            agent=agent or None,
+            status=status or None,
+            label=label or None,
+            created_from=_day(created_from, "created_from", end=False),
+            created_to=_day(created_to, "created_to", end=True),
+            limit=50,
+            offset=offset,
+        )
+        rows, total = services.reads.list_runs(f)
+        listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
+        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        query = "&".join(f"{k}={v}" for k, v in given.items() if v)
+        return {
+            "pair": default_pair(completed),
+            "title": "Runs",
+            "runs": listed,
+            "total": total,
+            "offset": offset,
+            "limit": f.limit,
+            "filters": given,
+            "query": query,
+            "statuses": RUN_STATUSES,
+            "completed": completed,
+        }
+
+    return _render(request, "runs.html", build)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(
+    request: Request,
+    run_id: UUID,
+    services: SyncedDep,
+    show: views.Show = views.Show.ALL,
+    metric: str = "",
+    below: str = "",
+    q: str = "",
+    sort: views.SortKey = views.SortKey.ORDER,
+    desc: bool = False,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    """A run: aggregate, thresholds, coverage, charts and its cases."""
+
+    def build() -> dict[str, Any]:
+        run = services.reads.get_run(run_id)
+        summary = services.reads.summary(run_id)
+        scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+        flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
+        query = views.CaseQuery(
+            show=show,
+            metric=metric or None,
+            below=_number(below, "below"),
+            q=q or None,
+            sort=sort,
+            desc=desc,
+            page=page,
+        )
+        names = _metric_names(services, run.project)
+        agg = summary.aggregate
+        metric_bars = []
+        for m in summary.spec.metrics:
+            mean = agg.per_metric_means.get(m.metric)
+            binary = m.score_type is ScoreType.BINARY
+            metric_bars.append(
+                {
+                    "metric": m.metric,
+                    "name": names.get(m.metric, m.metric),
+                    "binary": binary,
+                    "value": mean,
+                    "fraction": None if mean is None else (mean if binary else mean / 5),
+                    "weight": m.weight,
+                }
+            )
+        overall = [s.overall_score for s in scores if s.overall_score is not None]
+        latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
+        keep = {"show": show.value, "metric": metric, "below": below, "q": q}
+        return {
+            "title": run.name or run.run_key,
+            "run": run,
+            "agg": agg,
+            "spec": summary.spec,
+            "metric_bars": metric_bars,
+            "score_bins": views.histogram(overall, 0.0, 100.0),
+            "latency_bins": views.latency_bins(latencies),
+            "cases": views.select_cases(scores, flaky, query),
+            "flaky": flaky,
+            "query": query,
+            "keep": keep,
+            "shows": list(views.Show),
+            "sorts": list(views.SortKey),
+            "metric_names": names,
+            "rescores": services.reads.stored_rescores(run_id),
+            "test_case_count": len(summary.test_cases),
+            "flaky_count": len(flaky),
+        }
+
+    return _render(request, "run.html", build)
+
+
+@router.get("/cases/{case_id}", response_class=HTMLResponse)
+def case_page(request: Request, case_id: UUID, services: SyncedDep, spec: str = "") -> Response:
+    """The audit trail of one case, under the run's own spec or a what-if spec."""
+
+    def build() -> dict[str, Any]:
+        history = case_history(services, case_id)
+        run = services.reads.get_run(UUID(history["run_id"]))
+        chain = explain(services, case_id, spec_from_query(services, spec or None, run.project))
+        _, score = services.reads.case_score(case_id)
+        events = history["events"]
+
+        def payloads(kind: str) -> list[dict[str, Any]]:
+            return [{**e["payload"], "_event": e} for e in events if e["type"] == kind]
+
+        transcripts = payloads("TranscriptRecorded")
+        links = views.chain_links(events)
+        return {
+            "title": f"Case {history['state']['facts']['test_case_key']}",
+            "run": run,
+            "facts": history["state"]["facts"],
+            "score": score,
+            "chain": chain,
+            "events": events,
+            "links": links,
+            "chain_ok": all(link.linked for link in links),
+            "transcript": transcripts[-1] if transcripts else None,
+            "errors": payloads("ExecutionErrored"),
+            "cancels": payloads("ExecutionCanceled"),
+            "outcomes": payloads("OutcomeEvaluated"),
+            "claims": payloads("ClaimsVerified"),
+            "checks": payloads("StructuralCheckRecorded"),
+            "corrections": [
+                e for e in events if e["type"] in ("VerdictOverridden", "VerdictInvalidated")
+            ],
+            "spec": spec,
+            "rescores": services.reads.stored_rescores(run.run_id),
+            "metric_names": _metric_names(services, run.project),
+        }
+
+    return _render(request, "case.html", build)
+
+
+def _thresholds(**given: str) -> CompareThresholds:
+    return CompareThresholds(**{k: _number(v, k) for k, v in given.items()})
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(
+    request: Request,
+    services: SyncedDep,
+    baseline: str = "",
+    candidate: str = "",
+    show: str = "all",
+    max_pass_rate_drop: str = "",
+    max_avg_score_drop: str = "",
+    max_latency_increase_pct: str = "",
+    case_score_delta: str = "",
+) -> Response:
+    """Two completed runs side by side: verdict, deltas, per-case classes, statistics."""
+    given = {
+        "max_pass_rate_drop": max_pass_rate_drop,
+        "max_avg_score_drop": max_avg_score_drop,
+        "max_latency_increase_pct": max_latency_increase_pct,
+        "case_score_delta": case_score_delta,
+    }
+
+    def build() -> dict[str, Any]:
+        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        context: dict[str, Any] = {
+            "title": "Compare runs",
+            "completed": completed,
+            "baseline": baseline,
+            "candidate": candidate,
+            "show": show,
+            "shows": COMPARE_SHOW,
+            "given": given,
+            "result": None,
+        }
+        if not (baseline and candidate):
+            return context
+        if show not in COMPARE_SHOW:
+            raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
+        b, c = _uuid(baseline, "baseline"), _uuid(candidate, "candidate")
+        try:
+            thresholds = _thresholds(**given)
+        except pydantic.ValidationError as e:
+            field = str(e.errors()[0]["loc"][0])
+            raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
+        result = services.reports.compare(b, c, thresholds)
+        cases = [t for t in result.test_case_comparisons if show == "all" or t.status == show]
+        runs = {str(r.run_id): r for r in completed}
+        query = "&".join(f"{k}={v}" for k, v in given.items() if v)
+        context.update(
+            result=result,
+            cases=cases,
+            baseline_run=runs.get(str(b)) or services.reads.get_run(b),
+            candidate_run=runs.get(str(c)) or services.reads.get_run(c),
+            threshold_query=query,
+            title="Compare: "
+            + ("regression detected" if result.verdict.regression_detected else "no regression"),
+        )
+        return context
+
+    return _render(request, "compare.html", build)
+
+
+@router.get("/compare.md", response_class=PlainTextResponse)
+def compare_markdown(
+    services: SyncedDep,
+    baseline: UUID,
+    candidate: UUID,
+    max_pass_rate_drop: str = "",
+    max_avg_score_drop: str = "",
+    max_latency_increase_pct: str = "",
+    case_score_delta: str = "",
+) -> Response:
+    """The comparison as the compact Markdown PR comment `evaledger compare --markdown` prints."""
+    thresholds = _thresholds(
+        max_pass_rate_drop=max_pass_rate_drop,
+        max_avg_score_drop=max_avg_score_drop,
+        max_latency_increase_pct=max_latency_increase_pct,
+        case_score_delta=case_score_delta,
+    )
+    result = services.reports.compare(baseline, candidate, thresholds)
+    return PlainTextResponse(render_markdown(result), media_type="text/markdown; charset=utf-8")
+
+
+@router.get("/rollup", response_class=HTMLResponse)
+def rollup_page(
+    request: Request,
+    services: SyncedDep,
+    run_id: Annotated[list[str] | None, Query()] = None,
+    rows: str = RowDimension.CONFIGURATION.value,
+    columns: str = ColumnDimension.TEST.value,
+) -> Response:
+    """A pivot of one or several runs: rows × columns chosen on the page."""
+
+    def build() -> dict[str, Any]:
+        chosen = [_uuid(r, "run_id") for r in run_id or []]
+        result = services.reports.rollup(chosen, [rows], [columns]) if chosen else None
+        cells = {} if result is None else {(c.row, c.column): c.summary for c in result.cells}
+        return {
+            "title": "Rollup",
+            "runs": _all_runs(services),
+            "chosen": {str(r) for r in chosen},
+            "rows": rows,
+            "columns": columns,
+            "row_dims": [d.value for d in RowDimension],
+            "column_dims": [d.value for d in ColumnDimension],
+            "result": result,
+            "cells": cells,
+            # Many columns read better down the page than squeezed across it.
+            "transposed": result is not None
+            and len(result.columns) > PIVOT_MAX_COLUMNS
+            and len(result.columns) > len(result.rows),
+        }
+
+    return _render(request, "rollup.html", build)
+
+
+@router.get("/runs/{run_id}/scorecard", response_class=HTMLResponse)
+def scorecard_page(
+    request: Request,
+    run_id: UUID,
+    services: SyncedDep,
+    preset: str = "",
+    min_score: str = "",
+    strategic: bool = False,
+) -> Response:
+    """The run's governance scorecard (iFixAi rules): categories, tests, minimums, cap, grade."""
+
+    def build() -> dict[str, Any]:
+        run = services.reads.get_run(run_id)
+        minimum = _number(min_score, "min_score")
+        context: dict[str, Any] = {
+            "title": f"Scorecard: {run.name or run.run_key}",
+            "run": run,
+            "preset": preset,
+            "presets": preset_names(),
+            "min_score": min_score,
+            "strategic": strategic,
+            "grade": None,
+            "has_section": bool(services.reads.run_spec(run_id).grading),
+        }
+        if not (preset or context["has_section"]):
+            return context
+        grading = services.reports.grading_for(run_id, preset or None, minimum)
+        context["grading"] = grading
+        context["grade"] = services.reports.grade(run_id, grading, strategic_only=strategic)
+        return context
+
+    return _render(request, "scorecard.html", build)
+
+
+def install(app: FastAPI) -> None:
+    """Serve the web report under /ui (pages and their assets) and send `/` there."""
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse("/ui/")

@@ -1,0 +1,102 @@
+"""Benchmark: the web report's pages for one 10,000-case run, server time in-process (SQLite).
+
+Each page is requested through the app (FastAPI TestClient: routing, query, template, HTML)
+and timed as the median of `--repeat` requests. Beside each figure, measured in the same run:
+the JSON API answering the same run's cases (`GET /runs/{id}/cases`, the same read path without
+the template) and the physical baseline of reading the run's case rows from the read-model file
+with `sqlite3` and decoding them with orjson. The ratios say what the page costs on top.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson
+from fastapi.testclient import TestClient
+
+from bench.common import base_parser, generate_bundle, median_seconds, num, print_table, progress
+from evaledger.api.app import create_app
+from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.store import cases
+
+
+def raw_cases(views: Path, run_id: str) -> int:
+    """Read the run's case rows with plain sqlite3 and decode their JSON: the floor."""
+    with sqlite3.connect(views) as conn:
+        rows = conn.execute(
+            f"SELECT score FROM {cases.name} WHERE run_id = ?", (run_id,)
+        ).fetchall()
+    return len([orjson.loads(r[0]) for r in rows])
+
+
+def main() -> None:
+    p = base_parser(__doc__ or "")
+    p.add_argument("--cases", type=int, default=10_000, help="cases in the run")
+    p.add_argument("--repeat", type=int, default=7, help="requests per page (median)")
+    args = p.parse_args()
+    size = 200 if args.quick else args.cases
+    repeat = 3 if args.quick else args.repeat
+    tmp = Path(args.tmp or tempfile.mkdtemp(prefix="evaledger-bench-web-"))
+    services = build_ledger(Settings(db=f"sqlite:///{tmp}/store/"))
+    try:
+        progress(f"generating and importing a {size:,}-case run")
+        bundle = RunBundle.model_validate(generate_bundle(size, seed=args.seed))
+        run_id = str(services.ledger.import_bundle(bundle, Context(actor="bench")).run_id)
+        services.sync()
+        views = Path(services.location.views_url.removeprefix("sqlite:///"))
+        with TestClient(create_app(services=services)) as client:
+            data: list[dict[str, Any]] = client.get(f"/runs/{run_id}/cases").json()["data"]
+            failed = next(c["case_id"] for c in data if c["passed"] is False)
+            last_page = (len(data) + 49) // 50
+
+            def get(path: str) -> None:
+                r = client.get(path)
+                assert r.status_code == 200, (path, r.status_code)
+
+            json_s, _ = median_seconds(lambda: get(f"/runs/{run_id}/cases"), repeat)
+            raw_s, _ = median_seconds(lambda: raw_cases(views, run_id), repeat)
+            pages = {
+                "run page 1": f"/ui/runs/{run_id}",
+                "run, failed only": f"/ui/runs/{run_id}?show=failed",
+                "run, sorted by score": f"/ui/runs/{run_id}?sort=score&desc=true",
+                f"run, last page ({last_page})": f"/ui/runs/{run_id}?page={last_page}",
+                "run, metric below 3": f"/ui/runs/{run_id}?metric=tool_routing&below=3",
+                "case audit page": f"/ui/cases/{failed}",
+                "runs list": "/ui/",
+            }
+            rows = []
+            for name, path in pages.items():
+                progress(name)
+                seconds, _ = median_seconds(lambda path=path: get(path), repeat)  # type: ignore[misc]
+                rows.append(
+                    [
+                        name,
+                        num(seconds * 1000, 1),
+                        num(seconds / json_s, 2) + "×",
+                        num(seconds / raw_s, 1) + "×",
+                    ]
+                )
+        print_table(
+            f"Web report, {size:,}-case run, median of {repeat} requests (SQLite, in-process)",
+            ["page", "ms", "÷ JSON cases API", "÷ raw sqlite3 + orjson"],
+            rows,
+        )
+        print(
+            f"baselines: GET /runs/{{id}}/cases {num(json_s * 1000, 1)} ms; "
+            f"raw read + decode of {size:,} case rows {num(raw_s * 1000, 1)} ms"
+        )
+    finally:
+        services.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""The ledger-wide hash chain: one link per commit over the global log order, keyed by HMAC.
+
+Each commit (one `save()`, one transaction) appends one row to `evaledger_chain`: the range of
+positions it wrote, how many events, `link = sha256(previous link, every (position, aggregate,
+version, event hash) in order)` and, when the writer holds the checkpoint key, `mac =
+HMAC-SHA256(key, last position, link)`. A deleted, edited, inserted or reordered event anywhere
+breaks the link of its commit (and, through `previous link`, every later one); recomputing the
+links after an edit needs the key to re-sign them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from evaledger.domain.errors import InfrastructureError, ValidationError
+from evaledger.domain.events import stored_hash
+
+GENESIS_LINK = "0" * 64
+CHAIN_TABLE = "evaledger_chain"
+KEY_ENV = "EVALEDGER_CHECKPOINT_KEY_FILE"
+MIN_KEY_BYTES = 32
+
+
+@dataclass(frozen=True)
+class HashedStoredEvent(StoredEvent):
+    """A stored event carrying the hash the domain already computed (hashed once per event)."""
+
+    hash: str = ""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One commit's row of the chain."""
+
+    first_position: int
+    last_position: int
+    events: int
+    link: str
+    mac: str | None
+    adopted: bool = False
+
+
+Entry = tuple[int, UUID | str, int, str]
+"""(position, aggregate id, version, event hash) of one event."""
+
+
+def event_hash(event: StoredEvent) -> str:
+    """The per-aggregate hash of a stored event (reused when the domain computed it)."""
+    return (
+        event.hash
+        if isinstance(event, HashedStoredEvent) and event.hash
+        else stored_hash(event.topic, event.state)
+    )
+
+
+def link_of(prev: str, entries: Iterable[Entry]) -> str:
+    """The chain link of one commit over its events in log order."""
+    h = hashlib.sha256(prev.encode())
+    for position, originator_id, version, ehash in entries:
+        oid = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+        h.update(f"\n{position}\x1f{oid}\x1f{version}\x1f{ehash}".encode())
+    return h.hexdigest()
+
+
+def mac_of(key: bytes, last_position: int, link: str) -> str:
+    """The keyed checkpoint of a chain link."""
+    return hmac.new(key, f"{last_position}\x1f{link}".encode(), hashlib.sha256).hexdigest()
+
+
+def load_key(path: str | Path) -> bytes:
+    """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored)."""
+    try:
+        key = Path(path).read_bytes().strip()
+    except OSError as e:
+        raise InfrastructureError(f"checkpoint key file {str(path)!r}: {e.strerror}") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise ValidationError(
+            f"checkpoint key file {str(path)!r} holds {len(key)} bytes; it needs at least "
+            f"{MIN_KEY_BYTES} (e.g. `openssl rand -hex 32 > FILE`)",
+            field="checkpoint_key",
+        )
+    return key
+
+
+class ChainWriter:
+    """Appends one block per commit inside the recorder's write transaction.
+
+    The caller holds the store's write lock (SQLite: the one writer; PostgreSQL: the events
+    table's EXCLUSIVE lock eventsourcing takes before inserting), so the last block read here
+    is the one this commit follows, and notification order equals chain order.
+    """
+
+    def __init__(self, placeholder: str, qualified_table: str = CHAIN_TABLE) -> None:
+        p = placeholder
+        self.key: bytes | None = None
+        self.select_last = f"SELECT link FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+        self.count = f"SELECT count(*) AS n FROM {qualified_table}"
+        self.select_page = (
+            "SELECT first_position, last_position, events, link, mac, adopted "
+            f"FROM {qualified_table} WHERE last_position > {p} "
+            f"ORDER BY last_position LIMIT {p}"
+        )
+        self.insert = (
+            f"INSERT INTO {qualified_table} "
+            "(first_position, last_position, events, link, mac, adopted) "
+            f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+        )
+
+    def append(
+        self, curs: Any, events: Sequence[StoredEvent], ids: Sequence[int], adopted: bool = False
+    ) -> None:
+        """Chain `events` (just inserted at positions `ids`) after the last block."""
+        if not events:
+            return
+        curs.execute(self.select_last)
+        row = curs.fetchone()
+        prev = row["link"] if row is not None else GENESIS_LINK
+        link = link_of(
+            prev,
+            (
+                (pos, e.originator_id, e.originator_version, event_hash(e))
+                for pos, e in zip(ids, events, strict=True)
+            ),
+        )
+        mac = mac_of(self.key, ids[-1], link) if self.key is not None else None
+        curs.execute(self.insert, (ids[0], ids[-1], len(ids), link, mac, adopted))
+
+    def blocks(self, curs: Any, after: int, limit: int) -> list[Block]:
+        """The chain's blocks ending after position `after`, in log order."""
+        curs.execute(self.select_page, (after, limit))
+        return [
+            Block(
+                first_position=r["first_position"],
+                last_position=r["last_position"],
+                events=r["events"],
+                link=r["link"],
+                mac=r["mac"],
+                adopted=bool(r["adopted"]),
+            )
+            for r in curs.fetchall()
+        ]
+
+    def adopt(self, curs: Any, select_events: str) -> None:
+        """Chain a store's existing events in one `adopted` block, when the chain is empty.
+
+        Only a store written before the chain existed has unchained events; `verify` reports
+        the adopted range, since those events were chained when adopted, not when written.
+        """
+        curs.execute(self.count)
+        row = curs.fetchone()
+        if row["n"]:
+            return
+        curs.execute(select_events)
+        rows = curs.fetchall()
+        if not rows:
+            return
+        events = [
+            StoredEvent(
+                originator_id=r["originator_id"],
+                originator_version=r["originator_version"],
+                topic=r["topic"],
+                state=bytes(r["state"]),
+            )
+            for r in rows
+        ]
+        self.append(curs, events, [r["notification_id"] for r in rows], adopted=True)
+
+
+SQLITE_CHAIN_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} ("
+    "last_position INTEGER PRIMARY KEY, first_position INTEGER NOT NULL, "
+    "events INTEGER NOT NULL, link TEXT NOT NULL, mac TEXT, adopted BOOLEAN NOT NULL)"
+)
+
+
+def postgres_chain_ddl(schema: str) -> str:
+    """The chain table on PostgreSQL."""
+    return (
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{CHAIN_TABLE} ('
+        "last_position bigint PRIMARY KEY, first_position bigint NOT NULL, "
+        "events integer NOT NULL, link text NOT NULL, mac text, adopted boolean NOT NULL)"
+    )

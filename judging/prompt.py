@@ -1,0 +1,375 @@
+"""The Connexity judge prompt (DESIGN §10): rendering, the strict output schema, and parsing.
+
+One system and one user message per case. The templates are Jinja2 text kept in this module; the
+template id names the prompt's version and its content hash changes with any edit to the text,
+so every stored verdict says exactly which prompt produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from jinja2 import Environment, StrictUndefined
+
+from evaledger.domain.events import (
+    AgentSnapshot,
+    MetricScore,
+    OutcomeResult,
+    ParseStatus,
+    TestCaseSnapshot,
+    Turn,
+)
+from evaledger.domain.metrics import MetricDefinition, ScoreType
+
+TEMPLATE_ID = "connexity-judge/v1"
+MAX_SCORE = 5
+
+SYSTEM_TEMPLATE = """\
+You are an expert evaluator of conversations between a user and an AI agent (chat or voice). \
+You judge one completed transcript against the metrics below and return one JSON object.
+
+## Scoring rules
+- Use the full range of each scale: 5 is flawless, 0 is a complete failure. Reserve 5 for \
+behaviour with no issue at all.
+- Score every metric independently: a problem counts against the metric it belongs to, not \
+against every metric.
+- Cite the turn indices (the numbers after "Turn") where you observed each issue.
+- Be strict but fair: judge what the transcript shows, not what the agent may have meant.
+- Be conservative without evidence: when the transcript does not show the behaviour a rubric \
+level needs, do not award that level.
+
+## Output fields per metric
+Each metric is an object with these fields:
+- `score` (scored metrics): an integer from 0 to 5 following the metric's rubric.
+- `passed` (binary metrics): true or false.
+- `justification`: one or two sentences naming the evidence, with turn indices.
+- `failure_code`: a free-form snake_case label of the failure mode (for example \
+wrong_tool_selected, hallucinated_result, missing_confirmation); null when the metric is \
+acceptable or better (3 or more, or passed).
+- `turns`: the integer turn indices where the issue was observed; an empty list if there is no \
+issue.
+
+## Metrics
+{% for m in metrics %}
+
+### {{ m.display_name }} (`{{ m.name }}`) — \
+{% if m.score_type == "binary" %}Binary (pass/fail){% else %}Scored (0-5 integer){% endif %}
+
+{{ m.description }}
+{{ m.rubric }}
+{% endfor %}
+
+## Output format
+Return only a JSON object, no prose around it, with one key per metric id above\
+{% if outcomes %} and the key `expected_outcomes`{% endif %}:
+{{ example }}
+"""
+
+USER_TEMPLATE = """\
+## Test case context
+Test case: {{ case_name }}
+Expected outcomes:
+{% for o in outcomes %}
+{{ loop.index }}. {{ o }}
+{% else %}
+(none)
+{% endfor %}
+
+Agent system prompt:
+{{ system_prompt if system_prompt else "(not captured for this run)" }}
+
+Agent tools:
+{{ tools if tools else "(not captured)" }}
+{% if override %}
+
+## Test case-specific evaluation emphasis
+{{ override }}
+{% endif %}
+{% if outcomes %}
+
+## Expected outcomes
+For each expected outcome above, decide from the transcript whether it was achieved. Return \
+`expected_outcomes` as a list with one entry per outcome, in the order listed, each with the \
+outcome's `statement` copied verbatim, `passed` (true or false) and a `justification` citing \
+turn indices. An outcome the transcript does not show as achieved has not passed.
+{% endif %}
+
+## Transcript
+{% for line in transcript %}
+{{ line }}
+{% endfor %}
+
+## Metrics to score
+{{ metric_ids }}
+"""
+
+# Plain text for a model, not HTML: escaping would corrupt transcripts ("<", "&").
+_ENV = Environment(
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    autoescape=False,  # noqa: S701
+)
+_SYSTEM = _ENV.from_string(SYSTEM_TEMPLATE)
+_USER = _ENV.from_string(USER_TEMPLATE)
+TEMPLATE_HASH = hashlib.sha256(
+    (TEMPLATE_ID + "\n" + SYSTEM_TEMPLATE + "\n" + USER_TEMPLATE).encode()
+).hexdigest()
+
+
+@dataclass(frozen=True)
+class CaseToJudge:
+    """What the judge sees of one case: the test case, the agent snapshot and the transcript."""
+
+    test_case: TestCaseSnapshot
+    agent: AgentSnapshot
+    turns: Sequence[Turn]
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered judge prompt with the output schema it asks for."""
+
+    system: str
+    user: str
+    schema: dict[str, Any]
+    metrics: tuple[MetricDefinition, ...]
+    outcomes: tuple[str, ...]
+    template_id: str = TEMPLATE_ID
+    template_hash: str = TEMPLATE_HASH
+
+    @property
+    def text(self) -> str:
+        """The prompt as stored in the verdict: both messages, labelled."""
+        return f"[system]\n{self.system}\n[user]\n{self.user}"
+
+
+def transcript_lines(turns: Sequence[Turn]) -> list[str]:
+    """`Turn {i} [{role}]: …`; tool results as `[tool → name]`, assistant tool calls listed."""
+    call_names = {c.id: c.name for t in turns for c in t.tool_calls if c.id is not None}
+    lines: list[str] = []
+    for i, turn in enumerate(turns):
+        role = turn.role.value
+        if role == "tool":
+            name = call_names.get(turn.tool_call_id or "")
+            role = f"tool → {name}" if name else "tool"
+        lines.append(f"Turn {i} [{role}]: {turn.content or ''}".rstrip())
+        for call in turn.tool_calls:
+            args = orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS).decode()
+            lines.append(f"  tool call: {call.name}({args})")
+    return lines
+
+
+def _tools_json(agent: AgentSnapshot) -> str:
+    if not agent.tools:
+        return ""
+    return orjson.dumps(
+        [t.model_dump(mode="json", exclude_none=True) for t in agent.tools],
+        option=orjson.OPT_INDENT_2,
+    ).decode()
+
+
+def _metric_example(m: MetricDefinition) -> dict[str, Any]:
+    verdict: dict[str, Any] = {"passed": True} if m.score_type is ScoreType.BINARY else {"score": 4}
+    return {**verdict, "justification": "…", "failure_code": None, "turns": []}
+
+
+def output_schema(metrics: Sequence[MetricDefinition], with_outcomes: bool) -> dict[str, Any]:
+    """The strict JSON schema of the reply: one property per metric (+ `expected_outcomes`).
+
+    Every property is required and no other is allowed (OpenAI strict structured output rules);
+    numeric bounds are left to the parser, which truncates and clamps (DESIGN §3.1).
+    """
+    properties: dict[str, Any] = {}
+    for m in metrics:
+        value: dict[str, Any] = (
+            {"type": "boolean"} if m.score_type is ScoreType.BINARY else {"type": "integer"}
+        )
+        key = "passed" if m.score_type is ScoreType.BINARY else "score"
+        properties[m.name] = {
+            "type": "object",
+            "properties": {
+                key: value,
+                "justification": {"type": "string"},
+                "failure_code": {"type": ["string", "null"]},
+                "turns": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": [key, "justification", "failure_code", "turns"],
+            "additionalProperties": False,
+        }
+    if with_outcomes:
+        properties["expected_outcomes"] = {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "statement": {"type": "string"},
+                    "passed": {"type": "boolean"},
+                    "justification": {"type": "string"},
+                },
+                "required": ["statement", "passed", "justification"],
+                "additionalProperties": False,
+            },
+        }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def render(case: CaseToJudge, metrics: Sequence[MetricDefinition]) -> RenderedPrompt:
+    """The system and user messages for one case and a metric selection (catalogue order kept)."""
+    outcomes = tuple(o.statement for o in case.test_case.expected_outcomes)
+    example: dict[str, Any] = {m.name: _metric_example(m) for m in metrics}
+    if outcomes:
+        example["expected_outcomes"] = [{"statement": "…", "passed": True, "justification": "…"}]
+    system = _SYSTEM.render(
+        metrics=[
+            {
+                "name": m.name,
+                "display_name": m.display_name,
+                "description": m.description,
+                "rubric": m.rubric,
+                "score_type": m.score_type.value,
+            }
+            for m in metrics
+        ],
+        outcomes=bool(outcomes),
+        example=orjson.dumps(example, option=orjson.OPT_INDENT_2).decode(),
+    )
+    user = _USER.render(
+        case_name=case.test_case.name or case.test_case.key,
+        outcomes=outcomes,
+        system_prompt=case.agent.system_prompt,
+        tools=_tools_json(case.agent),
+        override=case.test_case.evaluation_criteria_override,
+        transcript=transcript_lines(case.turns),
+        metric_ids=", ".join(m.name for m in metrics),
+    )
+    return RenderedPrompt(
+        system=system,
+        user=user,
+        schema=output_schema(metrics, bool(outcomes)),
+        metrics=tuple(metrics),
+        outcomes=outcomes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing (DESIGN §3.1)
+
+
+@dataclass
+class ParsedReply:
+    """What a reply amounts to: scores and outcome results, or an error with its parse status."""
+
+    status: ParseStatus
+    metric_scores: list[MetricScore] = field(default_factory=list)
+    expected_outcomes: list[OutcomeResult] = field(default_factory=list)
+    error: str | None = None
+
+
+class _BlockError(ValueError):
+    """A metric block is missing or invalid."""
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def _score(value: Any, metric: str) -> int:
+    # Judge scores are truncated to int and clamped to 0..5; a bool is not a score.
+    if isinstance(value, bool) or value is None:
+        raise _BlockError(f"metric {metric}: score {value!r} is not a number")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _BlockError(f"metric {metric}: score {value!r} is not a number") from None
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise _BlockError(f"metric {metric}: score {value!r} is not a number")
+    return max(0, min(MAX_SCORE, int(value)))
+
+
+def _turns(value: Any, turn_count: int) -> list[int]:
+    # Turn indices outside the transcript (a judge miscounting) are dropped, not fatal.
+    if not isinstance(value, list):
+        return []
+    return sorted(
+        {t for t in value if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < turn_count}
+    )
+
+
+def _metric(block: Any, m: MetricDefinition, turn_count: int) -> MetricScore:
+    if not isinstance(block, Mapping):
+        raise _BlockError(f"missing metric block {m.name}")
+    code = block.get("failure_code")
+    justification = block.get("justification")
+    common: dict[str, Any] = {
+        "metric": m.name,
+        "justification": justification if isinstance(justification, str) else None,
+        "failure_code": code if isinstance(code, str) and code.strip() else None,
+        "turns": _turns(block.get("turns"), turn_count),
+    }
+    if m.score_type is ScoreType.BINARY:
+        passed = block.get("passed")
+        if not isinstance(passed, bool):
+            raise _BlockError(f"metric {m.name}: passed {passed!r} is not true or false")
+        return MetricScore(passed=passed, **common)
+    return MetricScore(score=_score(block.get("score"), m.name), **common)
+
+
+def _outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
+    if not isinstance(value, list) or len(value) != len(outcomes):
+        raise _BlockError(
+            f"expected_outcomes: expected {len(outcomes)} results, "
+            f"got {len(value) if isinstance(value, list) else 'none'}"
+        )
+    by_statement = {item.get("statement"): item for item in value if isinstance(item, Mapping)}
+    results = []
+    for i, statement in enumerate(outcomes):
+        # Matched by statement; a judge that rephrased it is matched by position.
+        item = by_statement.get(statement, value[i])
+        passed = item.get("passed") if isinstance(item, Mapping) else None
+        if not isinstance(passed, bool):
+            raise _BlockError(f"expected_outcomes[{i}]: passed {passed!r} is not true or false")
+        justification = item.get("justification") if isinstance(item, Mapping) else None
+        results.append(
+            OutcomeResult(
+                statement=statement,
+                passed=passed,
+                justification=justification if isinstance(justification, str) else None,
+            )
+        )
+    return results
+
+
+def strip_fence(raw: str) -> str:
+    """The JSON inside a Markdown code fence, or the reply as it is."""
+    fenced = _FENCE.match(raw)
+    return fenced.group(1) if fenced else raw
+
+
+def parse_reply(raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedReply:
+    """Parse a raw reply under §3.1: unparseable or a missing/invalid block → error verdict."""
+    try:
+        data = orjson.loads(strip_fence(raw))
+    except orjson.JSONDecodeError as e:
+        return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
+    if not isinstance(data, dict):
+        return ParsedReply(ParseStatus.UNPARSEABLE, error="unparseable reply: not a JSON object")
+    try:
+        scores = [_metric(data.get(m.name), m, turn_count) for m in prompt.metrics]
+        outcomes = (
+            _outcomes(data.get("expected_outcomes"), prompt.outcomes) if prompt.outcomes else []
+        )
+    except _BlockError as e:
+        return ParsedReply(ParseStatus.MISSING_METRICS, error=str(e))
+    return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)

@@ -1,0 +1,271 @@
+"""`judge_votes_v1`: every judge verdict as its judge gave it, with the human corrections beside it.
+
+Case facts fold overrides into the verdict they correct (what scoring needs); agreement needs both
+the judge's original values and the human's, so they get their own read model. The agreement
+report is computed from these rows by the pure functions of `projections/agreement.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    select,
+    update,
+)
+
+from evaledger.domain.events import (
+    CaseOpened,
+    JudgeIdentity,
+    JudgeVerdictRecorded,
+    ParseStatus,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from evaledger.domain.spec import ScoringSpec, Severity
+from evaledger.projections import json
+from evaledger.projections.agreement import (
+    AgreementReport,
+    HumanAgreement,
+    human_agreement,
+    measure_agreement,
+)
+from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from evaledger.projections.runner import Batch
+from evaledger.projections.scoring import score_case
+from evaledger.projections.store import metadata
+
+vote_cases = Table(
+    "judge_votes_v1_cases",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+)
+
+votes = Table(
+    "judge_votes_v1",
+    metadata,
+    Column("verdict_id", String(36), primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("judge", String(300), nullable=False),
+    Column("panel_id", String(36)),
+    Column("self_judged", Boolean, nullable=False),
+    Column("valid", Boolean, nullable=False),
+    Column("invalidated", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as judged
+    Column("outcomes", Text, nullable=False),  # [{statement, passed, severity}] as judged
+    Column("human_scores", Text),  # the latest override's metric scores, if any
+    Column("human_passed", Boolean),  # the latest override's forced pass/fail, if any
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_run", votes.c.run_id, votes.c.position)
+
+
+def judge_label(judge: JudgeIdentity) -> str:
+    """`provider:model` (or the judge kind when there is no provider)."""
+    return ":".join(x for x in (judge.provider or judge.kind, judge.model) if x)
+
+
+class JudgeVotesProjection:
+    """Folds verdicts, overrides and invalidations into `judge_votes_v1`."""
+
+    name = "judge_votes_v1"
+    tables = (votes, vote_cases)
+
+    def reset(self) -> None:
+        """Nothing cached."""
+
+    def process(self, conn: Connection, batch: Batch) -> None:
+        """Insert verdicts (batched), mark corrections."""
+        runs: dict[str, str] = {}
+        new_cases: list[dict[str, Any]] = []
+        new_votes: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            # Inserts are batched; a correction needs the rows it updates written first.
+            if new_cases:
+                conn.execute(vote_cases.insert(), new_cases)
+                new_cases.clear()
+            if new_votes:
+                conn.execute(votes.insert(), new_votes)
+                new_votes.clear()
+
+        for position, event in batch:
+            cid = str(event.originator_id)
+            if isinstance(event, CaseOpened):
+                runs[cid] = str(event.run_id)
+                new_cases.append({"case_id": cid, "run_id": str(event.run_id)})
+            elif isinstance(event, JudgeVerdictRecorded):
+                run_id = runs.get(cid)
+                if run_id is None:
+                    run_id = conn.execute(
+                        select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
+                    ).scalar_one()
+                    runs[cid] = run_id
+                new_votes.append(_vote_row(event, cid, run_id, position))
+            elif isinstance(event, VerdictInvalidated):
+                flush()
+                conn.execute(
+                    update(votes)
+                    .where(votes.c.verdict_id == str(event.verdict_id))
+                    .values(invalidated=True)
+                )
+            elif isinstance(event, VerdictOverridden):
+                values: dict[str, Any] = {}
+                if event.metric_scores is not None:
+                    values["human_scores"] = json.dumps(
+                        [
+                            {"metric": m.metric, "score": m.score, "passed": m.passed}
+                            for m in event.metric_scores
+                        ]
+                    )
+                if event.passed is not None:
+                    values["human_passed"] = event.passed
+                if values:
+                    flush()
+                    conn.execute(
+                        update(votes)
+                        .where(votes.c.verdict_id == str(event.verdict_id))
+                        .values(**values)
+                    )
+        flush()
+
+
+def _vote_row(
+    event: JudgeVerdictRecorded, case_id: str, run_id: str, position: int
+) -> dict[str, Any]:
+    return {
+        "verdict_id": str(event.verdict_id),
+        "case_id": case_id,
+        "run_id": run_id,
+        "judge": judge_label(event.judge),
+        "panel_id": None if event.panel_id is None else str(event.panel_id),
+        "self_judged": event.self_judged,
+        "valid": event.error is None and event.parse_status is ParseStatus.PARSED,
+        "invalidated": False,
+        "metric_scores": json.dumps(
+            [
+                {"metric": m.metric, "score": m.score, "passed": m.passed}
+                for m in event.metric_scores
+            ]
+        ),
+        "outcomes": json.dumps(
+            [{"statement": o.statement, "passed": o.passed} for o in event.expected_outcomes]
+        ),
+        "human_scores": None,
+        "human_passed": None,
+        "position": position,
+    }
+
+
+def _value(m: dict[str, Any]) -> float | None:
+    if m.get("passed") is not None:
+        return 1.0 if m["passed"] else 0.0
+    return None if m.get("score") is None else float(m["score"])
+
+
+def _verdict_fact(row: Any, case_facts: CaseFacts) -> VerdictFact:
+    """The verdict as its judge gave it (corrections left out)."""
+    declared = {o.statement: o.severity for o in case_facts.expected_outcomes}
+    return VerdictFact(
+        verdict_id=UUID(row.verdict_id),
+        position=0,
+        metric_scores=[MetricFact(**m) for m in json.loads(row.metric_scores)],
+        expected_outcomes=[
+            OutcomeFact(
+                statement=o["statement"],
+                passed=o["passed"],
+                severity=declared.get(o["statement"], Severity.BLOCKER),
+            )
+            for o in json.loads(row.outcomes)
+        ],
+    )
+
+
+def _passed_alone(row: Any, case_facts: CaseFacts, spec: ScoringSpec) -> bool | None:
+    """Case pass/fail as this one verdict decides it under the spec."""
+    alone = case_facts.model_copy(update={"verdicts": [_verdict_fact(row, case_facts)]})
+    return score_case(alone, spec).passed
+
+
+def agreement_report(
+    engine: Engine, run_id: UUID, spec: ScoringSpec, facts: Sequence[CaseFacts]
+) -> AgreementReport:
+    """Per metric and case pass/fail: α over all judges, κ for pairs, judge vs human."""
+    with engine.connect() as conn:
+        rows = list(
+            conn.execute(
+                select(votes)
+                .where(votes.c.run_id == str(run_id), votes.c.invalidated.is_(False))
+                .order_by(votes.c.position)
+            )
+        )
+    by_case = {str(f.case_id): f for f in facts}
+    # A judge that judged a case twice (re-judging) counts with its latest valid verdict.
+    latest: dict[tuple[str, str], Any] = {}
+    for row in rows:
+        if row.valid:
+            latest[(row.case_id, row.judge)] = row
+    metric_ratings: dict[str, dict[str, dict[str, float]]] = {m.metric: {} for m in spec.metrics}
+    passed_ratings: dict[str, dict[str, float]] = {}
+    for (case_id, judge), row in latest.items():
+        values = {m["metric"]: _value(m) for m in json.loads(row.metric_scores)}
+        for metric, ratings in metric_ratings.items():
+            value = values.get(metric)
+            if value is not None:
+                ratings.setdefault(case_id, {})[judge] = value
+        case_facts = by_case.get(case_id)
+        if case_facts is not None:
+            passed = _passed_alone(row, case_facts, spec)
+            if passed is not None:
+                passed_ratings.setdefault(case_id, {})[judge] = 1.0 if passed else 0.0
+    human = _human(rows, spec, by_case)
+    return AgreementReport(
+        run_id=str(run_id),
+        judges=sorted({judge for _, judge in latest}),
+        metrics=[measure_agreement(m, r) for m, r in metric_ratings.items()],
+        case_passed=measure_agreement("case_passed", passed_ratings),
+        human=human,
+    )
+
+
+def _human(
+    rows: Sequence[Any], spec: ScoringSpec, by_case: dict[str, CaseFacts]
+) -> list[HumanAgreement]:
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    selected = {m.metric for m in spec.metrics}
+    for row in rows:
+        if not row.valid:
+            continue
+        if row.human_scores is not None:
+            judged = {m["metric"]: _value(m) for m in json.loads(row.metric_scores)}
+            for m in json.loads(row.human_scores):
+                before, after = judged.get(m["metric"]), _value(m)
+                if m["metric"] in selected and before is not None and after is not None:
+                    pairs.setdefault((row.judge, m["metric"]), []).append((before, after))
+        case_facts = by_case.get(row.case_id)
+        if row.human_passed is not None and case_facts is not None:
+            passed = _passed_alone(row, case_facts, spec)
+            if passed is not None:
+                pairs.setdefault((row.judge, "case_passed"), []).append(
+                    (1.0 if passed else 0.0, 1.0 if row.human_passed else 0.0)
+                )
+    order = {m.metric: i for i, m in enumerate(spec.metrics)}
+    return [
+        human_agreement(judge, measure, values)
+        for (judge, measure), values in sorted(
+            pairs.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], len(order)))
+        )
+    ]

@@ -1,0 +1,169 @@
+"""Agreement figures: Cohen's κ and Krippendorff's α (ordinal) on hand-computed examples, and the
+agreement report of a run read from the `judge_votes_v1` projection (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.cli_judging import agreement_of
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.agreement import (
+    cohen_kappa,
+    krippendorff_alpha_ordinal,
+    measure_agreement,
+    percent_agreement,
+)
+from tests.helpers import bundle, case, scores
+
+
+def test_kappa_of_a_three_item_example() -> None:
+    # A = 1,1,2; B = 1,2,2: p_o = 2/3; p_e = (2/3)(1/3) + (1/3)(2/3) = 4/9; κ = (2/9)/(5/9) = 2/5.
+    assert cohen_kappa([(1, 1), (1, 2), (2, 2)]) == pytest.approx(0.4, abs=1e-15)
+
+
+def test_kappa_edge_cases() -> None:
+    assert cohen_kappa([]) is None
+    # Both raters always say the same single value: chance agreement is total, κ is 0/0.
+    assert cohen_kappa([(3, 3), (3, 3)]) is None
+    # Perfect agreement over two values; systematic disagreement.
+    assert cohen_kappa([(0, 0), (1, 1)]) == 1.0
+    assert cohen_kappa([(0, 1), (1, 0)]) == -1.0
+    assert percent_agreement([(0, 1), (1, 1)]) == 0.5
+
+
+def test_alpha_of_a_three_unit_example() -> None:
+    # Coincidences: o11 = 2, o12 = o21 = 1, o22 = 2; n1 = n2 = 3, n = 6.
+    # Ordinal δ²12 = (n1 + n2 − (n1 + n2)/2)² = 9.
+    # α = 1 − (n − 1) Σ o δ² / Σ n_c n_k δ² = 1 − 5 · 18 / 162 = 4/9.
+    alpha = krippendorff_alpha_ordinal(
+        {"u1": {"a": 1, "b": 1}, "u2": {"a": 1, "b": 2}, "u3": {"a": 2, "b": 2}}
+    )
+    assert alpha == pytest.approx(float(Fraction(4, 9)), abs=1e-15)
+
+
+def test_alpha_reproduces_krippendorffs_published_example_with_missing_values() -> None:
+    # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", 4 observers x 12 units
+    # with missing values: ordinal α = 0.815 (nominal 0.743, interval 0.849).
+    rows: dict[str, list[int | None]] = {
+        "A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
+        "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+        "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
+        "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
+    }
+    units = {
+        f"u{i}": {r: float(x) for r, v in rows.items() if (x := v[i]) is not None}
+        for i in range(12)
+    }
+    assert round(krippendorff_alpha_ordinal(units) or 0, 3) == 0.815
+    # Unit 12 has a single value: it is not pairable and changes nothing.
+    del units["u11"]
+    assert round(krippendorff_alpha_ordinal(units) or 0, 3) == 0.815
+
+
+def test_alpha_edge_cases() -> None:
+    assert krippendorff_alpha_ordinal({}) is None
+    assert krippendorff_alpha_ordinal({"u": {"a": 3}}) is None  # nothing pairable
+    assert krippendorff_alpha_ordinal({"u": {"a": 3, "b": 3}, "v": {"a": 3, "b": 3}}) is None
+    assert krippendorff_alpha_ordinal({"u": {"a": 1, "b": 1}, "v": {"a": 4, "b": 4}}) == 1.0
+
+
+def test_measure_agreement_gives_kappa_only_for_two_judges() -> None:
+    two = measure_agreement("m", {"u": {"a": 1, "b": 1}, "v": {"a": 2, "b": 1}})
+    assert (two.items, two.cohen_kappa, two.pairs[0].items) == (2, 0.0, 2)
+    three = measure_agreement("m", {"u": {"a": 1, "b": 1, "c": 1}, "v": {"a": 2, "c": 2}})
+    assert three.cohen_kappa is None and [p.raters for p in three.pairs] == [
+        ("a", "b"),
+        ("a", "c"),
+        ("b", "c"),
+    ]
+    assert [p.items for p in three.pairs] == [1, 2, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's agreement report (read model)
+
+
+def verdict(provider: str, model: str, score: int) -> dict[str, Any]:
+    return {
+        "judge": {"provider": provider, "model": model},
+        "metric_scores": scores(score),
+        "prompt": "p",
+        "raw_output": "{}",
+    }
+
+
+def two_judge_bundle() -> dict[str, Any]:
+    """4 cases judged by A (openai) and B (anthropic); A's verdict on c2 overridden by a human."""
+    data = bundle(key="agreement-run")
+    data["run"]["agent"]["provider"] = "google"
+    a_scores, b_scores = [4, 4, 2, 5], [4, 3, 2, 5]
+    data["cases"] = []
+    for i, (a, b) in enumerate(zip(a_scores, b_scores, strict=True), start=1):
+        c = case(f"c{i}")
+        c["verdicts"] = [
+            verdict("openai", "gpt-4.1", a),
+            verdict("anthropic", "claude-sonnet-4-6", b),
+        ]
+        data["cases"].append(c)
+    data["cases"][1]["overrides"] = [
+        {
+            "verdict_index": 0,
+            "metric_scores": scores(3),
+            "passed": False,
+            "reason": "tool routing was worse than the judge saw",
+            "actor": "reviewer@example.com",
+        }
+    ]
+    # A third judge's verdict that a human invalidated does not count.
+    data["cases"][0]["verdicts"].append(verdict("replay", "demo.json", 0))
+    data["cases"][0]["overrides"] = [{"kind": "invalidate", "verdict_index": 2, "reason": "test"}]
+    return data
+
+
+def test_the_run_report_has_exact_kappa_alpha_and_judge_vs_human(store_services: Services) -> None:
+    services = store_services
+    run_id = services.ledger.import_bundle(
+        RunBundle.model_validate(two_judge_bundle()), Context(actor="t")
+    ).run_id
+    report = agreement_of(services, run_id)
+    assert report.judges == ["anthropic:claude-sonnet-4-6", "openai:gpt-4.1"]
+    assert len(report.metrics) == 8
+    tool = report.metrics[0]
+    # A = 4,4,2,5; B = 4,3,2,5. κ: p_o = 3/4, p_e = (2·1 + 1·1 + 1·1)/16 = 1/4 → 2/3.
+    # α (ordinal): n2 = 2, n3 = 1, n4 = 3, n5 = 2; Σoδ² = 2·4 = 8; Σ n_c n_k δ² = 624;
+    # α = 1 − 7 · 8 / 624 = 71/78.
+    assert (tool.measure, tool.items) == ("tool_routing", 4)
+    assert tool.cohen_kappa == pytest.approx(2 / 3, abs=1e-12)
+    assert tool.krippendorff_alpha == pytest.approx(71 / 78, abs=1e-12)
+    assert tool.pairs[0].percent_agreement == 0.75
+    # Case pass/fail (threshold 75): A passes c1, c2, c4; B passes c1, c4.
+    # κ = (3/4 − 1/2) / (1 − 1/2) = 1/2; α (binary) = 1 − 7 · 32 / 480 = 8/15.
+    passed = report.case_passed
+    assert passed.items == 4
+    assert passed.cohen_kappa == pytest.approx(0.5, abs=1e-12)
+    assert passed.krippendorff_alpha == pytest.approx(8 / 15, abs=1e-12)
+    # The human changed A's 4 to 3 on c2 and failed the case A passed.
+    human = {(h.judge, h.measure): h for h in report.human}
+    assert len(human) == 9
+    tr = human[("openai:gpt-4.1", "tool_routing")]
+    assert (tr.items, tr.percent_agreement, tr.cohen_kappa) == (1, 0.0, 0.0)
+    cp = human[("openai:gpt-4.1", "case_passed")]
+    assert (cp.items, cp.percent_agreement) == (1, 0.0)
+
+
+def test_agreement_of_a_run_without_verdicts_is_empty(services: Services) -> None:
+    data = bundle(key="no-verdicts")
+    for c in data["cases"]:
+        c["verdicts"] = []
+        c.pop("overrides", None)
+    run_id = services.ledger.import_bundle(RunBundle.model_validate(data), Context()).run_id
+    report = agreement_of(services, run_id)
+    assert report.judges == [] and report.human == []
+    assert [(m.items, m.krippendorff_alpha, m.cohen_kappa) for m in report.metrics] == [
+        (0, None, None)
+    ] * 8

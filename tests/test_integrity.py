@@ -1,0 +1,349 @@
+"""The log proves itself: 21 kinds of tampering, each detected by `verify` on SQLite and PostgreSQL.
+
+The attacker has full database access (on PostgreSQL: a superuser with the triggers switched
+off) but not the checkpoint key, which the writers and `verify` hold outside the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from uuid import UUID
+
+import orjson
+import pytest
+
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.chain import load_key
+from evaledger.domain.events import (
+    CaseOpened,
+    CasesAttached,
+    JudgeVerdictRecorded,
+    RunCompleted,
+    RunCreated,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from evaledger.domain.ledger import Context
+from evaledger.domain.verify import Checkpoint, VerifyReport, verify
+from tests.helpers import bundle, case
+from tests.integrity_helpers import RawStore
+
+pytestmark = pytest.mark.reliability
+
+KEY = "3f" * 32
+
+
+@dataclass
+class Story:
+    """A small ledger: a sealed run with a post-seal override, an open run, a later run."""
+
+    services: Services
+    raw: RawStore
+    key: bytes
+    pos: dict[str, int]
+    ids: dict[str, UUID]
+
+    def verify(self) -> VerifyReport:
+        return verify(self.services.ledger)
+
+
+def _import(services: Services, key: str, status: str, *cases: dict[str, object]) -> UUID:
+    data = bundle(key=key, status=status)
+    if status != "completed":
+        data["run"]["completed_at"] = None
+    data["cases"] = list(cases)
+    return services.ledger.import_bundle(RunBundle.model_validate(data), Context("alice")).run_id
+
+
+def _override(services: Services, case_id: UUID, actor: str, passed: bool) -> int:
+    verdict = next(
+        e for e in services.ledger.events_of(case_id) if isinstance(e, JudgeVerdictRecorded)
+    )
+    return services.ledger.record(
+        case_id,
+        VerdictOverridden,
+        Context(actor),
+        {"verdict_id": verdict.verdict_id, "passed": passed, "reason": "reviewed"},
+    ).position
+
+
+@pytest.fixture
+def story(store_url: str, tmp_path: Path) -> Iterator[Story]:
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text(KEY + "\n")
+    services = build_ledger(Settings(db=store_url, checkpoint_key_file=str(key_file)))
+    raw = RawStore(services)
+    ids = {"sealed": _import(services, "sealed", "completed", case("a", 4), case("b", 2))}
+
+    def cases() -> None:
+        for row in raw.rows():
+            if row.topic == CaseOpened.topic():
+                ids[row.data()["test_case"]["key"]] = row.originator_id
+
+    cases()
+    pos = {"override_b": _override(services, ids["b"], "bob", True)}
+    ids["open"] = _import(services, "open", "running", case("c", 3))
+    cases()
+    pos["override_c"] = _override(services, ids["c"], "carol", False)
+    ids["later"] = _import(services, "later", "running", case("d", 5))
+    cases()
+    for row in raw.rows():
+        name = {
+            RunCreated.topic(): "created",
+            TranscriptRecorded.topic(): "transcript",
+            JudgeVerdictRecorded.topic(): "verdict",
+            CasesAttached.topic(): "attached",
+            RunCompleted.topic(): "seal",
+        }.get(row.topic)
+        owner = next(k for k, v in ids.items() if v == row.originator_id)
+        if name is not None:
+            pos[f"{name}_{owner}"] = row.position
+    try:
+        yield Story(services, raw, load_key(key_file), pos, ids)
+    finally:
+        raw.close()
+        services.close()
+
+
+def _assert_broken(report: VerifyReport, position: int, message: str) -> None:
+    assert not report.ok
+    assert report.first_broken_position == position, report.broken
+    assert report.broken[0].startswith(message), report.broken
+
+
+def test_the_untouched_story_verifies_signed_to_its_last_commit(story: Story) -> None:
+    report = story.verify()
+    assert report.ok, report.broken
+    assert (report.events, report.aggregates, report.runs_sealed, report.commits) == (23, 7, 1, 5)
+    assert report.checkpoint is not None
+    assert (report.checkpoint.position, report.checkpoint.signed) == (23, True)
+    assert story.pos == {
+        "created_sealed": 1,
+        "transcript_a": 3,
+        "verdict_a": 4,
+        "transcript_b": 6,
+        "verdict_b": 7,
+        "attached_sealed": 8,
+        "seal_sealed": 9,
+        "override_b": 10,
+        "created_open": 11,
+        "transcript_c": 13,
+        "verdict_c": 14,
+        "attached_open": 15,
+        "override_c": 17,
+        "created_later": 18,
+        "transcript_d": 20,
+        "verdict_d": 21,
+        "attached_later": 22,
+    }
+
+
+COMMIT_1 = "positions 1–9 (one commit): "
+LINK = "the chain link does not match"
+
+
+# 1
+def test_editing_a_middle_event_of_a_case(story: Story) -> None:
+    story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + LINK)
+    assert any(f"aggregate {story.ids['a']} version 3 " in b for b in report.broken)
+
+
+# 2
+def test_deleting_a_middle_event_of_a_case(story: Story) -> None:
+    story.raw.delete(story.pos["transcript_a"])
+    _assert_broken(story.verify(), 1, COMMIT_1 + "9 events were committed, 8 remain")
+
+
+# 3
+def test_editing_the_last_event_of_a_case_in_an_open_run(story: Story) -> None:
+    story.raw.edit(story.pos["override_c"], b'"passed":false', b'"passed":true')
+    _assert_broken(story.verify(), 17, "positions 17–17 (one commit): " + LINK)
+
+
+# 4
+def test_deleting_the_last_event_of_a_case_in_an_open_run(story: Story) -> None:
+    story.raw.delete(story.pos["override_c"])
+    _assert_broken(story.verify(), 17, "positions 17–17 (one commit): 1 events were committed, 0")
+
+
+# 5
+def test_editing_the_last_event_of_a_case_in_a_sealed_run(story: Story) -> None:
+    story.raw.edit(story.pos["verdict_a"], b'"score":4', b'"score":5')
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + LINK)
+    assert any("seal does not match" in b for b in report.broken)
+
+
+# 6
+def test_deleting_the_last_event_of_a_case_in_a_sealed_run(story: Story) -> None:
+    story.raw.delete(story.pos["verdict_a"])
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + "9 events were committed, 8 remain")
+    assert any("seal does not match" in b for b in report.broken)
+
+
+# 7
+def test_flipping_passed_in_an_override_after_the_seal(story: Story) -> None:
+    story.raw.edit(story.pos["override_b"], b'"passed":true', b'"passed":false')
+    _assert_broken(story.verify(), 10, "positions 10–10 (one commit): " + LINK)
+
+
+# 8
+def test_changing_the_author_of_an_override_after_the_seal(story: Story) -> None:
+    story.raw.edit(story.pos["override_b"], b'"actor":"bob"', b'"actor":"admin@tenant-b"')
+    _assert_broken(story.verify(), 10, "positions 10–10 (one commit): " + LINK)
+
+
+# 9
+def test_deleting_an_override_after_the_seal(story: Story) -> None:
+    story.raw.delete(story.pos["override_b"])
+    _assert_broken(story.verify(), 10, "positions 10–10 (one commit): 1 events were committed, 0")
+
+
+# 10
+def test_deleting_the_seal_reopens_nothing_silently(story: Story) -> None:
+    story.raw.delete(story.pos["seal_sealed"])
+    _assert_broken(story.verify(), 1, COMMIT_1 + "9 events were committed, 8 remain")
+
+
+# 11
+def test_editing_the_seal(story: Story) -> None:
+    row = story.raw.row(story.pos["seal_sealed"])
+    seal = row.data()["seal"]
+    story.raw.edit(row.position, seal.encode(), b"0" * 64)
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + LINK)
+    assert any("seal does not match" in b for b in report.broken)
+
+
+# 12
+def test_deleting_a_whole_run(story: Story) -> None:
+    run_and_cases = {story.ids["open"], story.ids["c"]}
+    story.raw.delete(*(r.position for r in story.raw.rows() if r.originator_id in run_and_cases))
+    _assert_broken(story.verify(), 11, "positions 11–16 (one commit): 6 events were committed, 0")
+
+
+# 13
+def test_deleting_a_whole_case_of_an_open_run(story: Story) -> None:
+    story.raw.delete(*(r.position for r in story.raw.rows() if r.originator_id == story.ids["c"]))
+    _assert_broken(story.verify(), 11, "positions 11–16 (one commit): 6 events were committed, 3")
+
+
+# 14
+def test_editing_a_runs_config_at_creation(story: Story) -> None:
+    story.raw.edit(story.pos["created_sealed"], b'"git_sha":"4f2c9e1"', b'"git_sha":"0000000"')
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + LINK)
+    assert any(f"aggregate {story.ids['sealed']} version 2 " in b for b in report.broken)
+
+
+# 15
+def test_inserting_a_forged_event_with_a_correct_prev_hash(story: Story) -> None:
+    last = story.raw.row(story.pos["verdict_d"])
+    forged = last.data() | {"prev_hash": story.services.ledger.get_case(story.ids["d"]).last_hash}
+    forged |= {"verdict_id": forged["verdict_id"], "passed": True, "reason": "forged"}
+    position = story.raw.insert(
+        story.ids["d"], last.version + 1, VerdictOverridden.topic(), orjson.dumps(forged)
+    )
+    assert position == 24
+    _assert_broken(story.verify(), 24, "position 24 (aggregate ")
+    assert (
+        story.verify()
+        .broken[0]
+        .endswith("not covered by the ledger chain (written outside evaledger)")
+    )
+
+
+# 16
+def test_swapping_two_events(story: Story) -> None:
+    a, b = story.raw.row(story.pos["transcript_a"]), story.raw.row(story.pos["transcript_b"])
+    story.raw.delete(a.position, b.position)
+    story.raw.insert(b.originator_id, b.version, b.topic, b.state)  # reinserted at the end
+    story.raw.insert(a.originator_id, a.version, a.topic, a.state)
+    _assert_broken(story.verify(), 1, COMMIT_1 + "9 events were committed, 7 remain")
+
+
+# 17
+def test_changing_an_events_topic(story: Story) -> None:
+    row = story.raw.row(story.pos["override_b"])
+    story.raw.update(row, replace(row, topic=VerdictInvalidated.topic()))
+    _assert_broken(story.verify(), 10, "positions 10–10 (one commit): " + LINK)
+
+
+# 18
+def test_moving_an_event_to_another_case(story: Story) -> None:
+    row = story.raw.row(story.pos["override_b"])
+    story.raw.update(row, replace(row, originator_id=story.ids["a"], version=4))
+    report = story.verify()
+    _assert_broken(report, 10, f"aggregate {story.ids['a']} version 4 (position 10): prev_hash")
+    assert "positions 10–10 (one commit): " + LINK in report.broken[1]
+
+
+# 19
+def test_an_edit_with_recomputed_aggregate_hashes_and_seals(story: Story) -> None:
+    story.raw.edit(story.pos["verdict_b"], b'"score":2', b'"score":5')
+    story.raw.rehash_aggregates()
+    report = story.verify()
+    _assert_broken(report, 1, COMMIT_1 + LINK)
+    # The post-seal override of b follows the edited verdict: its rewritten prev_hash shows.
+    assert len(report.broken) == 2
+    assert report.broken[1].startswith("positions 10–10 (one commit): " + LINK)
+
+
+# 20
+def test_an_edit_with_everything_recomputed_but_the_signatures(story: Story) -> None:
+    story.raw.edit(story.pos["verdict_b"], b'"score":2', b'"score":5')
+    story.raw.rehash_aggregates()
+    story.raw.rechain()
+    _assert_broken(story.verify(), 1, COMMIT_1 + "signature does not match")
+
+
+# 21
+def test_an_edit_with_everything_recomputed_and_the_signatures_stripped(story: Story) -> None:
+    story.raw.edit(story.pos["verdict_b"], b'"score":2', b'"score":5')
+    story.raw.rehash_aggregates()
+    story.raw.rechain(keep_macs=False)
+    _assert_broken(story.verify(), 1, "no commit is signed with the checkpoint key")
+
+
+def test_a_deleted_chain_row_leaves_its_events_uncovered(story: Story) -> None:
+    story.raw.delete_block(story.pos["override_b"])
+    report = story.verify()
+    _assert_broken(report, 10, "position 10 (aggregate ")
+    assert report.broken[1].startswith("positions 11–16 (one commit): " + LINK)
+
+
+def test_a_rolled_back_tail_is_caught_against_a_remembered_checkpoint(story: Story) -> None:
+    earlier = story.verify().checkpoint
+    assert earlier is not None and earlier.position == 23
+    # The attacker removes the last commit and its chain row: what is left is a valid prefix...
+    story.raw.delete(*range(18, 24))
+    story.raw.delete_block(23)
+    assert story.verify().ok
+    # ...which only a checkpoint remembered outside the database can tell from the real log.
+    _assert_broken(
+        verify(story.services.ledger, expect=earlier), 23, f"checkpoint 23:{earlier.link[:12]}"
+    )
+    assert (
+        verify(story.services.ledger, expect=Checkpoint(17, "0" * 64, True)).first_broken_position
+        == 17
+    )
+
+
+def test_without_the_key_a_full_rewrite_is_undetectable_and_says_so(story: Story) -> None:
+    story.raw.edit(story.pos["verdict_b"], b'"score":2', b'"score":5')
+    story.raw.rehash_aggregates()
+    story.raw.rechain(keep_macs=False)
+    story.services.ledger.checkpoint_key = None
+    report = story.verify()
+    assert (report.ok, report.keyed) == (True, False)
+    assert report.checkpoint is not None and report.checkpoint.signed is False
+    # The writer's key signs every commit; the verifier's key catches the rewrite.
+    story.services.ledger.checkpoint_key = story.key
+    assert not story.verify().ok
