@@ -118,6 +118,8 @@ def import_all(
         if i.format is Format.BUNDLE:
             bundle = RunBundle(format=BUNDLE_FORMAT, run=i.run, cases=list(i.cases()))
             done.append(Imported(i, ledger.import_bundle(bundle, ctx)))
+            if progress is not None:
+                progress(len(bundle.cases), len(bundle.cases))
         else:
             done.append(Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)))
     return done
