@@ -14,7 +14,7 @@ from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, judging, reports, runs
+from evaledger.api.routes import cases, config, imports, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.web import pages
 
@@ -74,4 +74,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(cases.router, dependencies=AUTH)
     pages.install(app)
     app.include_router(judging.router, dependencies=AUTH)
+    app.include_router(imports.router, dependencies=AUTH)
     return app

@@ -39,7 +39,6 @@ from evaledger.api.bootstrap import (
     migrate_store,
 )
 from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import (
     EvaledgerError,
     InfrastructureError,
@@ -50,6 +49,7 @@ from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.verify import Checkpoint, verify
+from evaledger.importers.bundle import describe
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
@@ -98,7 +98,7 @@ class Progress:
 
     def __call__(self, done: int, total: int) -> None:
         """Report `done` of `total`."""
-        if not self.enabled or total <= 0:
+        if not self.enabled:
             return
         if self._bar is None:
             self._bar = RichProgress(
@@ -109,8 +109,9 @@ class Progress:
                 console=Console(file=sys.stderr),
             )
             self._bar.start()
-            self._task = self._bar.add_task(self.label, total=total)
-        self._bar.update(self._task, completed=done, total=total)
+            self._task = self._bar.add_task(self.label, total=total or None)
+        # A total of 0 is not known yet (an import's validating pass): count without a bar end.
+        self._bar.update(self._task, completed=done, total=total or None)
 
     def done(self) -> None:
         """Stop the bar (it stays on screen at its final count)."""
@@ -211,28 +212,6 @@ def read_json(path: str) -> Any:
     return value
 
 
-def describe(e: pydantic.ValidationError, prefix: str = "") -> str:
-    """Every offending field of a pydantic error, one per line."""
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        lines.append(f"{prefix}{loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
-def load_bundle(path: str) -> RunBundle:
-    """A run bundle from a file, validated."""
-    data = read_json(path)
-    if isinstance(data, dict) and data.get("format") != "evaledger.run-bundle/1":
-        raise UsageError(
-            f"{path}: format: expected 'evaledger.run-bundle/1', got {data.get('format')!r}"
-        )
-    try:
-        return RunBundle.model_validate(data)
-    except pydantic.ValidationError as e:
-        raise UsageError(f"{path}: invalid run bundle:\n{describe(e, '  ')}") from None
-
-
 def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:
     """A scoring spec from a file holding a run config plus policy fields."""
     data = read_json(path)
@@ -298,27 +277,33 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
 
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
-    """Import run bundles (idempotent)."""
-    bundles = [(path, load_bundle(path)) for path in args.files]
-    results = []
-    # Progress counts cases, not files: one bundle may hold ten thousand.
-    progress, done, total = Progress("importing cases"), 0, sum(len(b.cases) for _, b in bundles)
-    progress(done, total)
-    for path, bundle in bundles:
-        r = services.ledger.import_bundle(bundle, Context(actor=args.actor))
-        results.append(
-            {
-                "file": path,
-                "run_id": str(r.run_id),
-                "run_key": r.run_key,
-                "events": r.events,
-                "cases": r.cases,
-                "new_cases": r.new_cases,
-            }
-        )
-        done += len(bundle.cases)
-        progress(done, total)
-    progress.done()
+    """Import run bundles and peer result files (idempotent, streamed)."""
+    from evaledger.importers.load import import_all, open_imports
+
+    imports = open_imports(
+        args.files,
+        args.from_format,
+        run_key=args.run_key,
+        project=None if args.project == "default" else args.project,
+    )
+    # Counts cases: first the validating pass (total unknown), then the writes.
+    progress = Progress("importing cases")
+    try:
+        done = import_all(services.ledger, imports, Context(actor=args.actor), progress)
+    finally:
+        progress.done()
+    results = [
+        {
+            "file": d.source.sources[0],
+            "format": d.source.format.value,
+            "run_id": str(d.result.run_id),
+            "run_key": d.result.run_key,
+            "events": d.result.events,
+            "cases": d.result.cases,
+            "new_cases": d.result.new_cases,
+        }
+        for d in done
+    ]
     if args.json:
         emit_json({"imported": results})
     else:
@@ -450,6 +435,7 @@ def show_payload(
                 "gate": s.gate.value,
                 "metric_scores": {m.metric: m.score for m in s.metric_scores},
                 "outcome_results": [o.model_dump(mode="json") for o in s.outcome_results],
+                **({"named_scores": s.named_scores} if s.named_scores else {}),
             }
             for s in scores
         ],
@@ -479,6 +465,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
     )
     print_aggregate(payload["aggregate"], "aggregate:")
+    for name, mean in payload["aggregate"].get("named_score_means", {}).items():
+        print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     print_table(
         [
             (
@@ -713,6 +701,13 @@ def print_comparison(result: Any) -> None:
         f"[{fmt(stats.score_delta_ci95.low)}, {fmt(stats.score_delta_ci95.high)}] → "
         f"{stats.verdict}"
     )
+    for n in result.named_scores:
+        ci = n.paired
+        print(
+            f"named score {n.name}: {fmt(n.baseline_mean, 4)} → {fmt(n.candidate_mean, 4)} "
+            f"(Δ {fmt(n.mean_delta, 4)}; paired Δ [{fmt(ci.low, 4)}, {fmt(ci.high, 4)}], "
+            f"n={ci.n}) → {n.verdict}"
+        )
     for w in result.warnings:
         print(f"warning: {w}")
 
@@ -1074,8 +1069,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
-    p = add("import", cmd_import, "import run bundles (idempotent)")
+    p = add("import", cmd_import, "import run bundles and peer result files (idempotent)")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "--from",
+        dest="from_format",
+        default="auto",
+        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
+    )
+    p.add_argument("--run-key", help="the run's key (default: derived from the file)")
     p = add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
     p.add_argument("run", metavar="RUN")
     p.add_argument("-o", "--output", help="write to a file instead of stdout")

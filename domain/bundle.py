@@ -14,6 +14,7 @@ from evaledger.domain.events import (
     Claim,
     JudgeIdentity,
     MetricScore,
+    NamedScore,
     OutcomeResult,
     ParseStatus,
     SuiteRef,
@@ -22,7 +23,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig
-from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, Key
+from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, JsonObject, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
 _MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -138,6 +139,27 @@ class BundleOverride(BaseModel):
         return self
 
 
+class BundleNamedScores(BaseModel):
+    """A peer scorer's named scores (not 0-5 rubric metrics), with what the scorer said."""
+
+    model_config = _MODEL
+
+    scorer: str = Field(min_length=1, description="The peer's scorer or grader name.")
+    scores: list[NamedScore] = Field(min_length=1)
+    answer: str | None = None
+    explanation: str | None = None
+    prompt: str | None = Field(default=None, description="The grader's prompt, verbatim.")
+    raw_output: str | None = Field(default=None, description="The grader's reply, verbatim.")
+    grader: JudgeIdentity | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
+def _empty(value: Any) -> bool:
+    return not value
+
+
 class BundleCase(BaseModel):
     """One executed case of the run."""
 
@@ -165,6 +187,9 @@ class BundleCase(BaseModel):
     claims: list[Claim] = Field(default_factory=list)
     checks: list[BundleCheck] = Field(default_factory=list)
     overrides: list[BundleOverride] = Field(default_factory=list)
+    # Left out of the dump when empty, so digests of cases stored before named scores existed
+    # are unchanged (re-importing an old bundle stays a no-op).
+    named_scores: list[BundleNamedScores] = Field(default_factory=list, exclude_if=_empty)
 
     @model_validator(mode="before")
     @classmethod
@@ -262,6 +287,13 @@ def _keys(*fields: tuple[str, str | None]) -> None:
 def bundle_json_schema() -> dict[str, Any]:
     """The published JSON Schema of the bundle format."""
     schema = RunBundle.model_json_schema()
+    # The model takes a bare statement for a blocker outcome (a `before` validator the schema
+    # generator cannot see); say so, or validators refuse valid bundles.
+    outcomes = schema["$defs"]["TestCaseSnapshot"]["properties"]["expected_outcomes"]
+    outcomes["items"] = {
+        "anyOf": [outcomes["items"], {"type": "string", "minLength": 1}],
+        "description": "An outcome, or its statement alone (a blocker).",
+    }
     schema["$id"] = "https://evaledger.dev/schemas/run-bundle.v1.schema.json"
     schema["title"] = BUNDLE_FORMAT
     return schema

@@ -21,6 +21,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     field_validator,
+    model_validator,
 )
 
 from evaledger.domain.metrics import MetricDefinition
@@ -196,6 +197,57 @@ class Claim(Value):
     claim: str = Field(min_length=1)
     support: ClaimSupport
     source: str | None = None
+
+
+class ScoreScale(StrEnum):
+    """The scale a peer's named score is on (it keeps its own scale, never forced onto 0-5)."""
+
+    FRACTION = "fraction"
+    """A number in 0..1 (accuracy-like)."""
+    GRADE = "grade"
+    """A letter grade: C (correct), P (partial), I (incorrect), N (no answer), as Inspect."""
+    BOOLEAN = "boolean"
+    """true / false."""
+    NUMBER = "number"
+    """Any other number (a reward, a count, a raw score)."""
+    LABEL = "label"
+    """Free text with no numeric reading."""
+
+
+GRADE_VALUES: dict[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+"""Numeric reading of letter grades (Inspect's `value_to_float`)."""
+
+
+class NamedScore(Value):
+    """A peer's score that is not a 0-5 rubric metric: its name, raw value and scale."""
+
+    name: str = Field(min_length=1, description="Score name as the peer calls it.")
+    value: StrictBool | float | str = Field(description="The raw value, as the peer recorded it.")
+    scale: ScoreScale = Field(description="fraction, grade, boolean, number or label.")
+
+    @model_validator(mode="after")
+    def _value_fits_scale(self) -> NamedScore:
+        v, scale = self.value, self.scale
+        ok = {
+            ScoreScale.FRACTION: isinstance(v, float) and 0.0 <= v <= 1.0,
+            ScoreScale.GRADE: isinstance(v, str) and v in GRADE_VALUES,
+            ScoreScale.BOOLEAN: isinstance(v, bool),
+            ScoreScale.NUMBER: isinstance(v, float),
+            ScoreScale.LABEL: isinstance(v, str),
+        }[scale]
+        if not ok:
+            raise ValueError(f"value: {v!r} is not a {scale.value} score")
+        return self
+
+    @property
+    def number(self) -> float | None:
+        """The value as a number (grades C=1, P=0.5, I=N=0; booleans 1/0); None for labels."""
+        v = self.value
+        if isinstance(v, bool):
+            return 1.0 if v else 0.0
+        if isinstance(v, float):
+            return v
+        return GRADE_VALUES.get(v) if self.scale is ScoreScale.GRADE else None
 
 
 class CheckStatus(StrEnum):
@@ -497,6 +549,27 @@ class VerdictInvalidated(CaseEvent):
     reason: str = Field(min_length=1)
 
 
+class NamedScoresRecorded(CaseEvent):
+    """A peer scorer's result (Inspect scorer, promptfoo grading, a reward).
+
+    Named scores on their own scales, with the grader's answer, explanation, prompt and reply
+    where it has them.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.named_scores_recorded"
+
+    scorer: str = Field(min_length=1, description="Who scored: the peer's scorer or grader name.")
+    scores: list[NamedScore] = Field(min_length=1, description="The named scores it gave.")
+    answer: str | None = Field(default=None, description="The answer the scorer extracted.")
+    explanation: str | None = Field(default=None, description="The scorer's explanation.")
+    prompt: str | None = Field(default=None, description="The grader's prompt, verbatim.")
+    raw_output: str | None = Field(default=None, description="The grader's reply, verbatim.")
+    grader: JudgeIdentity | None = Field(default=None, description="Model grader, if any.")
+    metadata: JsonObject = Field(default_factory=dict, description="Everything else it kept.")
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
 class CatalogueEvent(DomainEvent):
     """An event of a project's metric catalogue."""
 
@@ -587,6 +660,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     IdempotencyKeyUsed,
     TokenIssued,
     TokenRevoked,
+    NamedScoresRecorded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 

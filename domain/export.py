@@ -11,6 +11,7 @@ from evaledger.domain.bundle import (
     BundleCaseStatus,
     BundleCheck,
     BundleError,
+    BundleNamedScores,
     BundleOutcomes,
     BundleOverride,
     BundleRun,
@@ -24,6 +25,7 @@ from evaledger.domain.events import (
     ExecutionCanceled,
     ExecutionErrored,
     JudgeVerdictRecorded,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     ParseStatus,
     RunCanceled,
@@ -88,6 +90,7 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         "claims": [],
         "checks": [],
         "overrides": [],
+        "named_scores": [],
     }
     status = BundleCaseStatus.COMPLETED
     for event in ledger.events_of(case_id):
@@ -128,6 +131,12 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
                     usage=event.usage,
                     cost_usd=event.cost_usd,
                     error=event.error,
+                )
+            )
+        elif isinstance(event, NamedScoresRecorded):
+            fields["named_scores"].append(
+                BundleNamedScores.model_validate(
+                    event.model_dump(include=set(BundleNamedScores.model_fields))
                 )
             )
         elif isinstance(event, OutcomeEvaluated):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -64,6 +64,7 @@ from evaledger.domain.events import (
     ExecutionCanceled,
     ExecutionErrored,
     JudgeVerdictRecorded,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     ParseStatus,
     RunCreated,
@@ -104,6 +105,9 @@ from evaledger.domain.types import ESCAPED_NUL, unstorable
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
 MAX_RETRIES = 25
+IMPORT_CHUNK = 500
+"""Cases per transaction of a streamed import: big enough to amortise a commit, small enough
+to keep memory flat."""
 
 
 def utcnow() -> datetime:
@@ -658,11 +662,12 @@ class Ledger:
         cases: Sequence[BundleCase],
         ctx: Context,
         catalogue: Mapping[str, MetricDefinition],
+        offset: int = 0,
     ) -> list[Case]:
         built: list[Case] = []
         new_ids: list[UUID] = []
         seen_ids: set[UUID] = set()
-        for index, bc in enumerate(cases):
+        for index, bc in enumerate(cases, start=offset):
             case_id = case_id_for(run.id, bc.test_case.key, bc.repetition, bc.variant)
             if case_id in seen_ids:
                 raise ValidationError(
@@ -744,6 +749,8 @@ class Ledger:
                 raise ValidationError(
                     f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}"
                 ) from None
+        for named in bc.named_scores:
+            case.record(NamedScoresRecorded, follow, catalogue, **dict(named))
         for outcome in bc.outcomes:
             case.record(
                 OutcomeEvaluated, follow, catalogue, results=outcome.results, judge=outcome.judge
@@ -836,21 +843,8 @@ class Ledger:
             catalogue = self.catalogue(bundle.run.project)
             before = set(run.case_ids) if run.version else set()
             cases = self._build_cases(run, bundle.cases, ctx, catalogue)
-            status = bundle.run.status
             meta = Meta(timestamp=self.clock(), actor=ctx.actor)
-            if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
-                built = {c.id: c for c in cases}
-                hashes = {
-                    cid: (built[cid] if cid in built else self.get_case(cid)).last_hash
-                    for cid in run.case_ids
-                }
-                run.complete(meta, bundle.run.completed_at or meta.timestamp, hashes)
-            elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
-                run.cancel(meta, bundle.run.reason)
-            elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
-                run.fail(meta, bundle.run.reason or "failed")
-            elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
-                run.start(meta)
+            self._close(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
             position, n = self._save(*cases, run=run)
             return ImportResult(
                 run_id=run.id,
@@ -863,6 +857,147 @@ class Ledger:
             )
 
         return self._retrying(command)
+
+    def import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        *,
+        chunk_size: int = IMPORT_CHUNK,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportResult:
+        """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
+
+        `cases` opens the stream afresh each time it is called; it is read twice. The first
+        pass builds every chunk without saving it, so every invariant (and every parse error of
+        the source) is met before anything is written: bad input stores nothing. The second pass
+        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
+        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
+        run open with the chunks written so far; the same import run again finds those cases
+        already recorded with the same content, writes the rest and seals: no duplicates.
+        """
+        total = self._check_stream(run, cases, ctx, chunk_size, progress)
+        catalogue = self.catalogue(run.project)
+        current = self._prepare_run(run, ctx)
+        before = len(current.case_ids)
+        _, written = self._save(run=current)  # a new run is created on its own first
+        hashes: dict[UUID, str] = {}
+        done = 0
+        for chunk in _chunks(cases(), chunk_size):
+            current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
+            hashes.update((c.id, c.last_hash) for c in built)
+            written += n
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+
+        attempts = 0
+
+        def finish() -> tuple[int, int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made a save fail (and
+            # replaying it would hold a second copy of every case id).
+            closing = current if attempts == 0 else self.get_run(current.id)
+            attempts += 1
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            self._close(closing, run, meta, hashes)
+            return self._save(closing)
+
+        position, n = self._retrying(finish)
+        return ImportResult(
+            run_id=current.id,
+            run_key=run.key,
+            position=position,
+            events=written + n,
+            cases=total,
+            new_cases=len(current.case_ids) - before,
+        )
+
+    def _check_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Build every case of the stream without saving (the dry first pass); count them.
+
+        Progress is reported with a total of 0: the stream's length is not known yet.
+        """
+        trial = self._prepare_run(run, ctx)
+        catalogue = self.catalogue(run.project)
+        seen: dict[UUID, int] = {}
+        total = 0
+        for chunk in _chunks(cases(), chunk_size):
+            for i, bc in enumerate(chunk, start=total):
+                case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
+                first = seen.setdefault(case_id, i)
+                if first != i:
+                    raise ValidationError(
+                        f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
+                        f"appears twice (first at cases[{first}])",
+                        field=f"cases[{i}].test_case.key",
+                    )
+            self._build_cases(trial, chunk, ctx, catalogue, offset=total)
+            trial.collect_events()  # drop what a real pass would have written
+            total += len(chunk)
+            if progress is not None:
+                progress(total, 0)
+        return total
+
+    def _write_chunk(
+        self,
+        run: Run,
+        chunk: Sequence[BundleCase],
+        ctx: Context,
+        catalogue: Mapping[str, MetricDefinition],
+        offset: int,
+    ) -> tuple[Run, list[Case], int]:
+        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
+        attempts = 0
+
+        def command() -> tuple[Run, list[Case], int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made this save fail.
+            current = run if attempts == 0 else self.get_run(run.id)
+            attempts += 1
+            built = self._build_cases(current, chunk, ctx, catalogue, offset)
+            _, n = self._save(*built, run=current)
+            return current, built, n
+
+        return self._retrying(command)
+
+    def _close(
+        self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
+    ) -> None:
+        """Move a run to the status its bundle gives (complete seals over its cases)."""
+        status = body.status
+        if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
+            known = hashes or {}
+            seal = {
+                cid: known[cid] if cid in known else self.get_case(cid).last_hash
+                for cid in run.case_ids
+            }
+            run.complete(meta, body.completed_at or meta.timestamp, seal)
+        elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
+            run.cancel(meta, body.reason)
+        elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
+            run.fail(meta, body.reason or "failed")
+        elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
+            run.start(meta)
+
+
+def _chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]]:
+    chunk: list[BundleCase] = []
+    for case in cases:
+        chunk.append(case)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _in_project(run: BundleRun, ctx: Context) -> BundleRun:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -135,6 +136,33 @@ class ComparisonThresholds(BaseModel):
     case_score_delta: float = Field(default=5.0, ge=0, description="Per-case score delta, points.")
 
 
+class ScoreGate(BaseModel):
+    """A case gate on a peer's named score, e.g. pass iff `accuracy >= 0.8`."""
+
+    model_config = _FROZEN
+
+    score: str = Field(min_length=1, description="Named score (its name as the peer gave it).")
+    op: Literal[">=", ">", "<=", "<", "=="] = Field(default=">=", description="Comparison.")
+    value: float = Field(description="Threshold on the score's numeric reading.")
+
+    def holds(self, number: float) -> bool:
+        """Whether a score's numeric reading passes this gate."""
+        return {
+            ">=": number >= self.value,
+            ">": number > self.value,
+            "<=": number <= self.value,
+            "<": number < self.value,
+            "==": number == self.value,
+        }[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.score} {self.op} {self.value:g}"
+
+
+def _empty(value: Any) -> bool:
+    return not value
+
+
 class PolicyFields(BaseModel):
     """Scoring policy beyond the Connexity config; shared by RunConfig and ScoringSpec."""
 
@@ -148,6 +176,13 @@ class PolicyFields(BaseModel):
     comparison: ComparisonThresholds = Field(default_factory=ComparisonThresholds)
     grading: JsonObject | None = Field(
         default=None, description="Optional grading section (categories, tests, minimums)."
+    )
+    # Dumped only when set: specs and run snapshots written before score gates existed keep
+    # their bytes and their spec ids.
+    score_gates: tuple[ScoreGate, ...] = Field(
+        default=(),
+        exclude_if=_empty,
+        description="Gates on named scores; when set, a case passes iff all of them hold.",
     )
 
 

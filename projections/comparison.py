@@ -46,6 +46,7 @@ from evaledger.domain.events import AgentSnapshot, ToolSpec
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
 from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.projections.named_scores import NamedScoreComparison, compare_named_scores
 from evaledger.projections.scoring import reduce_repetitions
 from evaledger.projections.stats import (
     DEFAULT_RESAMPLES,
@@ -316,6 +317,11 @@ class RunComparison(BaseModel):
     verdict: RegressionVerdict
     statistics: PairedStatistics
     warnings: list[str] = Field(default_factory=list)
+    named_scores: list[NamedScoreComparison] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="Peer named scores: mean delta and paired statistics (left out if none).",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -807,6 +813,9 @@ def compare_results(
         verdict=verdict,
         statistics=paired_statistics(pairs, resamples=resamples, seed=seed),
         warnings=warnings,
+        named_scores=compare_named_scores(
+            baseline_results, candidate_results, resamples=resamples, seed=seed
+        ),
     )
 
 

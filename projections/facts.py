@@ -20,6 +20,7 @@ from evaledger.domain.events import (
     ExecutionCanceled,
     ExecutionErrored,
     JudgeVerdictRecorded,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
@@ -139,6 +140,9 @@ class CaseFacts(BaseModel):
     checks: list[CheckFact] = Field(default_factory=list)
     agent_provider: str | None = Field(default=None, description="For self-judging flags.")
     last_version: int = 0
+    named_scores: dict[str, float] = Field(
+        default_factory=dict, description="Peer named scores by name (latest), numeric readings."
+    )
 
     @property
     def assistant_latencies(self) -> list[float]:
@@ -257,6 +261,9 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
                 else 0,
             )
         )
+    elif isinstance(event, NamedScoresRecorded):
+        # Labels have no numeric reading; they stay in the event.
+        facts.named_scores.update((s.name, s.number) for s in event.scores if s.number is not None)
     elif isinstance(event, OutcomeEvaluated):
         facts.outcome_evaluations.append(_outcomes(event.results, declared))
     elif isinstance(event, ClaimsVerified):

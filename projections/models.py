@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _empty(value: Any) -> bool:
+    # Named-score fields are left out of dumps when empty: rows and responses of runs without
+    # named scores keep their exact shape.
+    return not value
 
 
 class CaseStatus(StrEnum):
@@ -37,6 +44,8 @@ class GateRule(StrEnum):
     JUDGE_ERROR = "judge_error"
     OVERRIDE = "override"
     CANCELED = "canceled"
+    SCORE_GATE = "score_gate"
+    """The spec's gates on named scores decided (e.g. accuracy >= 0.8)."""
     NONE = "none"
 
 
@@ -113,6 +122,11 @@ class CaseScore(BaseModel):
     checks_inconclusive: int = 0
     judge_cost_usd: float = Field(
         default=0.0, description="Cost of every judge call of the case, invalidated ones included."
+    )
+    named_scores: dict[str, float] = Field(
+        default_factory=dict,
+        exclude_if=_empty,
+        description="Peer named scores, numeric readings (grade C=1 P=0.5 I=0; boolean 1/0).",
     )
 
 
@@ -192,6 +206,9 @@ class RunAggregate(BaseModel):
     )
     coverage: Coverage = Field(default_factory=Coverage)
     self_judged_count: int = 0
+    named_score_means: dict[str, float] = Field(
+        default_factory=dict, exclude_if=_empty, description="Mean of each peer named score."
+    )
 
 
 class TestCaseResult(BaseModel):
@@ -224,4 +241,7 @@ class TestCaseResult(BaseModel):
     )
     cost_usd: float | None = Field(
         default=None, description="Mean agent cost per repetition that reports one."
+    )
+    named_scores: dict[str, float] = Field(
+        default_factory=dict, exclude_if=_empty, description="Named scores, repetitions averaged."
     )

@@ -36,6 +36,7 @@ from evaledger.projections.models import (
     RunAggregate,
     TestCaseResult,
 )
+from evaledger.projections.named_scores import named_score_means, score_gate
 from evaledger.projections.stats import percentile
 
 __all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
@@ -144,12 +145,17 @@ def _decide(
     outcomes: list[OutcomeFact],
     overall: float | None,
 ) -> _Decision:
+    gated = score_gate(facts.named_scores, spec)
+    if gated is not None:
+        # The spec's explicit rule on the peer's own scores: a scored case ran, transcript or not.
+        return _decided(gated[0], GateRule.SCORE_GATE, gated[1])
     if not (
         facts.has_transcript
         or facts.verdicts
         or facts.outcome_evaluations
         or facts.claims
         or facts.checks
+        or facts.named_scores
     ):
         # Opened, nothing reported yet (queued or still running): no result to fail.
         return _Decision(
@@ -274,6 +280,7 @@ def _case_score(
         blockers_passed=blockers_passed,
         verdict_ids=[v.verdict_id for v in counted],
         self_judged=agent is not None and any(v.judge_provider == agent for v in counted),
+        named_scores=dict(facts.named_scores),
         **observed,
     )
 
@@ -538,6 +545,7 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
             canceled=sum(s.status is CaseStatus.CANCELED for s in scores),
         ),
         self_judged_count=sum(s.self_judged for s in scores),
+        named_score_means=named_score_means(scores),
     )
 
 
@@ -630,6 +638,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
                 metric_passed=_rep_metric_passed(scored, spec),
                 # Per repetition, so test cases with different repetition counts compare.
                 cost_usd=_mean(costs),
+                named_scores=named_score_means(reps),
             )
         )
     return results

@@ -106,6 +106,7 @@ def test_import_lists_the_run_and_a_second_import_writes_nothing(cli: Cli) -> No
         "imported": [
             {
                 "file": str(EXAMPLE_BUNDLE),
+                "format": "bundle",
                 "run_id": RUN_ID,
                 "run_key": RUN_KEY,
                 "events": 13,

@@ -50,6 +50,8 @@ from evaledger.domain.events import (
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
+    NamedScore,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
@@ -60,6 +62,7 @@ from evaledger.domain.events import (
     RunEvent,
     RunFailed,
     RunStarted,
+    ScoreScale,
     StructuralCheckRecorded,
     SuiteRef,
     TestCaseSnapshot,
@@ -121,6 +124,7 @@ TOPICS = [
     "evaledger.idempotency.key_used/v1",
     "evaledger.token.issued/v1",
     "evaledger.token.revoked/v1",
+    "evaledger.case.named_scores_recorded/v1",
 ]
 
 
@@ -337,6 +341,23 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             secret_sha256="5" * 64,
         ),
         TokenRevoked(**_meta(TOKEN_ID, 2, minutes=5), reason="leaked in a log"),
+        NamedScoresRecorded(
+            **_meta(CASE_ID, 11),
+            scorer="model_graded_fact",
+            scores=[
+                NamedScore(name="model_graded_fact", value="C", scale=ScoreScale.GRADE),
+                NamedScore(name="Tone", value=0.6, scale=ScoreScale.FRACTION),
+                NamedScore(name="refused", value=False, scale=ScoreScale.BOOLEAN),
+            ],
+            answer="Yes.",
+            explanation="The answer matches the criterion. GRADE: C",
+            prompt="You are comparing a submitted answer to an expert answer.",
+            raw_output="GRADE: C",
+            grader=JudgeIdentity(provider="openai", model="gpt-4o-mini"),
+            metadata={"epoch": 1},
+            usage=Usage(prompt_tokens=120, completion_tokens=8),
+            cost_usd=0.0001,
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -384,7 +405,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 22
+    assert len(EVENT_CLASSES) == 23
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES

@@ -1,0 +1,142 @@
+"""`--from auto`: tell a file's format from its content (never from its name).
+
+Only the start of a file is read: a ZIP's member names, or a JSON document's first keys (a
+streaming parse stopped as soon as the keys decide), so detecting a 1 GB file costs nothing.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import ijson
+
+from evaledger.importers.base import Format, fail
+
+_MAX_EVENTS = 20_000
+"""Parse events read before giving up on deciding (the deciding keys come first in practice)."""
+
+
+class MalformedJSONError(Exception):
+    """The start of a file is not JSON (or is cut off before its format shows)."""
+
+
+def _peek_json(path: Path) -> tuple[str, dict[str, Any]]:
+    """('object' | 'array' | 'other', first-level keys → scalar value or a type marker).
+
+    For an array, the keys are those of its first element.
+    """
+    keys: dict[str, Any] = {}
+    kind = "other"
+    key: str | None = None
+    ended = False  # the first JSON value is complete (JSON lines go on with another)
+    with path.open("rb") as f:
+        try:
+            for n, (prefix, event, value) in enumerate(ijson.parse(f, use_float=True)):
+                if n == 0:
+                    if event == "start_map":
+                        kind = "object"
+                    elif event == "start_array":
+                        kind = "array"
+                    else:
+                        return "other", {}
+                    continue
+                level = "" if kind == "object" else "item"
+                ended = ended or (prefix == "" and event in ("end_map", "end_array"))
+                if kind == "array" and prefix == "" and event == "end_array":
+                    break
+                if prefix == level and event == "map_key":
+                    key = value
+                    keys[key] = None
+                elif key is not None and prefix == (f"{level}.{key}" if level else key):
+                    if event in ("start_map", "start_array"):
+                        keys[key] = event
+                    elif event not in ("end_map", "end_array"):
+                        keys[key] = value
+                if kind == "array" and prefix == "item" and event == "end_map":
+                    break
+                if _decide(kind, keys) is not None or n > _MAX_EVENTS:
+                    break
+        except ijson.common.JSONError as e:
+            if _decide(kind, keys) is None and not ended:
+                raise MalformedJSONError(str(e)) from None
+        except UnicodeDecodeError:
+            return "other", {}
+    return kind, keys
+
+
+def _decide(kind: str, keys: dict[str, Any]) -> Format | None:
+    if kind == "object":
+        fmt = keys.get("format")
+        if isinstance(fmt, str) and fmt.startswith("evaledger.run-bundle"):
+            return Format.BUNDLE
+        if "evalId" in keys:
+            return Format.PROMPTFOO
+        if {"version", "eval"} <= keys.keys():
+            return Format.INSPECT
+        if {"run", "results"} <= keys.keys():
+            return Format.CONNEXITY
+    if kind == "array" and {"task_id", "traj"} <= keys.keys():
+        return Format.TAU_BENCH
+    return None
+
+
+def _describe(kind: str, keys: dict[str, Any]) -> str:
+    """What a file we can't import looks like, so the error names it."""
+    k = keys.keys()
+    if kind == "object":
+        if {"session_id", "role", "message"} <= k:
+            return "a per-turn conversation log (JSON lines), not a result file"
+        if "openapi" in k:
+            return "an OpenAPI document"
+        if {"name", "first_message"} <= k or {"name", "persona_context"} <= k:
+            return (
+                "a Connexity test case (give it together with a Connexity run file, "
+                "--from connexity)"
+            )
+        if {"name", "initial_message"} <= k or {"name", "persona"} <= k:
+            return "a Connexity test case in the legacy schema (persona/initial_message)"
+        if {"name", "config", "agent_id"} <= k:
+            return "a Connexity eval config (it describes a run to make, not its results)"
+        if {"data", "count"} <= k:
+            return "a Connexity list response ({data, count}) without its run"
+        if "messages" in k:
+            return "a chat request/response (agent messages), not evaluation results"
+        if "metrics" in k:
+            return "a judge metric configuration, not evaluation results"
+        if "format" in k:
+            return f"a document of format {keys['format']!r}"
+        if "results" in k:
+            return "a JSON object with 'results' but no promptfoo 'evalId'"
+    if kind == "array":
+        return "a JSON list whose items are not tau-bench trajectories (task_id, traj)"
+    shown = ", ".join(sorted(k)[:8])
+    return f"a JSON {kind} with keys {shown}" if keys else f"a JSON {kind}"
+
+
+def detect(path: Path) -> Format:
+    """The format of a file, or an error naming what the file was detected to be."""
+    if not path.is_file():
+        raise fail(path, "no such file")
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+        except zipfile.BadZipFile:
+            raise fail(path, "detected a ZIP archive that is damaged or truncated") from None
+        if "header.json" in names or "_journal/start.json" in names:
+            return Format.INSPECT
+        raise fail(path, "detected a ZIP archive that is not an Inspect log (no header.json)")
+    try:
+        kind, keys = _peek_json(path)
+    except MalformedJSONError as e:
+        raise fail(
+            path, f"malformed JSON (neither JSON nor an .eval archive, or cut off): {e}"
+        ) from None
+    found = _decide(kind, keys)
+    if found is None:
+        raise fail(path, f"detected {_describe(kind, keys)}; cannot import it")
+    return found

@@ -1,0 +1,297 @@
+"""Inspect AI logs (`.eval` archives and `.json` logs), read with Inspect's own log reader.
+
+Samples × epochs become cases × repetitions; each scorer's score becomes a named score on its
+own scale (C/I/P grades, 0-1, booleans) with its answer, explanation and the grader's prompt and
+reply; a sample error becomes an execution error. `inspect_ai` is imported only here, and only
+when a log is read: it takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import ijson
+import orjson
+
+from evaledger.domain.bundle import (
+    BundleCase,
+    BundleCaseStatus,
+    BundleError,
+    BundleNamedScores,
+    BundleRun,
+    BundleRunStatus,
+)
+from evaledger.domain.errors import EvaledgerError
+from evaledger.domain.events import AgentSnapshot, SuiteRef, TestCaseSnapshot, ToolCall, Turn
+from evaledger.domain.spec import Reducers, RunConfig, ScoreGate
+from evaledger.importers.base import (
+    Format,
+    PeerImport,
+    arguments_of,
+    fail,
+    finite,
+    named_scores,
+    parse_time,
+    text_of,
+    usage_of,
+)
+
+LOG_VERSIONS = (1, 2)
+"""Inspect log format versions this importer reads (Inspect writes version 2)."""
+
+_RUN_STATUS = {
+    "success": BundleRunStatus.COMPLETED,
+    "cancelled": BundleRunStatus.CANCELED,
+    "error": BundleRunStatus.FAILED,
+    "started": BundleRunStatus.RUNNING,
+}
+
+
+def open_inspect(path: Path) -> PeerImport:
+    """The run of one Inspect log; its samples are streamed with `read_eval_log_samples`."""
+    from inspect_ai.log import read_eval_log
+
+    version = _stored_version(path)
+    if version not in LOG_VERSIONS:
+        raise fail(
+            path,
+            f"Inspect log format version {version!r} is not supported "
+            f"(this importer reads versions {', '.join(map(str, LOG_VERSIONS))})",
+            field="version",
+        )
+    try:
+        header = read_eval_log(str(path), header_only=True)
+    except Exception as e:
+        raise fail(path, f"detected an Inspect log that cannot be read: {_reason(e)}") from None
+    ev = header.eval
+    scorers = [s.name for s in header.results.scores] if header.results else []
+    provider, _, model = ev.model.partition("/")
+    labels = {
+        "source": "inspect",
+        "inspect.eval_id": ev.eval_id,
+        "inspect.run_id": ev.run_id,
+        "inspect.task_id": ev.task_id,
+        "inspect.status": header.status,
+    }
+    if ev.packages.get("inspect_ai"):
+        labels["inspect.version"] = ev.packages["inspect_ai"]
+    if ev.revision is not None:
+        labels["git.commit"] = ev.revision.commit
+    if ev.dataset.name:
+        labels["dataset"] = ev.dataset.name
+    status = _RUN_STATUS.get(header.status, BundleRunStatus.RUNNING)
+    reason = None
+    if status is BundleRunStatus.FAILED:
+        reason = header.error.message if header.error is not None else "the eval errored"
+    elif status is BundleRunStatus.CANCELED:
+        reason = "cancelled in Inspect"
+    run = BundleRun(
+        key=f"inspect-{ev.eval_id}",
+        name=f"{ev.task} · {ev.model}",
+        suite=SuiteRef(name=ev.task, version=ev.task_version),
+        agent=AgentSnapshot(name=ev.model, provider=provider or None, model=model or ev.model),
+        labels=labels,
+        # The first scorer is the one Inspect reports first; its accuracy is the run's pass rate
+        # when a case passes iff that score reads 1 (C, true, 1.0).
+        config=RunConfig(
+            score_gates=(ScoreGate(score=scorers[0], op=">=", value=1.0),) if scorers else (),
+            reducers=Reducers(k=max(1, ev.config.epochs or 1)),
+        ),
+        status=status,
+        reason=reason,
+        created_at=_required_time(path, ev.created),
+        completed_at=parse_time(header.stats.completed_at)
+        if status is BundleRunStatus.COMPLETED
+        else None,
+    )
+    return PeerImport(
+        format=Format.INSPECT,
+        sources=(str(path),),
+        run=run,
+        cases=lambda: _cases(path, list(ev.dataset.sample_ids or [])),
+    )
+
+
+def _stored_version(path: Path) -> Any:
+    """The log format version as written (Inspect's reader refuses newer ones vaguely)."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+                member = "header.json" if "header.json" in names else "_journal/start.json"
+                return orjson.loads(z.read(member)).get("version")
+        with path.open("rb") as f:
+            return next(ijson.items(f, "version"), None)
+    except (zipfile.BadZipFile, KeyError, orjson.JSONDecodeError, ijson.common.JSONError) as e:
+        raise fail(path, f"detected an Inspect log that cannot be read: {e}") from None
+
+
+def _required_time(path: Path, value: Any) -> datetime:
+    parsed = parse_time(value)
+    if parsed is None:
+        raise fail(path, "the log has no eval.created time", field="eval.created")
+    return parsed
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _cases(path: Path, sample_ids: Sequence[str | int]) -> Iterator[BundleCase]:
+    from inspect_ai.log import read_eval_log
+
+    any_sample = False
+    try:
+        for sample in _samples(path, sample_ids):
+            any_sample = True
+            yield _sample_case(sample)
+    except EvaledgerError:
+        raise
+    except Exception as e:  # a damaged member, or a sample Inspect refuses
+        raise fail(path, f"an Inspect sample cannot be read: {_reason(e)}") from None
+    if not any_sample:
+        # A log without samples (cancelled before writing them) still has per-sample reductions.
+        log = read_eval_log(str(path))
+        yield from _reduction_cases(log.reductions or [])
+
+
+def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
+    """Each sample once, validated by Inspect's own `EvalSample` model, attachments resolved.
+
+    Inspect's `read_eval_log_samples` re-opens the archive (or re-reads the JSON) for every
+    sample, which is quadratic in the sample count; this opens it once and streams the members.
+    A sample's `events` (the full model-call log) are skipped: nothing maps them.
+    """
+    from inspect_ai.log import EvalSample, resolve_sample_attachments
+
+    def load(data: dict[str, Any]) -> Any:
+        data.pop("events", None)
+        return resolve_sample_attachments(EvalSample.model_validate(data), "full")
+
+    if zipfile.is_zipfile(path):
+        order = {str(sid): i for i, sid in enumerate(sample_ids)}
+
+        def key(name: str) -> tuple[int, str, int]:
+            sid, _, epoch = (
+                name.removeprefix("samples/").removesuffix(".json").rpartition("_epoch_")
+            )
+            return order.get(sid, len(order)), sid, int(epoch or 0)
+
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if n.startswith("samples/") and n.endswith(".json")]
+            for name in sorted(names, key=key):
+                yield load(orjson.loads(z.read(name)))
+        return
+    with path.open("rb") as f:
+        for data in ijson.items(f, "samples.item", use_float=True):
+            yield load(data)
+
+
+def _turns(messages: Sequence[Any]) -> list[Turn]:
+    turns: list[Turn] = []
+    for m in messages:
+        calls = [
+            ToolCall(id=c.id, name=c.function, arguments=arguments_of(c.arguments))
+            for c in (getattr(m, "tool_calls", None) or [])
+        ]
+        turns.append(
+            Turn(
+                role=m.role,
+                content=m.text or None,
+                tool_calls=calls,
+                tool_call_id=getattr(m, "tool_call_id", None),
+            )
+        )
+    return turns
+
+
+def _grading(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The grader's prompt and reply from `metadata.grading` (model-graded scorers)."""
+    grading = metadata.get("grading")
+    if not isinstance(grading, list):
+        return None, None
+    prompt = [
+        m.get("content") for m in grading if isinstance(m, dict) and m.get("role") != "assistant"
+    ]
+    reply = [
+        m.get("content") for m in grading if isinstance(m, dict) and m.get("role") == "assistant"
+    ]
+    return (
+        "\n\n".join(text_of(p) or "" for p in prompt) or None,
+        text_of(reply[-1]) if reply else None,
+    )
+
+
+def _scores(
+    name: str,
+    value: Any,
+    answer: Any,
+    explanation: Any,
+    metadata: Mapping[str, Any] | None,
+    extra: dict[str, Any],
+) -> BundleNamedScores:
+    kept = dict(metadata or {})
+    prompt, reply = _grading(kept)
+    if prompt is not None or reply is not None:
+        kept.pop("grading")
+    return BundleNamedScores(
+        scorer=name,
+        scores=named_scores(name, value),
+        answer=text_of(answer),
+        explanation=text_of(explanation),
+        prompt=prompt,
+        raw_output=reply,
+        metadata=finite({**extra, **kept}),
+    )
+
+
+def _sample_case(sample: Any) -> BundleCase:
+    prompt_tokens = completion_tokens = 0
+    costs: list[float] = []
+    for usage in (sample.model_usage or {}).values():
+        prompt_tokens += usage.input_tokens or 0
+        completion_tokens += usage.output_tokens or 0
+        if usage.total_cost is not None:
+            costs.append(usage.total_cost)
+    extra = {"target": finite(sample.target), "epoch": sample.epoch}
+    error = None
+    if sample.error is not None:
+        error = BundleError(message=sample.error.message or "sample error", kind="inspect_error")
+    return BundleCase(
+        test_case=TestCaseSnapshot(key=str(sample.id)),
+        repetition=sample.epoch - 1,
+        status=BundleCaseStatus.ERRORED if error else BundleCaseStatus.COMPLETED,
+        error=error,
+        transcript=_turns(sample.messages),
+        usage=usage_of(prompt_tokens, completion_tokens) if sample.model_usage else None,
+        cost_usd=sum(costs) if costs else None,
+        started_at=parse_time(getattr(sample, "started_at", None)),
+        ended_at=parse_time(getattr(sample, "completed_at", None)),
+        named_scores=[
+            _scores(name, s.value, s.answer, s.explanation, s.metadata, extra)
+            for name, s in (sample.scores or {}).items()
+        ],
+    )
+
+
+def _reduction_cases(reductions: Sequence[Any]) -> Iterator[BundleCase]:
+    by_sample: dict[str, list[BundleNamedScores]] = {}
+    for reduction in reductions:
+        for s in reduction.samples:
+            by_sample.setdefault(str(s.sample_id), []).append(
+                _scores(
+                    reduction.scorer,
+                    s.value,
+                    s.answer,
+                    s.explanation,
+                    s.metadata,
+                    {"reduced": True, "reducer": reduction.reducer},
+                )
+            )
+    for key, scores in by_sample.items():
+        yield BundleCase(test_case=TestCaseSnapshot(key=key), named_scores=scores)

@@ -1,0 +1,125 @@
+"""Open files as imports (`--from`, auto-detection) and write them through the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
+from evaledger.domain.ledger import Context, ImportResult, Ledger
+from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
+from evaledger.importers.bundle import open_bundle
+from evaledger.importers.connexity import is_test_case, open_connexity
+from evaledger.importers.detect import detect
+from evaledger.importers.promptfoo import open_promptfoo
+from evaledger.importers.tau_bench import open_tau_bench
+
+Progress = Callable[[int, int], None]
+FORMATS = ("auto", *(f.value for f in Format))
+
+
+def _open_inspect(path: Path) -> PeerImport:
+    # Imported on use: inspect_ai takes seconds to import.
+    from evaledger.importers.inspect import open_inspect
+
+    return open_inspect(path)
+
+
+_OPENERS: dict[Format, Callable[[Path], PeerImport]] = {
+    Format.BUNDLE: open_bundle,
+    Format.INSPECT: _open_inspect,
+    Format.PROMPTFOO: open_promptfoo,
+    Format.TAU_BENCH: open_tau_bench,
+}
+
+
+def _connexity_test_case(path: Path) -> bool:
+    try:
+        return is_test_case(orjson.loads(path.read_bytes()))
+    except (OSError, orjson.JSONDecodeError):
+        return False
+
+
+def open_imports(
+    paths: Sequence[str | Path],
+    fmt: str = "auto",
+    *,
+    run_key: str | None = None,
+    project: str | None = None,
+) -> list[PeerImport]:
+    """One import per run file (Connexity test-case files join their run file's import).
+
+    Every file is opened (its header read and checked) before anything is imported, so a bad
+    file among several stores nothing.
+    """
+    if fmt not in FORMATS:
+        raise fail("--from", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})", "from")
+    imports: list[PeerImport] = []
+    connexity_runs: list[Path] = []
+    test_cases: list[Path] = []
+    for path in (Path(p) for p in paths):
+        try:
+            found = Format.BUNDLE if str(path) == "-" else detect(path)
+        except ImportFormatError:
+            # A test case is not a run: it joins the Connexity run file given with it.
+            if not _connexity_test_case(path):
+                raise
+            found = Format.CONNEXITY
+            test_cases.append(path)
+        if fmt != "auto" and found.value != fmt:
+            raise fail(
+                path, f"detected {found.value} output, not {fmt} (use --from {found.value})", "from"
+            )
+        if path in test_cases:
+            continue
+        if found is Format.CONNEXITY:
+            connexity_runs.append(path)
+        else:
+            imports.append(_OPENERS[found](path))
+    if test_cases and len(connexity_runs) != 1:
+        raise fail(
+            test_cases[0],
+            "Connexity test-case files name the cases of a run: give exactly one Connexity "
+            f"run file with them (got {len(connexity_runs)})",
+        )
+    for path in connexity_runs:
+        imports.append(open_connexity(path, test_cases))
+    if run_key is not None:
+        if len(imports) != 1:
+            raise fail(
+                "--run-key", f"names one run, but {len(imports)} runs are imported", "run_key"
+            )
+        imports = [imports[0].with_run(key=run_key)]
+    if project is not None:
+        imports = [i.with_run(project=project) for i in imports]
+    return imports
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One import's outcome."""
+
+    source: PeerImport
+    result: ImportResult
+
+
+def import_all(
+    ledger: Ledger,
+    imports: Sequence[PeerImport],
+    ctx: Context,
+    progress: Progress | None = None,
+) -> list[Imported]:
+    """Write each import: a bundle (read whole) in one transaction, peer files streamed."""
+    done = []
+    for i in imports:
+        if i.format is Format.BUNDLE:
+            bundle = RunBundle(format=BUNDLE_FORMAT, run=i.run, cases=list(i.cases()))
+            done.append(Imported(i, ledger.import_bundle(bundle, ctx)))
+            if progress is not None:
+                progress(len(bundle.cases), len(bundle.cases))
+        else:
+            done.append(Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)))
+    return done

@@ -1,0 +1,121 @@
+"""Named scores (a peer's own scores, e.g. Inspect's `match`, promptfoo's `Correctness`).
+
+They are not 0-5 rubric metrics: each keeps its name and numeric reading (a fraction, a grade
+read C=1 / P=0.5 / I=N=0, a boolean read 1/0, a reward). Here: the spec's score gates, the per-run
+means `show` prints, and the paired comparison `compare` reports. Higher is taken to be better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.models import CaseScore, TestCaseResult
+from evaledger.projections.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    BootstrapCI,
+    paired_bootstrap_ci,
+)
+
+_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+NamedScoreVerdict = Literal[
+    "regression", "improvement", "no_significant_change", "insufficient_data"
+]
+
+
+def score_gate(named: Mapping[str, float], spec: ScoringSpec) -> tuple[bool, str] | None:
+    """Pass/fail and why under the spec's score gates; None when it has none or nothing scored.
+
+    A case with some named scores but not a gated one fails that gate (missing counts as failed).
+    """
+    if not spec.score_gates or not named:
+        return None
+    failed: list[str] = []
+    for gate in spec.score_gates:
+        number = named.get(gate.score)
+        if number is None:
+            failed.append(f"{gate.score} missing")
+        elif not gate.holds(number):
+            failed.append(f"{gate.score} = {number:g}, not {gate.op} {gate.value:g}")
+    gates = ", ".join(str(g) for g in spec.score_gates)
+    if failed:
+        return False, f"score gates {gates}: " + "; ".join(failed)
+    return True, f"score gates {gates} hold"
+
+
+def named_score_means(scores: Sequence[CaseScore]) -> dict[str, float]:
+    """Mean of each named score over the cases that have it (for `show`)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in scores:
+        for name, number in s.named_scores.items():
+            values[name].append(number)
+    return {name: math.fsum(v) / len(v) for name, v in sorted(values.items())}
+
+
+class NamedScoreComparison(BaseModel):
+    """One named score, baseline vs candidate, over test cases matched by key."""
+
+    model_config = _MODEL
+
+    name: str
+    baseline_mean: float | None = Field(description="Mean over the baseline's test cases.")
+    candidate_mean: float | None = Field(description="Mean over the candidate's test cases.")
+    mean_delta: float | None = Field(description="candidate_mean - baseline_mean, 4 dp.")
+    paired: BootstrapCI = Field(
+        description="Paired bootstrap CI of the per-test-case delta (repetitions averaged first)."
+    )
+    verdict: NamedScoreVerdict
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def compare_named_scores(
+    baseline: Sequence[TestCaseResult],
+    candidate: Sequence[TestCaseResult],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> list[NamedScoreComparison]:
+    """Mean delta and paired statistics of every named score either run has.
+
+    Means are over test cases (repetitions averaged first, as the paired statistics see them).
+    """
+    names = sorted({n for r in (*baseline, *candidate) for n in r.named_scores})
+    base = {r.test_case_key: r.named_scores for r in baseline}
+    cand = {r.test_case_key: r.named_scores for r in candidate}
+    out: list[NamedScoreComparison] = []
+    for name in names:
+        b = {k: v[name] for k, v in base.items() if name in v}
+        c = {k: v[name] for k, v in cand.items() if name in v}
+        b_mean, c_mean = _mean(list(b.values())), _mean(list(c.values()))
+        deltas = [c[k] - b[k] for k in sorted(b.keys() & c.keys())]
+        ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed)
+        verdict: NamedScoreVerdict
+        if not ci.sufficient_data or ci.low is None or ci.high is None:
+            verdict = "insufficient_data"
+        elif ci.high < 0:
+            verdict = "regression"
+        elif ci.low > 0:
+            verdict = "improvement"
+        else:
+            verdict = "no_significant_change"
+        out.append(
+            NamedScoreComparison(
+                name=name,
+                baseline_mean=b_mean,
+                candidate_mean=c_mean,
+                mean_delta=None if b_mean is None or c_mean is None else round(c_mean - b_mean, 4),
+                paired=ci,
+                verdict=verdict,
+            )
+        )
+    return out
