@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli_judging import agreement_of
-from evaledger.api.deps import ContextDep, ServicesDep
+from evaledger.api.deps import ContextDep, PrincipalDep, ServicesDep
 from evaledger.domain.errors import EvaledgerError, NotFoundError
 from evaledger.domain.ledger import Context
 from evaledger.judging.providers import environment
@@ -223,9 +223,20 @@ def judge_run(
 
 
 @router.get("/jobs/{job_id}", operation_id="get_job")
-def get_job(job_id: UUID, jobs: JobsDep) -> JudgeJob:
-    """A background job's status, progress over cases and, once done, its report."""
-    return jobs.get(job_id)
+def get_job(
+    job_id: UUID, jobs: JobsDep, services: ServicesDep, principal: PrincipalDep
+) -> JudgeJob:
+    """A background job's status, progress over cases and, once done, its report.
+
+    A project token sees the jobs of its own project's runs only (others answer 404).
+    """
+    job = jobs.get(job_id)
+    if principal.project is not None and services.ledger.project_of(job.run_id) not in (
+        None,
+        principal.project,
+    ):
+        raise NotFoundError(f"no job {job_id}")
+    return job
 
 
 @router.get("/runs/{run_id}/agreement", operation_id="run_agreement")

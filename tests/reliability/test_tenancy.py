@@ -596,3 +596,33 @@ def test_the_web_report_serves_the_owner_not_a_project_token(
             assert open_client.get("/ui/").status_code == 200
     finally:
         services.close()
+
+
+def test_a_judging_job_of_b_is_not_found_for_a(tenants: Tenants) -> None:
+    from datetime import UTC, datetime
+    from uuid import UUID, uuid4
+
+    from evaledger.api.routes.judging import JobStatus, JudgeJob, get_jobs
+
+    t = tenants
+    job = JudgeJob(
+        job_id=uuid4(),
+        run_id=UUID(t.runs["b"]),
+        status=JobStatus.RUNNING,
+        cases_total=3,
+        cases_done=1,
+        created_at=datetime(2026, 11, 26, tzinfo=UTC),
+    )
+
+    class _Request:  # get_jobs only reads the app's state
+        app = t.client.app
+
+    get_jobs(_Request()).put(job)  # type: ignore[arg-type]
+    r = t.call("a-admin", "GET", f"/jobs/{job.job_id}")
+    assert (r.status_code, r.json()["code"]) == (404, "not_found"), r.text
+    own = t.call("b-admin", "GET", f"/jobs/{job.job_id}")
+    assert (own.status_code, own.json()["cases_done"], own.json()["run_id"]) == (
+        200,
+        1,
+        t.runs["b"],
+    )
