@@ -264,10 +264,19 @@ def probe_sqlite(location: StorageLocation) -> None:
 
     (eventsourcing leaves its connection to a corrupt file open when its first PRAGMA fails.)
     """
-    for path in (location.events_env["SQLITE_DBNAME"], location.views_url[len("sqlite:///") :]):
+    views = location.views_url[len("sqlite:///") :]
+    for path in (location.events_env["SQLITE_DBNAME"], views):
         if Path(path).is_file():
             with closing(sqlite3.connect(path)) as conn:
-                conn.execute("PRAGMA schema_version")
+                try:
+                    conn.execute("PRAGMA schema_version")
+                except sqlite3.DatabaseError as e:
+                    if path != views:
+                        raise  # named as the store itself by infrastructure_errors
+                    # The same words as the read models' own error handler (projections/store).
+                    raise InfrastructureError(
+                        f"the SQLite read models {views} is unavailable: {e}"
+                    ) from None
 
 
 def probe_postgres(location: StorageLocation) -> None:

@@ -190,26 +190,16 @@ def print_table(
 
 def read_json(path: str) -> Any:
     """Parse a JSON file; malformed JSON, or a value no store can keep, is an input error."""
-    import json
-
-    from evaledger.domain.types import unstorable
+    from evaledger.domain.types import UnstorableJSONError, parse_input_json
 
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        try:
-            # The standard reader accepts lone surrogates, so the check below can name the field.
-            value = json.loads(data)
-        except ValueError:
-            raise UsageError(f"{path}: malformed JSON: {e}") from None
-    found = unstorable(value)
-    if found is not None:
-        raise UsageError(f"{path}: {found[0]}: {found[1]}")
-    return value
+        return parse_input_json(data)
+    except UnstorableJSONError as e:
+        raise UsageError(f"{path}: {e}") from None
 
 
 def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:

@@ -99,6 +99,33 @@ QueryInstant = Annotated[datetime, AfterValidator(_fits_utc)]
 """A time in a query: naive means UTC."""
 
 
+class UnstorableJSONError(ValueError):
+    """JSON input that is malformed, or holds a value no store can keep (names where)."""
+
+
+def parse_input_json(data: bytes | str) -> Any:
+    """Parse JSON from a user; malformed JSON or an unstorable value raise UnstorableJSONError.
+
+    orjson refuses lone surrogates as malformed; the standard reader accepts them, so the check
+    after it can name the field that holds one.
+    """
+    import json
+
+    import orjson
+
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        try:
+            value = json.loads(data)
+        except ValueError:
+            raise UnstorableJSONError(f"malformed JSON: {e}") from None
+    found = unstorable(value)
+    if found is not None:
+        raise UnstorableJSONError(f"{found[0]}: {found[1]}")
+    return value
+
+
 def unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
     """The first place in plain JSON data that no store can hold, as (path, why); else None.
 

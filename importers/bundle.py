@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import orjson
 import pydantic
 
 from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
+from evaledger.domain.types import UnstorableJSONError, parse_input_json
 from evaledger.importers.base import Format, PeerImport, fail
 
 
@@ -22,9 +22,9 @@ def describe(e: pydantic.ValidationError, prefix: str = "") -> str:
 def read_bundle(data: bytes, name: str) -> RunBundle:
     """A validated bundle from JSON bytes; errors name the source and every bad field."""
     try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise fail(name, f"malformed JSON: {e}") from None
+        parsed = parse_input_json(data)
+    except UnstorableJSONError as e:
+        raise fail(name, str(e)) from None
     if isinstance(parsed, dict) and parsed.get("format") != BUNDLE_FORMAT:
         raise fail(
             name,

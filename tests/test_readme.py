@@ -200,7 +200,7 @@ def _serve_answers(command: str, cwd: Path, env: dict[str, str]) -> None:
                 time.sleep(0.1)
         else:
             pytest.fail("evaledger serve did not answer /health")
-        assert (health["status"], health["store"], health["log_position"]) == ("ok", "sqlite", 13)
+        assert (health["status"], health["store"], health["log_position"]) == ("ok", "sqlite", 28)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -219,6 +219,8 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
     expected = {
         "evaledger import": "8a32f05d-04b2-56b1-9c8f-6e48455156f0  "
         f"{run_key}  3 cases  (13 events)\n",
+        "evaledger import tests/fixtures/peers/": "c50956b2-1a8a-5da4-bd25-99ee84482412  "
+        "inspect-4Zaqfk63nWcZsKUYJUjNa3  4 cases  (15 events)\n",
         "evaledger runs": f"  {run_key}  ",
         f"evaledger show {run_key}": "  weighted_metrics_score_pct   68.00\n",
         f"evaledger show {run_key} --failed": "refund-above-limit    0  failed",
@@ -226,7 +228,7 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
         "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
         "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
         "evaledger export": "",
-        "evaledger verify": "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained",
+        "evaledger verify": "ok: 28 events in 9 aggregates, 2 sealed runs, 4 commits chained",
     }
     ran = []
     for command in tour():
