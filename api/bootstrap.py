@@ -21,7 +21,12 @@ from sqlalchemy.engine import make_url
 from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.ledger import Ledger, LedgerApplication
-from evaledger.domain.persistence import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from evaledger.domain.persistence import (
+    DEFAULT_DB_URL,
+    StorageLocation,
+    connect_postgres,
+    parse_db_url,
+)
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
@@ -286,16 +291,10 @@ def probe_postgres(location: StorageLocation) -> None:
 
 
 def _connect(location: StorageLocation) -> psycopg.Connection[tuple[object, ...]]:
-    env = location.events_env
     try:
-        return psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=PROBE_TIMEOUT_S,
-            autocommit=True,
+        conn: psycopg.Connection[tuple[object, ...]] = connect_postgres(
+            location.events_env, connect_timeout=PROBE_TIMEOUT_S, autocommit=True
         )
     except psycopg.OperationalError as e:
         raise InfrastructureError(describe_cause(e, location.url)) from None
+    return conn

@@ -492,7 +492,8 @@ def _immutable_tables(recorder: ChunkedPostgresApplicationRecorder) -> tuple[str
     return (recorder.events_table_name, CHAIN_TABLE)
 
 
-def _connect(env: dict[str, str], **kwargs: Any) -> Any:
+def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
+    """A plain psycopg connection to the store named by `events_env` (outside the pool)."""
     import psycopg
 
     return psycopg.connect(
@@ -501,8 +502,7 @@ def _connect(env: dict[str, str], **kwargs: Any) -> Any:
         port=env["POSTGRES_PORT"],
         user=env["POSTGRES_USER"],
         password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
-        **kwargs,
+        **{"connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")), **kwargs},
     )
 
 
@@ -539,7 +539,7 @@ def _migrate(
     recorder: ChunkedPostgresApplicationRecorder, env: dict[str, str], app_role: str | None
 ) -> None:
     schema = recorder.datastore.schema
-    with _connect(env, autocommit=True) as lock_conn:
+    with connect_postgres(env, autocommit=True) as lock_conn:
         lock_conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
         try:
             recorder.create_table()
