@@ -12,6 +12,7 @@ import json
 import sqlite3
 import zipfile
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -81,7 +82,7 @@ class Cli:
         path = Path(self.db.removeprefix("sqlite:///")) / "events.sqlite"
         if not path.exists():
             return 0
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn:
             (n,) = conn.execute("SELECT count(*) FROM stored_events").fetchone()
         return int(n)
 
