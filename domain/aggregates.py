@@ -119,6 +119,17 @@ class Aggregate:
         return True
 
     def _trigger(self, cls: type[E], meta: Meta, **fields: Any) -> E:
+        """Build, apply and keep one event."""
+        return self._trigger_with(cls, meta, None, fields)
+
+    def _trigger_with(
+        self, cls: type[E], meta: Meta, dumped: Mapping[str, Any] | None, fields: Mapping[str, Any]
+    ) -> E:
+        """`_trigger`, given the python-mode dump of the fields holding value objects.
+
+        When the caller has it already (a bundle case's dump), the state is encoded from it
+        (`DomainEvent.encode_with`) instead of dumping the event again.
+        """
         event = cls(
             originator_id=self.id,
             originator_version=self.version + 1,
@@ -129,6 +140,8 @@ class Aggregate:
             prev_hash=self.last_hash,
             **fields,
         )
+        if dumped is not None:
+            event.encode_with(dumped)
         self.apply(event)
         self._pending.append(event)
         return event
@@ -286,10 +299,12 @@ class Case(Aggregate):
     verdict_ids: set[UUID]
 
     @classmethod
-    def open(cls, case_id: UUID, meta: Meta, **fields: Any) -> Case:
+    def open(
+        cls, case_id: UUID, meta: Meta, *, dumped: Mapping[str, Any] | None = None, **fields: Any
+    ) -> Case:
         """Record CaseOpened."""
         case = cls(case_id)
-        case._trigger(CaseOpened, meta, **fields)
+        case._trigger_with(CaseOpened, meta, dumped, fields)
         return case
 
     def _mutate(self, event: DomainEvent) -> None:
@@ -320,9 +335,11 @@ class Case(Aggregate):
         cls: type[CaseEvent],
         meta: Meta,
         catalogue: Mapping[str, MetricDefinition],
+        *,
+        dumped: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> CaseEvent:
-        """Check the invariants of one case event, then record it."""
+        """Check the invariants of one case event, then record it (`dumped`: `_trigger_with`)."""
         if fields.get("metric_scores") is not None:
             # Internal callers may pass plain dicts; check them as the event will.
             fields["metric_scores"] = [
@@ -343,7 +360,7 @@ class Case(Aggregate):
                 )
             if fields.get("metric_scores") is not None:
                 self._check_scores(fields["metric_scores"], catalogue, "metric_scores")
-        return self._trigger(cls, meta, **fields)
+        return self._trigger_with(cls, meta, dumped, fields)
 
     def _check_scores(
         self, scores: Sequence[MetricScore], catalogue: Mapping[str, MetricDefinition], where: str

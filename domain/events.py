@@ -7,7 +7,10 @@ and never depends on the Python module it lives in, so moving code never breaks 
 from __future__ import annotations
 
 import hashlib
-from enum import StrEnum
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from enum import Enum, StrEnum
+from functools import cache
 from typing import Any, ClassVar, Literal
 from uuid import UUID
 
@@ -296,10 +299,36 @@ class DomainEvent(BaseModel):
         Added fields still at their default are left out (see `added_fields`).
         """
         state = self.model_dump(exclude={"originator_id", "originator_version"})
-        for name in self.added_fields:
-            if state[name] == type(self).model_fields[name].get_default(call_default_factory=True):
+        for name, default in _added_defaults(type(self)).items():
+            if state[name] == default:
                 del state[name]
         return state
+
+    def encode_with(self, dumped: Mapping[str, Any]) -> None:
+        """Encode the stored state once from nested values the caller already dumped.
+
+        `dumped` maps field names to their python-mode dump (`model_dump()` of the same value
+        objects, e.g. taken from the dump of the bundle case the event is built from); every
+        other field must hold a plain value (str, number, bool, None, UUID, datetime, enum),
+        which a python-mode dump leaves as it is. The bytes equal `encode_state(self)`; a field
+        that is neither leaves the state to `stored_state()`'s own encoding.
+        """
+        values = self.__dict__
+        state: dict[str, Any] = {}
+        for name in _stored_fields(type(self)):
+            if name in dumped:
+                state[name] = dumped[name]
+                continue
+            value = values[name]
+            if type(value) not in _PLAIN and not isinstance(value, Enum):
+                return
+            state[name] = value
+        for name, default in _added_defaults(type(self)).items():
+            if state[name] == default:
+                del state[name]
+        private = self.__pydantic_private__
+        assert private is not None
+        private["_state"] = orjson.dumps(state)
 
     def __eq__(self, other: object) -> bool:
         # Field values only: the cached hash (a private attribute) must not make two equal
@@ -681,6 +710,25 @@ def split_topic(topic: str) -> tuple[str, int]:
     return name, int(version)
 
 
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None), UUID, datetime})
+"""Types a python-mode dump returns unchanged (enums too)."""
+
+
+@cache
+def _stored_fields(cls: type[DomainEvent]) -> tuple[str, ...]:
+    """The fields of the stored state, in the order `model_dump` gives them."""
+    return tuple(n for n in cls.model_fields if n not in ("originator_id", "originator_version"))
+
+
+@cache
+def _added_defaults(cls: type[DomainEvent]) -> dict[str, Any]:
+    """Default of each added field (left out of the state when a value equals it)."""
+    return {
+        name: cls.model_fields[name].get_default(call_default_factory=True)
+        for name in sorted(cls.added_fields)
+    }
+
+
 def encode_state(event: DomainEvent) -> bytes:
     """Canonical stored bytes of an event's state."""
     return orjson.dumps(event.state())
@@ -694,3 +742,31 @@ def stored_hash(topic: str, state: bytes) -> str:
 def request_digest(body: Any) -> str:
     """Digest of a request body, for idempotent re-sends."""
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+CASE_DIGEST_V2 = "v2:"
+"""Prefix of a bundle case's digest computed by `case_digest` (unprefixed: `request_digest` of
+its JSON-mode dump, what cases recorded before it carry)."""
+
+
+def case_digest(dumped: Any) -> str:
+    """Digest (v2) of a bundle case from its python-mode dump, which its events' states share.
+
+    v1 was `request_digest(case.model_dump(mode="json"))`: a second, JSON-mode dump of the whole
+    case. Both sort keys, so equal content gives equal digests whatever the input's key order.
+    """
+    data = orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)
+    return CASE_DIGEST_V2 + hashlib.sha256(data).hexdigest()
+
+
+def same_case_digest(stored: str | None, digest: str, v1: Callable[[], Any]) -> bool:
+    """Whether a recorded case's digest matches a case whose v2 digest is `digest`.
+
+    A case recorded before v2 carries a v1 digest: `v1()` gives the JSON-mode dump to compare it
+    with (only computed then).
+    """
+    if stored is None:
+        return False
+    if stored.startswith(CASE_DIGEST_V2):
+        return stored == digest
+    return stored == request_digest(v1())

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar, cast
 from uuid import UUID, uuid5
 
@@ -75,7 +76,9 @@ from evaledger.domain.events import (
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
+    case_digest,
     request_digest,
+    same_case_digest,
 )
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.persistence import (
@@ -676,10 +679,13 @@ class Ledger:
                     field=f"cases[{index}].test_case.key",
                 )
             seen_ids.add(case_id)
-            digest = request_digest(bc.model_dump(mode="json"))
+            # One python-mode dump of the case: its digest and its events' states share it.
+            dumped = bc.model_dump()
+            digest = case_digest(dumped)
             existing = self._find(Case, case_id) if run.has_case(case_id) else None
             if existing is not None:
-                if existing.opened.request_digest != digest:
+                stored = existing.opened.request_digest
+                if not same_case_digest(stored, digest, partial(bc.model_dump, mode="json")):
                     raise ConflictError(
                         f"cases[{index}]: case {bc.test_case.key!r} repetition {bc.repetition} "
                         "is already recorded with different content",
@@ -689,7 +695,7 @@ class Ledger:
                 continue
             run.ensure_open()
             try:
-                built.append(self._new_case(run.id, case_id, bc, ctx, digest, catalogue))
+                built.append(self._new_case(run.id, case_id, bc, ctx, digest, catalogue, dumped))
             except ValidationError as e:
                 raise ValidationError(
                     f"cases[{index}].{e.detail}", field=f"cases[{index}].{e.field}"
@@ -707,7 +713,11 @@ class Ledger:
         ctx: Context,
         digest: str,
         catalogue: Mapping[str, MetricDefinition],
+        dumped: Mapping[str, Any] | None = None,
     ) -> Case:
+        # `dumped` (the case's python-mode dump) gives each event's value objects already
+        # dumped: every state is encoded from it (`DomainEvent.encode_with`), not dumped again.
+        d = bc.model_dump() if dumped is None else dumped
         meta = Meta(
             timestamp=self.clock(),
             actor=ctx.actor,
@@ -721,6 +731,7 @@ class Ledger:
             test_case=bc.test_case,
             repetition=bc.repetition,
             variant=bc.variant,
+            dumped={"test_case": d["test_case"]},
         )
         follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
         status = bc.status
@@ -738,25 +749,49 @@ class Ledger:
                 cost_usd=bc.cost_usd,
                 started_at=bc.started_at,
                 ended_at=bc.ended_at,
+                dumped={"turns": d["transcript"], "usage": d["usage"]},
             )
         verdict_ids: list[UUID] = []
         for i, v in enumerate(bc.verdicts):
             vid = v.verdict_id or uuid5(case_id, f"verdict\x1f{i}")
             verdict_ids.append(vid)
+            vd = d["verdicts"][i]
+            nested = {k: vd[k] for k in ("judge", "metric_scores", "expected_outcomes", "usage")}
             try:
-                case.record(JudgeVerdictRecorded, follow, catalogue, **verdict_fields(v, vid))
+                case.record(
+                    JudgeVerdictRecorded,
+                    follow,
+                    catalogue,
+                    dumped=nested,
+                    **verdict_fields(v, vid),
+                )
             except ValidationError as e:
                 raise ValidationError(
                     f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}"
                 ) from None
-        for named in bc.named_scores:
-            case.record(NamedScoresRecorded, follow, catalogue, **dict(named))
-        for outcome in bc.outcomes:
+        for k, named in enumerate(bc.named_scores):
+            nd = d["named_scores"][k]
             case.record(
-                OutcomeEvaluated, follow, catalogue, results=outcome.results, judge=outcome.judge
+                NamedScoresRecorded,
+                follow,
+                catalogue,
+                dumped={f: nd[f] for f in ("scores", "grader", "metadata", "usage")},
+                **dict(named),
+            )
+        for k, outcome in enumerate(bc.outcomes):
+            od = d["outcomes"][k]
+            case.record(
+                OutcomeEvaluated,
+                follow,
+                catalogue,
+                dumped={"results": od["results"], "judge": od["judge"]},
+                results=outcome.results,
+                judge=outcome.judge,
             )
         if bc.claims:
-            case.record(ClaimsVerified, follow, catalogue, claims=bc.claims)
+            case.record(
+                ClaimsVerified, follow, catalogue, dumped={"claims": d["claims"]}, claims=bc.claims
+            )
         for c in bc.checks:
             case.record(
                 StructuralCheckRecorded,
@@ -765,6 +800,7 @@ class Ledger:
                 check=c.check,
                 status=c.status,
                 evidence=c.evidence,
+                dumped={},
             )
         for i, o in enumerate(bc.overrides):
             if o.verdict_index is not None and o.verdict_index >= len(verdict_ids):
@@ -777,12 +813,16 @@ class Ledger:
             author = o.actor if o.actor and ctx.project is None else ctx.actor
             who = Meta(timestamp=meta.timestamp, actor=author)
             if o.kind == "invalidate":
-                case.record(VerdictInvalidated, who, catalogue, verdict_id=vid, reason=o.reason)
+                case.record(
+                    VerdictInvalidated, who, catalogue, dumped={}, verdict_id=vid, reason=o.reason
+                )
             else:
+                od = d["overrides"][i]
                 case.record(
                     VerdictOverridden,
                     who,
                     catalogue,
+                    dumped={f: od[f] for f in ("metric_scores", "expected_outcomes")},
                     verdict_id=vid,
                     metric_scores=o.metric_scores,
                     expected_outcomes=o.expected_outcomes,
@@ -792,10 +832,15 @@ class Ledger:
         if status is BundleCaseStatus.ERRORED:
             assert bc.error is not None
             case.record(
-                ExecutionErrored, follow, catalogue, message=bc.error.message, kind=bc.error.kind
+                ExecutionErrored,
+                follow,
+                catalogue,
+                dumped={},
+                message=bc.error.message,
+                kind=bc.error.kind,
             )
         elif status is BundleCaseStatus.CANCELED:
-            case.record(ExecutionCanceled, follow, catalogue, reason=None)
+            case.record(ExecutionCanceled, follow, catalogue, dumped={}, reason=None)
         return case
 
     def record(

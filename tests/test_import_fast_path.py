@@ -1,0 +1,435 @@
+"""The import's fast paths give exactly what the reference paths give.
+
+A bundle case is dumped once (python mode): its v2 digest and its events' stored states come
+from that dump (`DomainEvent.encode_with`) instead of a JSON-mode dump for the digest and a
+`model_dump` per event. The states must be byte for byte what `encode_state` gives (the hash
+chain hashes them), on varied bundles; cases recorded with a v1 digest must still compare.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.domain import events as events_module
+from evaledger.domain.aggregates import case_id_for, run_id_for
+from evaledger.domain.bundle import BundleCase, RunBundle
+from evaledger.domain.errors import ConflictError, ValidationError
+from evaledger.domain.events import (
+    CASE_DIGEST_V2,
+    CaseOpened,
+    DomainEvent,
+    encode_state,
+    request_digest,
+)
+from evaledger.domain.ledger import Context
+from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
+from evaledger.domain.verify import verify
+from tests.conftest import example_bundle_data
+from tests.helpers import bundle, case
+
+CTX = Context(actor="fast-path")
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+METRICS = list(DEFAULT_METRIC_NAMES[:3])
+
+text = st.text(
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12
+)
+maybe_text = st.none() | text
+amount = st.none() | st.floats(0, 1e6, allow_nan=False) | st.integers(0, 10_000)
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(-1e6, 1e6) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=6,
+)
+json_object = st.dictionaries(text, json_value, max_size=3)
+usage = st.none() | st.fixed_dictionaries(
+    {"prompt_tokens": st.integers(0, 10_000), "completion_tokens": st.integers(0, 10_000)}
+)
+instant = st.none() | st.builds(
+    lambda minutes, offset: (
+        (T0 + timedelta(minutes=minutes)).astimezone(timezone_of(offset)).isoformat()
+    ),
+    st.integers(0, 10_000),
+    st.integers(-12, 12),
+)
+judge = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["llm", "human", "structural"]),
+        "provider": maybe_text,
+        "model": maybe_text,
+        "temperature": st.none() | st.floats(0, 2),
+        "params": json_object,
+    },
+)
+outcome = st.fixed_dictionaries(
+    {"statement": text.filter(bool), "passed": st.booleans()},
+    optional={
+        "severity": st.none() | st.sampled_from(["blocker", "medium", "low"]),
+        "justification": maybe_text,
+    },
+)
+
+
+def timezone_of(hours: int) -> Any:
+    from datetime import timezone
+
+    return timezone(timedelta(hours=hours))
+
+
+@st.composite
+def metric_scores(draw: st.DrawFn, turns: int) -> list[dict[str, Any]]:
+    chosen = draw(st.lists(st.sampled_from(METRICS), unique=True, max_size=3))
+    return [
+        {
+            "metric": m,
+            "score": draw(st.integers(0, 5)),
+            "justification": draw(maybe_text),
+            "failure_code": draw(st.none() | st.just("wrong_tool")),
+            "turns": draw(st.lists(st.integers(0, turns - 1), max_size=2)) if turns else [],
+        }
+        for m in chosen
+    ]
+
+
+@st.composite
+def turn(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {"role": draw(st.sampled_from(["user", "assistant", "tool", "system"]))}
+    optional: dict[str, Any] = {
+        "content": maybe_text,
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {"name": text.filter(bool)}, optional={"id": maybe_text, "arguments": json_object}
+            ),
+            max_size=2,
+        ),
+        "tool_call_id": maybe_text,
+        "latency_ms": amount,
+        "usage": usage,
+        "cost_usd": amount,
+        "metrics": st.dictionaries(text, st.floats(-1e3, 1e3), max_size=2),
+    }
+    for name, strategy in optional.items():
+        if draw(st.booleans()):
+            body[name] = draw(strategy)
+    return body
+
+
+@st.composite
+def case_body(draw: st.DrawFn, key: str) -> dict[str, Any]:
+    status = draw(st.sampled_from(["completed", "completed", "errored", "canceled", "pending"]))
+    test_case: dict[str, Any] = {
+        "key": key,
+        "expected_outcomes": draw(
+            st.lists(
+                text.filter(bool) | st.fixed_dictionaries({"statement": text.filter(bool)}),
+                max_size=2,
+            )
+        ),
+        "tags": draw(st.lists(text, max_size=2)),
+    }
+    for name in ("name", "test_id", "category", "persona", "configuration", "scenario"):
+        if draw(st.booleans()):
+            test_case[name] = draw(text.filter(bool))
+    if draw(st.booleans()):
+        test_case["weight"] = draw(st.floats(0, 10) | st.integers(0, 3))
+    body: dict[str, Any] = {
+        "test_case": test_case,
+        "repetition": draw(st.integers(0, 2)),
+        "status": status,
+    }
+    if status == "pending":
+        return body
+    if status == "errored":
+        body["error"] = {"message": draw(text.filter(bool)), "kind": draw(maybe_text)}
+    if status != "completed" and draw(st.booleans()):
+        return body
+    turns = draw(st.lists(turn(), max_size=3))
+    body["transcript"] = turns
+    if draw(st.booleans()):
+        body["usage"] = draw(usage)
+    if draw(st.booleans()):
+        body["cost_usd"] = draw(amount)
+    if draw(st.booleans()):
+        body["started_at"] = draw(instant)
+        body["ended_at"] = draw(instant)
+    verdicts: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(0, 2))):
+        if draw(st.integers(0, 4)) == 0:
+            verdicts.append({"error": "unparseable", "raw_output": draw(text)})
+            continue
+        verdict: dict[str, Any] = {
+            "judge": draw(judge),
+            "metric_scores": draw(metric_scores(len(turns))),
+            "expected_outcomes": draw(st.lists(outcome, max_size=2)),
+        }
+        optional: list[tuple[str, st.SearchStrategy[Any]]] = [
+            ("prompt", maybe_text),
+            ("raw_output", maybe_text),
+            ("template_id", maybe_text),
+            ("latency_ms", amount),
+            ("usage", usage),
+            ("cost_usd", amount),
+            ("parse_status", st.sampled_from(["parsed", "missing_metrics"])),
+        ]
+        for name, strategy in optional:
+            if draw(st.booleans()):
+                verdict[name] = draw(strategy)
+        verdicts.append(verdict)
+    body["verdicts"] = verdicts
+    if draw(st.booleans()):
+        body["outcomes"] = [
+            {"results": draw(st.lists(outcome, min_size=1, max_size=2)), "judge": draw(judge)}
+        ]
+    if draw(st.booleans()):
+        body["claims"] = [
+            {
+                "claim": draw(text.filter(bool)),
+                "support": draw(st.sampled_from(["supported", "unsupported", "contradicted"])),
+                "source": draw(maybe_text),
+            }
+        ]
+    if draw(st.booleans()):
+        body["checks"] = [
+            {
+                "check": draw(text.filter(bool)),
+                "status": draw(st.sampled_from(["passed", "failed", "inconclusive"])),
+                "evidence": draw(maybe_text),
+            }
+        ]
+    if draw(st.booleans()):
+        body["named_scores"] = [
+            {
+                "scorer": draw(text.filter(bool)),
+                "scores": [
+                    {"name": "acc", "value": draw(st.floats(0, 1)), "scale": "fraction"},
+                    {"name": "grade", "value": draw(st.sampled_from("CPIN")), "scale": "grade"},
+                ],
+                "answer": draw(maybe_text),
+                "metadata": draw(json_object),
+                "usage": draw(usage),
+                "grader": draw(st.none() | judge),
+            }
+        ]
+    corrected: bool = draw(st.booleans())
+    if verdicts and corrected:
+        invalidate: bool = draw(st.booleans())
+        if invalidate:
+            body["overrides"] = [{"kind": "invalidate", "verdict_index": 0, "reason": "bad"}]
+        else:
+            body["overrides"] = [
+                {
+                    "verdict_index": 0,
+                    "metric_scores": draw(st.none() | metric_scores(len(turns))),
+                    "expected_outcomes": draw(st.none() | st.lists(outcome, max_size=1)),
+                    "passed": draw(st.none() | st.booleans()),
+                    "reason": "reviewed",
+                    "actor": draw(st.none() | st.just("reviewer")),
+                }
+            ]
+    return body
+
+
+@st.composite
+def bundles(draw: st.DrawFn) -> RunBundle:
+    n = draw(st.integers(1, 4))
+    cases = [draw(case_body(f"case-{i}")) for i in range(n)]
+    data = bundle()
+    data["run"]["labels"] = draw(st.dictionaries(st.sampled_from(["git", "ci"]), text, max_size=2))
+    data["cases"] = cases
+    try:
+        return RunBundle.model_validate(data)
+    except Exception:  # a drawn bundle the model refuses is not a test case
+        from hypothesis import reject
+
+        reject()
+        raise
+
+
+@contextmanager
+def store(tmp: Path, name: str) -> Iterator[Services]:
+    services = build_ledger(Settings(db=f"sqlite:///{tmp / name}/"))
+    tick = itertools.count()
+    services.ledger.clock = lambda: T0 + timedelta(microseconds=next(tick))
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def stored_rows(services: Services) -> list[tuple[str, int, str, bytes]]:
+    rows = services.ledger.notifications(1, 1_000_000)
+    return [(str(n.originator_id), n.originator_version, n.topic, bytes(n.state)) for n in rows]
+
+
+@contextmanager
+def reference_encoding() -> Iterator[None]:
+    """Every event encoded by `encode_state` (the fast path switched off)."""
+    original = DomainEvent.encode_with
+    DomainEvent.encode_with = lambda self, dumped: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DomainEvent.encode_with = original  # type: ignore[method-assign]
+
+
+def import_both(tmp: Path, b: RunBundle, tag: str) -> tuple[list[Any], list[Any]]:
+    with store(tmp, f"fast-{tag}") as fast:
+        fast.ledger.import_bundle(b, CTX)
+        fast_rows = stored_rows(fast)
+        assert verify(fast.ledger).ok
+        for stored in fast.ledger.notifications(1, 1_000_000):
+            # Decoding and encoding again (the golden-tested reference) gives the stored bytes.
+            assert encode_state(fast.ledger.decode(stored)) == bytes(stored.state)
+    with store(tmp, f"reference-{tag}") as ref, reference_encoding():
+        ref.ledger.import_bundle(b, CTX)
+        ref_rows = stored_rows(ref)
+    return fast_rows, ref_rows
+
+
+counter = itertools.count()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(b=bundles())
+def test_states_encoded_from_the_case_dump_equal_the_reference_encoding(
+    tmp_path: Path, b: RunBundle
+) -> None:
+    fast, ref = import_both(tmp_path, b, str(next(counter)))
+    assert fast == ref
+
+
+def test_the_example_bundle_is_stored_identically_by_both_paths(tmp_path: Path) -> None:
+    b = RunBundle.model_validate(example_bundle_data())
+    fast, ref = import_both(tmp_path, b, "example")
+    assert fast == ref
+    assert len(fast) > 5
+
+
+def test_a_field_that_is_not_plain_and_not_dumped_falls_back_to_the_reference(
+    tmp_path: Path,
+) -> None:
+    b = RunBundle.model_validate({**bundle(), "cases": [case("a", 4)]})
+    bc = b.cases[0]
+    event = CaseOpened(
+        originator_id=UUID(int=1),
+        originator_version=1,
+        timestamp=T0,
+        actor="x",
+        prev_hash="0" * 64,
+        run_id=UUID(int=2),
+        test_case=bc.test_case,
+        repetition=0,
+    )
+    event.encode_with({})  # test_case is a value object and was not given dumped
+    assert event.__pydantic_private__ == {"_hash": None, "_state": None}
+    assert event.stored_state() == encode_state(event)
+    event2 = event.model_copy()
+    event2.encode_with({"test_case": bc.test_case.model_dump()})
+    assert event2.stored_state() == encode_state(event)
+
+
+def test_case_digest_is_versioned_and_ignores_key_order() -> None:
+    data = case("a", 4)
+    one = BundleCase.model_validate(data)
+    reordered = BundleCase.model_validate(dict(reversed(list(data.items()))))
+    from evaledger.domain.events import case_digest
+
+    assert case_digest(one.model_dump()) == case_digest(reordered.model_dump())
+    assert case_digest(one.model_dump()).startswith(CASE_DIGEST_V2)
+    other = BundleCase.model_validate(case("a", 3))
+    assert case_digest(one.model_dump()) != case_digest(other.model_dump())
+
+
+def _v1_case_digests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Import as the ledger did before v2: the JSON-mode dump's `request_digest`."""
+    from evaledger.domain import ledger as ledger_module
+
+    monkeypatch.setattr(
+        ledger_module,
+        "case_digest",
+        lambda dumped: request_digest(BundleCase.model_validate(dumped).model_dump(mode="json")),
+    )
+
+
+def test_cases_recorded_with_a_v1_digest_still_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = {**bundle(), "cases": [case("a", 4), case("b", 2)]}
+    data["run"] = {**data["run"], "status": "running"}
+    b = RunBundle.model_validate(data)
+    with store(tmp_path, "v1") as s:
+        with monkeypatch.context() as m:
+            _v1_case_digests(m)
+            s.ledger.import_bundle(b, CTX)
+        run_id = run_id_for("default", b.run.key)
+        opened = s.ledger.get_case(case_id_for(run_id, "a", 0, "")).opened
+        assert opened.request_digest is not None
+        assert not opened.request_digest.startswith(CASE_DIGEST_V2)
+        head = s.ledger.position()
+        # The same bundle again, with v2 digests computed now: nothing new is written.
+        again = s.ledger.import_bundle(b, CTX)
+        assert again.events == 0 and s.ledger.position() == head
+        # A changed case is still refused.
+        changed = {**data, "cases": [case("a", 1), case("b", 2)]}
+        with pytest.raises(ConflictError, match="different content"):
+            s.ledger.import_bundle(RunBundle.model_validate(changed), CTX)
+        # A new case alongside the old ones gets a v2 digest.
+        grown = RunBundle.model_validate({**data, "cases": [case("a", 4), case("c", 5)]})
+        s.ledger.import_bundle(grown, CTX)
+        c = s.ledger.get_case(case_id_for(run_id, "c", 0, "")).opened
+        assert c.request_digest is not None and c.request_digest.startswith(CASE_DIGEST_V2)
+        assert verify(s.ledger).ok
+
+
+def test_reimporting_a_v2_bundle_writes_nothing_and_a_change_conflicts(tmp_path: Path) -> None:
+    data = {**bundle(), "cases": [case("a", 4)]}
+    data["run"] = {**data["run"], "status": "running"}
+    with store(tmp_path, "v2") as s:
+        s.ledger.import_bundle(RunBundle.model_validate(data), CTX)
+        head = s.ledger.position()
+        assert s.ledger.import_bundle(RunBundle.model_validate(data), CTX).events == 0
+        assert s.ledger.position() == head
+        with pytest.raises(ConflictError):
+            s.ledger.import_bundle(RunBundle.model_validate({**data, "cases": [case("a", 2)]}), CTX)
+
+
+def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
+    tmp_path: Path,
+) -> None:
+    from evaledger.domain.events import ExecutionErrored
+    from evaledger.domain.ledger import _check_storable
+
+    def errored(message: str) -> ExecutionErrored:
+        return ExecutionErrored(
+            originator_id=UUID(int=1),
+            originator_version=2,
+            timestamp=T0,
+            actor="x",
+            prev_hash="0" * 64,
+            message=message,
+        )
+
+    with pytest.raises(ValidationError, match="message"):
+        _check_storable(errored("a\x00b"))
+    _check_storable(errored("a\\u0000b"))  # the six characters, escaped: storable
+    _check_storable(errored("plain"))
+
+
+# Keep the helper's signature visible to mypy for the monkeypatched function.
+_: Callable[[Any], str] = events_module.case_digest
