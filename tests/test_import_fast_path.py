@@ -433,3 +433,37 @@ def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
 
 # Keep the helper's signature visible to mypy for the monkeypatched function.
 _: Callable[[Any], str] = events_module.case_digest
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (b'{"a": {"b": "x\\u0000y"}}', "a.b: NUL"),
+        (b'{"a": ["ok", {"k\\u0000": 1}]}', "a.1.k\\x00: key: NUL"),
+        (b'{"n": 9007199254740993}', "n: integers must be"),
+        (b'{"n": [-9007199254740993]}', "n.0: integers must be"),
+        (b'{"s": "\\ud800"}', "s: lone surrogates"),
+    ],
+)
+def test_parse_input_json_still_names_what_no_store_can_hold(data: bytes, where: str) -> None:
+    from evaledger.domain.types import UnstorableJSONError, parse_input_json
+
+    with pytest.raises(UnstorableJSONError) as e:
+        parse_input_json(data)
+    assert str(e.value).startswith(where)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a": "x\\\\u0000y", "f": 0.1234567890123456789, "n": 9007199254740991}',
+        b'{"n": -9007199254740991, "t": "\\u00e9\\ud83d\\ude00", "id": "1234567890123456"}',
+        b"[]",
+    ],
+)
+def test_parse_input_json_accepts_what_every_store_holds(data: bytes) -> None:
+    import json
+
+    from evaledger.domain.types import parse_input_json
+
+    assert parse_input_json(data) == json.loads(data)
