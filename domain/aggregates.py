@@ -103,6 +103,19 @@ class Aggregate:
         self.idempotency: dict[str, str | None] = {}
         self._pending: list[DomainEvent] = []
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Aggregate:
+        """The copy eventsourcing's aggregate cache hands to each command.
+
+        Events and value objects are immutable, so only the containers are copied (a generic
+        deep copy of a 10,000-case run walked every case id and its creation event, ~270 ms).
+        """
+        clone = object.__new__(type(self))
+        state = clone.__dict__
+        for name, value in self.__dict__.items():
+            kind = type(value)
+            state[name] = kind(value) if kind in (list, set, dict) else value
+        return clone
+
     def collect_events(self) -> list[DomainEvent]:
         """Pending events, handed over once (eventsourcing's CollectEventsProtocol)."""
         pending, self._pending = self._pending, []

@@ -736,7 +736,9 @@ def encode_state(event: DomainEvent) -> bytes:
 
 def stored_hash(topic: str, state: bytes) -> str:
     """Hash of one stored event (topic + state bytes), the link of the chain."""
-    return hashlib.sha256(topic.encode() + b"\n" + state).hexdigest()
+    h = hashlib.sha256(topic.encode() + b"\n")
+    h.update(state)  # not concatenated: no copy of the state
+    return h.hexdigest()
 
 
 def request_digest(body: Any) -> str:

@@ -79,6 +79,7 @@ from evaledger.domain.events import (
     case_digest,
     request_digest,
     same_case_digest,
+    stored_hash,
 )
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.persistence import (
@@ -586,10 +587,24 @@ class Ledger:
         """Complete a run and seal it over its cases' last hashes."""
 
         def action(run: Run, meta: Meta) -> None:
-            hashes = {cid: self.get_case(cid).last_hash for cid in run.case_ids}
-            run.complete(meta, completed_at or meta.timestamp, hashes)
+            run.complete(meta, completed_at or meta.timestamp, self._last_hashes(run.case_ids))
 
         return self._run_command(run_id, ctx, action)
+
+    def _last_hashes(self, case_ids: Iterable[UUID]) -> dict[UUID, str]:
+        """The hash of each case's last stored event (what its aggregate's `last_hash` is).
+
+        Read from the last stored row alone (the hash is over its stored topic and bytes), not
+        by replaying every case: sealing a 10,000-case run replayed ~37,000 events.
+        """
+        hashes: dict[UUID, str] = {}
+        recorder = self.app.recorder
+        for cid in case_ids:
+            last = recorder.select_events(cid, desc=True, limit=1)
+            if not last:
+                raise NotFoundError(f"no case {cid}")
+            hashes[cid] = stored_hash(last[0].topic, last[0].state)
+        return hashes
 
     def cancel_run(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
         """Cancel a run."""
@@ -1021,10 +1036,8 @@ class Ledger:
         status = body.status
         if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
             known = hashes or {}
-            seal = {
-                cid: known[cid] if cid in known else self.get_case(cid).last_hash
-                for cid in run.case_ids
-            }
+            missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
+            seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
             run.complete(meta, body.completed_at or meta.timestamp, seal)
         elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
             run.cancel(meta, body.reason)

@@ -467,3 +467,58 @@ def test_parse_input_json_accepts_what_every_store_holds(data: bytes) -> None:
     from evaledger.domain.types import parse_input_json
 
     assert parse_input_json(data) == json.loads(data)
+
+
+def test_the_seal_reads_each_cases_last_stored_hash(store_services: Services) -> None:
+    """complete_run hashes each case's last stored row instead of replaying every case."""
+    from evaledger.domain.aggregates import seal_of
+    from evaledger.domain.bundle import BundleRun
+    from evaledger.domain.events import RunCompleted, TranscriptRecorded
+
+    ledger = store_services.ledger
+    run = BundleRun.model_validate({**bundle()["run"], "status": "running"})
+    run_id = ledger.create_run(run, CTX).id
+    ledger.ingest_cases(
+        run_id, [BundleCase.model_validate(case(k, 3)) for k in ("a", "b", "c")], CTX
+    )
+    pending = BundleCase.model_validate({"test_case": {"key": "d"}, "status": "pending"})
+    ledger.open_case(run_id, pending, CTX)
+    d = case_id_for(run_id, "d", 0, "")
+    ledger.record(d, TranscriptRecorded, CTX, {"turns": [{"role": "user", "content": "hi"}]})
+    ids = ledger.get_run(run_id).case_ids
+    expected = {cid: ledger.get_case(cid).last_hash for cid in ids}
+    assert ledger._last_hashes(ids) == expected
+    ledger.complete_run(run_id, CTX)
+    completed = ledger.events_of(run_id)[-1]
+    assert isinstance(completed, RunCompleted)
+    assert completed.seal == seal_of(expected) and completed.case_count == 4
+    assert verify(ledger).ok
+    with pytest.raises(Exception, match="no case"):
+        ledger._last_hashes([UUID(int=7)])
+
+
+def test_a_copy_of_an_aggregate_shares_no_container_with_it(services: Services) -> None:
+    import copy
+
+    ledger = services.ledger
+    data = {**bundle(), "cases": [case("a", 4)]}
+    data["run"] = {**data["run"], "status": "running"}
+    result = ledger.import_bundle(RunBundle.model_validate(data), CTX)
+    run = ledger.get_run(result.run_id)
+    clone = copy.deepcopy(run)
+    assert type(clone) is type(run) and clone.__dict__ == run.__dict__
+    assert clone.created is run.created  # immutable events are shared
+    clone.case_ids.append(UUID(int=9))
+    clone._case_set.add(UUID(int=9))
+    clone.idempotency["k"] = "v"
+    clone.version += 1
+    assert UUID(int=9) not in run.case_ids and not run.has_case(UUID(int=9))
+    assert "k" not in run.idempotency and run.version == clone.version - 1
+    case_agg = ledger.get_case(result.case_ids[0])
+    twin = copy.deepcopy(case_agg)
+    twin.verdict_ids.add(UUID(int=3))
+    assert UUID(int=3) not in case_agg.verdict_ids
+    # The cache hands each command its own copy: a failed command leaves the next one clean.
+    first = ledger.get_run(result.run_id)
+    first.case_ids.append(UUID(int=10))
+    assert UUID(int=10) not in ledger.get_run(result.run_id).case_ids
