@@ -138,23 +138,28 @@ class Aggregate:
     def _trigger_with(
         self, cls: type[E], meta: Meta, dumped: Mapping[str, Any] | None, fields: Mapping[str, Any]
     ) -> E:
-        """`_trigger`, given the python-mode dump of the fields holding value objects.
+        """`_trigger`, for fields taken from a validated bundle case when `dumped` is given.
 
-        When the caller has it already (a bundle case's dump), the state is encoded from it
-        (`DomainEvent.encode_with`) instead of dumping the event again.
+        `dumped` is the python-mode dump of the fields holding value objects (from the case's
+        dump). The event is then built without validating those values again
+        (`DomainEvent.trusted`) and its state is encoded from `dumped`
+        (`DomainEvent.encode_with`) instead of dumping the event again. The command's own
+        values (actor, time) are still checked here.
         """
-        event = cls(
-            originator_id=self.id,
-            originator_version=self.version + 1,
-            timestamp=meta.timestamp,
-            actor=meta.actor,
-            idempotency_key=meta.idempotency_key,
-            request_digest=meta.request_digest,
-            prev_hash=self.last_hash,
-            **fields,
-        )
-        if dumped is not None:
+        header = {
+            "originator_id": self.id,
+            "originator_version": self.version + 1,
+            "timestamp": meta.timestamp,
+            "actor": meta.actor,
+            "idempotency_key": meta.idempotency_key,
+            "request_digest": meta.request_digest,
+            "prev_hash": self.last_hash,
+        }
+        if dumped is not None and meta.actor and meta.timestamp.utcoffset() is not None:
+            event = cls.trusted({**header, **fields})
             event.encode_with(dumped)
+        else:
+            event = cls(**header, **fields)
         self.apply(event)
         self._pending.append(event)
         return event

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain import events as events_module
-from evaledger.domain.aggregates import case_id_for, run_id_for
+from evaledger.domain.aggregates import Aggregate, case_id_for, run_id_for
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.errors import ConflictError, ValidationError
 from evaledger.domain.events import (
@@ -274,27 +274,64 @@ def stored_rows(services: Services) -> list[tuple[str, int, str, bytes]]:
 
 
 @contextmanager
-def reference_encoding() -> Iterator[None]:
-    """Every event encoded by `encode_state` (the fast path switched off)."""
-    original = DomainEvent.encode_with
-    DomainEvent.encode_with = lambda self, dumped: None  # type: ignore[method-assign]
+def reference_encoding() -> Iterator[list[DomainEvent]]:
+    """Every event validated by pydantic and encoded by `encode_state` (fast paths off)."""
+    original = Aggregate._trigger_with
+    built: list[DomainEvent] = []
+
+    def reference(self: Aggregate, cls: Any, meta: Any, dumped: Any, fields: Any) -> Any:
+        event = original(self, cls, meta, None, fields)
+        built.append(event)
+        return event
+
+    Aggregate._trigger_with = reference  # type: ignore[method-assign]
     try:
-        yield
+        yield built
     finally:
-        DomainEvent.encode_with = original  # type: ignore[method-assign]
+        Aggregate._trigger_with = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def recording() -> Iterator[list[DomainEvent]]:
+    """The events the ledger builds (fast paths on)."""
+    original = Aggregate._trigger_with
+    built: list[DomainEvent] = []
+
+    def record(self: Aggregate, cls: Any, meta: Any, dumped: Any, fields: Any) -> Any:
+        event = original(self, cls, meta, dumped, fields)
+        built.append(event)
+        return event
+
+    Aggregate._trigger_with = record  # type: ignore[method-assign]
+    try:
+        yield built
+    finally:
+        Aggregate._trigger_with = original  # type: ignore[method-assign]
 
 
 def import_both(tmp: Path, b: RunBundle, tag: str) -> tuple[list[Any], list[Any]]:
     with store(tmp, f"fast-{tag}") as fast:
-        fast.ledger.import_bundle(b, CTX)
+        with recording() as fast_events:
+            fast.ledger.import_bundle(b, CTX)
         fast_rows = stored_rows(fast)
         assert verify(fast.ledger).ok
         for stored in fast.ledger.notifications(1, 1_000_000):
             # Decoding and encoding again (the golden-tested reference) gives the stored bytes.
             assert encode_state(fast.ledger.decode(stored)) == bytes(stored.state)
-    with store(tmp, f"reference-{tag}") as ref, reference_encoding():
+    with store(tmp, f"reference-{tag}") as ref, reference_encoding() as ref_events:
         ref.ledger.import_bundle(b, CTX)
         ref_rows = stored_rows(ref)
+    # The events built without validation are the validated ones: same class, field values,
+    # fields set and (fresh) private caches.
+    assert len(fast_events) == len(ref_events)
+    for mine, theirs in zip(fast_events, ref_events, strict=True):
+        assert type(mine) is type(theirs)
+        assert mine.__dict__ == theirs.__dict__
+        assert list(mine.__dict__) == list(theirs.__dict__)
+        assert mine.model_fields_set == theirs.model_fields_set
+        assert mine.__pydantic_extra__ is None and theirs.__pydantic_extra__ is None
+        assert mine == theirs and mine.hash() == theirs.hash()
+        assert mine.model_dump() == theirs.model_dump()
     return fast_rows, ref_rows
 
 
@@ -522,3 +559,36 @@ def test_a_copy_of_an_aggregate_shares_no_container_with_it(services: Services) 
     first = ledger.get_run(result.run_id)
     first.case_ids.append(UUID(int=10))
     assert UUID(int=10) not in ledger.get_run(result.run_id).case_ids
+
+
+def test_a_trusted_event_refuses_unknown_and_missing_fields() -> None:
+    from evaledger.domain.events import ExecutionCanceled
+
+    header = {
+        "originator_id": UUID(int=1),
+        "originator_version": 2,
+        "timestamp": T0,
+        "actor": "x",
+        "prev_hash": "0" * 64,
+    }
+    event = ExecutionCanceled.trusted(header)
+    assert event == ExecutionCanceled(**header)
+    assert event.model_fields_set == ExecutionCanceled(**header).model_fields_set
+    with pytest.raises(TypeError, match="unknown fields"):
+        ExecutionCanceled.trusted({**header, "nope": 1})
+    with pytest.raises(TypeError, match="missing field 'actor'"):
+        ExecutionCanceled.trusted({k: v for k, v in header.items() if k != "actor"})
+
+
+def test_the_commands_own_values_are_still_validated(tmp_path: Path) -> None:
+    """A bad actor or a naive clock is refused, as before, on the bundle path too."""
+    import pydantic
+
+    data = {**bundle(), "cases": [case("a", 4)]}
+    with store(tmp_path, "bad") as s:
+        with pytest.raises(pydantic.ValidationError, match="actor"):
+            s.ledger.import_bundle(RunBundle.model_validate(data), Context(actor=""))
+        s.ledger.clock = lambda: datetime(2026, 1, 1)  # noqa: DTZ001 - naive on purpose
+        with pytest.raises(pydantic.ValidationError, match="timezone"):
+            s.ledger.import_bundle(RunBundle.model_validate(data), CTX)
+        assert s.ledger.position() == 0
