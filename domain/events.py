@@ -313,22 +313,19 @@ class DomainEvent(BaseModel):
         of the same objects again was a fifth of a large import. Fields not given take their
         defaults; a missing required field or an unknown one is refused, as validation would.
         """
-        specs, names = _field_specs(cls)
+        template, names, required, factories = _field_specs(cls)
         if not names.issuperset(values):
             raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - names)}")
-        data: dict[str, Any] = {}
-        for name, required, default, factory in specs:
-            if name in values:
-                data[name] = values[name]
-            elif required:
-                raise TypeError(f"{cls.__name__}: missing field {name!r}")
-            elif factory is None:
-                data[name] = default
-            elif factory is list or factory is dict:
-                data[name] = factory()
-            else:
-                info = cls.model_fields[name]
-                data[name] = info.get_default(call_default_factory=True, validated_data=data)
+        if not required <= values.keys():
+            raise TypeError(f"{cls.__name__}: missing fields {sorted(required - values.keys())}")
+        data = {**template, **values}  # the template's order: every field, in order
+        for name, factory in factories:
+            if name not in values:
+                if factory is list or factory is dict:
+                    data[name] = factory()
+                else:
+                    info = cls.model_fields[name]
+                    data[name] = info.get_default(call_default_factory=True, validated_data=data)
         event = cls.__new__(cls)
         object.__setattr__(event, "__dict__", data)
         object.__setattr__(event, "__pydantic_fields_set__", set(values))
@@ -755,14 +752,24 @@ def _stored_fields(cls: type[DomainEvent]) -> tuple[str, ...]:
 @cache
 def _field_specs(
     cls: type[DomainEvent],
-) -> tuple[tuple[tuple[str, bool, Any, Any], ...], frozenset[str]]:
-    """(name, required, default, default factory) of every field in order, and the names."""
+) -> tuple[dict[str, Any], frozenset[str], frozenset[str], tuple[tuple[str, Any], ...]]:
+    """What `trusted` needs of a class's fields, computed once.
+
+    A template of every field in order with its default (None for those without one), the
+    names, the required ones, and (name, factory) of those with a default factory.
+    """
     fields = cls.model_fields
-    specs = tuple(
-        (name, info.is_required(), info.default, info.default_factory)
+    template = {
+        name: None if info.is_required() or info.default_factory is not None else info.default
         for name, info in fields.items()
+    }
+    required = frozenset(name for name, info in fields.items() if info.is_required())
+    factories = tuple(
+        (name, info.default_factory)
+        for name, info in fields.items()
+        if info.default_factory is not None
     )
-    return specs, frozenset(fields)
+    return template, frozenset(fields), required, factories
 
 
 @cache

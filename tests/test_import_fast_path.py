@@ -576,7 +576,7 @@ def test_a_trusted_event_refuses_unknown_and_missing_fields() -> None:
     assert event.model_fields_set == ExecutionCanceled(**header).model_fields_set
     with pytest.raises(TypeError, match="unknown fields"):
         ExecutionCanceled.trusted({**header, "nope": 1})
-    with pytest.raises(TypeError, match="missing field 'actor'"):
+    with pytest.raises(TypeError, match=r"missing fields \['actor'\]"):
         ExecutionCanceled.trusted({k: v for k, v in header.items() if k != "actor"})
 
 
