@@ -255,6 +255,16 @@ class ChainReader:
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
             return self.chain.blocks(curs, after, limit)
 
+    def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
+        """(topic, state) of the last stored event of each aggregate that has one."""
+        found: dict[UUID, tuple[str, bytes]] = {}
+        select = cast(Any, self).select_events
+        for oid in originator_ids:
+            last = select(oid, desc=True, limit=1)
+            if last:
+                found[oid] = (last[0].topic, bytes(last[0].state))
+        return found
+
 
 class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
     """eventsourcing's SQLite recorder, appending each commit's block to the ledger chain.
@@ -328,6 +338,9 @@ class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
 
 WRITE_LOCK = 4242001
 """Advisory lock key every writer of the events table takes for its transaction."""
+
+LAST_STORED_BATCH = 1000
+"""Aggregate ids per query reading their last stored events (sealing a run)."""
 
 CHUNK_BYTES = 1_000_000
 """Largest save (state bytes) sent as one INSERT; larger saves go by binary COPY."""
@@ -469,6 +482,26 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
         if len(ids) != len(stored_events):
             raise RuntimeError(f"COPY stored {len(ids)} of {len(stored_events)} events")
         return ids
+
+    def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
+        """(topic, state) of the last stored event of each aggregate, a query per batch of ids."""
+        table = SQL("{schema}.{table}").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
+        query = SQL(
+            "SELECT DISTINCT ON (originator_id) originator_id, topic, state FROM {t} "
+            "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version DESC"
+        ).format(t=table)
+        found: dict[UUID, tuple[str, bytes]] = {}
+        ids = list(originator_ids)
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            for start in range(0, len(ids), LAST_STORED_BATCH):
+                curs.execute(query, (ids[start : start + LAST_STORED_BATCH],))
+                for row in curs.fetchall():
+                    oid = row["originator_id"]
+                    key = oid if isinstance(oid, UUID) else UUID(str(oid))
+                    found[key] = (row["topic"], bytes(row["state"]))
+        return found
 
     def create_chain(self) -> None:
         """Create the chain table; chain the events of a store that predates it (once)."""

@@ -506,8 +506,13 @@ def test_parse_input_json_accepts_what_every_store_holds(data: bytes) -> None:
     assert parse_input_json(data) == json.loads(data)
 
 
-def test_the_seal_reads_each_cases_last_stored_hash(store_services: Services) -> None:
+def test_the_seal_reads_each_cases_last_stored_hash(
+    store_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """complete_run hashes each case's last stored row instead of replaying every case."""
+    from evaledger.domain import persistence
+
+    monkeypatch.setattr(persistence, "LAST_STORED_BATCH", 3)  # several batches of ids
     from evaledger.domain.aggregates import seal_of
     from evaledger.domain.bundle import BundleRun
     from evaledger.domain.events import RunCompleted, TranscriptRecorded
