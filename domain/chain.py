@@ -64,8 +64,12 @@ def event_hash(event: StoredEvent) -> str:
 def link_of(prev: str, entries: Iterable[Entry]) -> str:
     """The chain link of one commit over its events in log order."""
     h = hashlib.sha256(prev.encode())
-    for position, originator_id, version, ehash in entries:
-        h.update(f"\n{position}\x1f{_canonical(originator_id)}\x1f{version}\x1f{ehash}".encode())
+    # One update over the joined lines: the same digest as a line at a time, fewer calls.
+    lines = "".join(
+        f"\n{position}\x1f{_canonical(originator_id)}\x1f{version}\x1f{ehash}"
+        for position, originator_id, version, ehash in entries
+    )
+    h.update(lines.encode())
     return h.hexdigest()
 
 

@@ -597,3 +597,25 @@ def test_the_commands_own_values_are_still_validated(tmp_path: Path) -> None:
         with pytest.raises(pydantic.ValidationError, match="timezone"):
             s.ledger.import_bundle(RunBundle.model_validate(data), CTX)
         assert s.ledger.position() == 0
+
+
+def test_a_chain_link_is_the_digest_of_its_lines_one_at_a_time() -> None:
+    """link_of hashes the joined lines in one update: the same digest as the definition."""
+    import hashlib
+
+    from evaledger.domain.chain import _canonical, link_of
+
+    def by_line(prev: str, entries: list[tuple[int, Any, int, str]]) -> str:
+        h = hashlib.sha256(prev.encode())
+        for position, oid, version, ehash in entries:
+            h.update(f"\n{position}\x1f{_canonical(oid)}\x1f{version}\x1f{ehash}".encode())
+        return h.hexdigest()
+
+    for n in (0, 1, 7, 300):
+        entries = [
+            (i + 1, UUID(int=i) if i % 3 else UUID(int=i).hex, i % 5 + 1, f"{i:064x}")
+            for i in range(n)
+        ]
+        entries += [(n + 1, "not-a-uuid é", 1, "f" * 64)] if n else []
+        assert link_of("0" * 64, entries) == by_line("0" * 64, entries)
+        assert link_of("ab" * 32, iter(entries)) == by_line("ab" * 32, entries)
