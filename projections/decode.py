@@ -22,16 +22,38 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from evaledger.domain.events import DomainEvent
+from evaledger.domain.events import (
+    CaseOpened,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    OutcomeEvaluated,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+)
 from evaledger.domain.persistence import OrjsonTranscoder, decode_state
 
 _TRANSCODER = OrjsonTranscoder()
+
+LEAN_VERSIONS: dict[type[DomainEvent], int] = {
+    CaseOpened: 1,
+    TranscriptRecorded: 1,
+    JudgeVerdictRecorded: 1,
+    OutcomeEvaluated: 1,
+    ClaimsVerified: 1,
+    StructuralCheckRecorded: 1,
+    ExecutionErrored: 1,
+}
+"""The classes the lean folds read from state dicts, and the class version they were written
+for. A class whose `class_version` moved on (or a class replaced under its topic) goes through
+the full pydantic path until its lean fold is updated: `Decoded.lean` is False for it."""
 
 
 class Decoded:
     """One stored event decoded to a plain (upcast) state dict; the pydantic event on demand."""
 
-    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "oid", "version")
+    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "lean", "oid", "version")
 
     def __init__(
         self,
@@ -51,6 +73,8 @@ class Decoded:
         """The aggregate version (originator_version)."""
         self.data = data
         """The stored state (every field but the id and version), upcast; do not mutate."""
+        self.lean = LEAN_VERSIONS.get(cls) == cls.class_version
+        """A lean fold may read `data` (written for this class and version)."""
         self._stored = stored
         self._decode = decode
         self._event = event

@@ -32,6 +32,7 @@ from evaledger.projections.facts import (
     CaseFacts,
     apply_fact,
     apply_fact_data,
+    opened_facts,
     opened_facts_data,
     scoring_view,
 )
@@ -226,7 +227,9 @@ class CasesProjection:
     name = "cases_v3"
     tables = (run_summaries, cases, case_runs)
 
-    def __init__(self) -> None:
+    def __init__(self, lean: bool = True) -> None:
+        self.lean = lean
+        """False: every case event is folded from its full pydantic event (the reference)."""
         self._runs: dict[str, tuple[ScoringSpec, str | None, str]] = {}
         self._seq: int | None = None
         # run id → case id → (seq, score), for runs created since the last reset (complete)
@@ -283,13 +286,18 @@ class CasesProjection:
         for position, d in batch:
             cls = d.cls
             oid = d.oid
-            if cls in LEAN_FACT_TOPICS:
+            if cls in LEAN_FACT_TOPICS and d.lean and self.lean:
                 apply_fact_data(facts[oid], cls, d.version, d.data)
                 touched[oid] = position
             elif cls is CaseOpened:
-                run_id = d.data["run_id"]
-                _, provider, _ = self._run(conn, run_id)
-                facts[oid] = opened_facts_data(oid, d.version, d.data, provider)
+                if d.lean and self.lean:
+                    _, provider, _ = self._run(conn, d.data["run_id"])
+                    facts[oid] = opened_facts_data(oid, d.version, d.data, provider)
+                else:
+                    opening = d.event
+                    assert isinstance(opening, CaseOpened)
+                    _, provider, _ = self._run(conn, str(opening.run_id))
+                    facts[oid] = opened_facts(opening, provider)
                 self._seq += 1
                 seqs[oid] = self._seq
                 touched[oid] = position

@@ -85,6 +85,10 @@ class JudgeVotesProjection:
     name = "judge_votes_v1"
     tables = (votes, vote_cases)
 
+    def __init__(self, lean: bool = True) -> None:
+        self.lean = lean
+        """False: verdict rows from the full pydantic events (the reference)."""
+
     def reset(self) -> None:
         """Nothing cached."""
 
@@ -113,7 +117,12 @@ class JudgeVotesProjection:
                 continue
             cid = decoded.oid
             if cls is CaseOpened:
-                run_id = decoded.data["run_id"]
+                if decoded.lean:
+                    run_id = decoded.data["run_id"]
+                else:
+                    opening = decoded.event
+                    assert isinstance(opening, CaseOpened)
+                    run_id = str(opening.run_id)
                 runs[cid] = run_id
                 new_cases.append({"case_id": cid, "run_id": run_id})
             elif cls is JudgeVerdictRecorded:
@@ -123,7 +132,12 @@ class JudgeVotesProjection:
                         select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
                     ).scalar_one()
                     runs[cid] = found
-                new_votes.append(_vote_row_data(decoded.data, cid, found, position))
+                if decoded.lean and self.lean:
+                    new_votes.append(_vote_row_data(decoded.data, cid, found, position))
+                else:
+                    verdict = decoded.event
+                    assert isinstance(verdict, JudgeVerdictRecorded)
+                    new_votes.append(_vote_row(verdict, cid, found, position))
             elif cls is VerdictInvalidated:
                 event = decoded.event
                 assert isinstance(event, VerdictInvalidated)
