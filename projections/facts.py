@@ -7,8 +7,8 @@ rescore of a 10,000-case run a matter of milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -164,7 +164,7 @@ def scoring_view(facts: CaseFacts) -> CaseFacts:
     and a rescore decodes a fraction of the bytes. Rollups read the full `facts` column.
     """
     compact = [
-        MessageFact(role=Role.ASSISTANT, latency_ms=latency)
+        _MESSAGE(role=Role.ASSISTANT, latency_ms=latency, tokens=None, cost_usd=None, metrics={})
         for latency in facts.assistant_latencies
     ]
     return facts.model_copy(update={"messages": compact})
@@ -304,9 +304,40 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
 # ---------------------------------------------------------------------------------------------
 # Lean folds (replay): the same facts from the stored state dicts, without pydantic validation.
 # The stored events were validated when written; these read only the fields the facts keep and
-# build the facts with `model_construct` (values converted to the types validation would give:
-# UUIDs, enums, floats), so the facts, their rows and their scores are exactly the full fold's.
+# build the facts from trusted values (converted to the types validation would give: UUIDs,
+# enums, floats), so the facts, their rows and their scores are exactly the full fold's.
 # Topics without a lean fold here go through `apply_fact` on the full event.
+
+_set = object.__setattr__
+M = TypeVar("M", bound=BaseModel)
+
+
+def _trusted(cls: type[M]) -> Callable[..., M]:
+    """A constructor of `cls` from trusted values of EVERY field (tests/test_lean_decode.py).
+
+    What `model_construct` does, without its per-field loop: that loop calls each missing
+    field's default factory through `FieldInfo.get_default`, which (pydantic 2.14) inspects the
+    factory's signature on every call; even with every field given it cost more than the fold.
+    """
+    new = cls.__new__
+
+    def make(**values: Any) -> M:
+        m = new(cls)
+        _set(m, "__dict__", values)
+        _set(m, "__pydantic_fields_set__", set(values))
+        _set(m, "__pydantic_extra__", None)
+        _set(m, "__pydantic_private__", None)
+        return m
+
+    return make
+
+
+_OUTCOME = _trusted(OutcomeFact)
+_METRIC = _trusted(MetricFact)
+_VERDICT = _trusted(VerdictFact)
+_MESSAGE = _trusted(MessageFact)
+_CHECK = _trusted(CheckFact)
+_FACTS = _trusted(CaseFacts)
 
 
 def _float(value: Any) -> float | None:
@@ -316,7 +347,7 @@ def _float(value: Any) -> float | None:
 def _lean_outcomes(
     results: Sequence[dict[str, Any]], declared: dict[str, Severity]
 ) -> list[OutcomeFact]:
-    construct = OutcomeFact.model_construct
+    construct = _OUTCOME
     out = []
     for r in results:
         statement = r["statement"]
@@ -334,7 +365,7 @@ def _lean_outcomes(
 
 
 def _lean_metrics(scores: Sequence[dict[str, Any]]) -> list[MetricFact]:
-    construct = MetricFact.model_construct
+    construct = _METRIC
     return [
         construct(
             metric=m["metric"],
@@ -364,13 +395,13 @@ def opened_facts_data(
         if isinstance(o, str):  # as TestCaseSnapshot's validator reads a bare statement
             o = {"statement": o}
         outcomes.append(
-            OutcomeFact.model_construct(
+            _OUTCOME(
                 statement=o["statement"],
                 passed=False,
                 severity=Severity(o.get("severity", Severity.BLOCKER)),
             )
         )
-    return CaseFacts.model_construct(
+    return _FACTS(
         case_id=UUID(oid),
         run_id=UUID(data["run_id"]),
         test_case_key=key,
@@ -386,13 +417,29 @@ def opened_facts_data(
         weight=float(tc.get("weight", 1.0)),
         evaluation_method=tc.get("evaluation_method"),
         expected_outcomes=outcomes,
+        has_transcript=False,
+        turn_count=0,
+        messages=[],
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=None,
+        duration_ms=None,
+        errored=False,
+        error_message=None,
+        error_kind=None,
+        canceled=False,
+        verdicts=[],
+        outcome_evaluations=[],
+        claims=[],
+        checks=[],
         agent_provider=agent_provider,
         last_version=version,
+        named_scores={},
     )
 
 
 def _transcript(facts: CaseFacts, data: dict[str, Any]) -> None:
-    construct = MessageFact.model_construct
+    construct = _MESSAGE
     turns = data["turns"]
     facts.has_transcript = True
     facts.turn_count = len(turns)
@@ -420,7 +467,7 @@ def _transcript(facts: CaseFacts, data: dict[str, Any]) -> None:
 def _verdict(facts: CaseFacts, data: dict[str, Any], declared: dict[str, Severity]) -> None:
     judge = data["judge"]
     facts.verdicts.append(
-        VerdictFact.model_construct(
+        _VERDICT(
             verdict_id=UUID(data["verdict_id"]),
             position=len(facts.verdicts),
             judge_kind=judge.get("kind", "llm"),
@@ -468,9 +515,7 @@ def apply_fact_data(
     elif cls is ClaimsVerified:
         facts.claims.extend(ClaimSupport(c["support"]) for c in data["claims"])
     elif cls is StructuralCheckRecorded:
-        facts.checks.append(
-            CheckFact.model_construct(check=data["check"], status=CheckStatus(data["status"]))
-        )
+        facts.checks.append(_CHECK(check=data["check"], status=CheckStatus(data["status"])))
     elif cls is ExecutionErrored:
         facts.errored = True
         facts.error_message = data["message"]

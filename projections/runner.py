@@ -134,28 +134,33 @@ class ProjectionRunner:
                 notifications = self.ledger.notifications(start + 1, self.page_size)
                 if not notifications:
                     return start
-                with gc.paused():
+                with gc.paused():  # one pause per page: decode and apply
                     batch = self._decode(notifications, positions)
-                if not batch:
-                    continue  # the first event could not be decoded: recorded as a failure
-                try:
-                    with gc.paused():
-                        self._apply(batch, positions)
-                except TrackingConflictError:
-                    for p in self.projections:
-                        p.reset()
-                    continue
-                except InfrastructureError:
-                    for p in self.projections:
-                        p.reset()
-                    raise
-                except Exception:
-                    for p in self.projections:
-                        p.reset()
-                    self._isolate(batch, positions)
+                    # No batch: the first event could not be decoded (recorded as a failure).
+                    done = bool(batch) and self._apply_page(batch, positions)
+                if not done:
                     continue
                 if progress is not None:
                     progress(batch[-1][0], target)
+
+    def _apply_page(self, batch: DecodedBatch, positions: dict[str, int]) -> bool:
+        """Apply a page; False when it was not applied whole (conflict, or a failure isolated)."""
+        try:
+            self._apply(batch, positions)
+        except TrackingConflictError:
+            for p in self.projections:
+                p.reset()
+            return False
+        except InfrastructureError:
+            for p in self.projections:
+                p.reset()
+            raise
+        except Exception:
+            for p in self.projections:
+                p.reset()
+            self._isolate(batch, positions)
+            return False
+        return True
 
     def _apply(
         self,

@@ -17,6 +17,7 @@ from uuid import UUID
 import orjson
 import pytest
 from eventsourcing.persistence import StoredEvent
+from pydantic import BaseModel
 from sqlalchemy import Engine, select
 
 from bench.common import generate_bundle
@@ -83,6 +84,19 @@ def rows_of(facts: CaseFacts) -> list[str]:
     ]
 
 
+def assert_every_field_given(model: BaseModel) -> None:
+    """Models built by the trusted constructors hold every field (no default left out)."""
+    assert model.model_fields_set == set(type(model).model_fields), type(model).__name__
+    for value in model.__dict__.values():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, BaseModel):
+                assert_every_field_given(item)
+            elif isinstance(item, list):
+                for inner in item:
+                    assert_every_field_given(inner)
+
+
 def test_every_lean_topic_has_a_golden_event_and_a_current_version() -> None:
     assert set(LEAN_VERSIONS) == {CaseOpened, *LEAN_FACT_TOPICS}
     for cls, version in LEAN_VERSIONS.items():
@@ -117,6 +131,8 @@ def test_golden_events_fold_to_the_same_facts_rows_and_scores(provider: str | No
         apply_fact(seq_full, event)
         apply_fact_data(seq_lean, cls, decoded.version, decoded.data)
         assert rows_of(seq_lean) == rows_of(seq_full), cls.__name__
+    assert_every_field_given(seq_lean)
+    assert_every_field_given(scoring_view(seq_lean))
     # A second verdict (position 1) and a correction folded (full path) on top of lean facts.
     verdict = golden(JudgeVerdictRecorded)
     decoded = decode_stored(verdict, MAPPER.to_domain_event)
