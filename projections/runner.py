@@ -175,7 +175,7 @@ class ProjectionRunner:
                 if p.name not in positions:
                     continue  # failed
                 old = positions[p.name]
-                todo = [(pos, d) for pos, d in batch if pos > old]
+                todo = batch if batch[0][0] > old else [(pos, d) for pos, d in batch if pos > old]
                 if not todo:
                     continue
                 if self._applied.get(p.name) != old:
