@@ -52,7 +52,7 @@ from evaledger.projections.votes import JudgeVotesProjection
 CASE_SCORES = TypeAdapter(list[CaseScore])
 CASE_FACTS = TypeAdapter(list[CaseFacts])
 IN_CHUNK = 500
-MAX_CACHED_SCORES = 200_000
+MAX_CACHED_SCORES = 50_000
 """Case scores of open runs kept in memory for their summary at close (beyond: read back)."""
 
 _STATUS_OF: dict[type[Any], str] = {

@@ -39,7 +39,7 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from evaledger.domain.persistence import EventMapper, OrjsonTranscoder
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, RunConfig, resolve_spec
-from evaledger.projections import json
+from evaledger.projections import json, views
 from evaledger.projections.decode import LEAN_VERSIONS, Decoded, decode_stored
 from evaledger.projections.facts import (
     LEAN_FACT_TOPICS,
@@ -289,3 +289,12 @@ def test_a_generated_run_projects_to_the_same_rows_lean_and_full(
     # Small pages with every cache dropped between them: facts and scores read back instead.
     small = project(generated, f"sqlite:///{tmp_path}/small.sqlite", all_projections(), 7, True)
     assert small == full
+
+
+def test_past_the_score_cache_cap_summaries_read_the_scores_back(
+    generated: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = project(generated, f"sqlite:///{tmp_path}/full.sqlite", reference(), 1000, False)
+    monkeypatch.setattr(views, "MAX_CACHED_SCORES", 10)
+    capped = project(generated, f"sqlite:///{tmp_path}/capped.sqlite", all_projections(), 50, False)
+    assert capped == full
