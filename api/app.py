@@ -33,6 +33,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         owned = services is None
         app.state.services = services or build_ledger(settings)
         app.state.tokens_required = app.state.services.tokens_required()
+        if owned and settings.projections == "inline":
+            # Catch up before serving (with progress on a terminal), not in the first request.
+            app.state.services.sync()
         try:
             yield
         finally:

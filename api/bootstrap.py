@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 import eventsourcing.persistence as es
 import psycopg
 import psycopg_pool
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
@@ -32,6 +43,8 @@ from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.store import grant_read_models, make_engine
 from evaledger.projections.views import all_projections
+
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseModel):
@@ -80,6 +93,59 @@ class Settings(BaseModel):
         return cls.model_validate(values)
 
 
+PROGRESS_MIN_EVENTS = 5_000
+"""A catch-up with at least this many events still to do after its first page shows progress."""
+
+
+class CatchUpProgress:
+    """The `progress` of a projection catch-up: a rich bar on a terminal when it is long.
+
+    Nothing is shown for a short catch-up (every read does one) or when the stream is not a
+    terminal; a long one off a terminal is logged once instead.
+    """
+
+    def __init__(
+        self,
+        label: str = "catching up read models",
+        stream: TextIO | None = None,
+        min_events: int | None = None,
+    ) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.min_events = PROGRESS_MIN_EVENTS if min_events is None else min_events
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._decided = False
+
+    def __call__(self, position: int, target: int) -> None:
+        """One page applied: `position` reached of `target`."""
+        if not self._decided:
+            self._decided = True
+            if target - position < self.min_events:
+                return
+            if not self.stream.isatty():
+                log.info("%s: %d events to project", self.label, target - position)
+                return
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=target)
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=position, total=target)
+
+    def close(self) -> None:
+        """Take the bar down (a no-op when none was shown)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
 @dataclass
 class Services:
     """A wired ledger: commands, projections and queries over one store."""
@@ -94,9 +160,20 @@ class Services:
     _closed: bool = field(default=False)
 
     def sync(self, position: int | None = None) -> None:
-        """Make reads reflect writes up to `position` (or everything written so far)."""
+        """Make reads reflect writes up to `position` (or everything written so far).
+
+        Inline, a long catch-up (the first read after a big import) shows its progress on
+        stderr when that is a terminal (`CatchUpProgress`).
+        """
         target = self.ledger.position() if position is None else position
-        self.runner.wait_for(target, inline=self.settings.projections == "inline")
+        if self.settings.projections != "inline":
+            self.runner.wait_for(target, inline=False)
+            return
+        progress = CatchUpProgress()
+        try:
+            self.runner.catch_up(until=target, progress=progress)
+        finally:
+            progress.close()
 
     def tokens_required(self) -> bool:
         """Whether requests must carry a token (decided once, when a server starts)."""

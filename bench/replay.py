@@ -74,7 +74,7 @@ from evaledger.domain.ledger import Context, Ledger
 from evaledger.domain.persistence import parse_db_url
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.projections import json as pjson
-from evaledger.projections import queries, runner, views
+from evaledger.projections import queries, runner, views, votes
 from evaledger.projections.comparison import CompareThresholds
 from evaledger.projections.queries import RunFilter
 from evaledger.projections.runner import ProjectionRunner
@@ -262,18 +262,22 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
     try:
         r = ProjectionRunner(services.ledger, engine, all_projections())
         pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
-        pt.wrap(persistence, "decode_state", "decode: orjson.loads + upcast")
-        pt.wrap(persistence, "stored_hash", "decode: sha256 of stored bytes")
+        pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (lean)")
         pt.wrap(
-            persistence.EventMapper, "to_domain_event", "decode: pydantic model_validate (event)"
+            persistence.EventMapper,
+            "to_domain_event",
+            "decode: pydantic model_validate (full event, cold topics)",
         )
-        pt.wrap(views.RunsProjection, "process", "runs_v2: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v3: process (load facts, fold, rows)")
-        pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
-        pt.wrap(views, "opened_facts", "cases_v3: opened_facts (CaseFacts)")
-        pt.wrap(views, "apply_fact", "cases_v3: apply_fact (pydantic facts)")
+        pt.wrap(views.RunsProjection, "process_decoded", "runs_v2: process")
+        pt.wrap(views.CasesProjection, "process_decoded", "cases_v3: process (load facts, fold)")
+        pt.wrap(views.CatalogueProjection, "process_decoded", "metrics_v1: process")
+        pt.wrap(votes.JudgeVotesProjection, "process_decoded", "judge_votes_v1: process")
+        pt.wrap(views, "opened_facts_data", "cases_v3: opened_facts_data (lean)")
+        pt.wrap(views, "apply_fact_data", "cases_v3: apply_fact_data (lean)")
+        pt.wrap(views, "apply_fact", "cases_v3: apply_fact (full event)")
         pt.wrap(views, "score_case", "cases_v3: score_case")
-        pt.wrap(pjson, "dumps", "cases_v3: json.dumps facts/score/summary")
+        pt.wrap(views, "scoring_view", "cases_v3: scoring_view")
+        pt.wrap(pjson, "dumps", "json.dumps facts/score/summary/votes")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
         pt.wrap(views, "load_scores", "cases_v3: load_scores for run summary")
         pt.wrap(views, "summarize_run", "cases_v3: summarize_run")

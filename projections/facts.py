@@ -7,6 +7,8 @@ rescore of a 10,000-case run a matter of milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -162,7 +164,7 @@ def scoring_view(facts: CaseFacts) -> CaseFacts:
     and a rescore decodes a fraction of the bytes. Rollups read the full `facts` column.
     """
     compact = [
-        MessageFact(role=Role.ASSISTANT, latency_ms=latency)
+        _MESSAGE(role=Role.ASSISTANT, latency_ms=latency, tokens=None, cost_usd=None, metrics={})
         for latency in facts.assistant_latencies
     ]
     return facts.model_copy(update={"messages": compact})
@@ -297,3 +299,227 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
             if event.passed is not None:
                 v.forced_passed = event.passed
     facts.last_version = event.originator_version
+
+
+# ---------------------------------------------------------------------------------------------
+# Lean folds (replay): the same facts from the stored state dicts, without pydantic validation.
+# The stored events were validated when written; these read only the fields the facts keep and
+# build the facts from trusted values (converted to the types validation would give: UUIDs,
+# enums, floats), so the facts, their rows and their scores are exactly the full fold's.
+# Topics without a lean fold here go through `apply_fact` on the full event.
+
+_set = object.__setattr__
+M = TypeVar("M", bound=BaseModel)
+
+
+def _trusted(cls: type[M]) -> Callable[..., M]:
+    """A constructor of `cls` from trusted values of EVERY field (tests/test_lean_decode.py).
+
+    What `model_construct` does, without its per-field loop: that loop calls each missing
+    field's default factory through `FieldInfo.get_default`, which (pydantic 2.14) inspects the
+    factory's signature on every call; even with every field given it cost more than the fold.
+    """
+    new = cls.__new__
+
+    def make(**values: Any) -> M:
+        m = new(cls)
+        _set(m, "__dict__", values)
+        _set(m, "__pydantic_fields_set__", set(values))
+        _set(m, "__pydantic_extra__", None)
+        _set(m, "__pydantic_private__", None)
+        return m
+
+    return make
+
+
+_OUTCOME = _trusted(OutcomeFact)
+_METRIC = _trusted(MetricFact)
+_VERDICT = _trusted(VerdictFact)
+_MESSAGE = _trusted(MessageFact)
+_CHECK = _trusted(CheckFact)
+_FACTS = _trusted(CaseFacts)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _lean_outcomes(
+    results: Sequence[dict[str, Any]], declared: dict[str, Severity]
+) -> list[OutcomeFact]:
+    construct = _OUTCOME
+    out = []
+    for r in results:
+        statement = r["statement"]
+        severity = r.get("severity")
+        out.append(
+            construct(
+                statement=statement,
+                passed=r["passed"],
+                severity=Severity(severity)
+                if severity
+                else declared.get(statement, Severity.BLOCKER),
+            )
+        )
+    return out
+
+
+def _lean_metrics(scores: Sequence[dict[str, Any]]) -> list[MetricFact]:
+    construct = _METRIC
+    return [
+        construct(
+            metric=m["metric"],
+            score=m.get("score"),
+            passed=m.get("passed"),
+            failure_code=m.get("failure_code") or None,
+            turns=list(m.get("turns") or ()),
+        )
+        for m in scores
+    ]
+
+
+def _tokens(usage: dict[str, Any] | None) -> int | None:
+    if usage is None:
+        return None
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def opened_facts_data(
+    oid: str, version: int, data: dict[str, Any], agent_provider: str | None = None
+) -> CaseFacts:
+    """`opened_facts` from a CaseOpened state dict."""
+    tc = data["test_case"]
+    key = tc["key"]
+    outcomes = []
+    for o in tc.get("expected_outcomes") or ():
+        if isinstance(o, str):  # as TestCaseSnapshot's validator reads a bare statement
+            o = {"statement": o}
+        outcomes.append(
+            _OUTCOME(
+                statement=o["statement"],
+                passed=False,
+                severity=Severity(o.get("severity", Severity.BLOCKER)),
+            )
+        )
+    return _FACTS(
+        case_id=UUID(oid),
+        run_id=UUID(data["run_id"]),
+        test_case_key=key,
+        test_id=tc.get("test_id") or key,
+        name=tc.get("name"),
+        repetition=data["repetition"],
+        variant=data.get("variant", ""),
+        configuration=tc.get("configuration"),
+        persona=tc.get("persona"),
+        scenario=tc.get("scenario"),
+        category=tc.get("category"),
+        tags=list(tc.get("tags") or ()),
+        weight=float(tc.get("weight", 1.0)),
+        evaluation_method=tc.get("evaluation_method"),
+        expected_outcomes=outcomes,
+        has_transcript=False,
+        turn_count=0,
+        messages=[],
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=None,
+        duration_ms=None,
+        errored=False,
+        error_message=None,
+        error_kind=None,
+        canceled=False,
+        verdicts=[],
+        outcome_evaluations=[],
+        claims=[],
+        checks=[],
+        agent_provider=agent_provider,
+        last_version=version,
+        named_scores={},
+    )
+
+
+def _transcript(facts: CaseFacts, data: dict[str, Any]) -> None:
+    construct = _MESSAGE
+    turns = data["turns"]
+    facts.has_transcript = True
+    facts.turn_count = len(turns)
+    messages = []
+    for t in turns:
+        metrics = t.get("metrics")
+        messages.append(
+            construct(
+                role=Role(t["role"]),
+                latency_ms=_float(t.get("latency_ms")),
+                tokens=_tokens(t.get("usage")),
+                cost_usd=_float(t.get("cost_usd")),
+                metrics={k: float(v) for k, v in metrics.items()} if metrics else {},
+            )
+        )
+    facts.messages = messages
+    usage = data.get("usage")
+    if usage is not None:
+        facts.prompt_tokens = int(usage.get("prompt_tokens", 0))
+        facts.completion_tokens = int(usage.get("completion_tokens", 0))
+    facts.cost_usd = _float(data.get("cost_usd"))
+    facts.duration_ms = _float(data.get("duration_ms"))
+
+
+def _verdict(facts: CaseFacts, data: dict[str, Any], declared: dict[str, Severity]) -> None:
+    judge = data["judge"]
+    facts.verdicts.append(
+        _VERDICT(
+            verdict_id=UUID(data["verdict_id"]),
+            position=len(facts.verdicts),
+            judge_kind=judge.get("kind", "llm"),
+            judge_provider=judge.get("provider"),
+            judge_model=judge.get("model"),
+            parse_status=ParseStatus(data.get("parse_status", ParseStatus.PARSED)),
+            error=data.get("error"),
+            metric_scores=_lean_metrics(data.get("metric_scores") or ()),
+            expected_outcomes=_lean_outcomes(data.get("expected_outcomes") or (), declared),
+            invalidated=False,
+            overridden=False,
+            forced_passed=None,
+            override_reasons=[],
+            latency_ms=_float(data.get("latency_ms")),
+            cost_usd=_float(data.get("cost_usd")),
+            tokens=_tokens(data.get("usage")) or 0,
+        )
+    )
+
+
+LEAN_FACT_TOPICS: frozenset[type[DomainEvent]] = frozenset(
+    {
+        TranscriptRecorded,
+        JudgeVerdictRecorded,
+        OutcomeEvaluated,
+        ClaimsVerified,
+        StructuralCheckRecorded,
+        ExecutionErrored,
+    }
+)
+"""Case events `apply_fact_data` folds from their state dict (the rest need the full event)."""
+
+
+def apply_fact_data(
+    facts: CaseFacts, cls: type[DomainEvent], version: int, data: dict[str, Any]
+) -> None:
+    """`apply_fact` of an event of a `LEAN_FACT_TOPICS` class, from its state dict, in place."""
+    if cls is TranscriptRecorded:
+        _transcript(facts, data)
+    elif cls is JudgeVerdictRecorded:
+        _verdict(facts, data, {o.statement: o.severity for o in facts.expected_outcomes})
+    elif cls is OutcomeEvaluated:
+        declared = {o.statement: o.severity for o in facts.expected_outcomes}
+        facts.outcome_evaluations.append(_lean_outcomes(data["results"], declared))
+    elif cls is ClaimsVerified:
+        facts.claims.extend(ClaimSupport(c["support"]) for c in data["claims"])
+    elif cls is StructuralCheckRecorded:
+        facts.checks.append(_CHECK(check=data["check"], status=CheckStatus(data["status"])))
+    elif cls is ExecutionErrored:
+        facts.errored = True
+        facts.error_message = data["message"]
+        facts.error_kind = data.get("kind")
+    else:
+        raise ValueError(f"no lean fold for {cls.__name__}")
+    facts.last_version = version

@@ -26,6 +26,7 @@ from evaledger.domain import gc
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import DomainEvent
 from evaledger.domain.ledger import Ledger, utcnow
+from evaledger.projections.decode import Decoded, DecodedBatch, decode_stored
 from evaledger.projections.store import projection_failures, tracking
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,12 @@ MAX_BACKOFF = 30.0
 
 
 class Projection(Protocol):
-    """One read model: its versioned name, its tables, and how it folds a page of events."""
+    """One read model: its versioned name, its tables, and how it folds a page of events.
+
+    A projection that also has `process_decoded(conn, batch: DecodedBatch)` is given the page
+    leanly decoded (plain state dicts, `projections.decode`) instead, and no pydantic event is
+    built for it unless it asks (`Decoded.event`).
+    """
 
     name: str
     tables: Sequence[Table]
@@ -46,6 +52,14 @@ class Projection(Protocol):
 
     def reset(self) -> None:
         """Forget in-memory caches (after a rebuild or a failed transaction)."""
+
+
+def _fold(p: Projection, conn: Connection, todo: DecodedBatch) -> None:
+    lean = getattr(p, "process_decoded", None)
+    if lean is not None:
+        lean(conn, todo)
+    else:
+        p.process(conn, [(pos, d.event) for pos, d in todo])
 
 
 class TrackingConflictError(RuntimeError):
@@ -67,6 +81,8 @@ class ProjectionRunner:
         self.projections = list(projections)
         self.page_size = page_size
         self._lock = threading.Lock()
+        self._applied: dict[str, int] = {}
+        """Position each projection reached through this runner (its caches match it)."""
         names = [p.name for p in self.projections]
         dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
         with engine.begin() as conn:
@@ -118,41 +134,53 @@ class ProjectionRunner:
                 notifications = self.ledger.notifications(start + 1, self.page_size)
                 if not notifications:
                     return start
-                with gc.paused():
+                with gc.paused():  # one pause per page: decode and apply
                     batch = self._decode(notifications, positions)
-                if not batch:
-                    continue  # the first event could not be decoded: recorded as a failure
-                try:
-                    with gc.paused():
-                        self._apply(batch, positions)
-                except TrackingConflictError:
-                    for p in self.projections:
-                        p.reset()
-                    continue
-                except InfrastructureError:
-                    for p in self.projections:
-                        p.reset()
-                    raise
-                except Exception:
-                    for p in self.projections:
-                        p.reset()
-                    self._isolate(batch, positions)
+                    # No batch: the first event could not be decoded (recorded as a failure).
+                    done = bool(batch) and self._apply_page(batch, positions)
+                if not done:
                     continue
                 if progress is not None:
                     progress(batch[-1][0], target)
 
+    def _apply_page(self, batch: DecodedBatch, positions: dict[str, int]) -> bool:
+        """Apply a page; False when it was not applied whole (conflict, or a failure isolated)."""
+        try:
+            self._apply(batch, positions)
+        except TrackingConflictError:
+            for p in self.projections:
+                p.reset()
+            return False
+        except InfrastructureError:
+            for p in self.projections:
+                p.reset()
+            raise
+        except Exception:
+            for p in self.projections:
+                p.reset()
+            self._isolate(batch, positions)
+            return False
+        return True
+
     def _apply(
-        self, batch: Batch, positions: dict[str, int], only: Sequence[Projection] | None = None
+        self,
+        batch: DecodedBatch,
+        positions: dict[str, int],
+        only: Sequence[Projection] | None = None,
     ) -> None:
         last = batch[-1][0]
+        applied: list[str] = []
         with self.engine.begin() as conn:
             for p in only or self.projections:
                 if p.name not in positions:
                     continue  # failed
                 old = positions[p.name]
-                todo = [(pos, ev) for pos, ev in batch if pos > old]
+                todo = batch if batch[0][0] > old else [(pos, d) for pos, d in batch if pos > old]
                 if not todo:
                     continue
+                if self._applied.get(p.name) != old:
+                    # Another process (or a rebuild) moved it: in-memory caches may be stale.
+                    p.reset()
                 # Claim first: a concurrent applier of the same page waits here, then conflicts.
                 done = conn.execute(
                     update(tracking)
@@ -161,9 +189,12 @@ class ProjectionRunner:
                 )
                 if done.rowcount != 1:
                     raise TrackingConflictError(p.name)
-                p.process(conn, todo)
+                _fold(p, conn, todo)
+                applied.append(p.name)
+        for name in applied:
+            self._applied[name] = last
 
-    def _isolate(self, batch: Batch, positions: dict[str, int]) -> None:
+    def _isolate(self, batch: DecodedBatch, positions: dict[str, int]) -> None:
         """A page failed: apply it per projection, and a failing one event by event."""
         for p in self.projections:
             if p.name not in positions:
@@ -189,12 +220,19 @@ class ProjectionRunner:
                     self._record_failure(p.name, position, event, e)
                     break
 
-    def _decode(self, notifications: Sequence[Notification], positions: dict[str, int]) -> Batch:
-        """The page decoded up to its first undecodable event (a failure of every projection)."""
-        batch: list[tuple[int, DomainEvent]] = []
+    def _decode(
+        self, notifications: Sequence[Notification], positions: dict[str, int]
+    ) -> DecodedBatch:
+        """The page decoded up to its first undecodable event (a failure of every projection).
+
+        Lean: orjson + upcast only. An event whose state the full decode would refuse fails
+        the projections that ask for it (`Decoded.event`), each isolated on that event.
+        """
+        batch: list[tuple[int, Decoded]] = []
+        decode = self.ledger.decode
         for n in notifications:
             try:
-                batch.append((n.id, self.ledger.decode(n)))
+                batch.append((n.id, decode_stored(n, decode)))
             except Exception as e:
                 if not batch:
                     what = f"{n.topic} of {n.originator_id} v{n.originator_version}"
@@ -204,11 +242,13 @@ class ProjectionRunner:
         return batch
 
     def _record_failure(
-        self, name: str, position: int, event: DomainEvent | str, e: Exception
+        self, name: str, position: int, event: Decoded | DomainEvent | str, e: Exception
     ) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         log.error("projection %s failed on position %d (%s): %s", name, position, event, error)
-        if not isinstance(event, str):
+        if isinstance(event, Decoded):
+            event = event.describe()
+        elif not isinstance(event, str):
             event = f"{type(event).__name__} of {event.originator_id} v{event.originator_version}"
         row = {
             "name": name,

@@ -26,7 +26,16 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import json
-from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts, scoring_view
+from evaledger.projections.decode import Decoded, DecodedBatch
+from evaledger.projections.facts import (
+    LEAN_FACT_TOPICS,
+    CaseFacts,
+    apply_fact,
+    apply_fact_data,
+    opened_facts,
+    opened_facts_data,
+    scoring_view,
+)
 from evaledger.projections.models import CaseScore
 from evaledger.projections.runner import Batch
 from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
@@ -43,13 +52,21 @@ from evaledger.projections.votes import JudgeVotesProjection
 CASE_SCORES = TypeAdapter(list[CaseScore])
 CASE_FACTS = TypeAdapter(list[CaseFacts])
 IN_CHUNK = 500
+MAX_CACHED_SCORES = 50_000
+"""Case scores of open runs kept in memory for their summary at close (beyond: read back)."""
 
-_STATUS_OF = {
+_STATUS_OF: dict[type[Any], str] = {
     RunStarted: "running",
     RunCompleted: "completed",
     RunCanceled: "canceled",
     RunFailed: "failed",
 }
+_RUN_TOPICS = frozenset({RunCreated, CasesAttached, BaselineApproved, BaselineRevoked, *_STATUS_OF})
+
+
+def lean(batch: Batch) -> list[tuple[int, Decoded]]:
+    """A page of pydantic events as decoded records (the `process` entry of lean projections)."""
+    return [(position, Decoded.of_event(event)) for position, event in batch]
 
 
 def _utc(dt: datetime) -> str:
@@ -89,8 +106,15 @@ class RunsProjection:
 
     def process(self, conn: Connection, batch: Batch) -> None:
         """Fold run events into rows."""
-        for position, event in batch:
-            rid = str(event.originator_id)
+        self.process_decoded(conn, lean(batch))
+
+    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+        """Fold run events into rows (case events are skipped undecoded)."""
+        for position, decoded in batch:
+            if decoded.cls not in _RUN_TOPICS:
+                continue
+            event = decoded.event
+            rid = decoded.oid
             if isinstance(event, RunCreated):
                 conn.execute(
                     runs.insert().values(
@@ -194,19 +218,30 @@ class CasesProjection:
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
     v3 added the compact `scoring` column (what a rescore decodes).
+
+    Replay is lean: the hot case events are folded from their state dicts (no pydantic event),
+    each touched case is scored once per page, and the scores of a run whose every case this
+    instance has seen are kept until the run closes, so its summary does not read them back.
     """
 
     name = "cases_v3"
     tables = (run_summaries, cases, case_runs)
 
-    def __init__(self) -> None:
+    def __init__(self, lean: bool = True) -> None:
+        self.lean = lean
+        """False: every case event is folded from its full pydantic event (the reference)."""
         self._runs: dict[str, tuple[ScoringSpec, str | None, str]] = {}
         self._seq: int | None = None
+        # run id → case id → (seq, score), for runs created since the last reset (complete)
+        self._scores: dict[str, dict[str, tuple[int, CaseScore]]] = {}
+        self._cached = 0
 
     def reset(self) -> None:
         """Drop caches (they are rebuilt from the tables)."""
         self._runs.clear()
         self._seq = None
+        self._scores.clear()
+        self._cached = 0
 
     def _run(self, conn: Connection, run_id: str) -> tuple[ScoringSpec, str | None, str]:
         found = self._runs.get(run_id)
@@ -218,18 +253,23 @@ class CasesProjection:
 
     def process(self, conn: Connection, batch: Batch) -> None:
         """Fold a page of events: load touched cases once, apply, rescore, write once."""
+        self.process_decoded(conn, lean(batch))
+
+    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+        """Fold a page of decoded events: load touched cases once, apply, rescore, write once."""
         if self._seq is None:
             self._seq = (
                 conn.execute(select(cases.c.seq).order_by(cases.c.seq.desc()).limit(1)).scalar()
                 or 0
             )
-        wanted = {
-            str(ev.originator_id)
-            for _, ev in batch
-            if isinstance(ev, CaseEvent) and not isinstance(ev, CaseOpened)
-        }
         facts: dict[str, CaseFacts] = {}
         seqs: dict[str, int] = {}
+        opened = {d.oid for _, d in batch if d.cls is CaseOpened}
+        wanted = {
+            d.oid
+            for _, d in batch
+            if d.oid not in opened and issubclass(d.cls, CaseEvent) and d.cls is not CaseOpened
+        }
         listed = sorted(wanted)
         for i in range(0, len(listed), IN_CHUNK):
             found = conn.execute(
@@ -243,11 +283,33 @@ class CasesProjection:
         touched: dict[str, int] = {}
         # run id → position of the last event in this page that changes its summary
         dirty_runs: dict[str, int] = {}
-        for position, event in batch:
-            oid = str(event.originator_id)
-            if isinstance(event, RunCreated):
+        for position, d in batch:
+            cls = d.cls
+            oid = d.oid
+            if cls in LEAN_FACT_TOPICS and d.lean and self.lean:
+                apply_fact_data(facts[oid], cls, d.version, d.data)
+                touched[oid] = position
+            elif cls is CaseOpened:
+                if d.lean and self.lean:
+                    _, provider, _ = self._run(conn, d.data["run_id"])
+                    facts[oid] = opened_facts_data(oid, d.version, d.data, provider)
+                else:
+                    opening = d.event
+                    assert isinstance(opening, CaseOpened)
+                    _, provider, _ = self._run(conn, str(opening.run_id))
+                    facts[oid] = opened_facts(opening, provider)
+                self._seq += 1
+                seqs[oid] = self._seq
+                touched[oid] = position
+            elif issubclass(cls, CaseEvent):
+                apply_fact(facts[oid], d.event)
+                touched[oid] = position
+            elif cls is RunCreated:
+                event = d.event
+                assert isinstance(event, RunCreated)
                 spec = event.spec
                 self._runs[oid] = (spec, event.agent.provider, "created")
+                self._scores[oid] = {}
                 conn.execute(
                     case_runs.insert().values(
                         run_id=oid,
@@ -256,8 +318,8 @@ class CasesProjection:
                         status="created",
                     )
                 )
-            elif type(event) in _STATUS_OF:
-                status = _STATUS_OF[type(event)]
+            elif cls in _STATUS_OF:
+                status = _STATUS_OF[cls]
                 spec, provider, _ = self._run(conn, oid)
                 self._runs[oid] = (spec, provider, status)
                 conn.execute(
@@ -265,16 +327,8 @@ class CasesProjection:
                 )
                 if status != "running":
                     dirty_runs[oid] = max(position, dirty_runs.get(oid, 0))
-            elif isinstance(event, CaseOpened):
-                _, provider, _ = self._run(conn, str(event.run_id))
-                facts[oid] = opened_facts(event, provider)
-                self._seq += 1
-                seqs[oid] = self._seq
-                touched[oid] = position
-            elif isinstance(event, CaseEvent):
-                apply_fact(facts[oid], event)
-                touched[oid] = position
         rows: list[dict[str, Any]] = []
+        dumps = json.dumps
         for cid, position in touched.items():
             f = facts[cid]
             run_id = str(f.run_id)
@@ -282,6 +336,12 @@ class CasesProjection:
             if status in ("completed", "canceled", "failed"):
                 dirty_runs[run_id] = max(position, dirty_runs.get(run_id, 0))
             score = score_case(f, spec)
+            seq = seqs[cid]
+            kept = self._scores.get(run_id)
+            if kept is not None:
+                if cid not in kept:
+                    self._cached += 1
+                kept[cid] = (seq, score)
             rows.append(
                 {
                     "case_id": cid,
@@ -289,10 +349,10 @@ class CasesProjection:
                     "test_case_key": f.test_case_key,
                     "repetition": f.repetition,
                     "variant": f.variant,
-                    "seq": seqs[cid],
-                    "facts": json.dumps(f),
-                    "scoring": json.dumps(scoring_view(f)),
-                    "score": json.dumps(score),
+                    "seq": seq,
+                    "facts": dumps(f),
+                    "scoring": dumps(scoring_view(f)),
+                    "score": dumps(score),
                     "status": score.status.value,
                     "overall_score": score.overall_score,
                     "passed": score.passed,
@@ -300,9 +360,20 @@ class CasesProjection:
                 }
             )
         upsert(conn, cases, rows)
+        if self._cached > MAX_CACHED_SCORES:
+            self._scores.clear()  # runs left open: their summaries read the scores back
+            self._cached = 0
         for run_id, last in sorted(dirty_runs.items()):
-            spec, _, _ = self._run(conn, run_id)
-            scores = load_scores(conn, run_id)
+            spec, _, status = self._run(conn, run_id)
+            kept = self._scores.get(run_id)
+            if kept is not None:
+                scores = [score for _, score in sorted(kept.values(), key=_by_seq)]
+                if status in ("completed", "canceled", "failed"):
+                    # Closed: later changes (overrides) are rare; they read the scores back.
+                    self._cached -= len(kept)
+                    del self._scores[run_id]
+            else:
+                scores = load_scores(conn, run_id)
             upsert(
                 conn,
                 run_summaries,
@@ -318,6 +389,10 @@ class CasesProjection:
                     }
                 ],
             )
+
+
+def _by_seq(item: tuple[int, CaseScore]) -> int:
+    return item[0]
 
 
 def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
@@ -352,9 +427,15 @@ class CatalogueProjection:
 
     def process(self, conn: Connection, batch: Batch) -> None:
         """Record registered metrics."""
+        self.process_decoded(conn, lean(batch))
+
+    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+        """Record registered metrics."""
         rows: list[dict[str, Any]] = []
-        for position, event in batch:
-            if isinstance(event, MetricRegistered):
+        for position, decoded in batch:
+            if decoded.cls is MetricRegistered:
+                event = decoded.event
+                assert isinstance(event, MetricRegistered)
                 rows.append(
                     {
                         "project": event.project,

@@ -41,6 +41,7 @@ from evaledger.projections.agreement import (
     human_agreement,
     measure_agreement,
 )
+from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 from evaledger.projections.runner import Batch
 from evaledger.projections.scoring import score_case
@@ -84,11 +85,19 @@ class JudgeVotesProjection:
     name = "judge_votes_v1"
     tables = (votes, vote_cases)
 
+    def __init__(self, lean: bool = True) -> None:
+        self.lean = lean
+        """False: verdict rows from the full pydantic events (the reference)."""
+
     def reset(self) -> None:
         """Nothing cached."""
 
     def process(self, conn: Connection, batch: Batch) -> None:
         """Insert verdicts (batched), mark corrections."""
+        self.process_decoded(conn, [(pos, Decoded.of_event(ev)) for pos, ev in batch])
+
+    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+        """Insert verdicts (batched, from their state dicts), mark corrections."""
         runs: dict[str, str] = {}
         new_cases: list[dict[str, Any]] = []
         new_votes: list[dict[str, Any]] = []
@@ -102,45 +111,102 @@ class JudgeVotesProjection:
                 conn.execute(votes.insert(), new_votes)
                 new_votes.clear()
 
-        for position, event in batch:
-            cid = str(event.originator_id)
-            if isinstance(event, CaseOpened):
-                runs[cid] = str(event.run_id)
-                new_cases.append({"case_id": cid, "run_id": str(event.run_id)})
-            elif isinstance(event, JudgeVerdictRecorded):
-                run_id = runs.get(cid)
-                if run_id is None:
-                    run_id = conn.execute(
+        for position, decoded in batch:
+            cls = decoded.cls
+            if cls not in _TOPICS:
+                continue
+            cid = decoded.oid
+            if cls is CaseOpened:
+                if decoded.lean:
+                    run_id = decoded.data["run_id"]
+                else:
+                    opening = decoded.event
+                    assert isinstance(opening, CaseOpened)
+                    run_id = str(opening.run_id)
+                runs[cid] = run_id
+                new_cases.append({"case_id": cid, "run_id": run_id})
+            elif cls is JudgeVerdictRecorded:
+                found = runs.get(cid)
+                if found is None:
+                    found = conn.execute(
                         select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
                     ).scalar_one()
-                    runs[cid] = run_id
-                new_votes.append(_vote_row(event, cid, run_id, position))
-            elif isinstance(event, VerdictInvalidated):
+                    runs[cid] = found
+                if decoded.lean and self.lean:
+                    new_votes.append(_vote_row_data(decoded.data, cid, found, position))
+                else:
+                    verdict = decoded.event
+                    assert isinstance(verdict, JudgeVerdictRecorded)
+                    new_votes.append(_vote_row(verdict, cid, found, position))
+            elif cls is VerdictInvalidated:
+                event = decoded.event
+                assert isinstance(event, VerdictInvalidated)
                 flush()
                 conn.execute(
                     update(votes)
                     .where(votes.c.verdict_id == str(event.verdict_id))
                     .values(invalidated=True)
                 )
-            elif isinstance(event, VerdictOverridden):
+            elif cls is VerdictOverridden:
+                over = decoded.event
+                assert isinstance(over, VerdictOverridden)
                 values: dict[str, Any] = {}
-                if event.metric_scores is not None:
+                if over.metric_scores is not None:
                     values["human_scores"] = json.dumps(
                         [
                             {"metric": m.metric, "score": m.score, "passed": m.passed}
-                            for m in event.metric_scores
+                            for m in over.metric_scores
                         ]
                     )
-                if event.passed is not None:
-                    values["human_passed"] = event.passed
+                if over.passed is not None:
+                    values["human_passed"] = over.passed
                 if values:
                     flush()
                     conn.execute(
                         update(votes)
-                        .where(votes.c.verdict_id == str(event.verdict_id))
+                        .where(votes.c.verdict_id == str(over.verdict_id))
                         .values(**values)
                     )
         flush()
+
+
+_TOPICS = frozenset({CaseOpened, JudgeVerdictRecorded, VerdictInvalidated, VerdictOverridden})
+
+
+def _vote_row_data(
+    data: dict[str, Any], case_id: str, run_id: str, position: int
+) -> dict[str, Any]:
+    """`_vote_row` from a JudgeVerdictRecorded state dict."""
+    judge = data["judge"]
+    panel_id = data.get("panel_id")
+    return {
+        "verdict_id": str(UUID(data["verdict_id"])),
+        "case_id": case_id,
+        "run_id": run_id,
+        "judge": ":".join(
+            x for x in (judge.get("provider") or judge.get("kind", "llm"), judge.get("model")) if x
+        ),
+        "panel_id": None if panel_id is None else str(UUID(panel_id)),
+        "self_judged": bool(data.get("self_judged", False)),
+        "valid": data.get("error") is None
+        and data.get("parse_status", ParseStatus.PARSED) == ParseStatus.PARSED,
+        "invalidated": False,
+        "metric_scores": json.dumps(
+            [
+                {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
+                for m in data.get("metric_scores") or ()
+            ]
+        ),
+        "outcomes": json.dumps(
+            [
+                {"statement": o["statement"], "passed": o["passed"]}
+                for o in data.get("expected_outcomes") or ()
+            ]
+        ),
+        "human_scores": None,
+        "human_passed": None,
+        "position": position,
+    }
 
 
 def _vote_row(

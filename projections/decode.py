@@ -1,0 +1,127 @@
+"""Lean decoding for replay: stored events as plain dicts, pydantic events only on demand.
+
+Catch-up and rebuild read every event of the log. Validating each one into its frozen pydantic
+class (prompts, replies, justifications and all) cost more than the whole raw read + decode, and
+the read models need a handful of fields of a few hot topics. So the runner decodes a page once
+into `Decoded` records: the event class, the aggregate id and version, and the state as a plain
+dict, upcast to the class's current version by the same upcasters as the full path
+(`persistence.decode_state`). The projections read the hot topics straight from that dict; for the
+rest (run lifecycle, overrides, named scores...) `Decoded.event` gives the full pydantic event,
+decoded by `Ledger.decode` exactly as before, once, on first use.
+
+The stored events were validated when they were written, so reading them back need not validate
+again; tests/test_lean_decode.py proves the lean folds give the same rows as the full decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import StoredEvent
+
+from evaledger.domain.events import (
+    CaseOpened,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    OutcomeEvaluated,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+)
+from evaledger.domain.persistence import OrjsonTranscoder, decode_state
+
+_TRANSCODER = OrjsonTranscoder()
+
+LEAN_VERSIONS: dict[type[DomainEvent], int] = {
+    CaseOpened: 1,
+    TranscriptRecorded: 1,
+    JudgeVerdictRecorded: 1,
+    OutcomeEvaluated: 1,
+    ClaimsVerified: 1,
+    StructuralCheckRecorded: 1,
+    ExecutionErrored: 1,
+}
+"""The classes the lean folds read from state dicts, and the class version they were written
+for. A class whose `class_version` moved on (or a class replaced under its topic) goes through
+the full pydantic path until its lean fold is updated: `Decoded.lean` is False for it."""
+
+
+class Decoded:
+    """One stored event decoded to a plain (upcast) state dict; the pydantic event on demand."""
+
+    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "lean", "oid", "version")
+
+    def __init__(
+        self,
+        cls: type[DomainEvent],
+        oid: str,
+        version: int,
+        data: dict[str, Any],
+        stored: StoredEvent | None = None,
+        decode: Callable[[StoredEvent], DomainEvent] | None = None,
+        event: DomainEvent | None = None,
+    ) -> None:
+        self.cls = cls
+        """The event class (the current version of the stored topic)."""
+        self.oid = oid
+        """The aggregate id as text."""
+        self.version = version
+        """The aggregate version (originator_version)."""
+        self.data = data
+        """The stored state (every field but the id and version), upcast; do not mutate."""
+        self.lean = LEAN_VERSIONS.get(cls) == cls.class_version
+        """A lean fold may read `data` (written for this class and version)."""
+        self._stored = stored
+        self._decode = decode
+        self._event = event
+
+    @property
+    def event(self) -> DomainEvent:
+        """The full pydantic event (validated, hash set), decoded once on first use."""
+        if self._event is None:
+            assert self._stored is not None
+            assert self._decode is not None
+            self._event = self._decode(self._stored)
+        return self._event
+
+    def describe(self) -> str:
+        """`ClassName of <id> v<version>` (how failures name an event)."""
+        return f"{self.cls.__name__} of {self.oid} v{self.version}"
+
+    def __repr__(self) -> str:
+        return f"Decoded({self.describe()})"
+
+    @classmethod
+    def of_event(cls, event: DomainEvent) -> Decoded:
+        """A decoded record of an in-memory event (its stored bytes decoded again)."""
+        data = orjson.loads(event.stored_state())
+        return cls(
+            type(event), str(event.originator_id), event.originator_version, data, event=event
+        )
+
+
+DecodedBatch = Sequence[tuple[int, Decoded]]
+
+
+def decode_stored(
+    stored: StoredEvent, decode: Callable[[StoredEvent], DomainEvent] | None = None
+) -> Decoded:
+    """Decode one stored event (or notification) leanly: orjson + upcast, no validation.
+
+    `decode` is the full path (`Ledger.decode`), used by `Decoded.event` when a projection asks.
+    Raises like the full path on an unknown topic or bytes that are not JSON.
+    """
+    cls, data = decode_state(stored.topic, stored.state, _TRANSCODER)
+    oid = stored.originator_id
+    return Decoded(
+        cls,
+        str(oid) if isinstance(oid, UUID) else str(UUID(str(oid))),
+        stored.originator_version,
+        data,
+        stored,
+        decode,
+    )
