@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from evaledger.domain import gc
 from evaledger.domain.errors import NotFoundError
@@ -21,6 +21,7 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import json
 from evaledger.projections.facts import CaseFacts
+from evaledger.projections.fastscore import RunInputs, rescore_run
 from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
 from evaledger.projections.store import (
@@ -30,12 +31,20 @@ from evaledger.projections.store import (
     rescores,
     run_summaries,
     runs,
+    tracking,
 )
-from evaledger.projections.views import CASE_SCORES, load_facts, load_scores
+from evaledger.projections.views import CasesProjection, load_facts, load_scores
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
 """Decoded materialised run summaries kept in memory (a 10,000-case run's is ~10 MB)."""
+
+INPUTS_CACHED = 4
+"""Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
+RESCORE_CASES_FORMAT = "evaledger.rescore-cases/2"
+"""The `cases` column of a stored rescore: per case in opening order its id, status, pass and
+overall score under the spec, as columns. (Format 1, a list of full CaseScore objects, was
+23 MB for a 10,000-case run; a full score is `score_case(facts, spec)` of the stored spec.)"""
 
 LABEL_PATTERN = r"^[^=]+=.*$"
 """A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
@@ -96,6 +105,7 @@ class ReadModels:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
+        self._inputs: OrderedDict[str, tuple[tuple[str, int], RunInputs]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -291,38 +301,36 @@ class ReadModels:
             return self._rescore(run_id, spec)
 
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
-        # Before: the (materialised) summary and three plain columns per case; no case JSON.
+        # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
+        # decoded once per state of its cases (`_run_inputs`).
         own = self.run_spec(run_id)
         before = self.summary(run_id).aggregate
-        with self.engine.connect() as conn:
-            old = {
-                row.case_id: (row.overall_score, row.passed, row.status)
-                for row in conn.execute(
-                    select(
-                        cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
-                    ).where(cases.c.run_id == str(run_id))
-                )
-            }
-        facts = self.scoring_facts(run_id)
-        after_scores = [score_case(f, spec) for f in facts]
-        after = summarize_run(after_scores, spec)
+        inputs = self._run_inputs(run_id)
+        lean = rescore_run(inputs, spec)
+        if lean is not None:
+            case_ids, keys, decisions = inputs.case_ids, inputs.keys, lean.decisions
+            after = lean.aggregate
+        else:
+            scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
+            case_ids = [str(s.case_id) for s in scores]
+            keys = [(s.test_case_key, s.repetition) for s in scores]
+            decisions = [(s.status.value, s.passed, s.overall_score) for s in scores]
+            after = summarize_run(scores, spec)
         changed = []
-        for s in after_scores:
-            was = old.get(str(s.case_id))
-            now = (s.overall_score, s.passed, s.status.value)
-            if was is None or was == now:
+        old = inputs.old
+        for case_id, (test_case_key, repetition), (status, passed, overall) in zip(
+            case_ids, keys, decisions, strict=True
+        ):
+            was = old.get(case_id)
+            if was is None or was == (overall, passed, status):
                 continue
             changed.append(
                 {
-                    "case_id": str(s.case_id),
-                    "test_case_key": s.test_case_key,
-                    "repetition": s.repetition,
+                    "case_id": case_id,
+                    "test_case_key": test_case_key,
+                    "repetition": repetition,
                     "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
-                    "after": {
-                        "overall_score": s.overall_score,
-                        "passed": s.passed,
-                        "status": s.status.value,
-                    },
+                    "after": {"overall_score": overall, "passed": passed, "status": status},
                 }
             )
         from evaledger.projections.views import upsert
@@ -337,7 +345,15 @@ class ReadModels:
                         "spec_id": spec.spec_id,
                         "spec": json.dumps(spec),
                         "aggregate": json.dumps(after),
-                        "cases": CASE_SCORES.dump_json(after_scores).decode(),
+                        "cases": json.dumps(
+                            {
+                                "format": RESCORE_CASES_FORMAT,
+                                "case_id": case_ids,
+                                "status": [d[0] for d in decisions],
+                                "passed": [d[1] for d in decisions],
+                                "overall_score": [d[2] for d in decisions],
+                            }
+                        ),
                         "position": 0,
                         "created_at": datetime.now(UTC).isoformat(),
                     }
@@ -353,6 +369,37 @@ class ReadModels:
             "judge_calls": 0,
             "events_written": 0,
         }
+
+    def _run_inputs(self, run_id: UUID) -> RunInputs:
+        """The run's rescore inputs, decoded once per state of its cases.
+
+        The marker is read before the rows: rows newer than their marker only cause a reload on
+        the next call, never a stale hit.
+        """
+        key = str(run_id)
+        with self.engine.connect() as conn:
+            marker = _cases_marker(conn, key)
+            with self._lock:
+                hit = self._inputs.get(key)
+                if hit is not None and hit[0] == marker:
+                    self._inputs.move_to_end(key)
+                    return hit[1]
+            old = {
+                row.case_id: (row.overall_score, row.passed, row.status)
+                for row in conn.execute(
+                    select(
+                        cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
+                    ).where(cases.c.run_id == key)
+                )
+            }
+            facts = load_facts(conn, run_id, scoring=True)
+        inputs = RunInputs(facts, old)
+        with self._lock:
+            self._inputs[key] = (marker, inputs)
+            self._inputs.move_to_end(key)
+            while len(self._inputs) > INPUTS_CACHED:
+                self._inputs.popitem(last=False)
+        return inputs
 
     def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
         """Rescores stored side by side for a run."""
@@ -391,6 +438,21 @@ class ReadModels:
                 .order_by(custom_metrics.c.name)
             ).all()
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
+
+
+def _cases_marker(conn: Connection, run_id: str) -> tuple[str, int]:
+    """Something that changes whenever a case of the run changes in the cases projection.
+
+    A closed run's summary row is rewritten, at a new position, by every event that changes one
+    of its cases; an open run has no summary row, so the projection's tracking position stands in.
+    """
+    position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
+    if position is not None:
+        return ("summary", position)
+    tracked = conn.scalar(
+        select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
+    )
+    return ("tracking", tracked or 0)
 
 
 def _iso(dt: datetime) -> str:
