@@ -10,8 +10,9 @@ one active verdict is scored by it, and tests prove both paths equal on varied f
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from evaledger.domain.events import ParseStatus
@@ -52,10 +53,13 @@ class _Verdict:
 
     broken: bool
     """An error verdict under every spec: an error was recorded or its reply did not parse."""
-    scores: dict[str, int]
-    """Clamped 0-5 scores of the metrics whose first answer has a score."""
-    passes: dict[str, bool]
-    """Pass/fail of the metrics whose first answer has one."""
+    row: tuple[Any, ...]
+    """By the run's metric index j (the judge's first answer per metric): at j the clamped 0-5
+    score or None, at K + j the pass/fail or None (K metrics in the index)."""
+    scored: int
+    """Bit j set: metric j has a score."""
+    passing: int
+    """Bit j set: metric j has a pass/fail."""
     forced: bool | None
     """A human override forcing pass/fail."""
 
@@ -85,21 +89,31 @@ def _outcomes(facts: CaseFacts, verdict: VerdictFact | None) -> _Outcomes:
     return _Outcomes(bool(results), all(o.passed for o in results), bool(blockers), all(blockers))
 
 
-def _lean_verdict(verdict: VerdictFact) -> _Verdict:
+def _lean_verdict(verdict: VerdictFact, index: dict[str, int]) -> _Verdict:
     first: dict[str, MetricFact] = {}
     for m in verdict.metric_scores:
         first.setdefault(m.metric, m)  # the judge's first answer counts (as `_metric_facts`)
+    k = len(index)
+    row: list[Any] = [None] * (2 * k)
+    scored = passing = 0
+    for name, f in first.items():
+        j = index[name]
+        if f.score is not None:
+            row[j] = max(0, min(MAX_SCORE, int(f.score)))
+            scored |= 1 << j
+        if f.passed is not None:
+            row[k + j] = f.passed
+            passing |= 1 << j
     return _Verdict(
         broken=verdict.error is not None or verdict.parse_status is not ParseStatus.PARSED,
-        scores={
-            k: max(0, min(MAX_SCORE, int(f.score))) for k, f in first.items() if f.score is not None
-        },
-        passes={k: f.passed for k, f in first.items() if f.passed is not None},
+        row=tuple(row),
+        scored=scored,
+        passing=passing,
         forced=verdict.forced_passed,
     )
 
 
-def _lean_case(facts: CaseFacts) -> _Case:
+def _lean_case(facts: CaseFacts, index: dict[str, int]) -> _Case:
     active = [v for v in facts.verdicts if not v.invalidated]
     fixed: tuple[str, bool | None] | None = None
     if facts.errored:
@@ -122,7 +136,7 @@ def _lean_case(facts: CaseFacts) -> _Case:
         facts=facts if fixed is None and len(active) > 1 else None,
         named=dict(facts.named_scores),
         turns=facts.turn_count > 0,
-        verdict=_lean_verdict(one) if one is not None else None,
+        verdict=_lean_verdict(one, index) if one is not None else None,
         self_judged=fixed is None
         and one is not None
         and agent is not None
@@ -143,7 +157,13 @@ class RunInputs:
     def __init__(
         self, facts: Sequence[CaseFacts], old: dict[str, tuple[float | None, bool | None, str]]
     ) -> None:
-        self.cases = [_lean_case(f) for f in facts]
+        self.metrics: dict[str, int] = {}
+        """The run's metric index: every metric a verdict reports, in order of appearance."""
+        for f in facts:
+            for v in f.verdicts:
+                for m in v.metric_scores:
+                    self.metrics.setdefault(m.metric, len(self.metrics))
+        self.cases = [_lean_case(f, self.metrics) for f in facts]
         self.case_ids = [str(f.case_id) for f in facts]
         self.keys = [(f.test_case_key, f.repetition) for f in facts]
         self.old = old
@@ -178,6 +198,20 @@ class RunInputs:
         }
 
 
+def _at(table: tuple[float, ...], value: int) -> float:
+    return table[value]
+
+
+def _getter(at: list[int]) -> Callable[[tuple[Any, ...]], Sequence[Any]]:
+    """Values of a verdict row at `at`, always as a sequence (itemgetter of one is a scalar)."""
+    if len(at) == 1:
+        (j,) = at
+        return lambda row: (row[j],)
+    if not at:
+        return lambda row: ()
+    return itemgetter(*at)
+
+
 @dataclass(frozen=True, slots=True)
 class Rescored:
     """A run under a spec: its case decisions and its aggregate.
@@ -193,29 +227,34 @@ class Rescored:
 def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     """Every case's decision and the run aggregate under `spec`.
 
-    None if the lean path does not apply (a spec selecting one metric twice): the caller then
+    None if the lean path does not apply (a spec selecting no metric or one twice): the caller then
     takes the reference path.
     """
     names = [m.metric for m in spec.metrics]
-    if len(set(names)) != len(names):
+    if not names or len(set(names)) != len(names):
         return None
     scored_type = [m.score_type is ScoreType.SCORED for m in spec.metrics]
-    need_score = frozenset(m for m, s in zip(names, scored_type, strict=True) if s)
-    need_pass = frozenset(m for m, s in zip(names, scored_type, strict=True) if not s)
+    index, k = inputs.metrics, len(inputs.metrics)
+    # A metric no verdict of the run reports makes every verdict an error verdict.
+    known = all(n in index for n in names)
+    need_score = need_pass = 0
+    at: list[int] = []
     # Contribution of each metric per score (scored) or per pass (binary): 100 × score/5 × weight,
-    # the same float operations as `_combine_metric`.
+    # the same float operations as `_combine_metric`, looked up by the verdict's row value.
     tables: list[tuple[float, ...]] = []
     for m, scored in zip(spec.metrics, scored_type, strict=True):
+        j = index.get(m.metric, 0)
         if scored:
+            need_score |= 1 << j
+            at.append(j)
             tables.append(tuple(100 * float(s) / MAX_SCORE * m.weight for s in range(6)))
         else:
+            need_pass |= 1 << j
+            at.append(k + j)
             tables.append(
                 (100 * 0.0 / MAX_SCORE * m.weight, 100 * MAX_SCORE / MAX_SCORE * m.weight)
             )
-    metric_plan = [
-        (name, table, scored)
-        for name, table, scored in zip(names, tables, scored_type, strict=True)
-    ]
+    values = _getter(at)
     score_zero = spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
     gates = bool(spec.score_gates)
     blockers_gate = spec.gate is Gate.BLOCKERS
@@ -223,6 +262,7 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
 
     metric_scores: dict[str, list[float]] = {n: [] for n in names}
     metric_passes: dict[str, list[bool]] = {n: [] for n in names}
+    valid_rows: list[tuple[Any, ...]] = []
     decisions: list[tuple[str, bool | None, float | None]] = []
     overall_scored: list[float] = []
     passed_count = failed_count = unscored = pending = self_judged = 0
@@ -243,18 +283,16 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
         else:
             v = c.verdict
             valid = (
-                v is not None
+                known
+                and v is not None
                 and not v.broken
-                and v.scores.keys() >= need_score
-                and v.passes.keys() >= need_pass
+                and v.scored & need_score == need_score
+                and v.passing & need_pass == need_pass
             )
             if valid:
                 assert v is not None
-                parts = [
-                    table[v.scores[name]] if scored else table[v.passes[name]]
-                    for name, table, scored in metric_plan
-                ]
-                overall = round(sum(parts), 2)
+                overall = round(sum(map(_at, tables, values(v.row))), 2)
+                valid_rows.append(v.row)
             elif v is not None and c.turns and score_zero:
                 overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
             gated = score_gate(c.named, spec) if gates and c.named else None
@@ -280,15 +318,6 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
                 if v is not None and v.forced is not None:
                     status, passed = (_PASSED if v.forced else _FAILED), v.forced
             self_judged += c.self_judged
-            if valid and overall is not None:
-                assert v is not None
-                for name, _, scored in metric_plan:
-                    if scored:
-                        metric_scores[name].append(float(v.scores[name]))
-                        metric_passes[name].append(False)
-                    else:
-                        metric_scores[name].append(float(MAX_SCORE) if v.passes[name] else 0.0)
-                        metric_passes[name].append(v.passes[name])
         decisions.append((status, passed, overall))
         if passed is True:
             passed_count += 1
@@ -302,13 +331,16 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
             pending += 1
 
     means: dict[str, float] = {}
-    for name, _, scored in metric_plan:
-        if not metric_scores[name]:
-            continue
+    for name, j, scored in zip(names, at, scored_type, strict=True):
         if scored:
-            means[name] = statistics.fmean(metric_scores[name])
+            # fmean is fsum / n: the exact sum of the 0-5 integers equals that of their floats.
+            column: list[Any] = [row[j] for row in valid_rows] + metric_scores[name]
+            if column:
+                means[name] = statistics.fmean(column)
         else:
-            means[name] = sum(metric_passes[name]) / len(metric_passes[name])
+            passes = [row[j] for row in valid_rows] + metric_passes[name]
+            if passes:
+                means[name] = sum(passes) / len(passes)
     total = len(inputs.cases)
     metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
     cases_pct = 100 * passed_count / total if total else None
