@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+import orjson
+
 from evaledger.domain.events import ParseStatus
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, ScoringSpec, Severity
@@ -30,63 +32,57 @@ from evaledger.projections.scoring import (
 )
 from evaledger.projections.stats import percentile
 
-__all__ = ["Rescored", "RunInputs", "rescore_run"]
+__all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
 
 _PASSED, _FAILED = CaseStatus.PASSED.value, CaseStatus.FAILED.value
 _ERRORED, _CANCELED = CaseStatus.ERRORED.value, CaseStatus.CANCELED.value
 _UNSCORED, _PENDING = CaseStatus.UNSCORED.value, CaseStatus.PENDING.value
 
 
-@dataclass(frozen=True, slots=True)
-class _Outcomes:
-    """What the gate reads of a case's outcome results (the results themselves)."""
+INPUTS_FORMAT = "evaledger.rescore-inputs/1"
+"""Version of `RunInputs.to_bytes`: bump it whenever this module or the scoring rules change what
+the inputs hold, so that inputs stored by older code are rebuilt instead of read."""
 
-    any: bool
-    all_passed: bool
-    blockers: bool
-    blockers_passed: bool
+_Outcomes = tuple[bool, bool, bool, bool]
+"""What the gate reads of a case's outcome results: any, all passed, any blocker, every blocker
+passed."""
 
+_Verdict = tuple[bool, list[Any], int, int, bool | None]
+"""The one active verdict of a case, as scoring reads it:
 
-@dataclass(frozen=True, slots=True)
-class _Verdict:
-    """The one active verdict of a case, as scoring reads it."""
+- broken: an error verdict under every spec (an error was recorded or its reply did not parse);
+- row: by the run's metric index j (the judge's first answer per metric), at j the clamped 0-5
+  score or None, at K + j the pass/fail or None (K metrics in the index);
+- scored, passing: bit j set when metric j has a score, a pass/fail;
+- forced: a human override forcing pass/fail.
+"""
 
-    broken: bool
-    """An error verdict under every spec: an error was recorded or its reply did not parse."""
-    row: tuple[Any, ...]
-    """By the run's metric index j (the judge's first answer per metric): at j the clamped 0-5
-    score or None, at K + j the pass/fail or None (K metrics in the index)."""
-    scored: int
-    """Bit j set: metric j has a score."""
-    passing: int
-    """Bit j set: metric j has a pass/fail."""
-    forced: bool | None
-    """A human override forcing pass/fail."""
+_Case = tuple[
+    str | None,
+    bool | None,
+    int | None,
+    dict[str, float],
+    bool,
+    _Verdict | None,
+    bool,
+    _Outcomes,
+    _Outcomes,
+]
+"""One case's spec-independent scoring inputs (plain data: stored as JSON, unpacked in the loop):
 
-
-@dataclass(frozen=True, slots=True)
-class _Case:
-    """One case's spec-independent scoring inputs."""
-
-    fixed: tuple[str, bool | None] | None
-    """Errored, canceled or not run yet: (status, passed) under every spec, never scored."""
-    facts: CaseFacts | None
-    """Kept only for a case with several active verdicts: `score_case` itself scores it."""
-    named: dict[str, float]
-    turns: bool
-    verdict: _Verdict | None
-    self_judged: bool
-    when_valid: _Outcomes
-    """Outcome results when the verdict is valid (its expected outcomes count)."""
-    when_error: _Outcomes
-    """Outcome results without a valid verdict."""
+- fixed status, fixed passed: errored, canceled or not run yet (never scored), else None;
+- complex: index in `RunInputs.complex` of a case with several active verdicts (`score_case`
+  itself scores it), else None;
+- named scores; whether the transcript has turns; the active verdict (`_Verdict`) or None;
+- self-judged; the outcome results when the verdict is valid and when no verdict is valid.
+"""
 
 
 def _outcomes(facts: CaseFacts, verdict: VerdictFact | None) -> _Outcomes:
     combined = list(verdict.expected_outcomes) if verdict is not None else []
     results = _outcome_results(facts, combined)
     blockers = [o.passed for o in results if o.severity is Severity.BLOCKER]
-    return _Outcomes(bool(results), all(o.passed for o in results), bool(blockers), all(blockers))
+    return (bool(results), all(o.passed for o in results), bool(blockers), all(blockers))
 
 
 def _lean_verdict(verdict: VerdictFact, index: dict[str, int]) -> _Verdict:
@@ -104,22 +100,18 @@ def _lean_verdict(verdict: VerdictFact, index: dict[str, int]) -> _Verdict:
         if f.passed is not None:
             row[k + j] = f.passed
             passing |= 1 << j
-    return _Verdict(
-        broken=verdict.error is not None or verdict.parse_status is not ParseStatus.PARSED,
-        row=tuple(row),
-        scored=scored,
-        passing=passing,
-        forced=verdict.forced_passed,
-    )
+    broken = verdict.error is not None or verdict.parse_status is not ParseStatus.PARSED
+    return (broken, row, scored, passing, verdict.forced_passed)
 
 
-def _lean_case(facts: CaseFacts, index: dict[str, int]) -> _Case:
+def _lean_case(facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]) -> _Case:
     active = [v for v in facts.verdicts if not v.invalidated]
-    fixed: tuple[str, bool | None] | None = None
+    fixed: str | None = None
+    fixed_passed: bool | None = None
     if facts.errored:
-        fixed = (_ERRORED, False)
+        fixed, fixed_passed = _ERRORED, False
     elif facts.canceled:
-        fixed = (_CANCELED, None)
+        fixed = _CANCELED
     elif not (
         facts.has_transcript
         or facts.verdicts
@@ -128,21 +120,23 @@ def _lean_case(facts: CaseFacts, index: dict[str, int]) -> _Case:
         or facts.checks
         or facts.named_scores
     ):
-        fixed = (_PENDING, None)  # not run yet: nothing a spec could score
+        fixed = _PENDING  # not run yet: nothing a spec could score
+    complex_at: int | None = None
+    if fixed is None and len(active) > 1:
+        complex_at = len(complex_cases)
+        complex_cases.append(facts)
     one = active[0] if len(active) == 1 else None
     agent = facts.agent_provider
-    return _Case(
-        fixed=fixed,
-        facts=facts if fixed is None and len(active) > 1 else None,
-        named=dict(facts.named_scores),
-        turns=facts.turn_count > 0,
-        verdict=_lean_verdict(one, index) if one is not None else None,
-        self_judged=fixed is None
-        and one is not None
-        and agent is not None
-        and one.judge_provider == agent,
-        when_valid=_outcomes(facts, one),
-        when_error=_outcomes(facts, None),
+    return (
+        fixed,
+        fixed_passed,
+        complex_at,
+        dict(facts.named_scores),
+        facts.turn_count > 0,
+        _lean_verdict(one, index) if one is not None else None,
+        fixed is None and one is not None and agent is not None and one.judge_provider == agent,
+        _outcomes(facts, one),
+        _outcomes(facts, None),
     )
 
 
@@ -151,23 +145,40 @@ class RunInputs:
 
     Built once from the run's scoring facts and its stored own-spec decisions; the aggregate's
     spec-independent figures (latency, tokens, cost, named scores, errors, cancels) are summed
-    here, once, by the same expressions as `summarize_run`.
+    here, once, by the same expressions as `summarize_run`. Plain data throughout, so that it
+    stores as one compact JSON document (`to_bytes` / `from_bytes`).
     """
 
-    def __init__(
-        self, facts: Sequence[CaseFacts], old: dict[str, tuple[float | None, bool | None, str]]
-    ) -> None:
-        self.metrics: dict[str, int] = {}
-        """The run's metric index: every metric a verdict reports, in order of appearance."""
+    metrics: dict[str, int]
+    """The run's metric index: every metric a verdict reports, in order of appearance."""
+    cases: list[_Case]
+    complex: list[CaseFacts]
+    case_ids: list[str]
+    keys: list[tuple[str, int]]
+    """(test_case_key, repetition) per case."""
+    old: dict[str, tuple[float | None, bool | None, str]]
+    """case id → (overall_score, passed, status) under the run's own spec, as stored."""
+    errored: int
+    canceled: int
+    constant: dict[str, Any]
+    """The spec-independent fields of the run aggregate."""
+
+    @classmethod
+    def build(
+        cls, facts: Sequence[CaseFacts], old: dict[str, tuple[float | None, bool | None, str]]
+    ) -> RunInputs:
+        """The inputs of a run from its cases' scoring facts and stored own-spec decisions."""
+        self = cls()
+        self.metrics = {}
         for f in facts:
             for v in f.verdicts:
                 for m in v.metric_scores:
                     self.metrics.setdefault(m.metric, len(self.metrics))
-        self.cases = [_lean_case(f, self.metrics) for f in facts]
+        self.complex = []
+        self.cases = [_lean_case(f, self.metrics, self.complex) for f in facts]
         self.case_ids = [str(f.case_id) for f in facts]
         self.keys = [(f.test_case_key, f.repetition) for f in facts]
         self.old = old
-        """case id → (overall_score, passed, status) under the run's own spec, as stored."""
         observed = [_observations(f) for f in facts]
         latencies = [
             float(o["latency_p50_ms"])
@@ -178,7 +189,7 @@ class RunInputs:
         completion = sum(o["completion_tokens"] for o in observed)
         self.errored = sum(f.errored for f in facts)
         self.canceled = sum(f.canceled and not f.errored for f in facts)
-        self.constant: dict[str, Any] = {
+        self.constant = {
             "unique_test_case_count": len({f.test_case_key for f in facts}),
             "total_executions": len(facts),
             "error_count": self.errored,
@@ -196,13 +207,49 @@ class RunInputs:
             "judge_cost_usd": sum(o["judge_cost_usd"] for o in observed),
             "named_score_means": named_score_means(facts),  # type: ignore[arg-type]
         }
+        return self
+
+    def to_bytes(self) -> bytes:
+        """One JSON document (orjson keeps every float exact, ints and bools apart)."""
+        return orjson.dumps(
+            {
+                "format": INPUTS_FORMAT,
+                "metrics": list(self.metrics),
+                "cases": self.cases,
+                "complex": [f.model_dump(mode="json") for f in self.complex],
+                "case_ids": self.case_ids,
+                "keys": self.keys,
+                "old": [[k, *v] for k, v in self.old.items()],
+                "errored": self.errored,
+                "canceled": self.canceled,
+                "constant": self.constant,
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RunInputs | None:
+        """Inputs stored by `to_bytes`; None when another format stored them."""
+        doc = orjson.loads(data)
+        if doc.get("format") != INPUTS_FORMAT:
+            return None
+        self = cls()
+        self.metrics = {name: j for j, name in enumerate(doc["metrics"])}
+        self.cases = doc["cases"]
+        self.complex = [CaseFacts.model_validate(f) for f in doc["complex"]]
+        self.case_ids = doc["case_ids"]
+        self.keys = doc["keys"]
+        self.old = {k: (overall, passed, status) for k, overall, passed, status in doc["old"]}
+        self.errored = doc["errored"]
+        self.canceled = doc["canceled"]
+        self.constant = doc["constant"]
+        return self
 
 
 def _at(table: tuple[float, ...], value: int) -> float:
     return table[value]
 
 
-def _getter(at: list[int]) -> Callable[[tuple[Any, ...]], Sequence[Any]]:
+def _getter(at: list[int]) -> Callable[[list[Any]], Sequence[Any]]:
     """Values of a verdict row at `at`, always as a sequence (itemgetter of one is a scalar)."""
     if len(at) == 1:
         (j,) = at
@@ -262,17 +309,27 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
 
     metric_scores: dict[str, list[float]] = {n: [] for n in names}
     metric_passes: dict[str, list[bool]] = {n: [] for n in names}
-    valid_rows: list[tuple[Any, ...]] = []
+    valid_rows: list[list[Any]] = []
     decisions: list[tuple[str, bool | None, float | None]] = []
     overall_scored: list[float] = []
     passed_count = failed_count = unscored = pending = self_judged = 0
-    for c in inputs.cases:
+    for (
+        fixed,
+        fixed_passed,
+        complex_at,
+        named,
+        turns,
+        v,
+        judged_self,
+        valid_o,
+        error_o,
+    ) in inputs.cases:
         overall: float | None = None
         passed: bool | None
-        if c.fixed is not None:
-            status, passed = c.fixed
-        elif c.facts is not None:
-            s = score_case(c.facts, spec)
+        if fixed is not None:
+            status, passed = fixed, fixed_passed
+        elif complex_at is not None:
+            s = score_case(inputs.complex[complex_at], spec)
             status, passed, overall = s.status.value, s.passed, s.overall_score
             self_judged += s.self_judged
             if s.scored and overall is not None:
@@ -281,43 +338,46 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
                         metric_scores[r.metric].append(r.score)
                         metric_passes[r.metric].append(r.passed is True)
         else:
-            v = c.verdict
-            valid = (
-                known
-                and v is not None
-                and not v.broken
-                and v.scored & need_score == need_score
-                and v.passing & need_pass == need_pass
-            )
-            if valid:
-                assert v is not None
-                overall = round(sum(map(_at, tables, values(v.row))), 2)
-                valid_rows.append(v.row)
-            elif v is not None and c.turns and score_zero:
-                overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
-            gated = score_gate(c.named, spec) if gates and c.named else None
+            valid = False
+            forced: bool | None = None
+            if v is not None:
+                broken, row, has_score, has_pass, forced = v
+                valid = (
+                    known
+                    and not broken
+                    and has_score & need_score == need_score
+                    and has_pass & need_pass == need_pass
+                )
+                if valid:
+                    overall = round(sum(map(_at, tables, values(row))), 2)
+                    valid_rows.append(row)
+                elif turns and score_zero:
+                    overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
+            gated = score_gate(named, spec) if gates and named else None
             if gated is not None:
                 status, passed = (_PASSED if gated[0] else _FAILED), gated[0]
-            elif not c.turns:
+            elif not turns:
                 status, passed = _FAILED, False
-            elif v is None and not c.when_error.any:
+            elif v is None and not error_o[0]:
                 status, passed = _PENDING, None
             else:
                 if v is not None and not valid:
                     status, passed = (_FAILED, False) if score_zero else (_UNSCORED, None)
                 else:
-                    o = c.when_valid if v is not None else c.when_error
+                    any_outcome, all_passed, blockers, blockers_passed = (
+                        valid_o if v is not None else error_o
+                    )
                     if blockers_gate:
-                        passed = o.blockers_passed if o.blockers else True
-                    elif o.any:
-                        passed = o.all_passed
+                        passed = blockers_passed if blockers else True
+                    elif any_outcome:
+                        passed = all_passed
                     else:
                         assert overall is not None
                         passed = overall >= threshold
                     status = _PASSED if passed else _FAILED
-                if v is not None and v.forced is not None:
-                    status, passed = (_PASSED if v.forced else _FAILED), v.forced
-            self_judged += c.self_judged
+                if forced is not None:
+                    status, passed = (_PASSED if forced else _FAILED), forced
+            self_judged += judged_self
         decisions.append((status, passed, overall))
         if passed is True:
             passed_count += 1

@@ -21,19 +21,20 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import json
 from evaledger.projections.facts import CaseFacts
-from evaledger.projections.fastscore import RunInputs, rescore_run
+from evaledger.projections.fastscore import INPUTS_FORMAT, RunInputs, rescore_run
 from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
 from evaledger.projections.store import (
     baselines,
     cases,
     custom_metrics,
+    rescore_inputs,
     rescores,
     run_summaries,
     runs,
     tracking,
 )
-from evaledger.projections.views import CasesProjection, load_facts, load_scores
+from evaledger.projections.views import CasesProjection, load_facts, load_scores, upsert
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
@@ -105,7 +106,7 @@ class ReadModels:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
-        self._inputs: OrderedDict[str, tuple[tuple[str, int], RunInputs]] = OrderedDict()
+        self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -304,7 +305,7 @@ class ReadModels:
         # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
         own = self.run_spec(run_id)
-        before = self.summary(run_id).aggregate
+        before = self._own_aggregate(run_id, own)
         inputs = self._run_inputs(run_id)
         lean = rescore_run(inputs, spec)
         if lean is not None:
@@ -333,8 +334,6 @@ class ReadModels:
                     "after": {"overall_score": overall, "passed": passed, "status": status},
                 }
             )
-        from evaledger.projections.views import upsert
-
         with self.engine.begin() as conn:
             upsert(
                 conn,
@@ -373,33 +372,75 @@ class ReadModels:
     def _run_inputs(self, run_id: UUID) -> RunInputs:
         """The run's rescore inputs, decoded once per state of its cases.
 
-        The marker is read before the rows: rows newer than their marker only cause a reload on
-        the next call, never a stale hit.
+        Kept in memory, and for a closed run also stored (`rescore_inputs_v1`) so that the next
+        process reads one compact row instead of every case's facts. The marker is read before
+        the rows: rows newer than their marker only cause a rebuild later, never a stale hit.
         """
         key = str(run_id)
         with self.engine.connect() as conn:
-            marker = _cases_marker(conn, key)
+            marker, closed = _cases_marker(conn, key)
             with self._lock:
                 hit = self._inputs.get(key)
                 if hit is not None and hit[0] == marker:
                     self._inputs.move_to_end(key)
                     return hit[1]
-            old = {
-                row.case_id: (row.overall_score, row.passed, row.status)
-                for row in conn.execute(
-                    select(
-                        cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
-                    ).where(cases.c.run_id == key)
+            found = None
+            row: dict[str, Any] | None = None
+            if closed:
+                data = conn.scalar(
+                    select(rescore_inputs.c.inputs).where(
+                        rescore_inputs.c.run_id == key, rescore_inputs.c.marker == marker
+                    )
                 )
-            }
-            facts = load_facts(conn, run_id, scoring=True)
-        inputs = RunInputs(facts, old)
+                found = RunInputs.from_bytes(data) if data is not None else None
+            if found is None:
+                old = {
+                    row.case_id: (row.overall_score, row.passed, row.status)
+                    for row in conn.execute(
+                        select(
+                            cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
+                        ).where(cases.c.run_id == key)
+                    )
+                }
+                found = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
+                if closed:
+                    row = {"run_id": key, "marker": marker, "inputs": found.to_bytes()}
+        if row is not None:
+            with self.engine.begin() as conn:
+                upsert(conn, rescore_inputs, [row])
         with self._lock:
-            self._inputs[key] = (marker, inputs)
+            self._inputs[key] = (marker, found)
             self._inputs.move_to_end(key)
             while len(self._inputs) > INPUTS_CACHED:
                 self._inputs.popitem(last=False)
-        return inputs
+        return found
+
+    def _own_aggregate(self, run_id: UUID, own: ScoringSpec) -> RunAggregate:
+        """The run's aggregate under its own spec, as `summary(run_id).aggregate`.
+
+        Reads only the stored aggregate (not the per-test-case results) when the summary is not
+        in memory.
+        """
+        with self.engine.connect() as conn:
+            head = conn.execute(
+                select(run_summaries.c.spec_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id == str(run_id)
+                )
+            ).first()
+            if head is not None and head.spec_id == own.spec_id:
+                with self._lock:
+                    hit = self._summaries.get((str(run_id), head.position, own.spec_id))
+                if hit is not None:
+                    return hit.aggregate
+                text = conn.scalar(
+                    select(run_summaries.c.aggregate).where(
+                        run_summaries.c.run_id == str(run_id),
+                        run_summaries.c.position == head.position,
+                    )
+                )
+                if text is not None:
+                    return RunAggregate.model_validate_json(text)
+        return self.summary(run_id).aggregate
 
     def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
         """Rescores stored side by side for a run."""
@@ -440,19 +481,21 @@ class ReadModels:
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
 
 
-def _cases_marker(conn: Connection, run_id: str) -> tuple[str, int]:
-    """Something that changes whenever a case of the run changes in the cases projection.
+def _cases_marker(conn: Connection, run_id: str) -> tuple[str, bool]:
+    """Something that changes whenever a case of the run changes, and whether the run is closed.
 
     A closed run's summary row is rewritten, at a new position, by every event that changes one
-    of its cases; an open run has no summary row, so the projection's tracking position stands in.
+    of its cases; an open run has no summary row, so the projection's tracking position stands
+    in. The inputs' format and the cases table's versioned name are part of it: new code or a
+    new projection version never reads inputs an older one stored.
     """
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
-        return ("summary", position)
+        return f"{INPUTS_FORMAT} {cases.name} summary {position}", True
     tracked = conn.scalar(
         select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
     )
-    return ("tracking", tracked or 0)
+    return f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", False
 
 
 def _iso(dt: datetime) -> str:

@@ -139,6 +139,16 @@ rescores = Table(
 )
 Index("ix_rescores_v1_spec", rescores.c.spec_id)
 
+rescore_inputs = Table(
+    "rescore_inputs_v1",
+    metadata,
+    # A run's spec-independent rescore inputs (projections.fastscore.RunInputs), so that a new
+    # process rescores without decoding every case's facts; valid while `marker` is current.
+    Column("run_id", String(36), primary_key=True),
+    Column("marker", String(200), nullable=False),
+    Column("inputs", LargeBinary, nullable=False),
+)
+
 compare_cache = Table(
     "compare_cache_v1",
     metadata,

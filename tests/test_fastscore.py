@@ -198,7 +198,7 @@ def reference(facts: list[CaseFacts], spec: ScoringSpec) -> tuple[list[Any], byt
 
 
 def lean(facts: list[CaseFacts], spec: ScoringSpec) -> tuple[list[Any], bytes]:
-    out = rescore_run(RunInputs(facts, {}), spec)
+    out = rescore_run(RunInputs.build(facts, {}), spec)
     assert out is not None
     return out.decisions, out.aggregate.model_dump_json().encode()
 
@@ -209,14 +209,17 @@ def test_lean_rescore_equals_score_case_and_summarize_run(data: st.DataObject) -
     n = data.draw(st.integers(0, 12))
     facts = [data.draw(facts_st(i)) for i in range(n)]
     specs = data.draw(st.lists(spec_st(), min_size=1, max_size=3))
-    inputs = RunInputs(facts, {})
+    built = RunInputs.build(facts, {})
+    stored = RunInputs.from_bytes(built.to_bytes())  # as a new process reads them
+    assert stored is not None
     for spec in specs:  # one RunInputs serves every spec
         want_decisions, want_aggregate = reference(facts, spec)
-        got = rescore_run(inputs, spec)
-        assert got is not None
-        # orjson keeps 0 apart from 0.0 and True from 1: the types are equal too.
-        assert orjson.dumps(got.decisions) == orjson.dumps(want_decisions)
-        assert got.aggregate.model_dump_json().encode() == want_aggregate
+        for inputs in (built, stored):
+            got = rescore_run(inputs, spec)
+            assert got is not None
+            # orjson keeps 0 apart from 0.0 and True from 1: the types are equal too.
+            assert orjson.dumps(got.decisions) == orjson.dumps(want_decisions)
+            assert got.aggregate.model_dump_json().encode() == want_aggregate
 
 
 def test_a_judge_error_under_score_zero_counts_zero_and_fails() -> None:
@@ -238,8 +241,8 @@ def test_a_judge_error_under_score_zero_counts_zero_and_fails() -> None:
 def test_a_spec_selecting_no_metric_or_one_twice_takes_the_reference_path() -> None:
     spec = resolve_spec(RunConfig())
     twice = spec.model_copy(update={"metrics": (spec.metrics[0], spec.metrics[0])})
-    assert rescore_run(RunInputs([], {}), twice) is None
-    assert rescore_run(RunInputs([], {}), spec.model_copy(update={"metrics": ()})) is None
+    assert rescore_run(RunInputs.build([], {}), twice) is None
+    assert rescore_run(RunInputs.build([], {}), spec.model_copy(update={"metrics": ()})) is None
 
 
 # ---------------------------------------------------------------------------------------------
