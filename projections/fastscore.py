@@ -9,6 +9,7 @@ one active verdict is scored by it, and tests prove both paths equal on varied f
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,74 +35,80 @@ from evaledger.projections.stats import percentile
 
 __all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
 
+_lookup = dict.__getitem__  # table[value] without a Python-level call per metric
 _PASSED, _FAILED = CaseStatus.PASSED.value, CaseStatus.FAILED.value
 _ERRORED, _CANCELED = CaseStatus.ERRORED.value, CaseStatus.CANCELED.value
 _UNSCORED, _PENDING = CaseStatus.UNSCORED.value, CaseStatus.PENDING.value
 
 
-INPUTS_FORMAT = "evaledger.rescore-inputs/1"
+INPUTS_FORMAT = "evaledger.rescore-inputs/2"
 """Version of `RunInputs.to_bytes`: bump it whenever this module or the scoring rules change what
 the inputs hold, so that inputs stored by older code are rebuilt instead of read."""
-
-_Outcomes = tuple[bool, bool, bool, bool]
-"""What the gate reads of a case's outcome results: any, all passed, any blocker, every blocker
-passed."""
-
-_Verdict = tuple[bool, list[Any], int, int, bool | None]
-"""The one active verdict of a case, as scoring reads it:
-
-- broken: an error verdict under every spec (an error was recorded or its reply did not parse);
-- row: by the run's metric index j (the judge's first answer per metric), at j the clamped 0-5
-  score or None, at K + j the pass/fail or None (K metrics in the index);
-- scored, passing: bit j set when metric j has a score, a pass/fail;
-- forced: a human override forcing pass/fail.
-"""
 
 _Case = tuple[
     str | None,
     bool | None,
     int | None,
-    dict[str, float],
+    dict[str, float] | None,
     bool,
-    _Verdict | None,
+    bool | None,
+    str,
+    int,
+    int,
+    bool | None,
     bool,
-    _Outcomes,
-    _Outcomes,
+    int,
 ]
-"""One case's spec-independent scoring inputs (plain data: stored as JSON, unpacked in the loop):
+"""One case's spec-independent scoring inputs, plain data (stored as JSON, unpacked in the loop):
 
 - fixed status, fixed passed: errored, canceled or not run yet (never scored), else None;
 - complex: index in `RunInputs.complex` of a case with several active verdicts (`score_case`
   itself scores it), else None;
-- named scores; whether the transcript has turns; the active verdict (`_Verdict`) or None;
-- self-judged; the outcome results when the verdict is valid and when no verdict is valid.
+- its named scores (None: none); whether its transcript has turns;
+- broken: None without an active verdict, else whether the verdict is an error verdict under
+  every spec (an error was recorded or its reply did not parse);
+- row: the verdict's metrics by the run's metric index j (the judge's first answer counts): at j
+  the clamped score "0"-"5", at K + j the pass "t" / fail "f", "-" when absent (K metrics);
+- scored, passing: bit j set when metric j has a score, a pass/fail;
+- forced: a human override forcing pass/fail, else None;
+- self-judged;
+- outcome bits: what the gate reads of the case's outcome results (any, all passed, any blocker,
+  every blocker passed: bits 0-3 with the verdict's outcomes, 4-7 without a valid verdict).
 """
 
+_ANY, _ALL, _BLOCKERS, _BLOCKERS_PASSED = 1, 2, 4, 8
+_WITHOUT_VERDICT = 4
+"""Shift of the outcome bits without a valid verdict."""
 
-def _outcomes(facts: CaseFacts, verdict: VerdictFact | None) -> _Outcomes:
+
+def _outcome_bits(facts: CaseFacts, verdict: VerdictFact | None) -> int:
     combined = list(verdict.expected_outcomes) if verdict is not None else []
     results = _outcome_results(facts, combined)
     blockers = [o.passed for o in results if o.severity is Severity.BLOCKER]
-    return (bool(results), all(o.passed for o in results), bool(blockers), all(blockers))
+    return (
+        (_ANY if results else 0)
+        | (_ALL if all(o.passed for o in results) else 0)
+        | (_BLOCKERS if blockers else 0)
+        | (_BLOCKERS_PASSED if all(blockers) else 0)
+    )
 
 
-def _lean_verdict(verdict: VerdictFact, index: dict[str, int]) -> _Verdict:
+def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
     first: dict[str, MetricFact] = {}
     for m in verdict.metric_scores:
         first.setdefault(m.metric, m)  # the judge's first answer counts (as `_metric_facts`)
     k = len(index)
-    row: list[Any] = [None] * (2 * k)
+    row = ["-"] * (2 * k)
     scored = passing = 0
     for name, f in first.items():
         j = index[name]
         if f.score is not None:
-            row[j] = max(0, min(MAX_SCORE, int(f.score)))
+            row[j] = str(max(0, min(MAX_SCORE, int(f.score))))
             scored |= 1 << j
         if f.passed is not None:
-            row[k + j] = f.passed
+            row[k + j] = "t" if f.passed else "f"
             passing |= 1 << j
-    broken = verdict.error is not None or verdict.parse_status is not ParseStatus.PARSED
-    return (broken, row, scored, passing, verdict.forced_passed)
+    return "".join(row), scored, passing
 
 
 def _lean_case(facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]) -> _Case:
@@ -126,18 +133,41 @@ def _lean_case(facts: CaseFacts, index: dict[str, int], complex_cases: list[Case
         complex_at = len(complex_cases)
         complex_cases.append(facts)
     one = active[0] if len(active) == 1 else None
+    broken: bool | None = None
+    row, scored, passing = "", 0, 0
+    if one is not None:
+        broken = one.error is not None or one.parse_status is not ParseStatus.PARSED
+        row, scored, passing = _row(one, index)
     agent = facts.agent_provider
     return (
         fixed,
         fixed_passed,
         complex_at,
-        dict(facts.named_scores),
+        dict(facts.named_scores) or None,
         facts.turn_count > 0,
-        _lean_verdict(one, index) if one is not None else None,
+        broken,
+        row,
+        scored,
+        passing,
+        one.forced_passed if one is not None else None,
         fixed is None and one is not None and agent is not None and one.judge_provider == agent,
-        _outcomes(facts, one),
-        _outcomes(facts, None),
+        _outcome_bits(facts, one) | _outcome_bits(facts, None) << _WITHOUT_VERDICT,
     )
+
+
+_COLUMNS = (
+    "metrics",
+    "cases",
+    "case_ids",
+    "test_case_keys",
+    "repetitions",
+    "old_overall",
+    "old_passed",
+    "old_status",
+    "errored",
+    "canceled",
+    "constant",
+)
 
 
 class RunInputs:
@@ -146,18 +176,21 @@ class RunInputs:
     Built once from the run's scoring facts and its stored own-spec decisions; the aggregate's
     spec-independent figures (latency, tokens, cost, named scores, errors, cancels) are summed
     here, once, by the same expressions as `summarize_run`. Plain data throughout, so that it
-    stores as one compact JSON document (`to_bytes` / `from_bytes`).
+    stores as one compact JSON document (`to_bytes` / `from_bytes`, no per-case decoding).
     """
 
-    metrics: dict[str, int]
+    metrics: list[str]
     """The run's metric index: every metric a verdict reports, in order of appearance."""
     cases: list[_Case]
     complex: list[CaseFacts]
     case_ids: list[str]
-    keys: list[tuple[str, int]]
-    """(test_case_key, repetition) per case."""
-    old: dict[str, tuple[float | None, bool | None, str]]
-    """case id → (overall_score, passed, status) under the run's own spec, as stored."""
+    test_case_keys: list[str]
+    repetitions: list[int]
+    old_overall: list[float | None]
+    """Per case: overall_score under the run's own spec, as stored."""
+    old_passed: list[bool | None]
+    old_status: list[str | None]
+    """Per case: status under the run's own spec, as stored (None: no stored row)."""
     errored: int
     canceled: int
     constant: dict[str, Any]
@@ -167,18 +200,26 @@ class RunInputs:
     def build(
         cls, facts: Sequence[CaseFacts], old: dict[str, tuple[float | None, bool | None, str]]
     ) -> RunInputs:
-        """The inputs of a run from its cases' scoring facts and stored own-spec decisions."""
+        """The inputs of a run from its cases' scoring facts and stored own-spec decisions.
+
+        `old`: case id → (overall_score, passed, status) under the run's own spec.
+        """
         self = cls()
-        self.metrics = {}
+        index: dict[str, int] = {}
         for f in facts:
             for v in f.verdicts:
                 for m in v.metric_scores:
-                    self.metrics.setdefault(m.metric, len(self.metrics))
+                    index.setdefault(m.metric, len(index))
+        self.metrics = list(index)
         self.complex = []
-        self.cases = [_lean_case(f, self.metrics, self.complex) for f in facts]
+        self.cases = [_lean_case(f, index, self.complex) for f in facts]
         self.case_ids = [str(f.case_id) for f in facts]
-        self.keys = [(f.test_case_key, f.repetition) for f in facts]
-        self.old = old
+        self.test_case_keys = [f.test_case_key for f in facts]
+        self.repetitions = [f.repetition for f in facts]
+        stored = [old.get(case_id, (None, None, None)) for case_id in self.case_ids]
+        self.old_overall = [o[0] for o in stored]
+        self.old_passed = [o[1] for o in stored]
+        self.old_status = [o[2] for o in stored]
         observed = [_observations(f) for f in facts]
         latencies = [
             float(o["latency_p50_ms"])
@@ -211,20 +252,10 @@ class RunInputs:
 
     def to_bytes(self) -> bytes:
         """One JSON document (orjson keeps every float exact, ints and bools apart)."""
-        return orjson.dumps(
-            {
-                "format": INPUTS_FORMAT,
-                "metrics": list(self.metrics),
-                "cases": self.cases,
-                "complex": [f.model_dump(mode="json") for f in self.complex],
-                "case_ids": self.case_ids,
-                "keys": self.keys,
-                "old": [[k, *v] for k, v in self.old.items()],
-                "errored": self.errored,
-                "canceled": self.canceled,
-                "constant": self.constant,
-            }
-        )
+        doc = {name: getattr(self, name) for name in _COLUMNS}
+        doc["format"] = INPUTS_FORMAT
+        doc["complex"] = [f.model_dump(mode="json") for f in self.complex]
+        return orjson.dumps(doc)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RunInputs | None:
@@ -233,29 +264,17 @@ class RunInputs:
         if doc.get("format") != INPUTS_FORMAT:
             return None
         self = cls()
-        self.metrics = {name: j for j, name in enumerate(doc["metrics"])}
-        self.cases = doc["cases"]
+        for name in _COLUMNS:
+            setattr(self, name, doc[name])
         self.complex = [CaseFacts.model_validate(f) for f in doc["complex"]]
-        self.case_ids = doc["case_ids"]
-        self.keys = doc["keys"]
-        self.old = {k: (overall, passed, status) for k, overall, passed, status in doc["old"]}
-        self.errored = doc["errored"]
-        self.canceled = doc["canceled"]
-        self.constant = doc["constant"]
         return self
 
 
-def _at(table: tuple[float, ...], value: int) -> float:
-    return table[value]
-
-
-def _getter(at: list[int]) -> Callable[[list[Any]], Sequence[Any]]:
-    """Values of a verdict row at `at`, always as a sequence (itemgetter of one is a scalar)."""
+def _getter(at: list[int]) -> Callable[[str], Sequence[str]]:
+    """Characters of a verdict row at `at`, always a sequence (itemgetter of one is a scalar)."""
     if len(at) == 1:
         (j,) = at
         return lambda row: (row[j],)
-    if not at:
-        return lambda row: ()
     return itemgetter(*at)
 
 
@@ -281,25 +300,29 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     if not names or len(set(names)) != len(names):
         return None
     scored_type = [m.score_type is ScoreType.SCORED for m in spec.metrics]
-    index, k = inputs.metrics, len(inputs.metrics)
+    index = {name: j for j, name in enumerate(inputs.metrics)}
+    k = len(index)
     # A metric no verdict of the run reports makes every verdict an error verdict.
     known = all(n in index for n in names)
     need_score = need_pass = 0
     at: list[int] = []
-    # Contribution of each metric per score (scored) or per pass (binary): 100 × score/5 × weight,
-    # the same float operations as `_combine_metric`, looked up by the verdict's row value.
-    tables: list[tuple[float, ...]] = []
+    # Contribution of each metric by the verdict's row character: 100 × score/5 × weight, the
+    # same float operations as `_combine_metric` (a binary pass counts 5, a fail 0.0).
+    tables: list[dict[str, float]] = []
     for m, scored in zip(spec.metrics, scored_type, strict=True):
         j = index.get(m.metric, 0)
         if scored:
             need_score |= 1 << j
             at.append(j)
-            tables.append(tuple(100 * float(s) / MAX_SCORE * m.weight for s in range(6)))
+            tables.append({str(s): 100 * float(s) / MAX_SCORE * m.weight for s in range(6)})
         else:
             need_pass |= 1 << j
             at.append(k + j)
             tables.append(
-                (100 * 0.0 / MAX_SCORE * m.weight, 100 * MAX_SCORE / MAX_SCORE * m.weight)
+                {
+                    "f": 100 * 0.0 / MAX_SCORE * m.weight,
+                    "t": 100 * MAX_SCORE / MAX_SCORE * m.weight,
+                }
             )
     values = _getter(at)
     score_zero = spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
@@ -307,9 +330,10 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     blockers_gate = spec.gate is Gate.BLOCKERS
     threshold = spec.pass_threshold
 
-    metric_scores: dict[str, list[float]] = {n: [] for n in names}
-    metric_passes: dict[str, list[bool]] = {n: [] for n in names}
-    valid_rows: list[list[Any]] = []
+    # Metric results of the cases `score_case` scored (several active verdicts).
+    extra_scores: dict[str, list[float]] = {n: [] for n in names}
+    extra_passes: dict[str, list[bool]] = {n: [] for n in names}
+    valid_rows: list[str] = []
     decisions: list[tuple[str, bool | None, float | None]] = []
     overall_scored: list[float] = []
     passed_count = failed_count = unscored = pending = self_judged = 0
@@ -319,10 +343,13 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
         complex_at,
         named,
         turns,
-        v,
+        broken,
+        row,
+        has_score,
+        has_pass,
+        forced,
         judged_self,
-        valid_o,
-        error_o,
+        outcomes,
     ) in inputs.cases:
         overall: float | None = None
         passed: bool | None
@@ -334,43 +361,37 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
             self_judged += s.self_judged
             if s.scored and overall is not None:
                 for r in s.metric_scores:
-                    if r.score is not None and r.metric in metric_scores:
-                        metric_scores[r.metric].append(r.score)
-                        metric_passes[r.metric].append(r.passed is True)
+                    if r.score is not None and r.metric in extra_scores:
+                        extra_scores[r.metric].append(r.score)
+                        extra_passes[r.metric].append(r.passed is True)
         else:
-            valid = False
-            forced: bool | None = None
-            if v is not None:
-                broken, row, has_score, has_pass, forced = v
-                valid = (
-                    known
-                    and not broken
-                    and has_score & need_score == need_score
-                    and has_pass & need_pass == need_pass
-                )
-                if valid:
-                    overall = round(sum(map(_at, tables, values(row))), 2)
-                    valid_rows.append(row)
-                elif turns and score_zero:
-                    overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
+            valid = (
+                broken is False
+                and known
+                and has_score & need_score == need_score
+                and has_pass & need_pass == need_pass
+            )
+            if valid:
+                overall = round(sum(map(_lookup, tables, values(row))), 2)
+                valid_rows.append(row)
+            elif broken is not None and turns and score_zero:
+                overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
             gated = score_gate(named, spec) if gates and named else None
             if gated is not None:
                 status, passed = (_PASSED if gated[0] else _FAILED), gated[0]
             elif not turns:
                 status, passed = _FAILED, False
-            elif v is None and not error_o[0]:
+            elif broken is None and not outcomes >> _WITHOUT_VERDICT & _ANY:
                 status, passed = _PENDING, None
             else:
-                if v is not None and not valid:
+                if broken is not None and not valid:
                     status, passed = (_FAILED, False) if score_zero else (_UNSCORED, None)
                 else:
-                    any_outcome, all_passed, blockers, blockers_passed = (
-                        valid_o if v is not None else error_o
-                    )
+                    bits = outcomes if broken is not None else outcomes >> _WITHOUT_VERDICT
                     if blockers_gate:
-                        passed = blockers_passed if blockers else True
-                    elif any_outcome:
-                        passed = all_passed
+                        passed = bool(bits & _BLOCKERS_PASSED) if bits & _BLOCKERS else True
+                    elif bits & _ANY:
+                        passed = bool(bits & _ALL)
                     else:
                         assert overall is not None
                         passed = overall >= threshold
@@ -392,15 +413,18 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
 
     means: dict[str, float] = {}
     for name, j, scored in zip(names, at, scored_type, strict=True):
+        column = "".join(map(itemgetter(j), valid_rows))
         if scored:
-            # fmean is fsum / n: the exact sum of the 0-5 integers equals that of their floats.
-            column: list[Any] = [row[j] for row in valid_rows] + metric_scores[name]
-            if column:
-                means[name] = statistics.fmean(column)
+            n = len(column) + len(extra_scores[name])
+            if n:
+                # fmean is fsum / n, and fsum is exact: the integer sum of the 0-5 scores
+                # stands in for the sum of their floats.
+                exact = sum(d * column.count(str(d)) for d in range(1, MAX_SCORE + 1))
+                means[name] = math.fsum([exact, *extra_scores[name]]) / n
         else:
-            passes = [row[j] for row in valid_rows] + metric_passes[name]
-            if passes:
-                means[name] = sum(passes) / len(passes)
+            n = len(column) + len(extra_passes[name])
+            if n:
+                means[name] = (column.count("t") + sum(extra_passes[name])) / n
     total = len(inputs.cases)
     metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
     cases_pct = 100 * passed_count / total if total else None

@@ -308,28 +308,34 @@ class ReadModels:
         before = self._own_aggregate(run_id, own)
         inputs = self._run_inputs(run_id)
         lean = rescore_run(inputs, spec)
+        case_ids, test_case_keys, repetitions = (
+            inputs.case_ids,
+            inputs.test_case_keys,
+            inputs.repetitions,
+        )
+        olds = list(zip(inputs.old_overall, inputs.old_passed, inputs.old_status, strict=True))
         if lean is not None:
-            case_ids, keys, decisions = inputs.case_ids, inputs.keys, lean.decisions
-            after = lean.aggregate
+            decisions, after = lean.decisions, lean.aggregate
         else:
+            # A spec selecting no metric or one twice: the reference path, over fresh facts.
             scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
+            stored = dict(zip(case_ids, olds, strict=True))
             case_ids = [str(s.case_id) for s in scores]
-            keys = [(s.test_case_key, s.repetition) for s in scores]
+            test_case_keys = [s.test_case_key for s in scores]
+            repetitions = [s.repetition for s in scores]
+            olds = [stored.get(case_id, (None, None, None)) for case_id in case_ids]
             decisions = [(s.status.value, s.passed, s.overall_score) for s in scores]
             after = summarize_run(scores, spec)
         changed = []
-        old = inputs.old
-        for case_id, (test_case_key, repetition), (status, passed, overall) in zip(
-            case_ids, keys, decisions, strict=True
-        ):
-            was = old.get(case_id)
-            if was is None or was == (overall, passed, status):
+        for i, (status, passed, overall) in enumerate(decisions):
+            was = olds[i]
+            if was[2] is None or was == (overall, passed, status):
                 continue
             changed.append(
                 {
-                    "case_id": case_id,
-                    "test_case_key": test_case_key,
-                    "repetition": repetition,
+                    "case_id": case_ids[i],
+                    "test_case_key": test_case_keys[i],
+                    "repetition": repetitions[i],
                     "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
                     "after": {"overall_score": overall, "passed": passed, "status": status},
                 }

@@ -312,3 +312,8 @@ def test_rescore_equals_the_reference_and_follows_an_override(services: Services
     assert second["after"]["aggregate"]["passed_count"] == (
         first["after"]["aggregate"]["passed_count"] + 1
     )
+    # A spec the lean path declines (a metric selected twice) takes the reference path.
+    twice = spec.model_copy(update={"metrics": (spec.metrics[0], *spec.metrics)})
+    assert _observed(services.reads.rescore(run_id, twice)) == _reference_rescore(
+        services, run_id, twice
+    )
