@@ -13,8 +13,10 @@ from typing import Any
 from uuid import UUID, uuid5
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select, update
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.bundle import RunBundle
@@ -34,6 +36,7 @@ from evaledger.domain.spec import (
     SeverityWeights,
     resolve_spec,
 )
+from evaledger.projections import queries
 from evaledger.projections.facts import (
     CaseFacts,
     CheckFact,
@@ -42,8 +45,10 @@ from evaledger.projections.facts import (
     OutcomeFact,
     VerdictFact,
 )
-from evaledger.projections.fastscore import RunInputs, rescore_run
+from evaledger.projections.fastscore import INPUTS_FORMAT, RunInputs, rescore_run
+from evaledger.projections.queries import ReadModels
 from evaledger.projections.scoring import score_case, summarize_run
+from evaledger.projections.store import rescore_inputs
 from tests.helpers import bundle, case
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000b2")
@@ -317,3 +322,53 @@ def test_rescore_equals_the_reference_and_follows_an_override(services: Services
     assert _observed(services.reads.rescore(run_id, twice)) == _reference_rescore(
         services, run_id, twice
     )
+
+
+def test_rescore_of_an_open_run_follows_new_cases(services: Services) -> None:
+    data = bundle()
+    first_cases = [case(f"k{i}", score=3 + i % 3) for i in range(4)]
+    run = RunBundle.model_validate({**data, "cases": first_cases})
+    run_id = services.ledger.create_run(run.run, Context(actor="test")).id
+    services.ledger.ingest_cases(run_id, run.cases, Context(actor="test"))
+    services.sync()
+    spec = _stricter(services, run_id, 85.0)
+    first = services.reads.rescore(run_id, spec)
+    assert _observed(first) == _reference_rescore(services, run_id, spec)
+    assert first["after"]["aggregate"]["total_executions"] == 4
+    more = RunBundle.model_validate({**data, "cases": [case("k9", score=5)]})
+    services.ledger.ingest_cases(run_id, more.cases, Context(actor="test"))
+    services.sync()
+    second = services.reads.rescore(run_id, spec)
+    assert _observed(second) == _reference_rescore(services, run_id, spec)
+    assert second["after"]["aggregate"]["total_executions"] == 5
+
+
+def test_stored_inputs_serve_a_new_reader_and_another_format_is_rebuilt(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = bundle()
+    data["cases"] = [case(f"k{i}", score=3 + i % 3) for i in range(5)]
+    run_id = services.ledger.import_bundle(
+        RunBundle.model_validate(data), Context(actor="t")
+    ).run_id
+    services.sync()
+    spec = _stricter(services, run_id, 85.0)
+    want = _reference_rescore(services, run_id, spec)
+    assert _observed(services.reads.rescore(run_id, spec)) == want
+    with services.engine.connect() as conn:
+        stored = conn.execute(select(rescore_inputs.c.marker, rescore_inputs.c.inputs)).one()
+    assert stored.marker.startswith(INPUTS_FORMAT)
+    # A new process (a new ReadModels) reads the stored row; facts are not decoded again.
+    with monkeypatch.context() as m:
+        m.setattr(queries, "load_facts", _no_facts)
+        assert _observed(ReadModels(services.engine).rescore(run_id, spec)) == want
+    # Inputs an older format stored are rebuilt from the facts, never read.
+    with services.engine.begin() as conn:
+        conn.execute(
+            update(rescore_inputs).values(inputs=orjson.dumps({"format": "evaledger.old/0"}))
+        )
+    assert _observed(ReadModels(services.engine).rescore(run_id, spec)) == want
+
+
+def _no_facts(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the stored inputs should have been read, not the facts")
