@@ -9,11 +9,15 @@ one active verdict is scored by it, and tests prove both paths equal on varied f
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
+import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,6 +25,9 @@ import orjson
 from evaledger.domain.events import ParseStatus
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, ScoringSpec, Severity
+from evaledger.projections import facts as facts_module
+from evaledger.projections import named_scores as named_module
+from evaledger.projections import scoring, stats
 from evaledger.projections.facts import CaseFacts, MetricFact, VerdictFact
 from evaledger.projections.models import CaseStatus, Coverage, RunAggregate
 from evaledger.projections.named_scores import named_score_means, score_gate
@@ -41,9 +48,23 @@ _ERRORED, _CANCELED = CaseStatus.ERRORED.value, CaseStatus.CANCELED.value
 _UNSCORED, _PENDING = CaseStatus.UNSCORED.value, CaseStatus.PENDING.value
 
 
-INPUTS_FORMAT = "evaledger.rescore-inputs/2"
-"""Version of `RunInputs.to_bytes`: bump it whenever this module or the scoring rules change what
-the inputs hold, so that inputs stored by older code are rebuilt instead of read."""
+def _code_digest() -> str:
+    """Digest of the code that decides what the inputs hold (this module and the scoring rules).
+
+    Part of INPUTS_FORMAT, so that inputs stored by other code are rebuilt, never read, even when
+    nobody remembered to bump the format. Without the sources: a token of this process.
+    """
+    digest = hashlib.sha256()
+    try:
+        for module in (sys.modules[__name__], scoring, facts_module, named_module, stats):
+            digest.update(Path(module.__file__ or "").read_bytes())
+    except OSError:
+        return uuid.uuid4().hex[:12]
+    return digest.hexdigest()[:12]
+
+
+INPUTS_FORMAT = f"evaledger.rescore-inputs/2+{_code_digest()}"
+"""Version of `RunInputs.to_bytes` and of the code that built them (see `_code_digest`)."""
 
 _Case = tuple[
     str | None,
