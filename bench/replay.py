@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import shutil
 import sqlite3
@@ -388,7 +389,7 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     """
     run_id = UUID(info.run_id)
     out: dict[str, Any] = {}
-    specs = iter(new_spec(services, run_id, 80.0 + i / 64) for i in range(repeat + 3))
+    specs = (new_spec(services, run_id, 80.0 + i / 64) for i in itertools.count())
 
     def once(reads: ReadModels = services.reads) -> None:
         out["r"] = reads.rescore(run_id, next(specs))
