@@ -9,11 +9,13 @@ one active verdict is scored by it, and tests prove both paths equal on varied f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import statistics
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -271,6 +273,26 @@ class RunInputs:
         }
         return self
 
+    @functools.cached_property
+    def sound_rows(self) -> int:
+        """How many cases are scored by their one verdict, which is not broken."""
+        return len(self._sound)
+
+    @functools.cached_property
+    def row_counts(self) -> list[Counter[str]]:
+        """Per row position, how often each character occurs over those verdicts."""
+        sound = self._sound
+        return [Counter("".join(row[p] for row in sound)) for p in range(2 * len(self.metrics))]
+
+    @property
+    def _sound(self) -> list[str]:
+        return [c[6] for c in self.cases if c[0] is None and c[2] is None and c[5] is False]
+
+    @functools.cached_property
+    def old(self) -> list[tuple[float | None, bool | None, str | None]]:
+        """Per case (overall_score, passed, status) under the run's own spec, as stored."""
+        return list(zip(self.old_overall, self.old_passed, self.old_status, strict=True))
+
     def to_bytes(self) -> bytes:
         """One JSON document (orjson keeps every float exact, ints and bools apart)."""
         doc = {name: getattr(self, name) for name in _COLUMNS}
@@ -303,11 +325,11 @@ def _getter(at: list[int]) -> Callable[[str], Sequence[str]]:
 class Rescored:
     """A run under a spec: its case decisions and its aggregate.
 
-    `decisions`: per case in opening order (status, passed, overall_score); `aggregate` equals
+    `decisions`: per case in opening order (overall_score, passed, status); `aggregate` equals
     `summarize_run` of the case scores.
     """
 
-    decisions: list[tuple[str, bool | None, float | None]]
+    decisions: list[tuple[float | None, bool | None, str]]
     aggregate: RunAggregate
 
 
@@ -354,8 +376,9 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     # Metric results of the cases `score_case` scored (several active verdicts).
     extra_scores: dict[str, list[float]] = {n: [] for n in names}
     extra_passes: dict[str, list[bool]] = {n: [] for n in names}
-    valid_rows: list[str] = []
-    decisions: list[tuple[str, bool | None, float | None]] = []
+    # Rows of sound verdicts (not error verdicts under every spec) this spec finds invalid.
+    invalid_rows: list[str] = []
+    decisions: list[tuple[float | None, bool | None, str]] = []
     overall_scored: list[float] = []
     passed_count = failed_count = unscored = pending = self_judged = 0
     for (
@@ -394,9 +417,11 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
             )
             if valid:
                 overall = round(sum(map(_lookup, tables, values(row))), 2)
-                valid_rows.append(row)
-            elif broken is not None and turns and score_zero:
-                overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
+            else:
+                if broken is False:
+                    invalid_rows.append(row)
+                if broken is not None and turns and score_zero:
+                    overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
             gated = score_gate(named, spec) if gates and named else None
             if gated is not None:
                 status, passed = (_PASSED if gated[0] else _FAILED), gated[0]
@@ -420,7 +445,7 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
                 if forced is not None:
                     status, passed = (_PASSED if forced else _FAILED), forced
             self_judged += judged_self
-        decisions.append((status, passed, overall))
+        decisions.append((overall, passed, status))
         if passed is True:
             passed_count += 1
         elif passed is False and status != _ERRORED:
@@ -432,20 +457,26 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
         elif status == _PENDING:
             pending += 1
 
+    # Metric means over the valid verdicts: the run's per-position character counts over its
+    # sound verdicts (spec-independent), less those of the rows this spec finds invalid.
+    counts, sound = inputs.row_counts, inputs.sound_rows
+    n_valid = sound - len(invalid_rows) if known else 0
     means: dict[str, float] = {}
     for name, j, scored in zip(names, at, scored_type, strict=True):
-        column = "".join(map(itemgetter(j), valid_rows))
+        found = Counter(counts[j]) if known else Counter()
+        if known and invalid_rows:
+            found.subtract(row[j] for row in invalid_rows)
         if scored:
-            n = len(column) + len(extra_scores[name])
+            n = n_valid + len(extra_scores[name])
             if n:
                 # fmean is fsum / n, and fsum is exact: the integer sum of the 0-5 scores
                 # stands in for the sum of their floats.
-                exact = sum(d * column.count(str(d)) for d in range(1, MAX_SCORE + 1))
+                exact = sum(d * found[str(d)] for d in range(1, MAX_SCORE + 1))
                 means[name] = math.fsum([exact, *extra_scores[name]]) / n
         else:
-            n = len(column) + len(extra_passes[name])
+            n = n_valid + len(extra_passes[name])
             if n:
-                means[name] = (column.count("t") + sum(extra_passes[name])) / n
+                means[name] = (found["t"] + sum(extra_passes[name])) / n
     total = len(inputs.cases)
     metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
     cases_pct = 100 * passed_count / total if total else None

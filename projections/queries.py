@@ -42,6 +42,8 @@ SUMMARIES_CACHED = 16
 
 INPUTS_CACHED = 4
 """Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
+SPECS_CACHED = 256
+"""Runs whose own spec is kept in memory for rescores."""
 RESCORE_CASES_FORMAT = "evaledger.rescore-cases/2"
 """The `cases` column of a stored rescore: per case in opening order its id, status, pass and
 overall score under the spec, as columns. (Format 1, a list of full CaseScore objects, was
@@ -107,6 +109,7 @@ class ReadModels:
         self.engine = engine
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
         self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
+        self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -304,7 +307,7 @@ class ReadModels:
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
         # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
-        own = self.run_spec(run_id)
+        own = self._own_spec(run_id)
         before = self._own_aggregate(run_id, own)
         inputs = self._run_inputs(run_id)
         lean = rescore_run(inputs, spec)
@@ -313,7 +316,7 @@ class ReadModels:
             inputs.test_case_keys,
             inputs.repetitions,
         )
-        olds = list(zip(inputs.old_overall, inputs.old_passed, inputs.old_status, strict=True))
+        olds = inputs.old
         if lean is not None:
             decisions, after = lean.decisions, lean.aggregate
         else:
@@ -324,22 +327,19 @@ class ReadModels:
             test_case_keys = [s.test_case_key for s in scores]
             repetitions = [s.repetition for s in scores]
             olds = [stored.get(case_id, (None, None, None)) for case_id in case_ids]
-            decisions = [(s.status.value, s.passed, s.overall_score) for s in scores]
+            decisions = [(s.overall_score, s.passed, s.status.value) for s in scores]
             after = summarize_run(scores, spec)
-        changed = []
-        for i, (status, passed, overall) in enumerate(decisions):
-            was = olds[i]
-            if was[2] is None or was == (overall, passed, status):
-                continue
-            changed.append(
-                {
-                    "case_id": case_ids[i],
-                    "test_case_key": test_case_keys[i],
-                    "repetition": repetitions[i],
-                    "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
-                    "after": {"overall_score": overall, "passed": passed, "status": status},
-                }
-            )
+        changed = [
+            {
+                "case_id": case_ids[i],
+                "test_case_key": test_case_keys[i],
+                "repetition": repetitions[i],
+                "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
+                "after": {"overall_score": now[0], "passed": now[1], "status": now[2]},
+            }
+            for i, (now, was) in enumerate(zip(decisions, olds, strict=True))
+            if now != was and was[2] is not None
+        ]
         with self.engine.begin() as conn:
             upsert(
                 conn,
@@ -354,9 +354,9 @@ class ReadModels:
                             {
                                 "format": RESCORE_CASES_FORMAT,
                                 "case_id": case_ids,
-                                "status": [d[0] for d in decisions],
+                                "status": [d[2] for d in decisions],
                                 "passed": [d[1] for d in decisions],
-                                "overall_score": [d[2] for d in decisions],
+                                "overall_score": [d[0] for d in decisions],
                             }
                         ),
                         "position": 0,
@@ -420,6 +420,19 @@ class ReadModels:
             while len(self._inputs) > INPUTS_CACHED:
                 self._inputs.popitem(last=False)
         return found
+
+    def _own_spec(self, run_id: UUID) -> ScoringSpec:
+        """`run_spec`, kept per run: a run's spec is snapshotted at its creation, never changed."""
+        key = str(run_id)
+        with self._lock:
+            hit = self._specs.get(key)
+        if hit is None:
+            hit = self.run_spec(run_id)
+            with self._lock:
+                self._specs[key] = hit
+                while len(self._specs) > SPECS_CACHED:
+                    self._specs.popitem(last=False)
+        return hit
 
     def _own_aggregate(self, run_id: UUID, own: ScoringSpec) -> RunAggregate:
         """The run's aggregate under its own spec, as `summary(run_id).aggregate`.

@@ -198,7 +198,7 @@ def spec_st(draw: st.DrawFn) -> ScoringSpec:
 
 def reference(facts: list[CaseFacts], spec: ScoringSpec) -> tuple[list[Any], bytes]:
     scores = [score_case(f, spec) for f in facts]
-    decisions = [(s.status.value, s.passed, s.overall_score) for s in scores]
+    decisions = [(s.overall_score, s.passed, s.status.value) for s in scores]
     return decisions, summarize_run(scores, spec).model_dump_json().encode()
 
 
@@ -240,7 +240,7 @@ def test_a_judge_error_under_score_zero_counts_zero_and_fails() -> None:
     )
     spec = resolve_spec(RunConfig())
     assert lean([facts], spec) == reference([facts], spec)
-    assert lean([facts], spec)[0] == [("failed", False, 0.0)]
+    assert lean([facts], spec)[0] == [(0.0, False, "failed")]
 
 
 def test_a_spec_selecting_no_metric_or_one_twice_takes_the_reference_path() -> None:
