@@ -431,7 +431,9 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     pt.wrap(pjson, "dumps", "json.dumps of the stored rescore (spec, aggregate, case columns)")
     pt.wrap(queries, "upsert", "upsert of the rescores_v1 row")
     pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v2 row)")
-    pt.wrap(queries.ReadModels, "_own_aggregate", "aggregate under the run's own spec (stored)")
+    pt.wrap(
+        queries.ReadModels, "_stored_own_aggregate", "stored aggregate under the run's own spec"
+    )
     try:
         _, total = timed(once)
     finally:

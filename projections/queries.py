@@ -308,8 +308,14 @@ class ReadModels:
         # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
         own = self._own_spec(run_id)
-        before = self._own_aggregate(run_id, own)
+        before = self._stored_own_aggregate(run_id, own)
         inputs = self._run_inputs(run_id)
+        if before is None:
+            # An open run has no stored summary: its own-spec aggregate from the same inputs.
+            under_own = rescore_run(inputs, own)
+            before = (
+                under_own.aggregate if under_own is not None else self.summary(run_id).aggregate
+            )
         lean = rescore_run(inputs, spec)
         case_ids, test_case_keys, repetitions = (
             inputs.case_ids,
@@ -434,11 +440,11 @@ class ReadModels:
                     self._specs.popitem(last=False)
         return hit
 
-    def _own_aggregate(self, run_id: UUID, own: ScoringSpec) -> RunAggregate:
-        """The run's aggregate under its own spec, as `summary(run_id).aggregate`.
+    def _stored_own_aggregate(self, run_id: UUID, own: ScoringSpec) -> RunAggregate | None:
+        """The run's stored aggregate under its own spec, as `summary(run_id).aggregate`.
 
-        Reads only the stored aggregate (not the per-test-case results) when the summary is not
-        in memory.
+        Reads only the aggregate (not the per-test-case results) when the summary is not in
+        memory; None when no summary is stored (an open run).
         """
         with self.engine.connect() as conn:
             head = conn.execute(
@@ -446,20 +452,19 @@ class ReadModels:
                     run_summaries.c.run_id == str(run_id)
                 )
             ).first()
-            if head is not None and head.spec_id == own.spec_id:
-                with self._lock:
-                    hit = self._summaries.get((str(run_id), head.position, own.spec_id))
-                if hit is not None:
-                    return hit.aggregate
-                text = conn.scalar(
-                    select(run_summaries.c.aggregate).where(
-                        run_summaries.c.run_id == str(run_id),
-                        run_summaries.c.position == head.position,
-                    )
+            if head is None or head.spec_id != own.spec_id:
+                return None
+            with self._lock:
+                hit = self._summaries.get((str(run_id), head.position, own.spec_id))
+            if hit is not None:
+                return hit.aggregate
+            text = conn.scalar(
+                select(run_summaries.c.aggregate).where(
+                    run_summaries.c.run_id == str(run_id),
+                    run_summaries.c.position == head.position,
                 )
-                if text is not None:
-                    return RunAggregate.model_validate_json(text)
-        return self.summary(run_id).aggregate
+            )
+        return None if text is None else RunAggregate.model_validate_json(text)
 
     def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
         """Rescores stored side by side for a run."""

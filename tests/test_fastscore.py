@@ -335,6 +335,10 @@ def test_rescore_of_an_open_run_follows_new_cases(services: Services) -> None:
     first = services.reads.rescore(run_id, spec)
     assert _observed(first) == _reference_rescore(services, run_id, spec)
     assert first["after"]["aggregate"]["total_executions"] == 4
+    # No stored summary yet: "before" is the run summarised under its own spec, when read.
+    assert first["before"]["aggregate"] == services.reads.summary(run_id).aggregate.model_dump(
+        mode="json"
+    )
     more = RunBundle.model_validate({**data, "cases": [case("k9", score=5)]})
     services.ledger.ingest_cases(run_id, more.cases, Context(actor="test"))
     services.sync()
