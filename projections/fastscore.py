@@ -282,7 +282,7 @@ class RunInputs:
     def row_counts(self) -> list[Counter[str]]:
         """Per row position, how often each character occurs over those verdicts."""
         sound = self._sound
-        return [Counter("".join(row[p] for row in sound)) for p in range(2 * len(self.metrics))]
+        return [Counter(map(itemgetter(p), sound)) for p in range(2 * len(self.metrics))]
 
     @property
     def _sound(self) -> list[str]:
