@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from evaledger.domain import gc
 from evaledger.domain.errors import NotFoundError
@@ -21,21 +21,33 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import json
 from evaledger.projections.facts import CaseFacts
+from evaledger.projections.fastscore import INPUTS_FORMAT, RunInputs, rescore_run
 from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
 from evaledger.projections.store import (
     baselines,
     cases,
     custom_metrics,
+    rescore_inputs,
     rescores,
     run_summaries,
     runs,
+    tracking,
 )
-from evaledger.projections.views import CASE_SCORES, load_facts, load_scores
+from evaledger.projections.views import CasesProjection, load_facts, load_scores, upsert
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
 """Decoded materialised run summaries kept in memory (a 10,000-case run's is ~10 MB)."""
+
+INPUTS_CACHED = 4
+"""Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
+SPECS_CACHED = 256
+"""Runs whose own spec is kept in memory for rescores."""
+RESCORE_CASES_FORMAT = "evaledger.rescore-cases/2"
+"""The `cases` column of a stored rescore: per case in opening order its id, status, pass and
+overall score under the spec, as columns. (Format 1, a list of full CaseScore objects, was
+23 MB for a 10,000-case run; a full score is `score_case(facts, spec)` of the stored spec.)"""
 
 LABEL_PATTERN = r"^[^=]+=.*$"
 """A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
@@ -96,6 +108,8 @@ class ReadModels:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
+        self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
+        self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -291,42 +305,47 @@ class ReadModels:
             return self._rescore(run_id, spec)
 
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
-        # Before: the (materialised) summary and three plain columns per case; no case JSON.
-        own = self.run_spec(run_id)
-        before = self.summary(run_id).aggregate
-        with self.engine.connect() as conn:
-            old = {
-                row.case_id: (row.overall_score, row.passed, row.status)
-                for row in conn.execute(
-                    select(
-                        cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
-                    ).where(cases.c.run_id == str(run_id))
-                )
-            }
-        facts = self.scoring_facts(run_id)
-        after_scores = [score_case(f, spec) for f in facts]
-        after = summarize_run(after_scores, spec)
-        changed = []
-        for s in after_scores:
-            was = old.get(str(s.case_id))
-            now = (s.overall_score, s.passed, s.status.value)
-            if was is None or was == now:
-                continue
-            changed.append(
-                {
-                    "case_id": str(s.case_id),
-                    "test_case_key": s.test_case_key,
-                    "repetition": s.repetition,
-                    "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
-                    "after": {
-                        "overall_score": s.overall_score,
-                        "passed": s.passed,
-                        "status": s.status.value,
-                    },
-                }
+        # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
+        # decoded once per state of its cases (`_run_inputs`).
+        own = self._own_spec(run_id)
+        before = self._stored_own_aggregate(run_id, own)
+        inputs = self._run_inputs(run_id)
+        if before is None:
+            # An open run has no stored summary: its own-spec aggregate from the same inputs.
+            under_own = rescore_run(inputs, own)
+            before = (
+                under_own.aggregate if under_own is not None else self.summary(run_id).aggregate
             )
-        from evaledger.projections.views import upsert
-
+        lean = rescore_run(inputs, spec)
+        case_ids, test_case_keys, repetitions = (
+            inputs.case_ids,
+            inputs.test_case_keys,
+            inputs.repetitions,
+        )
+        olds = inputs.old
+        if lean is not None:
+            decisions, after = lean.decisions, lean.aggregate
+        else:
+            # A spec selecting no metric or one twice: the reference path, over fresh facts.
+            scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
+            stored = dict(zip(case_ids, olds, strict=True))
+            case_ids = [str(s.case_id) for s in scores]
+            test_case_keys = [s.test_case_key for s in scores]
+            repetitions = [s.repetition for s in scores]
+            olds = [stored.get(case_id, (None, None, None)) for case_id in case_ids]
+            decisions = [(s.overall_score, s.passed, s.status.value) for s in scores]
+            after = summarize_run(scores, spec)
+        changed = [
+            {
+                "case_id": case_ids[i],
+                "test_case_key": test_case_keys[i],
+                "repetition": repetitions[i],
+                "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
+                "after": {"overall_score": now[0], "passed": now[1], "status": now[2]},
+            }
+            for i, (now, was) in enumerate(zip(decisions, olds, strict=True))
+            if now != was and was[2] is not None
+        ]
         with self.engine.begin() as conn:
             upsert(
                 conn,
@@ -337,7 +356,15 @@ class ReadModels:
                         "spec_id": spec.spec_id,
                         "spec": json.dumps(spec),
                         "aggregate": json.dumps(after),
-                        "cases": CASE_SCORES.dump_json(after_scores).decode(),
+                        "cases": json.dumps(
+                            {
+                                "format": RESCORE_CASES_FORMAT,
+                                "case_id": case_ids,
+                                "status": [d[2] for d in decisions],
+                                "passed": [d[1] for d in decisions],
+                                "overall_score": [d[0] for d in decisions],
+                            }
+                        ),
                         "position": 0,
                         "created_at": datetime.now(UTC).isoformat(),
                     }
@@ -353,6 +380,91 @@ class ReadModels:
             "judge_calls": 0,
             "events_written": 0,
         }
+
+    def _run_inputs(self, run_id: UUID) -> RunInputs:
+        """The run's rescore inputs, decoded once per state of its cases.
+
+        Kept in memory, and for a closed run also stored (`rescore_inputs_v1`) so that the next
+        process reads one compact row instead of every case's facts. The marker is read before
+        the rows: rows newer than their marker only cause a rebuild later, never a stale hit.
+        """
+        key = str(run_id)
+        with self.engine.connect() as conn:
+            marker, closed = _cases_marker(conn, key)
+            with self._lock:
+                hit = self._inputs.get(key)
+                if hit is not None and hit[0] == marker:
+                    self._inputs.move_to_end(key)
+                    return hit[1]
+            found = None
+            row: dict[str, Any] | None = None
+            if closed:
+                data = conn.scalar(
+                    select(rescore_inputs.c.inputs).where(
+                        rescore_inputs.c.run_id == key, rescore_inputs.c.marker == marker
+                    )
+                )
+                found = RunInputs.from_bytes(data) if data is not None else None
+            if found is None:
+                old = {
+                    row.case_id: (row.overall_score, row.passed, row.status)
+                    for row in conn.execute(
+                        select(
+                            cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status
+                        ).where(cases.c.run_id == key)
+                    )
+                }
+                found = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
+                if closed:
+                    row = {"run_id": key, "marker": marker, "inputs": found.to_bytes()}
+        if row is not None:
+            with self.engine.begin() as conn:
+                upsert(conn, rescore_inputs, [row])
+        with self._lock:
+            self._inputs[key] = (marker, found)
+            self._inputs.move_to_end(key)
+            while len(self._inputs) > INPUTS_CACHED:
+                self._inputs.popitem(last=False)
+        return found
+
+    def _own_spec(self, run_id: UUID) -> ScoringSpec:
+        """`run_spec`, kept per run: a run's spec is snapshotted at its creation, never changed."""
+        key = str(run_id)
+        with self._lock:
+            hit = self._specs.get(key)
+        if hit is None:
+            hit = self.run_spec(run_id)
+            with self._lock:
+                self._specs[key] = hit
+                while len(self._specs) > SPECS_CACHED:
+                    self._specs.popitem(last=False)
+        return hit
+
+    def _stored_own_aggregate(self, run_id: UUID, own: ScoringSpec) -> RunAggregate | None:
+        """The run's stored aggregate under its own spec, as `summary(run_id).aggregate`.
+
+        Reads only the aggregate (not the per-test-case results) when the summary is not in
+        memory; None when no summary is stored (an open run).
+        """
+        with self.engine.connect() as conn:
+            head = conn.execute(
+                select(run_summaries.c.spec_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id == str(run_id)
+                )
+            ).first()
+            if head is None or head.spec_id != own.spec_id:
+                return None
+            with self._lock:
+                hit = self._summaries.get((str(run_id), head.position, own.spec_id))
+            if hit is not None:
+                return hit.aggregate
+            text = conn.scalar(
+                select(run_summaries.c.aggregate).where(
+                    run_summaries.c.run_id == str(run_id),
+                    run_summaries.c.position == head.position,
+                )
+            )
+        return None if text is None else RunAggregate.model_validate_json(text)
 
     def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
         """Rescores stored side by side for a run."""
@@ -391,6 +503,23 @@ class ReadModels:
                 .order_by(custom_metrics.c.name)
             ).all()
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
+
+
+def _cases_marker(conn: Connection, run_id: str) -> tuple[str, bool]:
+    """Something that changes whenever a case of the run changes, and whether the run is closed.
+
+    A closed run's summary row is rewritten, at a new position, by every event that changes one
+    of its cases; an open run has no summary row, so the projection's tracking position stands
+    in. The inputs' format and the cases table's versioned name are part of it: new code or a
+    new projection version never reads inputs an older one stored.
+    """
+    position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
+    if position is not None:
+        return f"{INPUTS_FORMAT} {cases.name} summary {position}", True
+    tracked = conn.scalar(
+        select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
+    )
+    return f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", False
 
 
 def _iso(dt: datetime) -> str:
