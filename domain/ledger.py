@@ -877,6 +877,7 @@ class Ledger:
         run open with the chunks written so far; the same import run again finds those cases
         already recorded with the same content, writes the rest and seals: no duplicates.
         """
+        run = _in_project(run, ctx)
         total = self._check_stream(run, cases, ctx, chunk_size, progress)
         catalogue = self.catalogue(run.project)
         current = self._prepare_run(run, ctx)
@@ -931,6 +932,8 @@ class Ledger:
         seen: dict[UUID, int] = {}
         total = 0
         for chunk in _chunks(cases(), chunk_size):
+            if any(c.overrides for c in chunk):
+                ctx.check_admin("recording overrides or invalidations")
             for i, bc in enumerate(chunk, start=total):
                 case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
                 first = seen.setdefault(case_id, i)

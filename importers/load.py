@@ -8,7 +8,6 @@ from pathlib import Path
 
 import orjson
 
-from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
 from evaledger.domain.ledger import Context, ImportResult, Ledger
 from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
@@ -112,14 +111,7 @@ def import_all(
     ctx: Context,
     progress: Progress | None = None,
 ) -> list[Imported]:
-    """Write each import: a bundle (read whole) in one transaction, peer files streamed."""
-    done = []
-    for i in imports:
-        if i.format is Format.BUNDLE:
-            bundle = RunBundle(format=BUNDLE_FORMAT, run=i.run, cases=list(i.cases()))
-            done.append(Imported(i, ledger.import_bundle(bundle, ctx)))
-            if progress is not None:
-                progress(len(bundle.cases), len(bundle.cases))
-        else:
-            done.append(Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)))
-    return done
+    """Write each import streamed: chunked transactions inside one run lifecycle, sealed last."""
+    return [
+        Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)) for i in imports
+    ]
