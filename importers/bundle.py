@@ -38,14 +38,37 @@ WHOLE_FILE_MAX = 64 * 2**20
 CASES = "cases.item"
 _BLOCK = 2**16
 
-# A `\uD800`-`\uDFFF` escape after an even run of backslashes (a real escape, not an escaped
-# backslash followed by text): group 2 is a whole high+low pair, or three hex digits alone.
-_SURROGATE = re.compile(
-    rb"(?<!\\)(?:\\\\)*\\u[dD]([89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-    rb"|[89a-fA-F][0-9a-fA-F]{2})"
-)
+_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A surrogate escape (backslash, u, D800 to DFFF); a real escape only after an even run of
+backslashes (possibly none), else an escaped backslash followed by text."""
+_LOW = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _MARGIN = 256
 """Bytes at the end of a block left for the next one (an escape may straddle two blocks)."""
+
+
+def _surrogate_escapes(buf: bytes, start: int, stop: int) -> Iterator[tuple[int, int, bool]]:
+    """(offset, end, lone) of each surrogate escape starting in buf[start:stop].
+
+    A high escape followed by a low one is one pair (`end` after both); any other is lone.
+    """
+    skip = start
+    for m in _ESCAPE.finditer(buf, start):
+        at = m.start()
+        if at >= stop:
+            return
+        if at < skip:
+            continue  # the low half of a pair already judged
+        run = 0
+        while at - run > 0 and buf[at - run - 1] == 0x5C:  # a backslash
+            run += 1
+        if run % 2:
+            continue  # an escaped backslash, then text
+        end = m.end()
+        if buf[at + 2] in b"89abAB" and _LOW.match(buf, end):
+            skip = end + 6
+            yield at, skip, False
+        else:
+            yield at, end, True
 
 
 def describe(e: pydantic.ValidationError, prefix: str = "") -> str:
@@ -90,15 +113,12 @@ class _Scanning:
     def read(self, n: int = -1) -> bytes:
         block = self.f.read(n)
         buf = self.tail + block
-        end = self.base + len(buf) - (_MARGIN if block else 0)
-        for m in _SURROGATE.finditer(buf, max(0, self.judged - self.base)):
-            start = self.base + m.start()
-            if start >= end:
-                break
-            if self.lone is None and len(m.group(1)) == 3:
-                self.lone = self.base + m.start(1) - 3
-            self.judged = self.base + m.end()
-        self.judged = max(self.judged, end)
+        stop = len(buf) - (_MARGIN if block else 0)
+        for at, end, lone in _surrogate_escapes(buf, max(0, self.judged - self.base), stop):
+            if lone and self.lone is None:
+                self.lone = self.base + at
+            self.judged = self.base + end
+        self.judged = max(self.judged, self.base + stop)
         keep = min(len(buf), 2 * _MARGIN)
         self.base += len(buf) - keep
         self.tail = buf[len(buf) - keep :]
@@ -107,10 +127,7 @@ class _Scanning:
 
 def _surrogate_problem(data: bytes) -> int | None:
     """The offset of the first lone surrogate escape in JSON bytes, if any (whole-buffer scan)."""
-    for m in _SURROGATE.finditer(data):
-        if len(m.group(1)) == 3:
-            return m.start(1) - 3
-    return None
+    return next((at for at, _, lone in _surrogate_escapes(data, 0, len(data)) if lone), None)
 
 
 class _BadInput(Exception):
