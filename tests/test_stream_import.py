@@ -340,3 +340,14 @@ def test_a_bundle_on_standard_input_is_streamed_from_a_spooled_copy(
     monkeypatch.setattr(bundle_module, "WHOLE_FILE_MAX", 0)
     (done,) = import_all(services.ledger, open_imports(["-"]), Context())
     assert (done.result.cases, done.source.sources) == (7, ("-",))
+
+
+def test_a_case_twice_in_a_streamed_bundle_names_both_places_and_stores_nothing(
+    services: Services, tmp_path: Path
+) -> None:
+    data = _many(7)
+    data["cases"][6]["test_case"]["key"] = "tc-2"
+    opened = open_bundle(_write(tmp_path / "b.json", data))
+    with pytest.raises(ValidationError, match=r"cases\[6\]: .*'tc-2'.* \(first at cases\[2\]\)"):
+        services.ledger.import_stream(opened.run, opened.cases, Context(), chunk_size=3)
+    assert event_count(services) == 0
