@@ -138,13 +138,16 @@ class _BadInput(Exception):
         self.detail = detail
 
 
-def _header(f: IO[bytes]) -> dict[str, Any]:
-    """Everything but the cases (kept as an empty list), reading the whole file once."""
+def _header(f: IO[bytes]) -> tuple[dict[str, Any], int]:
+    """Everything but the cases (kept as an empty list), and how many cases: one whole read."""
     scan = _Scanning(f)
     builder = ijson.ObjectBuilder()
+    count = 0
     try:
         for prefix, event, value in ijson.parse(scan, use_float=True):
             if prefix.startswith("cases."):
+                if prefix == CASES and event == "start_map":
+                    count += 1
                 continue
             if prefix == "cases" and event == "start_map":
                 raise _BadInput("invalid run bundle:\n  cases: Input should be a valid list")
@@ -160,7 +163,7 @@ def _header(f: IO[bytes]) -> dict[str, Any]:
     head = getattr(builder, "value", None)
     if not isinstance(head, dict):
         raise _BadInput("invalid run bundle:\n  Input should be a valid dictionary")
-    return head
+    return head, count
 
 
 def _check_header(head: dict[str, Any], name: str) -> RunBundle:
@@ -227,7 +230,7 @@ def _open_bundle(
 ) -> PeerImport:
     try:
         with opened() as f:
-            head = _header(f)
+            head, count = _header(f)
     except _BadInput as e:
         if size > WHOLE_FILE_MAX:
             raise fail(name, e.detail) from None
@@ -235,7 +238,11 @@ def _open_bundle(
         with opened() as f:
             bundle = read_bundle(f.read(), name)
         return PeerImport(
-            format=Format.BUNDLE, sources=(name,), run=bundle.run, cases=lambda: bundle.cases
+            format=Format.BUNDLE,
+            sources=(name,),
+            run=bundle.run,
+            cases=lambda: bundle.cases,
+            count=len(bundle.cases),
         )
     run = _check_header(head, name).run
 
@@ -243,7 +250,7 @@ def _open_bundle(
         with opened() as f:
             yield from stream_cases(f, name)
 
-    return PeerImport(format=Format.BUNDLE, sources=(name,), run=run, cases=cases)
+    return PeerImport(format=Format.BUNDLE, sources=(name,), run=run, cases=cases, count=count)
 
 
 @contextmanager

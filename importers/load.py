@@ -8,7 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from evaledger.domain.ledger import Context, ImportResult, Ledger
+from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
+from evaledger.domain.ledger import IMPORT_CHUNK, Context, ImportResult, Ledger
 from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
@@ -18,6 +19,8 @@ from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
 FORMATS = ("auto", *(f.value for f in Format))
+ONE_TRANSACTION = IMPORT_CHUNK
+"""Bundles of at most this many cases import in one transaction; larger ones are chunked."""
 
 
 def _open_inspect(path: Path) -> PeerImport:
@@ -111,7 +114,18 @@ def import_all(
     ctx: Context,
     progress: Progress | None = None,
 ) -> list[Imported]:
-    """Write each import streamed: chunked transactions inside one run lifecycle, sealed last."""
-    return [
-        Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)) for i in imports
-    ]
+    """Write each import streamed: chunked transactions inside one run lifecycle, sealed last.
+
+    A bundle of at most `ONE_TRANSACTION` cases is imported in one transaction (atomic, as
+    `POST /bundles` does): its cases fit in memory, and the whole run commits at once.
+    """
+    done = []
+    for i in imports:
+        if i.format is Format.BUNDLE and i.count is not None and i.count <= ONE_TRANSACTION:
+            bundle = RunBundle(format=BUNDLE_FORMAT, run=i.run, cases=list(i.cases()))
+            done.append(Imported(i, ledger.import_bundle(bundle, ctx)))
+            if progress is not None:
+                progress(len(bundle.cases), len(bundle.cases))
+        else:
+            done.append(Imported(i, ledger.import_stream(i.run, i.cases, ctx, progress=progress)))
+    return done

@@ -26,7 +26,9 @@ from evaledger.api.cli import main
 from evaledger.domain.errors import PermissionDeniedError, ValidationError
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
+from evaledger.domain.verify import verify
 from evaledger.importers import bundle as bundle_module
+from evaledger.importers import load
 from evaledger.importers.bundle import _Scanning, _surrogate_problem, open_bundle, read_bundle
 from evaledger.importers.load import import_all, open_imports
 from tests.helpers import bundle, case, event_count
@@ -85,10 +87,12 @@ def test_a_streamed_bundle_stores_the_bytes_a_whole_file_import_stores(
     path = _write(tmp_path / "b.json", _many(40), run_last=run_last, ascii=ascii)
     ctx = Context(actor="t")
     whole.ledger.import_bundle(read_bundle(path.read_bytes(), "b.json"), ctx)
-    (done,) = import_all(streamed.ledger, open_imports([path]), ctx)
-    assert done.result.cases == 40
+    opened = open_bundle(path)
+    assert opened.count == 40
+    done = streamed.ledger.import_stream(opened.run, opened.cases, ctx)
+    assert (done.cases, done.new_cases) == (40, 40)
     assert _stored(streamed) == _stored(whole)
-    # Importing it again writes nothing.
+    # Importing it again (as `evaledger import` does) writes nothing.
     (again,) = import_all(streamed.ledger, open_imports([path]), ctx)
     assert again.result.events == 0 and again.result.new_cases == 0
     assert _stored(streamed) == _stored(whole)
@@ -351,3 +355,18 @@ def test_a_case_twice_in_a_streamed_bundle_names_both_places_and_stores_nothing(
     with pytest.raises(ValidationError, match=r"cases\[6\]: .*'tc-2'.* \(first at cases\[2\]\)"):
         services.ledger.import_stream(opened.run, opened.cases, Context(), chunk_size=3)
     assert event_count(services) == 0
+
+
+def test_a_bundle_of_more_than_one_chunk_is_imported_in_chunks_and_sealed(
+    two_stores: tuple[Services, Services], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small, chunked = two_stores
+    path = _write(tmp_path / "b.json", _many(12))
+    (one,) = import_all(small.ledger, open_imports([path]), Context())
+    monkeypatch.setattr(load, "ONE_TRANSACTION", 5)
+    (done,) = import_all(chunked.ledger, open_imports([path]), Context())
+    assert (done.result.cases, done.result.events) == (12, one.result.events)
+    assert (verify(small.ledger).commits, verify(chunked.ledger).commits) == (1, 3)
+    assert verify(chunked.ledger).runs_sealed == 1
+    # The same events in the same order; only the transactions differ.
+    assert _stored(chunked) == _stored(small)
