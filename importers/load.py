@@ -19,8 +19,9 @@ from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
 FORMATS = ("auto", *(f.value for f in Format))
-ONE_TRANSACTION = IMPORT_CHUNK
-"""Bundles of at most this many cases import in one transaction; larger ones are chunked."""
+ONE_TRANSACTION = 2 * IMPORT_CHUNK
+"""Bundles of at most this many cases import in one transaction (atomic: a kill stores nothing;
+held whole, they peak under 200 MB); larger ones are streamed in chunks and resume."""
 
 
 def _open_inspect(path: Path) -> PeerImport:
@@ -117,7 +118,9 @@ def import_all(
     """Write each import streamed: chunked transactions inside one run lifecycle, sealed last.
 
     A bundle of at most `ONE_TRANSACTION` cases is imported in one transaction (atomic, as
-    `POST /bundles` does): its cases fit in memory, and the whole run commits at once.
+    `POST /bundles` does): its cases fit in memory, and the whole run commits at once or not at
+    all. A larger one is chunked: an interrupted import leaves an open run that the same import
+    run again completes.
     """
     done = []
     for i in imports:
