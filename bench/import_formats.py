@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +37,28 @@ if __package__ in (None, ""):
 import orjson
 
 from bench.common import (
+    Goal,
     cpu_timed,
     machine_note,
     num,
     peak_rss_mb,
+    print_goals,
     print_table,
     progress,
     ratio,
+    write_bundle,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "tests" / "fixtures" / "peers"
 PROMPTFOO_SOURCE = PEERS / "promptfoo" / "sample-export.json"
 INSPECT_SOURCE = PEERS / "inspect_ai" / "eval-logs" / "log_streaming.eval"
+TAU_SOURCE = PEERS / "tau-bench" / "gpt-4o-airline.tasks-1-12-41.json"
+CONNEXITY_SOURCE = PEERS / "connexity" / "run.completed.json"
+AIM_RSS_MB = 300.0
+"""Issue 13: peak RSS of `evaledger import` at most 300 MB ..."""
+RSS_FLAT = 1.2
+"""... and flat: the largest size at most 1.2 x the smallest."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,20 +116,70 @@ def write_inspect(path: Path, cases: int) -> None:
         out.writestr("header.json", orjson.dumps(header))
 
 
-WRITERS = {"promptfoo": (write_promptfoo, ".json"), "inspect": (write_inspect, ".eval")}
+def write_tau_bench(path: Path, cases: int) -> None:
+    """A tau-bench trajectories list with `cases` records (one trial), record by record."""
+    template = json.loads(TAU_SOURCE.read_text())
+    with path.open("wb") as f:
+        f.write(b"[")
+        for i in range(cases):
+            record = copy.deepcopy(template[i % len(template)])
+            record["task_id"] = i
+            record["trial"] = 0
+            record["reward"] = float(i % 3 != 0)
+            f.write((b"," if i else b"") + orjson.dumps(record))
+        f.write(b"]")
+
+
+def write_connexity(path: Path, cases: int) -> None:
+    """A Connexity run file with `cases` results (one per test case id), result by result."""
+    source = json.loads(CONNEXITY_SOURCE.read_text())
+    template = source["results"]["data"]
+    with path.open("wb") as f:
+        run = dict(source["run"], id=f"bench-run-{cases}")
+        f.write(b'{"run":' + orjson.dumps(run) + b',"results":{"data":[')
+        for i in range(cases):
+            result = copy.deepcopy(template[i % len(template)])
+            result["id"] = f"bench-result-{i}"
+            result["test_case_id"] = f"bench-test-case-{i}"
+            result["repetition_index"] = 0
+            f.write((b"," if i else b"") + orjson.dumps(result))
+        f.write(b'],"count":' + str(cases).encode() + b"}}")
+
+
+def write_bundle_file(path: Path, cases: int) -> None:
+    """A run bundle with `cases` cases (bench/common.py's generator), case by case."""
+    write_bundle(path, cases, 0, f"bench-import-{cases}")
+
+
+WRITERS: dict[str, tuple[Callable[[Path, int], None], str]] = {
+    "bundle": (write_bundle_file, ".json"),
+    "promptfoo": (write_promptfoo, ".json"),
+    "inspect": (write_inspect, ".eval"),
+    "tau-bench": (write_tau_bench, ".json"),
+    "connexity": (write_connexity, ".json"),
+}
 
 
 # ---------------------------------------------------------------------------------------------
 # the child: one measurement in a fresh process
 
 
+RAW_ITEMS = {
+    "bundle": "cases.item",
+    "promptfoo": "results.results.item",
+    "tau-bench": "item",
+    "connexity": "results.data.item",
+}
+"""Where each JSON format's cases are (the raw baseline parses them with ijson, as importers do)."""
+
+
 def raw_parse(fmt: str, path: Path) -> int:
     """Parse every case the way the importer's reader does, and nothing more."""
-    if fmt == "promptfoo":
+    if fmt in RAW_ITEMS:
         import ijson
 
         with path.open("rb") as f:
-            return sum(1 for _ in ijson.items(f, "results.results.item", use_float=True))
+            return sum(1 for _ in ijson.items(f, RAW_ITEMS[fmt], use_float=True))
     from inspect_ai.log import EvalSample
 
     n = 0
@@ -178,7 +238,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="500 and 2,000 cases")
     p.add_argument("--sizes", default="10000,100000", help="comma-separated case counts")
-    p.add_argument("--formats", default="promptfoo,inspect")
+    p.add_argument("--formats", default=",".join(WRITERS))
     p.add_argument("--tmp", default=None, help="folder for the files and stores")
     p.add_argument("--child", choices=["raw", "import"], help=argparse.SUPPRESS)
     p.add_argument("--format", help=argparse.SUPPRESS)
@@ -190,38 +250,58 @@ def main() -> None:
     sizes = [500, 2000] if args.quick else [int(s) for s in args.sizes.split(",")]
     print(f"import_formats: {machine_note()}")
     rows = []
+    goals = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as folder:
         tmp = Path(folder)
         for fmt in args.formats.split(","):
             writer, suffix = WRITERS[fmt]
+            peaks: list[float] = []
             for n in sizes:
                 path = tmp / f"{fmt}-{n}{suffix}"
                 progress(f"writing {path.name}")
                 started = time.perf_counter()
                 writer(path, n)
-                progress(
-                    f"  {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s"
-                )
+                size_mb = path.stat().st_size / 1e6
+                progress(f"  {size_mb:.1f} MB in {time.perf_counter() - started:.1f} s")
                 progress(f"raw parse of {path.name}")
                 raw = measure("raw", fmt, path, tmp)
                 progress(f"import of {path.name}")
                 imp = measure("import", fmt, path, tmp)
+                path.unlink()
                 assert raw["cases"] == imp["cases"] == n, (raw, imp)
                 raw_rate, imp_rate = n / raw["seconds"], n / imp["seconds"]
+                rss = float(imp["rss_mb"])
+                peaks.append(rss)
+                smallest = peaks[0]
+                met = rss <= AIM_RSS_MB and rss <= RSS_FLAT * smallest
                 row = [
                     fmt,
                     num(n),
-                    f"{path.stat().st_size / 1e6:.1f}",
+                    f"{size_mb:.1f}",
                     num(imp_rate),
                     num(raw_rate),
                     ratio(imp_rate, raw_rate),
-                    f"{imp['rss_mb']:.0f}",
+                    f"{rss:.0f}",
+                    f"x{rss / smallest:.2f}",
                     f"{raw['rss_mb']:.0f}",
                     f"{imp['cpu'] / imp['seconds']:.2f}",
+                    f"<= {AIM_RSS_MB:.0f} MB, <= x{RSS_FLAT}",
+                    "met" if met else "NOT met",
                 ]
                 # Each row as soon as it is measured: a long run keeps what it measured.
                 progress("  " + "  ".join(row))
                 rows.append(row)
+            flat = max(peaks) <= RSS_FLAT * peaks[0]
+            goals.append(
+                Goal(
+                    f"peak RSS of `evaledger import` ({fmt}), {num(sizes[0])} -> {num(sizes[-1])}",
+                    " -> ".join(f"{p:.0f} MB" for p in peaks),
+                    "-",
+                    f"x{max(peaks) / peaks[0]:.2f}",
+                    f"<= {AIM_RSS_MB:.0f} MB, flat (x{RSS_FLAT})",
+                    max(peaks) <= AIM_RSS_MB and flat if len(peaks) > 1 else None,
+                )
+            )
     print_table(
         "evaledger import (SQLite) vs raw parse of the same file",
         [
@@ -232,11 +312,15 @@ def main() -> None:
             "raw cases/s",
             "ratio",
             "import peak RSS MB",
+            "RSS x smallest",
             "raw peak RSS MB",
             "import CPU/wall",
+            "goal (RSS)",
+            "verdict",
         ],
         rows,
     )
+    print_goals("issue 13 goal: flat import memory, per format", goals)
     print(f"\nend: {machine_note()}")
 
 

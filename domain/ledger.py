@@ -937,16 +937,18 @@ class Ledger:
         run open with the chunks written so far; the same import run again finds those cases
         already recorded with the same content, writes the rest and seals: no duplicates.
         """
+        run = _in_project(run, ctx)
         total = self._check_stream(run, cases, ctx, chunk_size, progress)
         catalogue = self.catalogue(run.project)
         current = self._prepare_run(run, ctx)
         before = len(current.case_ids)
         _, written = self._save(run=current)  # a new run is created on its own first
-        hashes: dict[UUID, str] = {}
+        hashes = _Hashes()
         done = 0
         for chunk in _chunks(cases(), chunk_size):
             current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
-            hashes.update((c.id, c.last_hash) for c in built)
+            hashes.add(built)
+            del built
             written += n
             done += len(chunk)
             if progress is not None:
@@ -984,22 +986,37 @@ class Ledger:
     ) -> int:
         """Build every case of the stream without saving (the dry first pass); count them.
 
-        Progress is reported with a total of 0: the stream's length is not known yet.
+        Progress is reported with a total of 0: the stream's length is not known yet. Memory
+        stays flat: a new run is tried afresh for each chunk (it forgets the ids it attached),
+        and the ids seen so far are kept as 16 bytes each.
         """
         trial = self._prepare_run(run, ctx)
+        new = self._find(Run, trial.id) is None
         catalogue = self.catalogue(run.project)
-        seen: dict[UUID, int] = {}
+        seen: set[bytes] = set()
         total = 0
         for chunk in _chunks(cases(), chunk_size):
+            if any(c.overrides for c in chunk):
+                ctx.check_admin("recording overrides or invalidations")
             for i, bc in enumerate(chunk, start=total):
                 case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
-                first = seen.setdefault(case_id, i)
-                if first != i:
+                if case_id.bytes in seen:
+                    first = next(
+                        j
+                        for j, other in enumerate(cases())
+                        if case_id_for(
+                            trial.id, other.test_case.key, other.repetition, other.variant
+                        )
+                        == case_id
+                    )
                     raise ValidationError(
                         f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
                         f"appears twice (first at cases[{first}])",
                         field=f"cases[{i}].test_case.key",
                     )
+                seen.add(case_id.bytes)
+            if new and total:
+                trial = self._prepare_run(run, ctx)
             self._build_cases(trial, chunk, ctx, catalogue, offset=total)
             trial.collect_events()  # drop what a real pass would have written
             total += len(chunk)
@@ -1056,6 +1073,32 @@ def _chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]
             chunk = []
     if chunk:
         yield chunk
+
+
+class _Hashes(Mapping[UUID, str]):
+    """The last hash of each case written, kept as 32 bytes rather than 64 hex characters."""
+
+    def __init__(self) -> None:
+        self._raw: dict[UUID, bytes] = {}
+
+    def add(self, cases: Iterable[Case]) -> None:
+        for c in cases:
+            raw = bytes.fromhex(c.last_hash)
+            if raw.hex() != c.last_hash:  # not lowercase hex: no compact form
+                raise AssertionError(f"case {c.id}: last hash {c.last_hash!r} is not hex")
+            self._raw[c.id] = raw
+
+    def __getitem__(self, case_id: UUID) -> str:
+        return self._raw[case_id].hex()
+
+    def __iter__(self) -> Iterator[UUID]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, case_id: object) -> bool:
+        return case_id in self._raw
 
 
 def _in_project(run: BundleRun, ctx: Context) -> BundleRun:

@@ -48,6 +48,8 @@ class PeerImport:
     sources: tuple[str, ...]
     run: BundleRun
     cases: Callable[[], Iterable[BundleCase]]
+    count: int | None = None
+    """How many cases the stream holds, when the opener knows (a bundle's header pass counts)."""
 
     def with_run(self, **changes: Any) -> PeerImport:
         """The same import with run header fields replaced (--run-key, --project)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
-from evaledger.domain.ledger import Context, ImportResult, Ledger
+from evaledger.domain.ledger import IMPORT_CHUNK, Context, ImportResult, Ledger
 from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
@@ -19,6 +19,9 @@ from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
 FORMATS = ("auto", *(f.value for f in Format))
+ONE_TRANSACTION = 2 * IMPORT_CHUNK
+"""Bundles of at most this many cases import in one transaction (atomic: a kill stores nothing;
+held whole, they peak under 200 MB); larger ones are streamed in chunks and resume."""
 
 
 def _open_inspect(path: Path) -> PeerImport:
@@ -112,10 +115,16 @@ def import_all(
     ctx: Context,
     progress: Progress | None = None,
 ) -> list[Imported]:
-    """Write each import: a bundle (read whole) in one transaction, peer files streamed."""
+    """Write each import streamed: chunked transactions inside one run lifecycle, sealed last.
+
+    A bundle of at most `ONE_TRANSACTION` cases is imported in one transaction (atomic, as
+    `POST /bundles` does): its cases fit in memory, and the whole run commits at once or not at
+    all. A larger one is chunked: an interrupted import leaves an open run that the same import
+    run again completes.
+    """
     done = []
     for i in imports:
-        if i.format is Format.BUNDLE:
+        if i.format is Format.BUNDLE and i.count is not None and i.count <= ONE_TRANSACTION:
             bundle = RunBundle(format=BUNDLE_FORMAT, run=i.run, cases=list(i.cases()))
             done.append(Imported(i, ledger.import_bundle(bundle, ctx)))
             if progress is not None:
