@@ -250,12 +250,29 @@ def paired_statistics(
     """
     b = sum(1 for p in pairs if p.baseline_passed is True and p.candidate_passed is False)
     c = sum(1 for p in pairs if p.baseline_passed is False and p.candidate_passed is True)
-    mcnemar = mcnemar_exact(b, c)
     deltas = [
         p.candidate_score - p.baseline_score
         for p in pairs
         if p.baseline_score is not None and p.candidate_score is not None
     ]
+    return paired_statistics_of(b, c, deltas, alpha=alpha, resamples=resamples, seed=seed)
+
+
+def paired_statistics_of(
+    b: int,
+    c: int,
+    deltas: Sequence[float],
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> PairedStatistics:
+    """`paired_statistics` from its inputs, already counted.
+
+    ``b`` pass→fail and ``c`` fail→pass flips; ``deltas`` the per-case score deltas (candidate -
+    baseline) in case order.
+    """
+    mcnemar = mcnemar_exact(b, c)
     ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed, confidence=1 - alpha)
 
     regression = improvement = False
