@@ -39,9 +39,11 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -680,6 +682,7 @@ class RunColumns:
     __slots__ = (
         "_lock",
         "_metrics",
+        "arrays",
         "errored",
         "flaky",
         "has_named",
@@ -707,6 +710,13 @@ class RunColumns:
         self.latency = [r.latency_p50_ms for r in rows]
         self.flaky = [r.flaky for r in rows]
         self.repetitions = [r.repetitions for r in rows]
+        self.arrays = _Arrays(
+            score=np.array([_NAN if v is None else v for v in self.score], dtype=np.float64),
+            latency=np.array([_NAN if v is None else v for v in self.latency], dtype=np.float64),
+            passed=np.array([-1 if v is None else int(v) for v in self.passed], dtype=np.int8),
+            errored=np.array(self.errored, dtype=np.bool_),
+            flaky=np.array(self.flaky, dtype=np.bool_),
+        )
         names: set[str] = set()
         for r in rows:
             names.update(r.metric_scores)
@@ -743,12 +753,52 @@ def _take(values: list[Any], idx: list[int] | None) -> list[Any]:
     return list(itemgetter(*idx)(values)) if idx else []
 
 
-def _round_deltas(base: list[float | None], cand: list[float | None]) -> list[float | None]:
-    """``round(candidate - baseline, 4)`` per case, None where a side is missing."""
-    return [
-        None if b is None or c is None else round(c - b, _DP)
-        for b, c in zip(base, cand, strict=True)
-    ]
+def _round4(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``round(v, 4)`` of each value, exactly as Python rounds (NaN stays NaN), vectorised.
+
+    ``rint(v * 1e4) / 1e4`` is Python's result whenever ``v * 1e4`` is the integer N that the
+    exact decimal rounding picks: the division is then correctly rounded like Python's parse of
+    the 4-decimal string. The product is off the exact value by at most half an ulp (< 1.2e-7
+    below 2**30), so N can only differ within that distance of a half: such values (and larger
+    ones) are rounded by Python itself.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN; inf past 1.8e304: Python's
+        scaled = values * 1e4
+        out: npt.NDArray[np.float64] = np.rint(scaled) / 1e4
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        risky = near_half | (np.abs(scaled) >= 2.0**30)
+    for i in np.flatnonzero(risky).tolist():
+        out[i] = round(float(values[i]), _DP)
+    return out
+
+
+def _optional(values: npt.NDArray[np.float64]) -> list[float | None]:
+    """The values as Python floats, None for NaN."""
+    return [None if v != v else v for v in values.tolist()]
+
+
+class _Arrays(NamedTuple):
+    """A side's columns as arrays: NaN for a missing score or latency, -1 for undecided."""
+
+    score: npt.NDArray[np.float64]
+    latency: npt.NDArray[np.float64]
+    passed: npt.NDArray[np.int8]
+    errored: npt.NDArray[np.bool_]
+    flaky: npt.NDArray[np.bool_]
+
+    def take(self, idx: list[int] | None) -> _Arrays:
+        """These arrays at ``idx`` (None: all)."""
+        if idx is None:
+            return self
+        at = np.array(idx, dtype=np.intp)
+        return _Arrays(
+            self.score[at], self.latency[at], self.passed[at], self.errored[at], self.flaky[at]
+        )
+
+
+_NAN = float("nan")
+_STATUSES = np.array(["regression", "improvement", "unchanged", "error"], dtype=object)
+_REGRESSION, _IMPROVEMENT, _UNCHANGED, _ERROR = range(4)
 
 
 def _per_metric_means(
@@ -798,8 +848,8 @@ def _per_metric_means(
     return out
 
 
-def _flaky_warning(side: str, keys: list[str], flaky: list[bool]) -> str | None:
-    found = [k for k, f in zip(keys, flaky, strict=True) if f]
+def _flaky_warning(side: str, keys: list[str], flaky: npt.NDArray[np.bool_]) -> str | None:
+    found = [keys[i] for i in np.flatnonzero(flaky).tolist()]
     if not found:
         return None
     return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + _keys_text(found)
@@ -886,36 +936,35 @@ def compare_columns(
             cidx = None
     bp, cp = _take(base.passed, bidx), _take(cand.passed, cidx)
     bs, cs = _take(base.score, bidx), _take(cand.score, cidx)
-    be, ce = _take(base.errored, bidx), _take(cand.errored, cidx)
     bl, cl = _take(base.latency, bidx), _take(cand.latency, cidx)
     bf, cf = _take(base.flaky, bidx), _take(cand.flaky, cidx)
     br, cr = _take(base.repetitions, bidx), _take(cand.repetitions, cidx)
-    score_deltas = _round_deltas(bs, cs)
-    latency_deltas = _round_deltas(bl, cl)
+    b_arr, c_arr = base.arrays.take(bidx), cand.arrays.take(cidx)
+    raw = c_arr.score - b_arr.score  # NaN where a side has no score
+    rounded = _round4(raw)
+    score_deltas = _optional(rounded)
+    latency_deltas = _optional(_round4(c_arr.latency - b_arr.latency))
 
-    # classify_case, per case: error; pass flip; |rounded delta| > case_score_delta; unchanged.
-    limit = used.case_score_delta
-    statuses: list[CaseStatus] = []
-    b_flips = c_flips = 0
-    deltas: list[float] = []  # the statistics' paired score deltas (unrounded), non-error cases
-    for b_err, c_err, b_pass, c_pass, b_score, c_score, d in zip(
-        be, ce, bp, cp, bs, cs, score_deltas, strict=True
-    ):
-        if b_err or c_err:
-            statuses.append("error")
-            continue
-        if d is not None:
-            deltas.append(c_score - b_score)  # type: ignore[operator]  # d: both scored
-        if b_pass is True and c_pass is False:
-            b_flips += 1
-            statuses.append("regression")
-        elif b_pass is False and c_pass is True:
-            c_flips += 1
-            statuses.append("improvement")
-        elif d is not None and abs(d) > limit:
-            statuses.append("regression" if d < 0 else "improvement")
-        else:
-            statuses.append("unchanged")
+    # classify_case, vectorised; later rules win: |rounded delta| > case_score_delta, pass
+    # flips, errors.
+    errored = b_arr.errored | c_arr.errored
+    down = (b_arr.passed == 1) & (c_arr.passed == 0)
+    up = (b_arr.passed == 0) & (c_arr.passed == 1)
+    code = np.full(len(keys), _UNCHANGED, dtype=np.intp)
+    with np.errstate(invalid="ignore"):
+        big = np.abs(rounded) > used.case_score_delta
+        code[big & (rounded < 0)] = _REGRESSION
+        code[big & (rounded > 0)] = _IMPROVEMENT
+    code[up] = _IMPROVEMENT
+    code[down] = _REGRESSION
+    code[errored] = _ERROR
+    statuses: list[CaseStatus] = _STATUSES[code].tolist()
+    counts = np.bincount(code, minlength=4).tolist()
+    # The statistics pair non-error cases: flips where both sides decided, score deltas
+    # (unrounded) where both sides scored.
+    b_flips = int(np.count_nonzero(down & ~errored))
+    c_flips = int(np.count_nonzero(up & ~errored))
+    deltas = raw[~errored & ~np.isnan(raw)].tolist()
 
     rows = [
         {
@@ -964,14 +1013,14 @@ def compare_columns(
             if ba.judge_cost_usd or ca.judge_cost_usd
             else None
         ),
-        total_regressions=statuses.count("regression"),
-        total_improvements=statuses.count("improvement"),
-        total_unchanged=statuses.count("unchanged"),
-        total_errors=statuses.count("error"),
+        total_regressions=counts[_REGRESSION],
+        total_improvements=counts[_IMPROVEMENT],
+        total_unchanged=counts[_UNCHANGED],
+        total_errors=counts[_ERROR],
         per_metric_aggregate_deltas=_per_metric_means(base, cand, bidx, cidx, types),
     )
     warnings = _warnings(baseline, candidate, spec)
-    for side, flaky in (("baseline", bf), ("candidate", cf)):
+    for side, flaky in (("baseline", b_arr.flaky), ("candidate", c_arr.flaky)):
         text = _flaky_warning(side, keys, flaky)
         if text is not None:
             warnings.append(text)

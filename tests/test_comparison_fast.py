@@ -9,9 +9,11 @@ serialises to, paged or not.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.comparison import (
     CompareThresholds,
     RunColumns,
+    _round4,
     compare_columns,
     compare_results,
 )
@@ -131,3 +134,25 @@ def test_columns_are_reused_across_comparisons() -> None:
     reference = reference_compare_results(baseline, candidate, base, cand, resamples=200)
     assert first == again == reference.__pydantic_serializer__.to_json(reference)
     assert orjson.loads(first)["aggregate"]["total_improvements"] == len(KEYS)
+
+
+HALVES = st.integers(-(10**9), 10**9).map(lambda n: (n + 0.5) / 1e4)  # at (or next to) a tie
+FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(FLOATS, HALVES, st.floats(-200, 200), st.just(-0.0)), max_size=30))
+def test_round4_is_pythons_round(values: list[float]) -> None:
+    got = _round4(np.array([*values, np.nan], dtype=np.float64)).tolist()
+    assert math.isnan(got[-1])
+    for value, rounded in zip(values, got[:-1], strict=True):
+        expected = round(value, 4)
+        assert rounded == expected and math.copysign(1, rounded) == math.copysign(1, expected)
+
+
+def test_round4_near_ties() -> None:
+    # Differences of 2 dp scores and of 1-decimal latencies land next to 4 dp halves.
+    values = [b - a for a in (0.1, 0.15, 33.33, 61.25) for b in (0.35, 12.345, 73.75, 99.99)]
+    values += [0.00005, 0.00015, 1.00005, -2.00025, 0.03125, 107374.18245, 1e15 + 0.5]
+    got = _round4(np.array(values, dtype=np.float64)).tolist()
+    assert got == [round(v, 4) for v in values]
