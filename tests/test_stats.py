@@ -1,6 +1,8 @@
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaledger.projections.stats import (
     MIN_DISCORDANT_PAIRS,
@@ -218,3 +220,44 @@ def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
     assert mid.method == "bootstrap" and mid.resamples == MAX_BOOTSTRAP_DRAWS // 200
     small = paired_bootstrap_ci(deltas[:50], resamples=10_000)
     assert small.method == "bootstrap" and small.resamples == 10_000
+
+
+def _exact_normal_interval(deltas: list[float]) -> tuple[float, float, float]:
+    """The normal interval with the standard library's exact stdev (the definition)."""
+    import math
+    import statistics
+
+    n = len(deltas)
+    mean = math.fsum(deltas) / n
+    half = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(deltas) / math.sqrt(n)
+    return round(mean, 4), round(mean - half, 4), round(mean + half, 4)
+
+
+# Score deltas as comparisons pair them: differences of 2 dp overall scores, plus any floats.
+SCORE = st.integers(0, 10_000).map(lambda n: n / 100)
+DELTA = st.one_of(st.tuples(SCORE, SCORE).map(lambda p: p[1] - p[0]), st.floats(-100, 100))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(DELTA, min_size=501, max_size=1500))
+def test_normal_interval_equals_the_exact_stdev_one(deltas: list[float]) -> None:
+    ci = paired_bootstrap_ci(deltas)
+    assert ci.method == "normal"
+    assert (ci.mean, ci.low, ci.high) == _exact_normal_interval(deltas)
+
+
+def test_normal_interval_near_a_tie_uses_the_exact_stdev(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaledger.projections import stats
+
+    deltas = [((i * 37) % 1001) / 100 - 5.0 for i in range(2000)]
+    monkeypatch.setattr(stats, "_clear_of_a_tie", lambda value: False)
+    ci = paired_bootstrap_ci(deltas)
+    assert (ci.mean, ci.low, ci.high) == _exact_normal_interval(deltas)
+
+
+def test_clear_of_a_tie() -> None:
+    from evaledger.projections.stats import _clear_of_a_tie
+
+    assert _clear_of_a_tie(0.12341) and _clear_of_a_tie(-3.0)
+    assert not _clear_of_a_tie(0.00005) and not _clear_of_a_tie(-1.23455)
+    assert not _clear_of_a_tie(1e12)  # beyond the float margin: the exact path
