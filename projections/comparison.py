@@ -855,27 +855,80 @@ def _flaky_warning(side: str, keys: list[str], flaky: npt.NDArray[np.bool_]) -> 
     return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + _keys_text(found)
 
 
-class Comparison:
-    """A comparison computed from two runs' columns: small parts as models, cases as rows.
+class _CaseColumns(NamedTuple):
+    """The matched test cases' output fields, one list each, in key order."""
 
-    `json` encodes it (a page of the cases) straight from the rows; `model` validates the whole
-    `RunComparison` (once, on demand).
+    keys: list[str]
+    statuses: list[CaseStatus]
+    baseline_passed: list[bool | None]
+    candidate_passed: list[bool | None]
+    baseline_score: list[float | None]
+    candidate_score: list[float | None]
+    score_delta: list[float | None]
+    baseline_latency_ms: list[float | None]
+    candidate_latency_ms: list[float | None]
+    latency_delta_ms: list[float | None]
+    baseline_flaky: list[bool]
+    candidate_flaky: list[bool]
+    baseline_repetitions: list[int]
+    candidate_repetitions: list[int]
+
+
+class Comparison:
+    """A comparison computed from two runs' columns: small parts as models, cases as columns.
+
+    `json` encodes it with only the requested page of cases turned into rows; `model`
+    validates the whole `RunComparison` (once, on demand).
     """
 
-    __slots__ = ("_model", "head", "named_scores", "rows", "tail")
+    __slots__ = ("_model", "cases", "head", "metric_pairs", "named_scores", "tail", "types")
 
     def __init__(
         self,
         head: dict[str, Any],
-        rows: list[dict[str, Any]],
+        cases: _CaseColumns,
         tail: dict[str, Any],
         named_scores: list[NamedScoreComparison],
+        metric_pairs: list[tuple[TestCaseResult, TestCaseResult]] | None = None,
+        types: Mapping[str, bool] | None = None,
     ) -> None:
         self.head = head
-        self.rows = rows
+        self.cases = cases
         self.tail = tail
         self.named_scores = named_scores
+        self.metric_pairs = metric_pairs
+        self.types = types or {}
         self._model: RunComparison | None = None
+
+    def rows(self, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        """The test case comparisons ``[start:end]`` as plain dicts (TestCaseComparison's)."""
+        window = slice(start, end)
+        columns = self.cases if (start, end) == (0, None) else [c[window] for c in self.cases]
+        rows = [
+            {
+                "test_case_key": k,
+                "status": st,
+                "baseline_passed": b_pass,
+                "candidate_passed": c_pass,
+                "baseline_score": b_score,
+                "candidate_score": c_score,
+                "score_delta": sd,
+                "baseline_latency_ms": b_lat,
+                "candidate_latency_ms": c_lat,
+                "latency_delta_ms": ld,
+                "metric_deltas": [],
+                "baseline_flaky": b_flaky,
+                "candidate_flaky": c_flaky,
+                "repetitions": {"baseline": b_reps, "candidate": c_reps},
+            }
+            for k, st, b_pass, c_pass, b_score, c_score, sd, b_lat, c_lat, ld, b_flaky, c_flaky,
+            b_reps, c_reps in zip(*columns, strict=True)
+        ]  # fmt: skip
+        if self.metric_pairs is not None:
+            pairs = self.metric_pairs[window]
+            for row, (b_res, c_res) in zip(rows, pairs, strict=True):
+                row["metric_deltas"] = _metric_deltas(b_res, c_res, self.types)
+        return rows
 
     def _fields(self, rows: Any) -> dict[str, Any]:
         return {**self.head, "test_case_comparisons": rows, **self.tail}
@@ -885,17 +938,17 @@ class Comparison:
         """The whole comparison as a validated `RunComparison`."""
         if self._model is None:
             self._model = RunComparison(
-                **self._fields(_CASES.validate_python(self.rows)), named_scores=self.named_scores
+                **self._fields(_CASES.validate_python(self.rows())),
+                named_scores=self.named_scores,
             )
         return self._model
 
     def json(self, case_offset: int = 0, case_limit: int | None = None) -> bytes:
         """The comparison as JSON (what `RunComparison` serialises to), cases paged."""
         end = None if case_limit is None else case_offset + case_limit
-        rows = self.rows if (case_offset, end) == (0, None) else self.rows[case_offset:end]
         body = {
             k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v
-            for k, v in self._fields(rows).items()
+            for k, v in self._fields(self.rows(case_offset, end)).items()
         }
         if self.named_scores:
             body["named_scores"] = [n.model_dump(mode="json") for n in self.named_scores]
@@ -966,33 +1019,12 @@ def compare_columns(
     c_flips = int(np.count_nonzero(up & ~errored))
     deltas = raw[~errored & ~np.isnan(raw)].tolist()
 
-    rows = [
-        {
-            "test_case_key": k,
-            "status": st,
-            "baseline_passed": b_pass,
-            "candidate_passed": c_pass,
-            "baseline_score": b_score,
-            "candidate_score": c_score,
-            "score_delta": sd,
-            "baseline_latency_ms": b_lat,
-            "candidate_latency_ms": c_lat,
-            "latency_delta_ms": ld,
-            "metric_deltas": [],
-            "baseline_flaky": b_flaky,
-            "candidate_flaky": c_flaky,
-            "repetitions": {"baseline": b_reps, "candidate": c_reps},
-        }
-        for k, st, b_pass, c_pass, b_score, c_score, sd, b_lat, c_lat, ld, b_flaky, c_flaky,
-        b_reps, c_reps in zip(
-            keys, statuses, bp, cp, bs, cs, score_deltas, bl, cl, latency_deltas, bf, cf, br, cr,
-            strict=True,
-        )
-    ]  # fmt: skip
+    cases = _CaseColumns(
+        keys, statuses, bp, cp, bs, cs, score_deltas, bl, cl, latency_deltas, bf, cf, br, cr
+    )
+    metric_pairs = None
     if metric_deltas:
-        pairs = zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True)
-        for row, (b_res, c_res) in zip(rows, pairs, strict=True):
-            row["metric_deltas"] = _metric_deltas(b_res, c_res, types)
+        metric_pairs = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
 
     ba, ca = baseline.aggregate, candidate.aggregate
     aggregate = AggregateComparison(
@@ -1036,7 +1068,7 @@ def compare_columns(
             "candidate_agent_version": candidate.agent.version,
             "aggregate": aggregate,
         },
-        rows=rows,
+        cases=cases,
         tail={
             "baseline_only_test_cases": baseline_only,
             "candidate_only_test_cases": candidate_only,
@@ -1048,6 +1080,8 @@ def compare_columns(
             "warnings": warnings,
         },
         named_scores=named,
+        metric_pairs=metric_pairs,
+        types=types,
     )
 
 

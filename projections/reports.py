@@ -76,12 +76,17 @@ class Reports:
 
     # -- comparison --------------------------------------------------------------------------
 
-    def _summary_position(self, run_id: UUID) -> int:
+    def _summary_positions(self, *run_ids: UUID) -> list[int]:
+        """Each run's summary position (0 without a stored summary), in one query."""
+        wanted = [str(r) for r in run_ids]
         with self.reads.engine.connect() as conn:
-            pos = conn.execute(
-                select(run_summaries.c.position).where(run_summaries.c.run_id == str(run_id))
-            ).scalar()
-        return int(pos or 0)
+            rows = conn.execute(
+                select(run_summaries.c.run_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id.in_(wanted)
+                )
+            ).all()
+        found: dict[str, int | None] = {row.run_id: row.position for row in rows}
+        return [int(found.get(r) or 0) for r in wanted]
 
     def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
         """A run as the comparison sees it."""
@@ -166,11 +171,12 @@ class Reports:
                     field=f"{role}_run_id",
                 )
         # The summaries' positions move whenever a run's scores can change (overrides).
+        base_position, cand_position = self._summary_positions(baseline_id, candidate_id)
         key = (
             baseline_id,
-            self._summary_position(baseline_id),
+            base_position,
             candidate_id,
-            self._summary_position(candidate_id),
+            cand_position,
             thresholds.model_dump_json(),
             spec.spec_id if spec else None,
             metric_deltas,
