@@ -222,8 +222,11 @@ def paired_bootstrap_ci(
             sufficient_data=sufficient,
             method="normal",
         )
-    rng = random.Random(seed)  # noqa: S311 - statistics, not cryptography
-    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    means = _resample_means(values, resamples, seed)
+    if means is None:
+        rng = random.Random(seed)  # noqa: S311 - statistics, not cryptography
+        means = [math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples)]
+    means.sort()
     return BootstrapCI(
         mean=round(math.fsum(values) / n, 4),
         low=round(percentile(means, 100 * tail), 4),
@@ -234,6 +237,48 @@ def paired_bootstrap_ci(
         confidence=confidence,
         sufficient_data=sufficient,
     )
+
+
+def _resample_means(values: list[float], resamples: int, seed: int) -> list[float] | None:
+    """``[fsum(Random(seed).choices(values, k=n)) / n for each resample]``, vectorised, exactly.
+
+    numpy's legacy `RandomState` is the same Mersenne Twister as `random.Random` and its
+    `random_sample` the same 53-bit doubles, so from the same state it draws the same stream;
+    `choices` picks ``values[floor(random() * n)]``. `fsum` is the correctly rounded sum: here
+    the values are scaled by one power of two to exact integers V = H·2**s + L (H, L in int64),
+    each resample's H and L are summed in int64 and the exact total is rounded once, as a Python
+    int, to a float. None (the caller draws in Python) when the values don't fit that: exponents
+    too far apart, a -0.0, or a total below the normal floats.
+    """
+    n = len(values)
+    data = np.asarray(values, dtype=np.float64)
+    if np.signbit(data[data == 0]).any():
+        return None  # fsum keeps -0.0 when every pick is -0.0; an integer sum would not
+    nonzero = data[data != 0]
+    if nonzero.size == 0:
+        return [0.0] * resamples
+    # v = M · 2**(e - 53) with M an integer: scaled by 2**k, k = max(53 - e), all are integers.
+    _, exponents = np.frexp(nonzero)
+    k = int(53 - exponents.min())
+    top = int(exponents.max()) + k  # every |V| < 2**top
+    split = max(0, top - 52)  # |H| < 2**52
+    if k > 1000 or top > 1000 or exponents.max() + n.bit_length() > 1000:
+        return None
+    if split + n.bit_length() > 62:
+        return None
+    scaled = np.ldexp(data, k)
+    high = np.floor(np.ldexp(scaled, -split))
+    low = scaled - np.ldexp(high, split)  # exact: the low `split` bits, in [0, 2**split)
+    state = random.Random(seed).getstate()[1]  # noqa: S311 - statistics, not cryptography
+    rng = np.random.RandomState()
+    rng.set_state(("MT19937", np.array(state[:-1], dtype=np.uint32), int(state[-1]), 0, 0.0))
+    picks = np.floor(rng.random_sample(n * resamples) * float(n)).astype(np.intp)
+    high_sums = high.astype(np.int64)[picks].reshape(resamples, n).sum(axis=1).tolist()
+    low_sums = low.astype(np.int64)[picks].reshape(resamples, n).sum(axis=1).tolist()
+    return [
+        math.ldexp(float((h << split) + lo), -k) / n
+        for h, lo in zip(high_sums, low_sums, strict=True)
+    ]
 
 
 def _clear_of_a_tie(value: float) -> bool:

@@ -1,3 +1,4 @@
+import math
 from fractions import Fraction
 
 import pytest
@@ -261,3 +262,59 @@ def test_clear_of_a_tie() -> None:
     assert _clear_of_a_tie(0.12341) and _clear_of_a_tie(-3.0)
     assert not _clear_of_a_tie(0.00005) and not _clear_of_a_tie(-1.23455)
     assert not _clear_of_a_tie(1e12)  # beyond the float margin: the exact path
+
+
+def _python_resample_means(values: list[float], resamples: int, seed: int) -> list[float]:
+    """The definition: each resample is `random.Random(seed).choices`, its mean via fsum."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    n = len(values)
+    return [math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples)]
+
+
+BOOT_VALUES = st.one_of(
+    DELTA,
+    st.floats(-1e300, 1e300),  # beyond, fsum itself overflows
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, 5e-324, 1e300]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(BOOT_VALUES, min_size=1, max_size=60),
+    st.integers(1, 300),
+    st.one_of(st.integers(0, 20), st.integers(-(2**70), 2**70)),
+)
+def test_vectorised_resampling_draws_what_random_choices_draws(
+    values: list[float], resamples: int, seed: int
+) -> None:
+    from evaledger.projections.stats import _resample_means
+
+    got = _resample_means(values, resamples, seed)
+    expected = _python_resample_means(values, resamples, seed)
+    if got is not None:  # None: the caller draws in Python (values off the integer grid)
+        assert got == expected
+        assert [math.copysign(1, g) for g in got] == [math.copysign(1, e) for e in expected]
+
+
+def test_vectorised_resampling_covers_score_deltas() -> None:
+    from evaledger.projections.stats import _resample_means
+
+    deltas = [((i * 37) % 1001) / 100 - ((i * 11) % 997) / 100 for i in range(300)]
+    got = _resample_means(deltas, 1000, 7)
+    assert got is not None and got == _python_resample_means(deltas, 1000, 7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(DELTA, min_size=5, max_size=120), st.integers(0, 50))
+def test_bootstrap_interval_is_the_same_either_way(deltas: list[float], seed: int) -> None:
+    from unittest import mock
+
+    from evaledger.projections import stats
+
+    fast = paired_bootstrap_ci(deltas, resamples=1_000, seed=seed)
+    with mock.patch.object(stats, "_resample_means", return_value=None):
+        slow = paired_bootstrap_ci(deltas, resamples=1_000, seed=seed)
+    assert fast == slow
