@@ -141,7 +141,8 @@ class Reports:
         if shared is not None:
             return bytes(shared)
         result = self._entry(runs, key, thresholds, spec, metric_deltas)
-        body = result.json(case_offset, case_limit)
+        with gc.paused():  # one dict per case, freed by refcount: no collector pass over the heap
+            body = result.json(case_offset, case_limit)
         with self.reads.engine.begin() as conn:
             upsert(conn, compare_cache, [{"key": digest, "body": body, "created_at": time.time()}])
             oldest_kept = (
