@@ -245,7 +245,8 @@ def _resample_means(values: list[float], resamples: int, seed: int) -> list[floa
     numpy's legacy `RandomState` is the same Mersenne Twister as `random.Random` and its
     `random_sample` the same 53-bit doubles, so from the same state it draws the same stream;
     `choices` picks ``values[floor(random() * n)]``. `fsum` is the correctly rounded sum: here
-    the values are scaled by one power of two to exact integers V = H·2**s + L (H, L in int64),
+    the values are scaled by one power of two to exact integers V = H·2**s + L (H, L in int64,
+    L the low bits of V with its sign),
     each resample's H and L are summed in int64 and the exact total is rounded once, as a Python
     int, to a float. None (the caller draws in Python) when the values don't fit that: exponents
     too far apart, a -0.0, or a total below the normal floats.
@@ -261,14 +262,14 @@ def _resample_means(values: list[float], resamples: int, seed: int) -> list[floa
     _, exponents = np.frexp(nonzero)
     k = int(53 - exponents.min())
     top = int(exponents.max()) + k  # every |V| < 2**top
-    split = max(0, top - 52)  # |H| < 2**52
+    split = max(0, top - 40)  # |H| < 2**40: its sums stay in int64 below 2**22 values
     if k > 1000 or top > 1000 or exponents.max() + n.bit_length() > 1000:
         return None
-    if split + n.bit_length() > 62:
+    if split + n.bit_length() > 62 or n.bit_length() > 22:
         return None
     scaled = np.ldexp(data, k)
-    high = np.floor(np.ldexp(scaled, -split))
-    low = scaled - np.ldexp(high, split)  # exact: the low `split` bits, in [0, 2**split)
+    high = np.trunc(np.ldexp(scaled, -split))
+    low = scaled - np.ldexp(high, split)  # exact: V's own low `split` bits, with V's sign
     state = random.Random(seed).getstate()[1]  # noqa: S311 - statistics, not cryptography
     rng = np.random.RandomState()
     rng.set_state(("MT19937", np.array(state[:-1], dtype=np.uint32), int(state[-1]), 0, 0.0))
