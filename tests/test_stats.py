@@ -325,7 +325,11 @@ def test_vectorised_resampling_mixed_magnitudes_and_signs() -> None:
     small negative V must keep V's sign, or the split is inexact)."""
     from evaledger.projections.stats import _resample_means
 
-    values = [-9.898912395271768e18, 33.721702452588175, -58.75635757932629]
+    found = [-9.898912395271768e18, 33.721702452588175, -58.75635757932629]
+    for seed in range(10):
+        got = _resample_means(found, 50, seed)  # exponents 58 bits apart: drawn in Python now
+        assert got is None or got == _python_resample_means(found, 50, seed)
+    values = [1e12, -0.01, 33.72, -58.76]  # still on the grid, small negatives below 2**split
     for seed in range(10):
         got = _resample_means(values, 50, seed)
         assert got is not None and got == _python_resample_means(values, 50, seed)
