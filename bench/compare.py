@@ -10,7 +10,12 @@ server's CPU. Rows, new (uncached) requests first:
   answer is computed afresh from the runs' stored per-test-case rows (whose decoded form the
   server keeps per run and summary position);
 - the very first request after start-up (nothing cached at all, summaries not yet decoded);
+- uncached with `case_limit=100`: a page of the test case comparisons (totals, verdict and
+  statistics still cover every case), beside the default of every case;
 - cached: the same request again (a separate row).
+
+Each row also gives the server process's CPU per request (user + system from /proc): with one
+server process the 8 clients queue on it, so the 8-client p95 is about 8 times that.
 
 Baseline, same run: the physical floor of the answer, i.e. reading both runs' stored summaries
 (the materialised per-test-case rows) with the raw driver + `orjson.loads`, plus `orjson.dumps`
@@ -34,6 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +65,8 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 
 AIM_P95_MS = 250.0
+PAGE = 100
+"""`case_limit` of the paged row: totals, verdict and statistics still cover every case."""
 CLIENTS = (1, 8)
 GOALS: list[Goal] = []
 
@@ -134,8 +142,25 @@ def summaries_floor(url: str, views: str, run_ids: list[str], answer: bytes, rep
     return statistics.median(times)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Served:
+    """A running server: its URL and process id."""
+
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def server(db: str, cwd: Path) -> Iterator[str]:
+def server(db: str, cwd: Path) -> Iterator[Served]:
     """`evaledger serve` on a free port, pinned to CPU 0 (this process to the others)."""
     import httpx2
 
@@ -159,7 +184,7 @@ def server(db: str, cwd: Path) -> Iterator[str]:
                     break
             except httpx2.HTTPError:
                 time.sleep(0.05)
-        yield url
+        yield Served(url, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -200,32 +225,49 @@ def bench_store(kind: str, db: str, cases: int, args: Any) -> None:
             params["case_score_delta"] = 5.0 + n * 1e-6
         return params
 
+    def paged(c: int, i: int) -> dict[str, Any]:
+        return {**fresh(c, i), "case_limit": PAGE}
+
     progress(f"{kind}: serving")
-    with server(db, Path(__file__).resolve().parents[1]) as url:
+    with server(db, Path(__file__).resolve().parents[1]) as served:
         import httpx2
 
+        url = served.url
         t0 = time.perf_counter()
         answer = httpx2.get(f"{url}/runs/compare", params=base, timeout=300).content
         cold_ms = 1000 * (time.perf_counter() - t0)
         results: dict[tuple[int, str], list[float]] = {}
+        cpu: dict[tuple[int, str], float] = {}
+
+        def measure(clients: int, label: str, params: Callable[[int, int], dict[str, Any]],
+                    per: int) -> None:  # fmt: skip
+            progress(f"{kind}: {clients} client(s), {label}")
+            before = process_cpu(served.pid)
+            results[clients, label] = hammer(url, params, clients, per)
+            cpu[clients, label] = (process_cpu(served.pid) - before) / len(results[clients, label])
+
         for clients in CLIENTS:
-            progress(f"{kind}: {clients} client(s), uncached")
-            results[clients, "uncached"] = hammer(url, fresh, clients, uncached_per_client)
+            measure(clients, "uncached", fresh, uncached_per_client)
+        measure(8, f"uncached, case_limit={PAGE}", paged, uncached_per_client)
         for clients in CLIENTS:
-            progress(f"{kind}: {clients} client(s), cached")
-            results[clients, "cached"] = hammer(url, lambda c, i: base, clients, per_client)
+            measure(clients, "cached", lambda c, i: base, per_client)
     floor_s = summaries_floor(db, views, run_ids[:2], answer, 5)
     floor_ms = 1000 * floor_s
     for (clients, label), lat in results.items():
         rows.append([f"{label}, {clients} client(s)", len(lat), num(p(lat, 0.5), 1),
-                     num(p(lat, 0.95), 1), f"{p(lat, 0.5) / floor_ms:.1f}x"])  # fmt: skip
+                     num(p(lat, 0.95), 1), f"{p(lat, 0.5) / floor_ms:.1f}x",
+                     num(1000 * cpu[clients, label], 1)])  # fmt: skip
     rows.append(["first request after start-up (nothing cached)", 1, num(cold_ms, 1), "-",
-                 f"{cold_ms / floor_ms:.1f}x"])  # fmt: skip
+                 f"{cold_ms / floor_ms:.1f}x", "-"])  # fmt: skip
     print_table(
         f"{kind}: GET /runs/compare, two runs of {num(cases)} cases, HTTP on loopback, "
         f"answer {len(answer) / 1e6:.1f} MB (slim default)",
-        ["requests", "n", "p50 ms", "p95 ms", "p50 / floor"],
+        ["requests", "n", "p50 ms", "p95 ms", "p50 / floor", "server CPU ms / request"],
         rows,
+    )
+    print(
+        "server CPU ms / request: the server process's user + system CPU over the row's "
+        "requests (8 clients queue on one process: p95 ≈ 8 × this on one core)"
     )
     print(
         f"physical floor (same run): raw read + orjson.loads of both stored summaries + "

@@ -31,18 +31,22 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.comparison import (
     ComparedRun,
     CompareThresholds,
+    Comparison,
+    RunColumns,
     RunComparison,
-    compare_results,
+    compare_columns,
 )
 from evaledger.projections.facts import CaseFacts
 from evaledger.projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
-from evaledger.projections.models import CaseScore
+from evaledger.projections.models import CaseScore, TestCaseResult
 from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 from evaledger.projections.store import compare_cache, run_summaries
 from evaledger.projections.views import upsert
 
 COMPARE_CACHE_SIZE = 8
+COLUMNS_CACHED = 16
+"""Runs whose comparison columns this process keeps (as many as ReadModels' summaries)."""
 COMPARE_SHARED = 16
 """Serialised answers kept in the store's shared `compare_cache_v1` (newest first)."""
 
@@ -64,17 +68,25 @@ class Reports:
     def __init__(self, reads: ReadModels) -> None:
         self.reads = reads
         # key → comparison (this process); serialised answers are shared through the store.
-        self._cache: OrderedDict[tuple[Any, ...], RunComparison] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], Comparison] = OrderedDict()
+        # id(summary.test_cases) → (those results, their columns): a summary decoded once (kept
+        # per run position by ReadModels) is turned into columns once.
+        self._columns: OrderedDict[int, tuple[Any, RunColumns]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
 
-    def _summary_position(self, run_id: UUID) -> int:
+    def _summary_positions(self, *run_ids: UUID) -> list[int]:
+        """Each run's summary position (0 without a stored summary), in one query."""
+        wanted = [str(r) for r in run_ids]
         with self.reads.engine.connect() as conn:
-            pos = conn.execute(
-                select(run_summaries.c.position).where(run_summaries.c.run_id == str(run_id))
-            ).scalar()
-        return int(pos or 0)
+            rows = conn.execute(
+                select(run_summaries.c.run_id, run_summaries.c.position).where(
+                    run_summaries.c.run_id.in_(wanted)
+                )
+            ).all()
+        found: dict[str, int | None] = {row.run_id: row.position for row in rows}
+        return [int(found.get(r) or 0) for r in wanted]
 
     def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
         """A run as the comparison sees it."""
@@ -99,7 +111,7 @@ class Reports:
         metric_deltas: bool = True,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
-        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas).model
 
     def compare_json(
         self,
@@ -128,12 +140,9 @@ class Reports:
             ).first()
         if shared is not None:
             return bytes(shared)
-        result: RunComparison = self._entry(runs, key, thresholds, spec, metric_deltas)
-        if (case_offset, case_limit) != (0, None):
-            end = None if case_limit is None else case_offset + case_limit
-            cases = result.test_case_comparisons[case_offset:end]
-            result = result.model_copy(update={"test_case_comparisons": cases})
-        body: bytes = result.__pydantic_serializer__.to_json(result)
+        result = self._entry(runs, key, thresholds, spec, metric_deltas)
+        with gc.paused():  # one dict per case, freed by refcount: no collector pass over the heap
+            body = result.json(case_offset, case_limit)
         with self.reads.engine.begin() as conn:
             upsert(conn, compare_cache, [{"key": digest, "body": body, "created_at": time.time()}])
             oldest_kept = (
@@ -163,11 +172,12 @@ class Reports:
                     field=f"{role}_run_id",
                 )
         # The summaries' positions move whenever a run's scores can change (overrides).
+        base_position, cand_position = self._summary_positions(baseline_id, candidate_id)
         key = (
             baseline_id,
-            self._summary_position(baseline_id),
+            base_position,
             candidate_id,
-            self._summary_position(candidate_id),
+            cand_position,
             thresholds.model_dump_json(),
             spec.spec_id if spec else None,
             metric_deltas,
@@ -181,7 +191,7 @@ class Reports:
         thresholds: CompareThresholds | None,
         spec: ScoringSpec | None,
         metric_deltas: bool = True,
-    ) -> RunComparison:
+    ) -> Comparison:
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
         return self._entry(runs, key, thresholds, spec, metric_deltas)
@@ -193,7 +203,7 @@ class Reports:
         thresholds: CompareThresholds,
         spec: ScoringSpec | None,
         metric_deltas: bool,
-    ) -> RunComparison:
+    ) -> Comparison:
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -206,11 +216,11 @@ class Reports:
                 else self.reads.summary(r.run_id)
                 for r in runs
             ]
-            result = compare_results(
+            result = compare_columns(
                 self.compared_run(runs[0], summaries[0]),
                 self.compared_run(runs[1], summaries[1]),
-                summaries[0].test_cases,
-                summaries[1].test_cases,
+                self._columns_of(summaries[0].test_cases),
+                self._columns_of(summaries[1].test_cases),
                 thresholds,
                 spec,
                 metric_deltas=metric_deltas,
@@ -220,6 +230,19 @@ class Reports:
             while len(self._cache) > COMPARE_CACHE_SIZE:
                 self._cache.popitem(last=False)
         return result
+
+    def _columns_of(self, results: Sequence[TestCaseResult]) -> RunColumns:
+        with self._lock:
+            hit = self._columns.get(id(results))
+            if hit is not None:
+                self._columns.move_to_end(id(results))
+                return hit[1]
+        columns = RunColumns(results)
+        with self._lock:
+            self._columns[id(results)] = (results, columns)
+            while len(self._columns) > COLUMNS_CACHED:
+                self._columns.popitem(last=False)
+        return columns
 
     # -- rollups and grades ------------------------------------------------------------------
 

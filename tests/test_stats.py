@@ -1,6 +1,9 @@
+import math
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaledger.projections.stats import (
     MIN_DISCORDANT_PAIRS,
@@ -218,3 +221,115 @@ def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
     assert mid.method == "bootstrap" and mid.resamples == MAX_BOOTSTRAP_DRAWS // 200
     small = paired_bootstrap_ci(deltas[:50], resamples=10_000)
     assert small.method == "bootstrap" and small.resamples == 10_000
+
+
+def _exact_normal_interval(deltas: list[float]) -> tuple[float, float, float]:
+    """The normal interval with the standard library's exact stdev (the definition)."""
+    import math
+    import statistics
+
+    n = len(deltas)
+    mean = math.fsum(deltas) / n
+    half = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(deltas) / math.sqrt(n)
+    return round(mean, 4), round(mean - half, 4), round(mean + half, 4)
+
+
+# Score deltas as comparisons pair them: differences of 2 dp overall scores, plus any floats.
+SCORE = st.integers(0, 10_000).map(lambda n: n / 100)
+DELTA = st.one_of(st.tuples(SCORE, SCORE).map(lambda p: p[1] - p[0]), st.floats(-100, 100))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(DELTA, min_size=501, max_size=1500))
+def test_normal_interval_equals_the_exact_stdev_one(deltas: list[float]) -> None:
+    ci = paired_bootstrap_ci(deltas)
+    assert ci.method == "normal"
+    assert (ci.mean, ci.low, ci.high) == _exact_normal_interval(deltas)
+
+
+def test_normal_interval_near_a_tie_uses_the_exact_stdev(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaledger.projections import stats
+
+    deltas = [((i * 37) % 1001) / 100 - 5.0 for i in range(2000)]
+    monkeypatch.setattr(stats, "_clear_of_a_tie", lambda value: False)
+    ci = paired_bootstrap_ci(deltas)
+    assert (ci.mean, ci.low, ci.high) == _exact_normal_interval(deltas)
+
+
+def test_clear_of_a_tie() -> None:
+    from evaledger.projections.stats import _clear_of_a_tie
+
+    assert _clear_of_a_tie(0.12341) and _clear_of_a_tie(-3.0)
+    assert not _clear_of_a_tie(0.00005) and not _clear_of_a_tie(-1.23455)
+    assert not _clear_of_a_tie(1e12)  # beyond the float margin: the exact path
+
+
+def _python_resample_means(values: list[float], resamples: int, seed: int) -> list[float]:
+    """The definition: each resample is `random.Random(seed).choices`, its mean via fsum."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    n = len(values)
+    return [math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples)]
+
+
+BOOT_VALUES = st.one_of(
+    DELTA,
+    st.floats(-1e300, 1e300),  # beyond, fsum itself overflows
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, 5e-324, 1e300]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(BOOT_VALUES, min_size=1, max_size=60),
+    st.integers(1, 300),
+    st.one_of(st.integers(0, 20), st.integers(-(2**70), 2**70)),
+)
+def test_vectorised_resampling_draws_what_random_choices_draws(
+    values: list[float], resamples: int, seed: int
+) -> None:
+    from evaledger.projections.stats import _resample_means
+
+    got = _resample_means(values, resamples, seed)
+    expected = _python_resample_means(values, resamples, seed)
+    if got is not None:  # None: the caller draws in Python (values off the integer grid)
+        assert got == expected
+        assert [math.copysign(1, g) for g in got] == [math.copysign(1, e) for e in expected]
+
+
+def test_vectorised_resampling_covers_score_deltas() -> None:
+    from evaledger.projections.stats import _resample_means
+
+    deltas = [((i * 37) % 1001) / 100 - ((i * 11) % 997) / 100 for i in range(300)]
+    got = _resample_means(deltas, 1000, 7)
+    assert got is not None and got == _python_resample_means(deltas, 1000, 7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(DELTA, min_size=5, max_size=120), st.integers(0, 50))
+def test_bootstrap_interval_is_the_same_either_way(deltas: list[float], seed: int) -> None:
+    from unittest import mock
+
+    from evaledger.projections import stats
+
+    fast = paired_bootstrap_ci(deltas, resamples=1_000, seed=seed)
+    with mock.patch.object(stats, "_resample_means", return_value=None):
+        slow = paired_bootstrap_ci(deltas, resamples=1_000, seed=seed)
+    assert fast == slow
+
+
+def test_vectorised_resampling_mixed_magnitudes_and_signs() -> None:
+    """Found by the property test: small negative values beside a huge one (the low bits of a
+    small negative V must keep V's sign, or the split is inexact)."""
+    from evaledger.projections.stats import _resample_means
+
+    found = [-9.898912395271768e18, 33.721702452588175, -58.75635757932629]
+    for seed in range(10):
+        got = _resample_means(found, 50, seed)  # exponents 58 bits apart: drawn in Python now
+        assert got is None or got == _python_resample_means(found, 50, seed)
+    values = [1e12, -0.01, 33.72, -58.76]  # still on the grid, small negatives below 2**split
+    for seed in range(10):
+        got = _resample_means(values, 50, seed)
+        assert got is not None and got == _python_resample_means(values, 50, seed)
