@@ -121,7 +121,7 @@ def parse_input_json(data: bytes | str) -> Any:
         except ValueError:
             raise UnstorableJSONError(f"malformed JSON: {e}") from None
     else:
-        if isinstance(data, bytes) and not _may_be_unstorable(data):
+        if isinstance(data, bytes) and not may_be_unstorable(data):
             return value
     found = unstorable(value)
     if found is not None:
@@ -132,7 +132,7 @@ def parse_input_json(data: bytes | str) -> Any:
 _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
 
 
-def _may_be_unstorable(data: bytes) -> bool:
+def may_be_unstorable(data: bytes) -> bool:
     r"""Whether JSON bytes that orjson parsed may still hold something `unstorable` refuses.
 
     orjson refuses lone surrogates and raw control characters, so what remains is a NUL, only

@@ -31,7 +31,12 @@ import pydantic
 
 from evaledger.domain import gc
 from evaledger.domain.bundle import BUNDLE_FORMAT, BundleCase, RunBundle
-from evaledger.domain.types import UnstorableJSONError, parse_input_json, unstorable
+from evaledger.domain.types import (
+    UnstorableJSONError,
+    may_be_unstorable,
+    parse_input_json,
+    unstorable,
+)
 from evaledger.importers.base import Format, PeerImport, fail
 
 WHOLE_FILE_MAX = 64 * 2**20
@@ -112,11 +117,14 @@ class _Scanning:
         self.base = 0  # file offset of tail[0]
         self.judged = 0  # escapes starting before this offset are judged
         self.lone: int | None = None  # offset of the first lone surrogate escape
+        self.suspect = False  # a NUL escape or a 16-digit run may be in the file
 
     def read(self, n: int = -1) -> bytes:
         block = self.f.read(n)
         buf = self.tail + block
         stop = len(buf) - (_MARGIN if block else 0)
+        # Blocks overlap by the kept tail, so an escape or a digit run across two is seen.
+        self.suspect = self.suspect or may_be_unstorable(buf)
         for at, end, lone in _surrogate_escapes(buf, max(0, self.judged - self.base), stop):
             if lone and self.lone is None:
                 self.lone = self.base + at
@@ -141,8 +149,13 @@ class _BadInput(Exception):
         self.detail = detail
 
 
-def _header(f: IO[bytes]) -> tuple[dict[str, Any], int]:
-    """Everything but the cases (kept as an empty list), and how many cases: one whole read."""
+def _header(f: IO[bytes]) -> tuple[dict[str, Any], int, bool]:
+    """Everything but the cases (kept as an empty list), its case count and a suspect flag.
+
+    One whole read. The flag says whether any value may be unstorable (a NUL escape or a
+    16-digit run in the bytes); yajl refuses raw control characters and the scan finds lone
+    surrogates, so without either the per-case walk of `unstorable` can be skipped.
+    """
     scan = _Scanning(f)
     builder = ijson.ObjectBuilder()
     count = 0
@@ -166,7 +179,7 @@ def _header(f: IO[bytes]) -> tuple[dict[str, Any], int]:
     head = getattr(builder, "value", None)
     if not isinstance(head, dict):
         raise _BadInput("invalid run bundle:\n  Input should be a valid dictionary")
-    return head, count
+    return head, count, scan.suspect
 
 
 def _check_header(head: dict[str, Any], name: str) -> RunBundle:
@@ -184,12 +197,16 @@ def _check_header(head: dict[str, Any], name: str) -> RunBundle:
         raise fail(name, f"invalid run bundle:\n{describe(e, '  ')}") from None
 
 
-def stream_cases(f: IO[bytes], name: str) -> Iterator[BundleCase]:
-    """The cases of a bundle file, parsed, checked and validated one by one."""
+def stream_cases(f: IO[bytes], name: str, suspect: bool = True) -> Iterator[BundleCase]:
+    """The cases of a bundle file, parsed, checked and validated one by one.
+
+    `suspect=False` (the header pass found no NUL escape and no 16-digit run in the file) skips
+    the walk over each case for unstorable values: it could find nothing.
+    """
     i = 0
     try:
         for i, raw in enumerate(ijson.items(f, CASES, use_float=True)):
-            found = unstorable(raw, f"cases.{i}")
+            found = unstorable(raw, f"cases.{i}") if suspect else None
             if found is not None:
                 raise fail(name, f"{found[0]}: {found[1]}")
             try:
@@ -233,7 +250,7 @@ def _open_bundle(
 ) -> PeerImport:
     try:
         with opened() as f:
-            head, count = _header(f)
+            head, count, suspect = _header(f)
     except _BadInput as e:
         if size > WHOLE_FILE_MAX:
             raise fail(name, e.detail) from None
@@ -251,7 +268,7 @@ def _open_bundle(
 
     def cases() -> Iterator[BundleCase]:
         with opened() as f:
-            yield from stream_cases(f, name)
+            yield from stream_cases(f, name, suspect)
 
     return PeerImport(format=Format.BUNDLE, sources=(name,), run=run, cases=cases, count=count)
 

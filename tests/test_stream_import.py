@@ -289,6 +289,27 @@ def test_the_surrogate_scan_over_blocks_finds_what_a_whole_scan_finds(
     assert (scan.lone is not None) == (_surrogate_problem(data) is not None)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.integers(0, 1500),
+    needle=st.sampled_from([b"\\u0000", b"1" * 16, b"-9007199254740993"]),
+    block=st.integers(1, 700),
+)
+def test_the_header_scan_flags_a_nul_escape_or_a_huge_integer_across_blocks(
+    before: int, needle: bytes, block: int
+) -> None:
+    """The per-case walk is skipped only when the scan saw neither (at any block boundary)."""
+    data = b"x" * before + needle + b"y" * 40
+    scan = _Scanning(io.BytesIO(data))
+    while scan.read(block):
+        pass
+    assert scan.suspect
+    clean = _Scanning(io.BytesIO(b"x" * before + b"1" * 15 + b" \\u0001" + b"y" * 40))
+    while clean.read(block):
+        pass
+    assert not clean.suspect
+
+
 def test_overrides_in_a_streamed_bundle_need_the_admin_scope(
     services: Services, tmp_path: Path
 ) -> None:
