@@ -938,6 +938,19 @@ class Ledger:
         already recorded with the same content, writes the rest and seals: no duplicates.
         """
         run = _in_project(run, ctx)
+        # Parsing, validating and building cases allocate short-lived objects in no cycles: with
+        # the collector on, its generation scans were a large share of a streamed import.
+        with gc.paused():
+            return self._import_stream(run, cases, ctx, chunk_size, progress)
+
+    def _import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> ImportResult:
         total = self._check_stream(run, cases, ctx, chunk_size, progress)
         catalogue = self.catalogue(run.project)
         current = self._prepare_run(run, ctx)
