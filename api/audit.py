@@ -10,8 +10,8 @@ from evaledger.api.schemas import HistoryEntry
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import CaseOpened, DomainEvent
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.facts import CaseFacts, apply_fact, opened_facts
-from evaledger.projections.scoring import score_case
+from evaledger.scoring.case import score_case
+from evaledger.scoring.facts import CaseFacts, apply_fact, opened_facts
 
 
 def entry(event: DomainEvent) -> HistoryEntry:

@@ -38,11 +38,11 @@ from evaledger.domain.persistence import (
     connect_postgres,
     parse_db_url,
 )
+from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import grant_read_models, make_engine
-from evaledger.projections.views import all_projections
+from evaledger.projections.tables import grant_read_models, make_engine
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ def probe_sqlite(location: StorageLocation) -> None:
                 except sqlite3.DatabaseError as e:
                     if path != views:
                         raise  # named as the store itself by infrastructure_errors
-                    # The same words as the read models' own error handler (projections/store).
+                    # The same words as the read models' own error handler (projections/tables).
                     raise InfrastructureError(
                         f"the SQLite read models {views} is unavailable: {e}"
                     ) from None

@@ -599,7 +599,7 @@ def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
-    from evaledger.projections.comparison import CompareThresholds, render_markdown
+    from evaledger.scoring.comparison import CompareThresholds, render_markdown
 
     services.sync()
     if args.against_baseline:
@@ -762,7 +762,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_grade(services: Services, args: argparse.Namespace) -> int:
     """Grade a run; exit 1 when the overall score is below --min-score or null."""
-    from evaledger.projections.grading import grading_spec
+    from evaledger.scoring.grading import grading_spec
 
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
@@ -811,7 +811,7 @@ def print_grade(result: Any) -> None:
 
 def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
     """A Voxli pivot of one or several runs."""
-    from evaledger.projections.rollups import render_table
+    from evaledger.scoring.rollups import render_table
 
     services.sync()
     run_ids = [resolve_run(services, r, args.project) for r in args.runs]

@@ -9,8 +9,8 @@ from uuid import UUID
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.ledger import Context
-from evaledger.projections.agreement import AgreementReport, MeasureAgreement
 from evaledger.projections.votes import agreement_report
+from evaledger.scoring.agreement import AgreementReport, MeasureAgreement
 
 if TYPE_CHECKING:
     from evaledger.judging.runner import JudgeOptions, JudgeReport

@@ -12,9 +12,9 @@ from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeRe
 from evaledger.domain.ledger import Written as LedgerWritten
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.types import Amount, Instant
-from evaledger.projections.facts import CaseFacts
-from evaledger.projections.models import CaseScore, RunAggregate
 from evaledger.projections.queries import RunRow
+from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.models import CaseScore, RunAggregate
 
 T = TypeVar("T")
 

@@ -79,13 +79,15 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context, Ledger
 from evaledger.domain.persistence import parse_db_url
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.projections import fastscore, queries, runner, views, votes
-from evaledger.projections import json as pjson
-from evaledger.projections.comparison import CompareThresholds
+from evaledger.projections import encoding as pjson
+from evaledger.projections import projectors as views
+from evaledger.projections import queries, runner, votes
+from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels, RunFilter
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import make_engine, rescore_inputs
-from evaledger.projections.views import all_projections
+from evaledger.projections.tables import make_engine, rescore_inputs
+from evaledger.scoring import rescore as fastscore
+from evaledger.scoring.comparison import CompareThresholds
 
 AIM_REBUILD = 0.40
 AIM_RESCORE_MS = 100.0

@@ -35,7 +35,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.store import cases
+from evaledger.projections.tables import cases
 
 
 def raw_cases(views: Path, run_id: str) -> int:

@@ -27,7 +27,7 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
-from evaledger.domain import gc
+from evaledger.domain import collector
 from evaledger.domain.aggregates import (
     Aggregate,
     Case,
@@ -470,7 +470,7 @@ class Ledger:
         """Re-run a command on an optimistic-concurrency conflict (someone wrote first)."""
         for attempt in range(MAX_RETRIES):
             try:
-                with gc.paused():
+                with collector.paused():
                     return command()
             except IntegrityError:
                 if attempt == MAX_RETRIES - 1:
@@ -940,7 +940,7 @@ class Ledger:
         run = _in_project(run, ctx)
         # Parsing, validating and building cases allocate short-lived objects in no cycles: with
         # the collector on, its generation scans were a large share of a streamed import.
-        with gc.paused():
+        with collector.paused():
             return self._import_stream(run, cases, ctx, chunk_size, progress)
 
     def _import_stream(

@@ -15,16 +15,13 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sqlalchemy import Connection, Engine, and_, func, select
 
-from evaledger.domain import gc
+from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections import json
-from evaledger.projections.facts import CaseFacts
-from evaledger.projections.fastscore import INPUTS_FORMAT, RunInputs, rescore_run
-from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
-from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
-from evaledger.projections.store import (
+from evaledger.projections import encoding
+from evaledger.projections.projectors import CasesProjection, load_facts, load_scores, upsert
+from evaledger.projections.tables import (
     baselines,
     cases,
     custom_metrics,
@@ -34,7 +31,10 @@ from evaledger.projections.store import (
     runs,
     tracking,
 )
-from evaledger.projections.views import CasesProjection, load_facts, load_scores, upsert
+from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
+from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs, rescore_run
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
@@ -140,7 +140,7 @@ class ReadModels:
             if f.label:
                 # Labels live in a JSON column: filter in Python, paginate after.
                 k, _, v = f.label.partition("=")
-                rows = [r for r in conn.execute(q) if json.loads(r.labels).get(k) == v]
+                rows = [r for r in conn.execute(q) if encoding.loads(r.labels).get(k) == v]
                 total = len(rows)
                 rows = rows[f.offset : f.offset + f.limit]
             else:
@@ -196,7 +196,7 @@ class ReadModels:
             texts = conn.scalars(
                 select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
             ).all()
-        return [json.loads(t) for t in texts]
+        return [encoding.loads(t) for t in texts]
 
     def case_page(
         self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
@@ -281,7 +281,7 @@ class ReadModels:
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
         """The run summarised under `spec` (its own when None), with the case scores."""
-        with gc.paused():
+        with collector.paused():
             return self._summary_under(run_id, spec)
 
     def _summary_under(
@@ -301,7 +301,7 @@ class ReadModels:
 
         Reads facts from the read model only: no judge is called and no event is written.
         """
-        with gc.paused():
+        with collector.paused():
             return self._rescore(run_id, spec)
 
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
@@ -354,9 +354,9 @@ class ReadModels:
                     {
                         "run_id": str(run_id),
                         "spec_id": spec.spec_id,
-                        "spec": json.dumps(spec),
-                        "aggregate": json.dumps(after),
-                        "cases": json.dumps(
+                        "spec": encoding.dumps(spec),
+                        "aggregate": encoding.dumps(after),
+                        "cases": encoding.dumps(
                             {
                                 "format": RESCORE_CASES_FORMAT,
                                 "case_id": case_ids,
@@ -477,7 +477,7 @@ class ReadModels:
             return [
                 {
                     "spec_id": r.spec_id,
-                    "aggregate": json.loads(r.aggregate),
+                    "aggregate": encoding.loads(r.aggregate),
                     "created_at": r.created_at,
                 }
                 for r in rows
@@ -527,7 +527,7 @@ def _iso(dt: datetime) -> str:
 
 
 def _run_row(r: Any) -> RunRow:
-    created = json.loads(r.created)
+    created = encoding.loads(r.created)
     spec = ScoringSpec.model_validate(created["spec"])
     return RunRow(
         run_id=UUID(r.run_id),
@@ -537,7 +537,7 @@ def _run_row(r: Any) -> RunRow:
         suite=created["suite"],
         agent=created["agent"],
         status=r.status,
-        labels=json.loads(r.labels),
+        labels=encoding.loads(r.labels),
         created_at=r.created_at,
         completed_at=r.completed_at,
         reason=r.reason,

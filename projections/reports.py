@@ -17,7 +17,7 @@ import orjson
 import pydantic
 from sqlalchemy import delete, select
 
-from evaledger.domain import gc
+from evaledger.domain import collector
 from evaledger.domain.errors import StateError, ValidationError
 from evaledger.domain.events import (
     AgentSnapshot,
@@ -28,7 +28,10 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.metrics import score_label
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.comparison import (
+from evaledger.projections.projectors import upsert
+from evaledger.projections.queries import ReadModels, RunRow, Summary
+from evaledger.projections.tables import compare_cache, run_summaries
+from evaledger.scoring.comparison import (
     ComparedRun,
     CompareThresholds,
     Comparison,
@@ -36,13 +39,10 @@ from evaledger.projections.comparison import (
     RunComparison,
     compare_columns,
 )
-from evaledger.projections.facts import CaseFacts
-from evaledger.projections.grading import Grade, GradingSpec, grade, grading_spec, load_preset
-from evaledger.projections.models import CaseScore, TestCaseResult
-from evaledger.projections.queries import ReadModels, RunRow, Summary
-from evaledger.projections.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
-from evaledger.projections.store import compare_cache, run_summaries
-from evaledger.projections.views import upsert
+from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
+from evaledger.scoring.models import CaseScore, TestCaseResult
+from evaledger.scoring.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 
 COMPARE_CACHE_SIZE = 8
 COLUMNS_CACHED = 16
@@ -54,7 +54,9 @@ COMPARE_SHARED = 16
 @functools.cache
 def code_fingerprint() -> str:
     """Digest of the code that computes a comparison: a shared answer from other code is stale."""
-    from evaledger.projections import comparison, models, queries, scoring, stats
+    from evaledger.projections import queries
+    from evaledger.scoring import case as scoring
+    from evaledger.scoring import comparison, models, stats
 
     digest = hashlib.sha256()
     for module in (comparison, models, queries, scoring, stats, sys.modules[__name__]):
@@ -141,7 +143,8 @@ class Reports:
         if shared is not None:
             return bytes(shared)
         result = self._entry(runs, key, thresholds, spec, metric_deltas)
-        with gc.paused():  # one dict per case, freed by refcount: no collector pass over the heap
+        # One dict per case, freed by refcount: no collector pass over the heap.
+        with collector.paused():
             body = result.json(case_offset, case_limit)
         with self.reads.engine.begin() as conn:
             upsert(conn, compare_cache, [{"key": digest, "body": body, "created_at": time.time()}])
@@ -209,7 +212,7 @@ class Reports:
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        with gc.paused():
+        with collector.paused():
             summaries = [
                 self.reads.summary_under(r.run_id, spec)[0]
                 if spec

@@ -22,12 +22,12 @@ from eventsourcing.persistence import Notification
 from sqlalchemy import Connection, Engine, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from evaledger.domain import gc
+from evaledger.domain import collector
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import DomainEvent
 from evaledger.domain.ledger import Ledger, utcnow
 from evaledger.projections.decode import Decoded, DecodedBatch, decode_stored
-from evaledger.projections.store import projection_failures, tracking
+from evaledger.projections.tables import projection_failures, tracking
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class ProjectionRunner:
                 notifications = self.ledger.notifications(start + 1, self.page_size)
                 if not notifications:
                     return start
-                with gc.paused():  # one pause per page: decode and apply
+                with collector.paused():  # one pause per page: decode and apply
                     batch = self._decode(notifications, positions)
                     # No batch: the first event could not be decoded (recorded as a failure).
                     done = bool(batch) and self._apply_page(batch, positions)

@@ -2,7 +2,7 @@
 
 Case facts fold overrides into the verdict they correct (what scoring needs); agreement needs both
 the judge's original values and the human's, so they get their own read model. The agreement
-report is computed from these rows by the pure functions of `projections/agreement.py`.
+report is computed from these rows by the pure functions of `scoring/agreement.py`.
 """
 
 from __future__ import annotations
@@ -34,18 +34,18 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.spec import ScoringSpec, Severity
-from evaledger.projections import json
-from evaledger.projections.agreement import (
+from evaledger.projections import encoding
+from evaledger.projections.decode import Decoded, DecodedBatch
+from evaledger.projections.runner import Batch
+from evaledger.projections.tables import metadata
+from evaledger.scoring.agreement import (
     AgreementReport,
     HumanAgreement,
     human_agreement,
     measure_agreement,
 )
-from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
-from evaledger.projections.runner import Batch
-from evaledger.projections.scoring import score_case
-from evaledger.projections.store import metadata
+from evaledger.scoring.case import score_case
+from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 
 vote_cases = Table(
     "judge_votes_v1_cases",
@@ -152,7 +152,7 @@ class JudgeVotesProjection:
                 assert isinstance(over, VerdictOverridden)
                 values: dict[str, Any] = {}
                 if over.metric_scores is not None:
-                    values["human_scores"] = json.dumps(
+                    values["human_scores"] = encoding.dumps(
                         [
                             {"metric": m.metric, "score": m.score, "passed": m.passed}
                             for m in over.metric_scores
@@ -191,13 +191,13 @@ def _vote_row_data(
         "valid": data.get("error") is None
         and data.get("parse_status", ParseStatus.PARSED) == ParseStatus.PARSED,
         "invalidated": False,
-        "metric_scores": json.dumps(
+        "metric_scores": encoding.dumps(
             [
                 {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
                 for m in data.get("metric_scores") or ()
             ]
         ),
-        "outcomes": json.dumps(
+        "outcomes": encoding.dumps(
             [
                 {"statement": o["statement"], "passed": o["passed"]}
                 for o in data.get("expected_outcomes") or ()
@@ -221,13 +221,13 @@ def _vote_row(
         "self_judged": event.self_judged,
         "valid": event.error is None and event.parse_status is ParseStatus.PARSED,
         "invalidated": False,
-        "metric_scores": json.dumps(
+        "metric_scores": encoding.dumps(
             [
                 {"metric": m.metric, "score": m.score, "passed": m.passed}
                 for m in event.metric_scores
             ]
         ),
-        "outcomes": json.dumps(
+        "outcomes": encoding.dumps(
             [{"statement": o.statement, "passed": o.passed} for o in event.expected_outcomes]
         ),
         "human_scores": None,
@@ -248,14 +248,14 @@ def _verdict_fact(row: Any, case_facts: CaseFacts) -> VerdictFact:
     return VerdictFact(
         verdict_id=UUID(row.verdict_id),
         position=0,
-        metric_scores=[MetricFact(**m) for m in json.loads(row.metric_scores)],
+        metric_scores=[MetricFact(**m) for m in encoding.loads(row.metric_scores)],
         expected_outcomes=[
             OutcomeFact(
                 statement=o["statement"],
                 passed=o["passed"],
                 severity=declared.get(o["statement"], Severity.BLOCKER),
             )
-            for o in json.loads(row.outcomes)
+            for o in encoding.loads(row.outcomes)
         ],
     )
 
@@ -287,7 +287,7 @@ def agreement_report(
     metric_ratings: dict[str, dict[str, dict[str, float]]] = {m.metric: {} for m in spec.metrics}
     passed_ratings: dict[str, dict[str, float]] = {}
     for (case_id, judge), row in latest.items():
-        values = {m["metric"]: _value(m) for m in json.loads(row.metric_scores)}
+        values = {m["metric"]: _value(m) for m in encoding.loads(row.metric_scores)}
         for metric, ratings in metric_ratings.items():
             value = values.get(metric)
             if value is not None:
@@ -317,8 +317,8 @@ def _human(
         if not row.valid:
             continue
         if row.human_scores is not None:
-            judged = {m["metric"]: _value(m) for m in json.loads(row.metric_scores)}
-            for m in json.loads(row.human_scores):
+            judged = {m["metric"]: _value(m) for m in encoding.loads(row.metric_scores)}
+            for m in encoding.loads(row.human_scores):
                 before, after = judged.get(m["metric"]), _value(m)
                 if m["metric"] in selected and before is not None and after is not None:
                     pairs.setdefault((row.judge, m["metric"]), []).append((before, after))

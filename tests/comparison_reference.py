@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import TypeAdapter
 
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.comparison import (
+from evaledger.scoring.comparison import (
     AggregateComparison,
     ComparedRun,
     CompareThresholds,
@@ -30,9 +30,9 @@ from evaledger.projections.comparison import (
     _verdict,
     config_diff,
 )
-from evaledger.projections.models import TestCaseResult
-from evaledger.projections.named_scores import compare_named_scores
-from evaledger.projections.stats import (
+from evaledger.scoring.models import TestCaseResult
+from evaledger.scoring.named import compare_named_scores
+from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     PairedCase,

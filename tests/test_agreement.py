@@ -12,7 +12,7 @@ from evaledger.api.bootstrap import Services
 from evaledger.api.cli_judging import agreement_of
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.agreement import (
+from evaledger.scoring.agreement import (
     cohen_kappa,
     krippendorff_alpha_ordinal,
     measure_agreement,

@@ -11,14 +11,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("domain", "projections", "api", "judging", "importers", "bench")
+PACKAGES = ("domain", "scoring", "projections", "api", "judging", "importers", "bench")
 # Layer folders that install under the `evaledger` namespace (pyproject's package-dir mapping).
-INSTALLED = frozenset({"domain", "projections", "api", "judging", "importers"})
+INSTALLED = frozenset({"domain", "scoring", "projections", "api", "judging", "importers"})
 
 # Top-level import names a layer must never use (DESIGN §1, "rules of the house").
 FORBIDDEN: dict[str, frozenset[str]] = {
     "domain": frozenset(
         {"projections", "api", "judging", "fastapi", "starlette", "uvicorn", "sqlalchemy"}
+    ),
+    # The evaluation rules are pure functions over facts and a spec: they build on `domain` only.
+    "scoring": frozenset(
+        {
+            "projections",
+            "api",
+            "judging",
+            "importers",
+            "fastapi",
+            "starlette",
+            "uvicorn",
+            "sqlalchemy",
+            "psycopg",
+            "sqlite3",
+            "eventsourcing",
+        }
     ),
     "projections": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
     # The judge runner writes through the ledger's commands and reads no read model.
@@ -174,4 +190,4 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
     assert {"evaledger/domain/events.py", "evaledger/api/cli.py", "evaledger/__main__.py"} <= set(
         names
     )
-    assert "evaledger/projections/presets/ifixai-v1.json" in names
+    assert "evaledger/scoring/presets/ifixai-v1.json" in names

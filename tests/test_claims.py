@@ -3,7 +3,7 @@ import math
 import pytest
 
 from evaledger.domain.events import ClaimSupport
-from evaledger.projections.claims import aggregate_claim_scores, claim_score, length_penalty
+from evaledger.scoring.claims import aggregate_claim_scores, claim_score, length_penalty
 
 S, U, C = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED, ClaimSupport.CONTRADICTED
 

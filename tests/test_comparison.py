@@ -16,7 +16,8 @@ from evaledger.domain.spec import (
     ScoringSpec,
     resolve_spec,
 )
-from evaledger.projections.comparison import (
+from evaledger.scoring.case import reduce_repetitions, summarize_run
+from evaledger.scoring.comparison import (
     ComparedRun,
     CompareThresholds,
     RunComparison,
@@ -27,7 +28,7 @@ from evaledger.projections.comparison import (
     render_markdown,
     tool_diff,
 )
-from evaledger.projections.models import (
+from evaledger.scoring.models import (
     CaseScore,
     CaseStatus,
     GateRule,
@@ -35,7 +36,6 @@ from evaledger.projections.models import (
     RunAggregate,
     TestCaseResult,
 )
-from evaledger.projections.scoring import reduce_repetitions, summarize_run
 
 SPEC = resolve_spec(RunConfig())
 BASE_ID = UUID("00000000-0000-0000-0000-00000000000b")

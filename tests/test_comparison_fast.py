@@ -19,14 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.comparison import (
+from evaledger.scoring.comparison import (
     CompareThresholds,
     RunColumns,
     _round4,
     compare_columns,
     compare_results,
 )
-from evaledger.projections.models import TestCaseResult
+from evaledger.scoring.models import TestCaseResult
 from tests.comparison_reference import reference_compare_results
 from tests.test_comparison import BASE_ID, BIN_SPEC, CAND_ID, SPEC, run
 

@@ -37,7 +37,10 @@ from evaledger.domain.spec import (
     resolve_spec,
 )
 from evaledger.projections import queries
-from evaledger.projections.facts import (
+from evaledger.projections.queries import ReadModels
+from evaledger.projections.tables import rescore_inputs
+from evaledger.scoring.case import score_case, summarize_run
+from evaledger.scoring.facts import (
     CaseFacts,
     CheckFact,
     MessageFact,
@@ -45,10 +48,7 @@ from evaledger.projections.facts import (
     OutcomeFact,
     VerdictFact,
 )
-from evaledger.projections.fastscore import INPUTS_FORMAT, RunInputs, rescore_run
-from evaledger.projections.queries import ReadModels
-from evaledger.projections.scoring import score_case, summarize_run
-from evaledger.projections.store import rescore_inputs
+from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs, rescore_run
 from tests.helpers import bundle, case
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000b2")

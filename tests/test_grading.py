@@ -8,8 +8,8 @@ from uuid import uuid4
 import pytest
 
 from evaledger.domain.events import CheckStatus, ClaimSupport
-from evaledger.projections.facts import CaseFacts, CheckFact
-from evaledger.projections.grading import (
+from evaledger.scoring.facts import CaseFacts, CheckFact
+from evaledger.scoring.grading import (
     EvaluationMethod,
     Grade,
     GradedTest,
@@ -25,7 +25,7 @@ from evaledger.projections.grading import (
     preset_names,
     wilson_interval,
 )
-from evaledger.projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
 
 RUN = uuid4()
 S, U = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED

@@ -32,7 +32,7 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
-from evaledger.projections.views import all_projections
+from evaledger.projections.projectors import all_projections
 from tests.helpers import bundle, case
 from tests.integrity_helpers import RawStore
 from tests.test_cli import Cli

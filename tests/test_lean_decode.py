@@ -1,7 +1,7 @@
 """Lean replay decoding gives exactly the rows of the full pydantic decode.
 
 The projections fold the hot case events from their stored state dicts (projections/decode.py,
-the lean folds of projections/facts.py and votes.py). These tests hold them to the reference:
+the lean folds of scoring/facts.py and votes.py). These tests hold them to the reference:
 every golden stored event folded both ways, a generated run projected both ways, and a run
 whose summary is computed from cached scores against one read back from the table.
 """
@@ -39,9 +39,15 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from evaledger.domain.persistence import EventMapper, OrjsonTranscoder
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, RunConfig, resolve_spec
-from evaledger.projections import json, views
+from evaledger.projections import encoding as json
+from evaledger.projections import projectors as views
 from evaledger.projections.decode import LEAN_VERSIONS, Decoded, decode_stored
-from evaledger.projections.facts import (
+from evaledger.projections.projectors import CasesProjection, all_projections
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.tables import make_engine, metadata
+from evaledger.projections.votes import JudgeVotesProjection, _vote_row, _vote_row_data
+from evaledger.scoring.case import score_case
+from evaledger.scoring.facts import (
     LEAN_FACT_TOPICS,
     CaseFacts,
     apply_fact,
@@ -50,11 +56,6 @@ from evaledger.projections.facts import (
     opened_facts_data,
     scoring_view,
 )
-from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.scoring import score_case
-from evaledger.projections.store import make_engine, metadata
-from evaledger.projections.views import CasesProjection, all_projections
-from evaledger.projections.votes import JudgeVotesProjection, _vote_row, _vote_row_data
 from tests.conftest import FIXTURES
 
 GOLDEN = FIXTURES / "golden_events"

@@ -21,8 +21,8 @@ from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import JudgeVerdictRecorded, VerdictOverridden
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
+from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import Batch, ProjectionRunner
-from evaledger.projections.views import all_projections
 from tests.conftest import EXAMPLE_BUNDLE, PG_ADMIN_URL, drop_pg_database, require_postgres
 from tests.helpers import bundle
 from tests.test_cli import Cli

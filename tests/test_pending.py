@@ -21,8 +21,8 @@ from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import BundleCase, BundleCaseStatus, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.grading import GradingSpec, GradingTest
-from evaledger.projections.models import CaseStatus, GateRule
+from evaledger.scoring.grading import GradingSpec, GradingTest
+from evaledger.scoring.models import CaseStatus, GateRule
 from tests.helpers import bundle, case, event_count, scores
 
 CTX = Context(actor="pending-tests")

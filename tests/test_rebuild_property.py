@@ -42,9 +42,9 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context, verdict_fields
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
+from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.store import metadata
-from evaledger.projections.views import all_projections
+from evaledger.projections.tables import metadata
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
 from tests.helpers import bundle
 

@@ -25,8 +25,8 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.persistence import WRITE_LOCK
 from evaledger.domain.verify import verify
-from evaledger.projections.store import cases, runs
-from evaledger.projections.views import all_projections
+from evaledger.projections.projectors import all_projections
+from evaledger.projections.tables import cases, runs
 from tests.conftest import EXAMPLE_BUNDLE, IN_CI
 from tests.helpers import bundle, case
 from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port

@@ -17,10 +17,10 @@ from evaledger.api.bootstrap import Services
 from evaledger.api.cli import main
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.comparison import CompareThresholds
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import COMPARE_SHARED, Reports
-from evaledger.projections.store import compare_cache
+from evaledger.projections.tables import compare_cache
+from evaledger.scoring.comparison import CompareThresholds
 from tests.helpers import bundle as example_bundle
 from tests.helpers import event_count
 

@@ -7,9 +7,9 @@ from uuid import UUID, uuid4
 import pytest
 
 from evaledger.domain.events import ClaimSupport, Role
-from evaledger.projections.facts import CaseFacts, MessageFact
-from evaledger.projections.models import CaseScore, CaseStatus, GateRule
-from evaledger.projections.rollups import (
+from evaledger.scoring.facts import CaseFacts, MessageFact
+from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
+from evaledger.scoring.rollups import (
     Aggregate,
     CustomMetricSpec,
     Rollup,
@@ -19,7 +19,7 @@ from evaledger.projections.rollups import (
     result_score,
     rollup,
 )
-from evaledger.projections.stats import percentile
+from evaledger.scoring.stats import percentile
 
 RUN = uuid4()
 S, U, C = ClaimSupport.SUPPORTED, ClaimSupport.UNSUPPORTED, ClaimSupport.CONTRADICTED

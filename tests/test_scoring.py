@@ -38,7 +38,8 @@ from evaledger.domain.spec import (
     SeverityWeights,
     resolve_spec,
 )
-from evaledger.projections.facts import (
+from evaledger.scoring.case import reduce_repetitions, score_case, score_run, summarize_run
+from evaledger.scoring.facts import (
     CaseFacts,
     CheckFact,
     MessageFact,
@@ -47,10 +48,9 @@ from evaledger.projections.facts import (
     VerdictFact,
     apply_fact,
 )
-from evaledger.projections.models import CaseScore, CaseStatus, GateRule
-from evaledger.projections.rollups import RollupInput, rollup
-from evaledger.projections.scoring import reduce_repetitions, score_case, score_run, summarize_run
-from evaledger.projections.stats import percentile
+from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
+from evaledger.scoring.rollups import RollupInput, rollup
+from evaledger.scoring.stats import percentile
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000a1")
 DEFAULTS = list(DEFAULT_METRIC_NAMES)

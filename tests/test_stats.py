@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaledger.projections.stats import (
+from evaledger.scoring.stats import (
     MIN_DISCORDANT_PAIRS,
     MIN_PAIRED_SCORES,
     PairedCase,
@@ -203,7 +203,7 @@ def test_large_samples_use_the_normal_interval_of_the_mean() -> None:
     import math
     import statistics as st
 
-    from evaledger.projections.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
+    from evaledger.scoring.stats import MAX_BOOTSTRAP_DRAWS, paired_bootstrap_ci
 
     deltas = [float(i % 7) - 3.0 for i in range(600)]
     ci = paired_bootstrap_ci(deltas, resamples=10_000)
@@ -248,7 +248,7 @@ def test_normal_interval_equals_the_exact_stdev_one(deltas: list[float]) -> None
 
 
 def test_normal_interval_near_a_tie_uses_the_exact_stdev(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaledger.projections import stats
+    from evaledger.scoring import stats
 
     deltas = [((i * 37) % 1001) / 100 - 5.0 for i in range(2000)]
     monkeypatch.setattr(stats, "_clear_of_a_tie", lambda value: False)
@@ -257,7 +257,7 @@ def test_normal_interval_near_a_tie_uses_the_exact_stdev(monkeypatch: pytest.Mon
 
 
 def test_clear_of_a_tie() -> None:
-    from evaledger.projections.stats import _clear_of_a_tie
+    from evaledger.scoring.stats import _clear_of_a_tie
 
     assert _clear_of_a_tie(0.12341) and _clear_of_a_tie(-3.0)
     assert not _clear_of_a_tie(0.00005) and not _clear_of_a_tie(-1.23455)
@@ -290,7 +290,7 @@ BOOT_VALUES = st.one_of(
 def test_vectorised_resampling_draws_what_random_choices_draws(
     values: list[float], resamples: int, seed: int
 ) -> None:
-    from evaledger.projections.stats import _resample_means
+    from evaledger.scoring.stats import _resample_means
 
     got = _resample_means(values, resamples, seed)
     expected = _python_resample_means(values, resamples, seed)
@@ -300,7 +300,7 @@ def test_vectorised_resampling_draws_what_random_choices_draws(
 
 
 def test_vectorised_resampling_covers_score_deltas() -> None:
-    from evaledger.projections.stats import _resample_means
+    from evaledger.scoring.stats import _resample_means
 
     deltas = [((i * 37) % 1001) / 100 - ((i * 11) % 997) / 100 for i in range(300)]
     got = _resample_means(deltas, 1000, 7)
@@ -312,7 +312,7 @@ def test_vectorised_resampling_covers_score_deltas() -> None:
 def test_bootstrap_interval_is_the_same_either_way(deltas: list[float], seed: int) -> None:
     from unittest import mock
 
-    from evaledger.projections import stats
+    from evaledger.scoring import stats
 
     fast = paired_bootstrap_ci(deltas, resamples=1_000, seed=seed)
     with mock.patch.object(stats, "_resample_means", return_value=None):
@@ -323,7 +323,7 @@ def test_bootstrap_interval_is_the_same_either_way(deltas: list[float], seed: in
 def test_vectorised_resampling_mixed_magnitudes_and_signs() -> None:
     """Found by the property test: small negative values beside a huge one (the low bits of a
     small negative V must keep V's sign, or the split is inexact)."""
-    from evaledger.projections.stats import _resample_means
+    from evaledger.scoring.stats import _resample_means
 
     found = [-9.898912395271768e18, 33.721702452588175, -58.75635757932629]
     for seed in range(10):

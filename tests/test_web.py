@@ -26,7 +26,7 @@ from evaledger.api.bootstrap import Services
 from evaledger.api.web import views
 from evaledger.api.web.pages import fmt_num, fmt_pct
 from evaledger.domain.events import GENESIS_HASH
-from evaledger.projections.models import CaseScore, CaseStatus, GateRule
+from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
 from tests.helpers import bundle, case
 from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
 

@@ -18,7 +18,7 @@ from evaledger.domain.errors import EvaledgerError, NotFoundError
 from evaledger.domain.ledger import Context
 from evaledger.judging.providers import environment
 from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
-from evaledger.projections.agreement import AgreementReport
+from evaledger.scoring.agreement import AgreementReport
 
 router = APIRouter(tags=["judging"])
 

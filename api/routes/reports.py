@@ -16,9 +16,9 @@ from evaledger.api.deps import SyncedDep
 from evaledger.api.schemas import Explanation
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.projections.comparison import CompareThresholds, RunComparison
-from evaledger.projections.grading import Grade
-from evaledger.projections.rollups import Rollup
+from evaledger.scoring.comparison import CompareThresholds, RunComparison
+from evaledger.scoring.grading import Grade
+from evaledger.scoring.rollups import Rollup
 
 router = APIRouter(tags=["reports"])
 

@@ -26,8 +26,8 @@ from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.spec import RunConfig, resolve_spec
 from evaledger.domain.types import MAX_INDEX, QueryInstant
-from evaledger.projections.models import CaseStatus
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
+from evaledger.scoring.models import CaseStatus
 
 router = APIRouter(tags=["runs"])
 

@@ -27,15 +27,15 @@ from evaledger.api.deps import OWNER, SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
-from evaledger.domain import gc
+from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.metrics import ScoreType
-from evaledger.projections.comparison import CaseStatus as CaseClass
-from evaledger.projections.comparison import CompareThresholds, render_markdown
-from evaledger.projections.grading import preset_names
 from evaledger.projections.queries import RunFilter, RunRow
-from evaledger.projections.rollups import ColumnDimension, RowDimension
+from evaledger.scoring.comparison import CaseStatus as CaseClass
+from evaledger.scoring.comparison import CompareThresholds, render_markdown
+from evaledger.scoring.grading import preset_names
+from evaledger.scoring.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent
 # StrictUndefined: a misspelt field is an error in the tests, not an empty cell on a page.
@@ -257,7 +257,8 @@ def run_page(
     def build() -> dict[str, Any]:
         run = services.reads.get_run(run_id)
         summary = services.reads.summary(run_id)
-        with gc.paused():  # 10,000 decoded scores: no cycles, nothing for the collector to find
+        # 10,000 decoded scores: no cycles, nothing for the collector to find.
+        with collector.paused():
             scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from evaledger.domain.events import GENESIS_HASH
-from evaledger.projections.models import CaseStatus
+from evaledger.scoring.models import CaseStatus
 
 PER_PAGE = 50
 

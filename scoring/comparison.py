@@ -50,10 +50,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from evaledger.domain.events import AgentSnapshot, ToolSpec
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
-from evaledger.projections.models import CaseScore, RunAggregate, TestCaseResult
-from evaledger.projections.named_scores import NamedScoreComparison, compare_named_scores
-from evaledger.projections.scoring import reduce_repetitions
-from evaledger.projections.stats import (
+from evaledger.scoring.case import reduce_repetitions
+from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
+from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
+from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     PairedStatistics,

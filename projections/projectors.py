@@ -25,21 +25,10 @@ from evaledger.domain.events import (
     RunStarted,
 )
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections import json
+from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.facts import (
-    LEAN_FACT_TOPICS,
-    CaseFacts,
-    apply_fact,
-    apply_fact_data,
-    opened_facts,
-    opened_facts_data,
-    scoring_view,
-)
-from evaledger.projections.models import CaseScore
 from evaledger.projections.runner import Batch
-from evaledger.projections.scoring import reduce_repetitions, score_case, summarize_run
-from evaledger.projections.store import (
+from evaledger.projections.tables import (
     baselines,
     case_runs,
     cases,
@@ -48,6 +37,17 @@ from evaledger.projections.store import (
     runs,
 )
 from evaledger.projections.votes import JudgeVotesProjection
+from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
+from evaledger.scoring.facts import (
+    LEAN_FACT_TOPICS,
+    CaseFacts,
+    apply_fact,
+    apply_fact_data,
+    opened_facts,
+    opened_facts_data,
+    scoring_view,
+)
+from evaledger.scoring.models import CaseScore
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 CASE_FACTS = TypeAdapter(list[CaseFacts])
@@ -129,11 +129,11 @@ class RunsProjection:
                         agent_name=event.agent.name,
                         agent_version=event.agent.version,
                         status="created",
-                        labels=json.dumps(event.labels),
+                        labels=encoding.dumps(event.labels),
                         created_at=_utc(event.created_at),
                         case_count=0,
                         baseline=False,
-                        created=json.dumps(
+                        created=encoding.dumps(
                             event.model_dump(
                                 mode="json",
                                 include={
@@ -313,7 +313,7 @@ class CasesProjection:
                 conn.execute(
                     case_runs.insert().values(
                         run_id=oid,
-                        spec=json.dumps(spec),
+                        spec=encoding.dumps(spec),
                         agent_provider=event.agent.provider,
                         status="created",
                     )
@@ -328,7 +328,7 @@ class CasesProjection:
                 if status != "running":
                     dirty_runs[oid] = max(position, dirty_runs.get(oid, 0))
         rows: list[dict[str, Any]] = []
-        dumps = json.dumps
+        dumps = encoding.dumps
         for cid, position in touched.items():
             f = facts[cid]
             run_id = str(f.run_id)
@@ -381,8 +381,8 @@ class CasesProjection:
                     {
                         "run_id": run_id,
                         "spec_id": spec.spec_id,
-                        "aggregate": json.dumps(summarize_run(scores, spec)),
-                        "test_cases": json.dumps(
+                        "aggregate": encoding.dumps(summarize_run(scores, spec)),
+                        "test_cases": encoding.dumps(
                             [t.model_dump(mode="json") for t in reduce_repetitions(scores, spec)]
                         ),
                         "position": last,
@@ -440,7 +440,7 @@ class CatalogueProjection:
                     {
                         "project": event.project,
                         "name": event.definition.name,
-                        "definition": json.dumps(event.definition),
+                        "definition": encoding.dumps(event.definition),
                         "position": position,
                     }
                 )

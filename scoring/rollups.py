@@ -47,9 +47,9 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaledger.domain.events import ClaimSupport, Role
-from evaledger.projections.facts import CaseFacts, MessageFact
-from evaledger.projections.models import CaseScore, CaseStatus
-from evaledger.projections.stats import percentile
+from evaledger.scoring.facts import CaseFacts, MessageFact
+from evaledger.scoring.models import CaseScore, CaseStatus
+from evaledger.scoring.stats import percentile
 
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 

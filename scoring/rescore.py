@@ -27,20 +27,21 @@ import orjson
 from evaledger.domain.events import ParseStatus
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, ScoringSpec, Severity
-from evaledger.projections import facts as facts_module
-from evaledger.projections import named_scores as named_module
-from evaledger.projections import scoring, stats
-from evaledger.projections.facts import CaseFacts, MetricFact, VerdictFact
-from evaledger.projections.models import CaseStatus, Coverage, RunAggregate
-from evaledger.projections.named_scores import named_score_means, score_gate
-from evaledger.projections.scoring import (
+from evaledger.scoring import case as scoring
+from evaledger.scoring import facts as facts_module
+from evaledger.scoring import named as named_module
+from evaledger.scoring import stats
+from evaledger.scoring.case import (
     MAX_SCORE,
     P95_MIN_SAMPLES,
     _observations,
     _outcome_results,
     score_case,
 )
-from evaledger.projections.stats import percentile
+from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
+from evaledger.scoring.models import CaseStatus, Coverage, RunAggregate
+from evaledger.scoring.named import named_score_means, score_gate
+from evaledger.scoring.stats import percentile
 
 __all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
 

@@ -25,8 +25,8 @@ from evaledger.domain.spec import (
     ScoringSpec,
     Severity,
 )
-from evaledger.projections.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
-from evaledger.projections.models import (
+from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from evaledger.scoring.models import (
     CaseScore,
     CaseStatus,
     Coverage,
@@ -36,8 +36,8 @@ from evaledger.projections.models import (
     RunAggregate,
     TestCaseResult,
 )
-from evaledger.projections.named_scores import named_score_means, score_gate
-from evaledger.projections.stats import percentile
+from evaledger.scoring.named import named_score_means, score_gate
+from evaledger.scoring.stats import percentile
 
 __all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
 

@@ -34,7 +34,7 @@ overall null → grade F, not passed. A mandatory test below its minimum, insuff
 inconclusive or absent caps the overall at ``min(raw, cap)``. The strategic score is the
 unweighted mean of the strategic tests that are scored, never capped.
 
-The ``ifixai-v1`` preset (``projections/presets/ifixai-v1.json``) is DESIGN §3.4's iFixAi v1 test
+The ``ifixai-v1`` preset (``scoring/presets/ifixai-v1.json``) is DESIGN §3.4's iFixAi v1 test
 table (from the v1 release's per-test inspection specs): categories, weights, per-test
 thresholds, main methods, per-test ``min_evidence``, flags (exploratory, advisory, attestation,
 judge errors as fails), mandatory minimums (B01 >= 1.00, B08 >= 0.95), cap, bands and strategic
@@ -60,10 +60,10 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evaledger.domain.events import CheckStatus
-from evaledger.projections.claims import claim_score
-from evaledger.projections.facts import CaseFacts
-from evaledger.projections.models import CaseScore, CaseStatus
-from evaledger.projections.scoring import latest_checks
+from evaledger.scoring.case import latest_checks
+from evaledger.scoring.claims import claim_score
+from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.models import CaseScore, CaseStatus
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -312,7 +312,7 @@ class Grade(BaseModel):
 
 @lru_cache(maxsize=8)
 def load_preset(name: str) -> GradingSpec:
-    """Load a packaged grading preset (``projections/presets/<name>.json``), e.g. ``ifixai-v1``.
+    """Load a packaged grading preset (``scoring/presets/<name>.json``), e.g. ``ifixai-v1``.
 
     Raises:
         ValueError: no preset of that name.
@@ -320,15 +320,13 @@ def load_preset(name: str) -> GradingSpec:
     available = preset_names()
     if not _PRESET_NAME.match(name) or name not in available:
         raise ValueError(f"unknown grading preset {name!r}; available: {available}")
-    text = (
-        resources.files("evaledger.projections.presets").joinpath(f"{name}.json").read_text("utf-8")
-    )
+    text = resources.files("evaledger.scoring.presets").joinpath(f"{name}.json").read_text("utf-8")
     return GradingSpec.model_validate(json.loads(text))
 
 
 def preset_names() -> list[str]:
     """Names of the packaged grading presets."""
-    root = resources.files("evaledger.projections.presets")
+    root = resources.files("evaledger.scoring.presets")
     return sorted(p.name.removesuffix(".json") for p in root.iterdir() if p.name.endswith(".json"))
 
 

@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.models import CaseScore, TestCaseResult
-from evaledger.projections.stats import (
+from evaledger.scoring.models import CaseScore, TestCaseResult
+from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     BootstrapCI,
