@@ -10,7 +10,8 @@ rest (run lifecycle, overrides, named scores...) `Decoded.event` gives the full 
 decoded by `Ledger.decode` exactly as before, once, on first use.
 
 The stored events were validated when they were written, so reading them back need not validate
-again; tests/test_lean_decode.py proves the lean folds give the same rows as the full decode.
+again; tests/projections/test_lean_decode.py proves the lean folds give the same rows as the
+full decode.
 """
 
 from __future__ import annotations

@@ -313,7 +313,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _trusted(cls: type[M]) -> Callable[..., M]:
-    """A constructor of `cls` from trusted values of EVERY field (tests/test_lean_decode.py).
+    """A constructor of `cls` from trusted values of EVERY field (see test_lean_decode.py).
 
     What `model_construct` does, without its per-field loop: that loop calls each missing
     field's default factory through `FieldInfo.get_default`, which (pydantic 2.14) inspects the

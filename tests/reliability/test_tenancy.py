@@ -31,8 +31,8 @@ from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.cli import main
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
+from tests.api.test_serve import EVALEDGER, free_port
 from tests.helpers import bundle, event_count
-from tests.test_serve import EVALEDGER, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter
 from tests.helpers import bundle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _follow(db: str) -> subprocess.Popen[bytes]:

@@ -1,6 +1,6 @@
 """The reference comparison: the per-case pydantic implementation of `compare_results` as it was
 before the columnar fast path (main 417ff71), kept as the oracle the fast path is proven against
-(tests/test_comparison_fast.py). It shares only the helpers the fast path did not rewrite
+(tests/scoring/test_comparison_fast.py). It shares only the helpers the fast path did not rewrite
 (per-case classification rule, verdict, config diff, cost, thresholds); the matching, per-case
 rows, counts, per-metric means, warnings and statistics inputs are computed here independently.
 """

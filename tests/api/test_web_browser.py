@@ -20,13 +20,13 @@ from urllib.parse import urlparse
 import pytest
 
 from evaledger.api.web.pages import fmt_num, fmt_pct, fmt_signed
+from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.conftest import IN_CI
-from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parent / "artifacts" / "web"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts" / "web"
 WAIT_LIMIT_MS = 90_000  # a bound on waiting (a busy 2-core machine), never an assertion on speed
 
 

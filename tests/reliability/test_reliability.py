@@ -27,9 +27,9 @@ from evaledger.domain.persistence import WRITE_LOCK
 from evaledger.domain.verify import verify
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.tables import cases, runs
+from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.conftest import EXAMPLE_BUNDLE, IN_CI
 from tests.helpers import bundle, case
-from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 
 pytestmark = pytest.mark.reliability
 

@@ -22,7 +22,7 @@ from evaledger.judging.claims import SCHEMA, TEMPLATE_ID, parse_claims, render_c
 from evaledger.judging.prompt import CaseToJudge
 from tests.fake_judges import Answer, FakeJudges, serve
 from tests.helpers import event_count
-from tests.test_judging import import_unjudged, judge
+from tests.judging.test_judging import import_unjudged, judge
 
 CLAIMS = {
     "claims": [
@@ -173,7 +173,7 @@ def test_parse_claims_rules() -> None:
 def test_an_empty_answer_is_recorded_without_a_call(services: Services, judges: FakeJudges) -> None:
     from evaledger.domain.bundle import RunBundle
     from evaledger.domain.ledger import Context
-    from tests.test_judging import unjudged_bundle
+    from tests.judging.test_judging import unjudged_bundle
 
     data = unjudged_bundle()
     data["run"]["key"] = "silent-agent"

@@ -23,9 +23,9 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import Batch, ProjectionRunner
+from tests.api.test_cli import Cli
 from tests.conftest import EXAMPLE_BUNDLE, PG_ADMIN_URL, drop_pg_database, require_postgres
 from tests.helpers import bundle
-from tests.test_cli import Cli
 
 EVALEDGER = Path(sys.executable).with_name("evaledger")
 

@@ -17,7 +17,7 @@ from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.cli import main
 from tests.fake_judges import FakeJudges, serve
 from tests.helpers import event_count
-from tests.test_judging import unjudged_bundle
+from tests.judging.test_judging import unjudged_bundle
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from evaledger.api.web import views
 from evaledger.api.web.pages import fmt_num, fmt_pct
 from evaledger.domain.events import GENESIS_HASH
 from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
+from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
 from tests.helpers import bundle, case
-from tests.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
 
 
 @pytest.fixture

@@ -33,9 +33,9 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
 from evaledger.projections.projectors import all_projections
+from tests.api.test_cli import Cli
 from tests.helpers import bundle, case
 from tests.integrity_helpers import RawStore
-from tests.test_cli import Cli
 
 pytestmark = pytest.mark.reliability
 

@@ -26,7 +26,7 @@ from evaledger.api.cli import fmt
 from evaledger.api.demo import demo_bundles
 from evaledger.domain.aggregates import run_id_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAKEFILE = ROOT / "Makefile"
 EVALEDGER = Path(sys.executable).with_name("evaledger")
@@ -97,7 +97,7 @@ def test_the_test_command_collects_tests() -> None:
     summary = re.search(r"^(\d+) tests? collected", proc.stdout, flags=re.MULTILINE)
     assert summary is not None, proc.stdout[-500:]
     assert int(summary.group(1)) == len(ids) > 0
-    assert any(i.startswith("tests/test_readme.py::") for i in ids)
+    assert any(i.startswith("tests/api/test_readme.py::") for i in ids)
 
 
 def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """The columnar comparison (compare_columns, its JSON) equals the reference per-case path.
 
-`tests/comparison_reference.py` is `compare_results` as it was before the fast path: one
+`tests/oracles/comparison.py` is `compare_results` as it was before the fast path: one
 pydantic-validated dict per case. On varied inputs (keys matched in part, duplicate keys, missing
 scores, errored and undecided cases, flaky ones, metrics outside the spec, binary metrics, named
 scores) both must give the same comparison, and the fast JSON must be the bytes the model
@@ -27,8 +27,8 @@ from evaledger.scoring.comparison import (
     compare_results,
 )
 from evaledger.scoring.models import TestCaseResult
-from tests.comparison_reference import reference_compare_results
-from tests.test_comparison import BASE_ID, BIN_SPEC, CAND_ID, SPEC, run
+from tests.oracles.comparison import reference_compare_results
+from tests.scoring.test_comparison import BASE_ID, BIN_SPEC, CAND_ID, SPEC, run
 
 KEYS = [f"tc-{i:02d}" for i in range(12)]
 METRICS = ["tool_routing", "task_completion", "grounding_fidelity", "zz_extra", "aa_extra"]

@@ -1,7 +1,7 @@
 """The published OpenAPI document (snapshot), and the one error shape `{detail, code, status}`.
 
 Regenerate the snapshot after a deliberate API change:
-    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_openapi.py
+    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/api/test_openapi.py
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _explain(old: dict[str, Any], new: dict[str, Any]) -> str:
         + "\n".join(lines[:60])
         + ("\n  ..." if len(lines) > 60 else "")
         + "\nIf the change is intended, regenerate the snapshot with:\n"
-        "  UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_openapi.py"
+        "  UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/api/test_openapi.py"
     )
 
 
@@ -65,7 +65,7 @@ def test_openapi_matches_the_snapshot() -> None:
         if not UPDATE:
             pytest.fail(
                 f"{SNAPSHOT.name} is missing: create it with "
-                "UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_openapi.py"
+                "UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/api/test_openapi.py"
             )
         SNAPSHOT.write_bytes(render(schema))
     snapshot = orjson.loads(SNAPSHOT.read_bytes())

@@ -3,7 +3,7 @@
 Each file in tests/fixtures/golden_events/ is one stored event exactly as the store holds it
 (topic + state bytes). Stored events never change: a schema change needs a new class version and
 an upcaster, never a rewritten golden file. Missing golden files are created with
-    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_events.py
+    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/domain/test_events.py
 (existing ones are never overwritten).
 """
 
@@ -375,7 +375,7 @@ def load_golden(cls: type[DomainEvent]) -> StoredEvent:
         if not UPDATE:
             pytest.fail(
                 f"{path.name} is missing: create it with "
-                "UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_events.py"
+                "UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/domain/test_events.py"
             )
         stored = MAPPER.to_stored_event(SAMPLES[cls])
         GOLDEN.mkdir(exist_ok=True)

@@ -1,7 +1,7 @@
 """The Connexity judge prompt: golden renderings, the strict schema, and the parse rules of §3.1.
 
 Golden files live in tests/fixtures/judge_prompts/; a missing one is written with
-    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_judging_prompt.py
+    UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/judging/test_judging_prompt.py
 (an existing one is never overwritten: a prompt change is a new template and a reviewed diff).
 """
 
@@ -33,7 +33,7 @@ from evaledger.judging.prompt import (
     transcript_lines,
 )
 
-GOLDEN = Path(__file__).parent / "fixtures" / "judge_prompts"
+GOLDEN = Path(__file__).parents[1] / "fixtures" / "judge_prompts"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
 
 TURNS = [
