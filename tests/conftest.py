@@ -14,13 +14,12 @@ from evaledger.api.bootstrap import Services, Settings, build_ledger
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE_BUNDLE = FIXTURES / "run-bundle.example.json"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 PG_ADMIN_URL = os.environ.get("EVALEDGER_TEST_PG", "")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def example_bundle_data() -> dict[str, object]:
-    """The bundle of ../shared/examples, as committed in tests/fixtures."""
+    """The format example bundle committed in tests/fixtures (see tests/fixtures/README.md)."""
     data: dict[str, object] = orjson.loads(EXAMPLE_BUNDLE.read_bytes())
     return data
 

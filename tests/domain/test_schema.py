@@ -11,11 +11,10 @@ import pytest
 
 from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
 from evaledger.domain.schema import render
-from tests.conftest import EXAMPLE_BUNDLE, SHARED
+from tests.conftest import EXAMPLE_BUNDLE
 
 ROOT = EXAMPLE_BUNDLE.parents[2]
 SCHEMA_FILE = ROOT / "schemas" / "run-bundle.v1.schema.json"
-SHARED_EXAMPLE = SHARED / "examples" / "run-bundle.example.json"
 HAVE_JSONSCHEMA = importlib.util.find_spec("jsonschema") is not None
 
 
@@ -54,12 +53,6 @@ def test_the_schema_names_the_format() -> None:
     assert schema["required"] == ["format", "run"]
     assert schema["additionalProperties"] is False
     assert schema["properties"]["format"]["const"] == BUNDLE_FORMAT
-
-
-def test_the_example_is_a_copy_of_the_shared_one() -> None:
-    if not SHARED_EXAMPLE.exists():
-        pytest.skip(f"{SHARED_EXAMPLE} is absent (tests/fixtures holds the committed copy)")
-    assert EXAMPLE_BUNDLE.read_bytes() == SHARED_EXAMPLE.read_bytes()
 
 
 def test_the_example_validates_against_the_schema() -> None:

@@ -8,7 +8,9 @@ file, a wrong `--from`, an unknown output version) exits 2 / answers 422 and sto
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sqlite3
 import zipfile
 from collections.abc import Iterator
@@ -38,7 +40,7 @@ from evaledger.domain.verify import verify
 from evaledger.importers.base import Format, ImportFormatError
 from evaledger.importers.detect import detect
 from evaledger.importers.load import import_all, open_imports
-from tests.conftest import FIXTURES, SHARED
+from tests.conftest import FIXTURES
 from tests.helpers import event_count
 
 PEERS = FIXTURES / "peers"
@@ -46,6 +48,7 @@ INSPECT = PEERS / "inspect_ai"
 PROMPTFOO = PEERS / "promptfoo"
 TAU = PEERS / "tau-bench" / "gpt-4o-airline.tasks-1-12-41.json"
 CONNEXITY = PEERS / "connexity"
+README = PEERS / "README.md"
 SCORED_EVAL = (
     INSPECT / "eval-logs" / "2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"
 )
@@ -142,8 +145,8 @@ DETECTED = {
     f"inspect_ai/eval-logs/{UNSCORED_EVAL.name}": Format.INSPECT,
     "inspect_ai/json-logs/2025-05-12T20-28-26-04-00_security-guide.json": Format.INSPECT,
     "inspect_ai/json-logs/2025-05-12T20-28-13-04-00_no-samples.json": Format.INSPECT,
-    "promptfoo/results/sample-export.json": Format.PROMPTFOO,
-    "promptfoo/results/french-greeting-test.output.json": Format.PROMPTFOO,
+    "promptfoo/sample-export.json": Format.PROMPTFOO,
+    "promptfoo/french-greeting-test.output.json": Format.PROMPTFOO,
     "tau-bench/gpt-4o-airline.tasks-1-12-41.json": Format.TAU_BENCH,
 }
 REFUSED = {
@@ -160,9 +163,7 @@ REFUSED = {
 
 @pytest.mark.parametrize(("name", "fmt"), DETECTED.items())
 def test_the_format_is_detected_from_content(name: str, fmt: Format, tmp_path: Path) -> None:
-    path = SHARED / "data" / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = PEERS / name
     # A misleading name changes nothing: content decides.
     renamed = tmp_path / "results.txt"
     renamed.write_bytes(path.read_bytes())
@@ -171,9 +172,7 @@ def test_the_format_is_detected_from_content(name: str, fmt: Format, tmp_path: P
 
 @pytest.mark.parametrize(("name", "what"), REFUSED.items())
 def test_a_file_of_another_kind_is_refused_naming_what_it_is(name: str, what: str) -> None:
-    path = SHARED / "data" / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = PEERS / name
     with pytest.raises(ImportFormatError, match=what):
         detect(path)
 
@@ -373,9 +372,7 @@ def connexity_schema_validator(name: str) -> Any:
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
-    path = SHARED / "data" / "connexity" / "api-schema" / "openapi.eval-schemas.subset.json"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = CONNEXITY / "api-schema" / "openapi.eval-schemas.subset.json"
     document = Resource.from_contents(json.loads(path.read_text()), DRAFT202012)
     registry = Registry().with_resource("urn:connexity", document)
     return jsonschema.Draft202012Validator(
@@ -852,14 +849,36 @@ def test_post_imports_refuses_bad_input_with_422_and_stores_nothing(
 
 
 # ---------------------------------------------------------------------------------------------
-# Every supported file of ../shared/data, and PostgreSQL
+# Every supported third-party file, the copies held to their checksums, and PostgreSQL
+
+WRITTEN_HERE = {"connexity/run.completed.json", "connexity/run.rev-210b6dc.json"}
+"""Peer files hand-built for the tests (tests/fixtures/peers/README.md), not third-party copies."""
 
 
-def supported_shared_files() -> list[Path]:
-    data = SHARED / "data"
+def recorded_checksums() -> dict[str, str]:
+    """The `| `file` | `sha256` |` rows of tests/fixtures/peers/README.md."""
+    rows = re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", README.read_text(), re.MULTILINE)
+    return dict(rows)
+
+
+def test_every_third_party_copy_is_the_recorded_one() -> None:
+    checksums = recorded_checksums()
+    assert len(checksums) == 30  # the copies of four upstream repositories
+    for name, digest in checksums.items():
+        assert hashlib.sha256((PEERS / name).read_bytes()).hexdigest() == digest, name
+    on_disk = {
+        p.relative_to(PEERS).as_posix()
+        for p in PEERS.rglob("*")
+        if p.is_file() and p.name != "README.md"
+    }
+    assert on_disk == checksums.keys() | WRITTEN_HERE
+
+
+def supported_third_party_files() -> list[Path]:
     found = []
-    for path in sorted(data.rglob("*")):
-        if path.is_file() and path.suffix in (".json", ".eval"):
+    for name in sorted(recorded_checksums()):
+        path = PEERS / name
+        if path.suffix in (".json", ".eval"):
             try:
                 detect(path)
             except ImportFormatError:
@@ -868,10 +887,8 @@ def supported_shared_files() -> list[Path]:
     return found
 
 
-def test_every_supported_file_in_shared_data_imports(cli: Cli) -> None:
-    files = supported_shared_files()
-    if not files:
-        pytest.skip(f"{SHARED / 'data'} is absent")
+def test_every_supported_third_party_file_imports(cli: Cli) -> None:
+    files = supported_third_party_files()
     assert len(files) == 11  # 7 Inspect logs, 3 promptfoo outputs, 1 tau-bench file
     rows = imported(cli, *files)
     assert len(rows) == 11
