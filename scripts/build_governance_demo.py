@@ -3,6 +3,7 @@
 Synthetic and deterministic: 11 tests x 10 evidence items (the preset's min_evidence), two of
 them mandatory (B01 >= 1.00 is met, B08 >= 0.95 is missed by one item, so the cap applies), one
 structural test whose hook is missing (inconclusive, skipped) and one with claim checks.
+Run from the repository root after changing it: `.venv/bin/python scripts/build_governance_demo.py`.
 """
 
 from __future__ import annotations
@@ -148,6 +149,11 @@ def bundle() -> dict[str, Any]:
     }
 
 
+def render() -> bytes:
+    """The bytes of api/demo/governance.json (a test holds the committed file to them)."""
+    return orjson.dumps(bundle(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
 if __name__ == "__main__":
-    OUT.write_bytes(orjson.dumps(bundle(), option=orjson.OPT_INDENT_2) + b"\n")
+    OUT.write_bytes(render())
     sys.stdout.write(f"wrote {OUT}\n")
