@@ -414,6 +414,7 @@ def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _D
     need_score, need_pass, known = columns.need_score, columns.need_pass, columns.known
     out = _Decided([], [], {n: [] for n in columns.names}, {n: [] for n in columns.names})
     append, invalid = out.decisions.append, out.invalid_rows.append
+    seen: dict[tuple[Any, ...], tuple[float | None, bool | None, str]] = {}
     for (
         errored,
         canceled,
@@ -444,7 +445,7 @@ def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _D
         elif broken is False:
             invalid(row)
         judged = broken is not None
-        signals = Signals(
+        signals = (
             errored,
             canceled,
             anything,
@@ -456,8 +457,15 @@ def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _D
             overall,
             forced,
         )
-        decision = decide(signals, spec)
-        append((decision.overall, decision.passed, str(decision.status)))  # the plain value
+        # `decide` is pure: cases with equal signals (most of a run) are decided once. Named
+        # scores are a dict, not a key: such cases are decided one by one.
+        decision = seen.get(signals) if named is None else None
+        if decision is None:
+            found = decide(Signals(*signals), spec)
+            decision = (found.overall, found.passed, str(found.status))  # the plain value
+            if named is None:
+                seen[signals] = decision
+        append(decision)
         out.self_judged += judged_self
     return out
 
