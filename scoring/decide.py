@@ -114,9 +114,9 @@ def decide(case: Signals, spec: ScoringSpec) -> Decision:
     """A case's status, pass/fail, gate rule and overall score under the spec.
 
     Precedence: execution error, cancellation, the spec's score gates, not run yet (pending), no
-    transcript, judge error, not judged yet (pending), then the spec's gate; a human override on a
-    counted verdict has the last word over the judge error and the gate (the first four are facts
-    about the execution, not judgements).
+    transcript, judge error, not judged yet (pending), then the spec's gate. A human override on a
+    counted verdict has the last word over the judge error and the gate, never over the execution
+    facts (error, cancellation, not run, no transcript) nor over the score gates.
     """
     if case.errored:
         return Decision(_ERRORED, False, GateRule.EXECUTION_ERROR, None)
