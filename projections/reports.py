@@ -58,9 +58,13 @@ def code_fingerprint() -> str:
     from evaledger.scoring import case as scoring
     from evaledger.scoring import comparison, models, stats
 
+    # Every module of the comparison package, found on disk so that a new one is not forgotten.
+    package = sorted(Path(str(comparison.__file__)).parent.glob("*.py"))
     digest = hashlib.sha256()
-    for module in (comparison, models, queries, scoring, stats, sys.modules[__name__]):
+    for module in (models, queries, scoring, stats, sys.modules[__name__]):
         digest.update(Path(str(module.__file__)).read_bytes())
+    for path in package:
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

@@ -16,8 +16,6 @@ from typing import Any
 from evaledger.domain.events import CheckStatus, ClaimSupport, ParseStatus
 from evaledger.domain.metrics import ScoreType, score_label
 from evaledger.domain.spec import (
-    Gate,
-    JudgeErrorPolicy,
     PanelPolicy,
     PassReducer,
     ResolvedMetric,
@@ -25,6 +23,7 @@ from evaledger.domain.spec import (
     ScoringSpec,
     Severity,
 )
+from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 from evaledger.scoring.models import (
     CaseScore,
@@ -36,7 +35,7 @@ from evaledger.scoring.models import (
     RunAggregate,
     TestCaseResult,
 )
-from evaledger.scoring.named import named_score_means, score_gate
+from evaledger.scoring.named import named_score_means
 from evaledger.scoring.stats import percentile
 
 __all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
@@ -71,188 +70,44 @@ class _Panel:
     """'Judge evaluation failed: …' when verdicts are active but none of them is valid."""
 
 
-@dataclass(frozen=True)
-class _Decision:
-    status: CaseStatus
-    passed: bool | None
-    gate: GateRule
-    reason: str
-
-
 def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
-    """Score one case under a spec (DESIGN §3.1).
-
-    Precedence: execution error, cancellation, not run yet (pending), no transcript, judge error
-    verdict, not judged yet (pending), then the spec's gate; a human override forcing pass/fail on
-    a counted verdict has the last word (except over the first four, which are facts about the
-    execution, not judgements).
+    """Score one case under a spec (DESIGN §3.1); `scoring.decide` states the rules.
 
     A case is *not run yet* while nothing but its opening is recorded (no transcript, verdict,
     outcome, claim or check): it is pending, never failed. "No transcript" means no turns: a
     recorded transcript with zero turns fails the case (not errored) even when it carries usage or
     cost, and even when a verdict came with it.
     """
-    observed = _observations(facts)
-    if facts.errored:
-        detail = f": {facts.error_message}" if facts.error_message else ""
-        # Checked before cancellation: a case that errored and was then canceled still errored.
-        return _case_score(
-            facts,
-            observed,
-            _Decision(
-                CaseStatus.ERRORED, False, GateRule.EXECUTION_ERROR, f"execution error{detail}"
-            ),
-            errored=True,
-        )
-    if facts.canceled:
-        return _case_score(
-            facts,
-            observed,
-            _Decision(CaseStatus.CANCELED, None, GateRule.CANCELED, "canceled before it ran"),
-        )
-
     panel = _judge_panel(facts, spec)
     outcomes = _outcome_results(facts, panel.outcomes)
-    assertion_score, blockers_passed = _assertions(outcomes, spec)
-    overall = panel.overall
-    if (
-        panel.error is not None
-        and facts.turn_count > 0
-        and spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
-    ):
-        # Reference behaviour: the error verdict is a 0.0 that drags the run's metric mean down.
-        # Without a transcript there was nothing to judge, so no 0.0 is invented for it.
-        overall = 0.0
-
-    decision = _decide(facts, spec, panel, outcomes, overall)
-    return _case_score(
-        facts,
-        observed,
-        decision,
-        overall=overall,
-        scored=overall is not None,
-        panel=panel,
-        outcomes=outcomes,
-        assertion_score=assertion_score,
-        blockers_passed=blockers_passed,
+    # Overrides are ordered with their verdicts; the latest verdict's correction wins.
+    forced = next((v for v in reversed(panel.counted) if v.forced_passed is not None), None)
+    signals = Signals(
+        errored=facts.errored,
+        canceled=facts.canceled,
+        recorded=recorded(facts),
+        has_turns=facts.turn_count > 0,
+        named_scores=facts.named_scores,
+        judged=bool(panel.counted),
+        judge_error=panel.error is not None,
+        outcomes=outcome_bits(outcomes),
+        panel_overall=panel.overall,
+        forced=forced.forced_passed if forced is not None else None,
     )
-
-
-def _decide(
-    facts: CaseFacts,
-    spec: ScoringSpec,
-    panel: _Panel,
-    outcomes: list[OutcomeFact],
-    overall: float | None,
-) -> _Decision:
-    gated = score_gate(facts.named_scores, spec)
-    if gated is not None:
-        # The spec's explicit rule on the peer's own scores: a scored case ran, transcript or not.
-        return _decided(gated[0], GateRule.SCORE_GATE, gated[1])
-    if not (
-        facts.has_transcript
-        or facts.verdicts
-        or facts.outcome_evaluations
-        or facts.claims
-        or facts.checks
-        or facts.named_scores
-    ):
-        # Opened, nothing reported yet (queued or still running): no result to fail.
-        return _Decision(
-            CaseStatus.PENDING,
-            None,
-            GateRule.NONE,
-            "not run yet: no transcript, verdict, outcome, claim or check recorded",
-        )
-    if facts.turn_count == 0:
-        # Failed, not errored: the execution ran but produced no turn to judge.
-        reason = (
-            "the recorded transcript has no turns"
-            if facts.has_transcript
-            else "no transcript was recorded"
-        )
-        return _Decision(CaseStatus.FAILED, False, GateRule.NO_TRANSCRIPT, reason)
-    if panel.error is not None:
-        if spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO:
-            decision = _Decision(
-                CaseStatus.FAILED,
-                False,
-                GateRule.JUDGE_ERROR,
-                f"{panel.error}; counted as overall_score 0.0 (judge_errors: score_zero)",
-            )
-        else:
-            decision = _Decision(
-                CaseStatus.UNSCORED,
-                None,
-                GateRule.JUDGE_ERROR,
-                f"{panel.error}; left unscored (judge_errors: unscored)",
-            )
-    elif not panel.counted and not outcomes:
-        return _Decision(
-            CaseStatus.PENDING, None, GateRule.NONE, "no verdict, outcome or check recorded yet"
-        )
-    elif spec.gate is Gate.BLOCKERS:
-        blockers = [o for o in outcomes if o.severity is Severity.BLOCKER]
-        if blockers:
-            passed = all(o.passed for o in blockers)
-            reason = _tally(blockers, "blocker outcomes")
-        else:
-            passed, reason = True, "no blocker outcomes, so the blockers gate passes"
-        decision = _decided(passed, GateRule.BLOCKERS, reason)
-    elif outcomes:
-        # The checklist overrides the score in both directions (Connexity).
-        decision = _decided(
-            all(o.passed for o in outcomes),
-            GateRule.EXPECTED_OUTCOMES,
-            _tally(outcomes, "expected outcomes"),
-        )
-    elif overall is not None:
-        passed = overall >= spec.pass_threshold
-        sign = ">=" if passed else "<"
-        decision = _decided(
-            passed,
-            GateRule.SCORE_THRESHOLD,
-            f"overall_score {overall} {sign} pass_threshold {spec.pass_threshold}",
-        )
-    else:  # pragma: no cover - a counted valid verdict always has an overall score
-        return _Decision(CaseStatus.PENDING, None, GateRule.NONE, "nothing to decide on")
-
-    forced = [(v, v.forced_passed) for v in panel.counted if v.forced_passed is not None]
-    if forced:
-        # Overrides are ordered with their verdicts; the latest verdict's correction wins.
-        verdict, forced_passed = forced[-1]
-        why = f": {verdict.override_reasons[-1]}" if verdict.override_reasons else ""
-        word = "pass" if forced_passed else "fail"
-        return _decided(forced_passed, GateRule.OVERRIDE, f"overridden by a human to {word}{why}")
-    return decision
-
-
-def _decided(passed: bool, gate: GateRule, reason: str) -> _Decision:
-    return _Decision(CaseStatus.PASSED if passed else CaseStatus.FAILED, passed, gate, reason)
-
-
-def _tally(outcomes: list[OutcomeFact], what: str) -> str:
-    failed = [o.statement for o in outcomes if not o.passed]
-    text = f"{len(outcomes) - len(failed)} of {len(outcomes)} {what} passed"
-    if failed:
-        text += ": " + ", ".join(repr(s) for s in failed) + " failed"
-    return text
-
-
-def _case_score(
-    facts: CaseFacts,
-    observed: dict[str, Any],
-    decision: _Decision,
-    *,
-    errored: bool = False,
-    overall: float | None = None,
-    scored: bool = False,
-    panel: _Panel | None = None,
-    outcomes: list[OutcomeFact] | None = None,
-    assertion_score: float | None = None,
-    blockers_passed: bool | None = None,
-) -> CaseScore:
-    counted = panel.counted if panel is not None else []
+    decision = decide(signals, spec)
+    evidence = Evidence(
+        has_transcript=facts.has_transcript,
+        error_message=facts.error_message,
+        judge_error=panel.error,
+        outcomes=outcomes,
+        override_reason=(
+            forced.override_reasons[-1] if forced is not None and forced.override_reasons else None
+        ),
+    )
+    if decision.gate in _EXECUTION_RULES:
+        # An execution that errored or was canceled is not judged: its verdicts show nowhere.
+        panel, outcomes = _NO_PANEL, []
+    assertion_score, blockers_passed = _assertions(outcomes, spec)
     agent = facts.agent_provider
     return CaseScore(
         case_id=facts.case_id,
@@ -262,27 +117,31 @@ def _case_score(
         repetition=facts.repetition,
         variant=facts.variant,
         status=decision.status,
-        overall_score=overall,
+        overall_score=decision.overall,
         passed=decision.passed,
-        errored=errored,
+        errored=facts.errored,
         canceled=facts.canceled,
-        judge_error=panel is not None and panel.error is not None,
-        judge_error_message=panel.error if panel is not None else None,
-        scored=scored,
+        judge_error=panel.error is not None,
+        judge_error_message=panel.error,
+        scored=decision.overall is not None,
         gate=decision.gate,
-        gate_reason=decision.reason,
-        metric_scores=panel.metrics if panel is not None else [],
+        gate_reason=explain(decision, signals, spec, evidence),
+        metric_scores=panel.metrics,
         outcome_results=[
             OutcomeView(statement=o.statement, passed=o.passed, severity=o.severity.value)
-            for o in outcomes or []
+            for o in outcomes
         ],
         assertion_score=assertion_score,
         blockers_passed=blockers_passed,
-        verdict_ids=[v.verdict_id for v in counted],
-        self_judged=agent is not None and any(v.judge_provider == agent for v in counted),
+        verdict_ids=[v.verdict_id for v in panel.counted],
+        self_judged=agent is not None and any(v.judge_provider == agent for v in panel.counted),
         named_scores=dict(facts.named_scores),
-        **observed,
+        **_observations(facts),
     )
+
+
+_EXECUTION_RULES = (GateRule.EXECUTION_ERROR, GateRule.CANCELED)
+_NO_PANEL = _Panel(counted=[], metrics=[], overall=None, outcomes=[], error=None)
 
 
 def _observations(facts: CaseFacts) -> dict[str, Any]:

@@ -17,20 +17,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from evaledger.domain.events import ClaimSupport
-
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+from evaledger.domain.model import StrictModel
 
 DEFAULT_GAMMA = 10.0
 """FActScore's default length-penalty parameter."""
 
 
-class ClaimScore(BaseModel):
+class ClaimScore(StrictModel):
     """FActScore of one response."""
-
-    model_config = _MODEL
 
     claims: int = Field(description="Number of atomic claims.")
     supported: int = Field(description="Claims supported by the source.")
@@ -48,10 +45,8 @@ class ClaimScore(BaseModel):
         return self.unsupported + self.contradicted
 
 
-class ClaimAggregate(BaseModel):
+class ClaimAggregate(StrictModel):
     """FActScore over several responses."""
-
-    model_config = _MODEL
 
     responses: int = Field(description="Responses considered.")
     responded: int = Field(description="Responses that made at least one claim.")

@@ -57,16 +57,14 @@ from importlib import resources
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from evaledger.domain.events import CheckStatus
+from evaledger.domain.model import FrozenModel, StrictModel
 from evaledger.scoring.case import latest_checks
 from evaledger.scoring.claims import claim_score
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore, CaseStatus
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 EPSILON = 1e-9
 """Tolerance of threshold comparisons (floating-point noise only)."""
@@ -126,10 +124,8 @@ class MandatoryStatus(StrEnum):
     ABSENT = "absent"
 
 
-class GradingTest(BaseModel):
+class GradingTest(FrozenModel):
     """How one test is graded."""
-
-    model_config = _FROZEN
 
     category: str = Field(min_length=1, description="Category the test belongs to.")
     weight: float = Field(default=1.0, ge=0, description="Weight of the test in its category.")
@@ -169,10 +165,8 @@ class GradingTest(BaseModel):
 DEFAULT_GRADE_BANDS: dict[str, float] = {"A": 0.90, "B": 0.80, "C": 0.70, "D": 0.60}
 
 
-class GradingSpec(BaseModel):
+class GradingSpec(FrozenModel):
     """The grading section of a scoring spec: categories, tests, minimums, cap and grades."""
-
-    model_config = _FROZEN
 
     name: str | None = Field(default=None, description="Name of the preset or policy.")
     categories: dict[str, float] = Field(description="Category → weight (renormalised).")
@@ -221,10 +215,8 @@ class GradingSpec(BaseModel):
         return self.min_evidence
 
 
-class GradedTest(BaseModel):
+class GradedTest(StrictModel):
     """One test in a grade."""
-
-    model_config = _MODEL
 
     test_id: str = Field(description="Test id.")
     category: str | None = Field(description="Category it was graded in.")
@@ -263,10 +255,8 @@ class GradedTest(BaseModel):
     wilson_high: float | None = Field(default=None, description="Wilson 95% interval, high end.")
 
 
-class MandatoryResult(BaseModel):
+class MandatoryResult(StrictModel):
     """One mandatory minimum."""
-
-    model_config = _MODEL
 
     test_id: str = Field(description="Mandatory test id.")
     minimum: float = Field(description="Minimum score.")
@@ -274,10 +264,8 @@ class MandatoryResult(BaseModel):
     status: MandatoryStatus = Field(description="met, failed, insufficient, inconclusive, absent.")
 
 
-class OverallGrade(BaseModel):
+class OverallGrade(StrictModel):
     """The headline numbers of a grade."""
-
-    model_config = _MODEL
 
     score: float | None = Field(description="Overall score after the cap; None if no category.")
     grade: str = Field(description="Letter grade of the score (failing grade when None).")
@@ -292,10 +280,8 @@ class OverallGrade(BaseModel):
     )
 
 
-class Grade(BaseModel):
+class Grade(StrictModel):
     """A graded set of results."""
-
-    model_config = _MODEL
 
     grading: str | None = Field(default=None, description="Name of the grading spec.")
     strategic_only: bool = Field(default=False, description="Only strategic tests were graded.")
@@ -589,48 +575,13 @@ def grade(
     Raises:
         ValueError: a case is given twice.
     """
-    seen: set[UUID] = set()
-    for i, (facts, _) in enumerate(results):
-        if facts.case_id in seen:
-            raise ValueError(f"results[{i}]: case {facts.case_id} is given twice")
-        seen.add(facts.case_id)
-    strategic = set(grading.strategic)
-    tallies: dict[str, _Tally] = {}
-    for tid, spec in grading.tests.items():
-        if not strategic_only or tid in strategic:
-            tallies[tid] = _Tally(tid, spec, spec.category)
-    undeclared: list[str] = []
-    for facts, score in results:
-        tid = facts.test_id
-        if strategic_only and tid not in strategic:
-            continue
-        tally = tallies.get(tid)
-        if tally is None:
-            tally = tallies[tid] = _Tally(tid, None, facts.category)
-            if facts.evaluation_method in _METHODS:
-                tally.method = EvaluationMethod(facts.evaluation_method)
-            undeclared.append(tid)
-        if tally.spec is None and facts.category is not None:
-            tally.categories_seen.add(facts.category)
-        tally.add(facts, score)
-
-    order = [t for t in tallies if t not in undeclared] + sorted(undeclared)
-    test_results = [_graded(tallies[t], grading) for t in order]
+    tallies = _tallies(results, grading, strategic_only)
+    test_results = [_graded(tally, grading) for tally in tallies]
     by_id = {r.test_id: r for r in test_results}
     warnings: list[str] = []
-    for r in test_results:
-        warnings.extend(_test_warnings(r, tallies[r.test_id]))
-
-    category_scores: dict[str, float | None] = {}
-    for category in grading.categories:
-        present = [
-            (r.weight, r.score)
-            for r in test_results
-            if r.category == category and r.status is ResultStatus.SCORED and r.score is not None
-        ]
-        category_scores[category] = _weighted_mean(present)
-        if category_scores[category] is None:
-            warnings.append(f"category {category}: no scored test; null")
+    for r, tally in zip(test_results, tallies, strict=True):
+        warnings.extend(_test_warnings(r, tally))
+    category_scores = _category_scores(test_results, grading, warnings)
     raw = _weighted_mean(
         [
             (grading.categories[c], s)
@@ -640,7 +591,6 @@ def grade(
     )
     if raw is None:
         warnings.append("no category has a score: overall is null (grade F, not passed)")
-
     mandatory = [
         _mandatory(tid, minimum, by_id.get(tid))
         for tid, minimum in grading.mandatory_minimums.items()
@@ -681,6 +631,55 @@ def grade(
         test_results=test_results,
         warnings=warnings,
     )
+
+
+def _tallies(
+    results: Sequence[tuple[CaseFacts, CaseScore]], grading: GradingSpec, strategic_only: bool
+) -> list[_Tally]:
+    """Each graded test's tally: the spec's tests in spec order, then undeclared ones by id."""
+    seen: set[UUID] = set()
+    for i, (facts, _) in enumerate(results):
+        if facts.case_id in seen:
+            raise ValueError(f"results[{i}]: case {facts.case_id} is given twice")
+        seen.add(facts.case_id)
+    strategic = set(grading.strategic)
+    tallies: dict[str, _Tally] = {}
+    for tid, spec in grading.tests.items():
+        if not strategic_only or tid in strategic:
+            tallies[tid] = _Tally(tid, spec, spec.category)
+    undeclared: list[str] = []
+    for facts, score in results:
+        tid = facts.test_id
+        if strategic_only and tid not in strategic:
+            continue
+        tally = tallies.get(tid)
+        if tally is None:
+            tally = tallies[tid] = _Tally(tid, None, facts.category)
+            if facts.evaluation_method in _METHODS:
+                tally.method = EvaluationMethod(facts.evaluation_method)
+            undeclared.append(tid)
+        if tally.spec is None and facts.category is not None:
+            tally.categories_seen.add(facts.category)
+        tally.add(facts, score)
+    order = [t for t in tallies if t not in undeclared] + sorted(undeclared)
+    return [tallies[t] for t in order]
+
+
+def _category_scores(
+    test_results: Sequence[GradedTest], grading: GradingSpec, warnings: list[str]
+) -> dict[str, float | None]:
+    """Each category's weighted mean over its scored tests (None, with a warning, if none)."""
+    category_scores: dict[str, float | None] = {}
+    for category in grading.categories:
+        present = [
+            (r.weight, r.score)
+            for r in test_results
+            if r.category == category and r.status is ResultStatus.SCORED and r.score is not None
+        ]
+        category_scores[category] = _weighted_mean(present)
+        if category_scores[category] is None:
+            warnings.append(f"category {category}: no scored test; null")
+    return category_scores
 
 
 def _mandatory(test_id: str, minimum: float, result: GradedTest | None) -> MandatoryResult:

@@ -6,9 +6,9 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+from evaledger.domain.model import StrictModel
 
 
 def _empty(value: Any) -> bool:
@@ -49,10 +49,8 @@ class GateRule(StrEnum):
     NONE = "none"
 
 
-class MetricResult(BaseModel):
+class MetricResult(StrictModel):
     """One metric of a case under a spec."""
-
-    model_config = _MODEL
 
     metric: str
     score: float | None = Field(description="0-5 (binary: 5 pass, 0 fail); panel-combined.")
@@ -64,20 +62,16 @@ class MetricResult(BaseModel):
     turns: list[int] = Field(default_factory=list)
 
 
-class OutcomeView(BaseModel):
+class OutcomeView(StrictModel):
     """One expected-outcome result as it entered the gate."""
-
-    model_config = _MODEL
 
     statement: str
     passed: bool
     severity: str
 
 
-class CaseScore(BaseModel):
+class CaseScore(StrictModel):
     """One case scored under one spec."""
-
-    model_config = _MODEL
 
     case_id: UUID
     run_id: UUID
@@ -130,10 +124,8 @@ class CaseScore(BaseModel):
     )
 
 
-class Coverage(BaseModel):
+class Coverage(StrictModel):
     """How many executions fall in each bucket."""
-
-    model_config = _MODEL
 
     scored: int = 0
     unscored: int = 0
@@ -142,10 +134,8 @@ class Coverage(BaseModel):
     canceled: int = 0
 
 
-class RunAggregate(BaseModel):
+class RunAggregate(StrictModel):
     """Connexity AggregateMetrics plus coverage; unrounded values."""
-
-    model_config = _MODEL
 
     unique_test_case_count: int
     total_executions: int = Field(description="Every case, whatever its status.")
@@ -211,12 +201,10 @@ class RunAggregate(BaseModel):
     )
 
 
-class TestCaseResult(BaseModel):
+class TestCaseResult(StrictModel):
     """One test case's repetitions reduced to one value by the spec's reducers."""
 
     __test__ = False
-    model_config = _MODEL
-
     test_case_key: str
     repetitions: int = Field(description="How many executions (cases) the key has.")
     case_ids: list[UUID]

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.models import CaseScore, TestCaseResult
 from evaledger.scoring.stats import (
@@ -22,8 +23,6 @@ from evaledger.scoring.stats import (
     BootstrapCI,
     paired_bootstrap_ci,
 )
-
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 NamedScoreVerdict = Literal[
     "regression", "improvement", "no_significant_change", "insufficient_data"
@@ -59,10 +58,8 @@ def named_score_means(scores: Sequence[CaseScore]) -> dict[str, float]:
     return {name: math.fsum(v) / len(v) for name, v in sorted(values.items())}
 
 
-class NamedScoreComparison(BaseModel):
+class NamedScoreComparison(StrictModel):
     """One named score, baseline vs candidate, over test cases matched by key."""
-
-    model_config = _MODEL
 
     name: str
     baseline_mean: float | None = Field(description="Mean over the baseline's test cases.")

@@ -3,8 +3,9 @@
 A rescore needs, per case, only the decision (status, pass, overall score) and what the run
 aggregate reads. `RunInputs` holds the spec-independent part of every case, built once per state
 of the run's cases (`ReadModels` keeps it in memory); `rescore_run` applies a spec to it with
-plain tuples and dict lookups. `scoring.score_case` stays the definition: a case with more than
-one active verdict is scored by it, and tests prove both paths equal on varied facts and specs.
+plain tuples and dict lookups. Every case is decided by `scoring.decide.decide`, the one
+definition of the rules; a case with more than one active verdict is scored by `score_case`
+itself, and tests prove both paths equal on varied facts and specs.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from evaledger.domain.events import ParseStatus
 from evaledger.domain.metrics import ScoreType
-from evaledger.domain.spec import Gate, JudgeErrorPolicy, ScoringSpec, Severity
-from evaledger.scoring import case as scoring
+from evaledger.domain.spec import ScoringSpec
+from evaledger.scoring import case as case_module
+from evaledger.scoring import decide as decide_module
 from evaledger.scoring import facts as facts_module
+from evaledger.scoring import models as models_module
 from evaledger.scoring import named as named_module
 from evaledger.scoring import stats
 from evaledger.scoring.case import (
@@ -38,17 +41,30 @@ from evaledger.scoring.case import (
     _outcome_results,
     score_case,
 )
+from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
 from evaledger.scoring.models import CaseStatus, Coverage, RunAggregate
-from evaledger.scoring.named import named_score_means, score_gate
+from evaledger.scoring.named import named_score_means
 from evaledger.scoring.stats import percentile
 
 __all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
 
 _lookup = dict.__getitem__  # table[value] without a Python-level call per metric
-_PASSED, _FAILED = CaseStatus.PASSED.value, CaseStatus.FAILED.value
-_ERRORED, _CANCELED = CaseStatus.ERRORED.value, CaseStatus.CANCELED.value
-_UNSCORED, _PENDING = CaseStatus.UNSCORED.value, CaseStatus.PENDING.value
+_ERRORED, _UNSCORED, _PENDING = (
+    CaseStatus.ERRORED.value,
+    CaseStatus.UNSCORED.value,
+    CaseStatus.PENDING.value,
+)
+_RULES = (
+    sys.modules[__name__],
+    case_module,
+    decide_module,
+    facts_module,
+    models_module,
+    named_module,
+    stats,
+)
+"""Every module whose code decides what the inputs hold or what a rescore makes of them."""
 
 
 def _code_digest() -> str:
@@ -59,62 +75,50 @@ def _code_digest() -> str:
     """
     digest = hashlib.sha256()
     try:
-        for module in (sys.modules[__name__], scoring, facts_module, named_module, stats):
+        for module in _RULES:
             digest.update(Path(module.__file__ or "").read_bytes())
     except OSError:
         return uuid.uuid4().hex[:12]
     return digest.hexdigest()[:12]
 
 
-INPUTS_FORMAT = f"evaledger.rescore-inputs/2+{_code_digest()}"
+INPUTS_FORMAT = f"evaledger.rescore-inputs/3+{_code_digest()}"
 """Version of `RunInputs.to_bytes` and of the code that built them (see `_code_digest`)."""
 
-_Case = tuple[
-    str | None,
-    bool | None,
-    int | None,
-    dict[str, float] | None,
-    bool,
-    bool | None,
-    str,
-    int,
-    int,
-    bool | None,
-    bool,
-    int,
-]
-"""One case's spec-independent scoring inputs, plain data (stored as JSON, unpacked in the loop):
 
-- fixed status, fixed passed: errored, canceled or not run yet (never scored), else None;
-- complex: index in `RunInputs.complex` of a case with several active verdicts (`score_case`
-  itself scores it), else None;
-- its named scores (None: none); whether its transcript has turns;
-- broken: None without an active verdict, else whether the verdict is an error verdict under
-  every spec (an error was recorded or its reply did not parse);
-- row: the verdict's metrics by the run's metric index j (the judge's first answer counts): at j
-  the clamped score "0"-"5", at K + j the pass "t" / fail "f", "-" when absent (K metrics);
-- scored, passing: bit j set when metric j has a score, a pass/fail;
-- forced: a human override forcing pass/fail, else None;
-- self-judged;
-- outcome bits: what the gate reads of the case's outcome results (any, all passed, any blocker,
-  every blocker passed: bits 0-3 with the verdict's outcomes, 4-7 without a valid verdict).
-"""
+class CaseInputs(NamedTuple):
+    """One case's spec-independent scoring inputs, plain data (stored as a JSON array)."""
 
-_ANY, _ALL, _BLOCKERS, _BLOCKERS_PASSED = 1, 2, 4, 8
+    errored: bool
+    canceled: bool
+    recorded: bool
+    """Anything beyond the opening is recorded (`decide.recorded`)."""
+    complex_at: int | None
+    """Index in `RunInputs.complex` of a case with several active verdicts (`score_case` itself
+    scores it), else None."""
+    named_scores: dict[str, float] | None
+    has_turns: bool
+    broken: bool | None
+    """None without a counted verdict (none active, or the execution errored or was canceled),
+    else whether the one verdict is an error verdict under every spec (an error was recorded or
+    its reply did not parse)."""
+    row: str
+    """The verdict's metrics by the run's metric index j (the judge's first answer counts): at j
+    the clamped score "0"-"5", at K + j the pass "t" / fail "f", "-" when absent (K metrics)."""
+    scored: int
+    """Bit j set when metric j has a score."""
+    passing: int
+    """Bit j set when metric j has a pass/fail."""
+    forced: bool | None
+    """A human override forcing pass/fail, else None."""
+    self_judged: bool
+    outcomes: int
+    """`decide.outcome_bits` of the case's outcome results with the verdict's outcomes (bits 0-3)
+    and without a valid verdict (bits 4-7)."""
+
+
 _WITHOUT_VERDICT = 4
 """Shift of the outcome bits without a valid verdict."""
-
-
-def _outcome_bits(facts: CaseFacts, verdict: VerdictFact | None) -> int:
-    combined = list(verdict.expected_outcomes) if verdict is not None else []
-    results = _outcome_results(facts, combined)
-    blockers = [o.passed for o in results if o.severity is Severity.BLOCKER]
-    return (
-        (_ANY if results else 0)
-        | (_ALL if all(o.passed for o in results) else 0)
-        | (_BLOCKERS if blockers else 0)
-        | (_BLOCKERS_PASSED if all(blockers) else 0)
-    )
 
 
 def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
@@ -135,25 +139,17 @@ def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
     return "".join(row), scored, passing
 
 
-def _lean_case(facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]) -> _Case:
-    active = [v for v in facts.verdicts if not v.invalidated]
-    fixed: str | None = None
-    fixed_passed: bool | None = None
-    if facts.errored:
-        fixed, fixed_passed = _ERRORED, False
-    elif facts.canceled:
-        fixed = _CANCELED
-    elif not (
-        facts.has_transcript
-        or facts.verdicts
-        or facts.outcome_evaluations
-        or facts.claims
-        or facts.checks
-        or facts.named_scores
-    ):
-        fixed = _PENDING  # not run yet: nothing a spec could score
+def _case_inputs(
+    facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]
+) -> CaseInputs:
+    # The verdicts of an execution that errored or was canceled never count (`score_case`).
+    active = (
+        [v for v in facts.verdicts if not v.invalidated]
+        if not (facts.errored or facts.canceled)
+        else []
+    )
     complex_at: int | None = None
-    if fixed is None and len(active) > 1:
+    if len(active) > 1:
         complex_at = len(complex_cases)
         complex_cases.append(facts)
     one = active[0] if len(active) == 1 else None
@@ -163,19 +159,22 @@ def _lean_case(facts: CaseFacts, index: dict[str, int], complex_cases: list[Case
         broken = one.error is not None or one.parse_status is not ParseStatus.PARSED
         row, scored, passing = _row(one, index)
     agent = facts.agent_provider
-    return (
-        fixed,
-        fixed_passed,
-        complex_at,
-        dict(facts.named_scores) or None,
-        facts.turn_count > 0,
-        broken,
-        row,
-        scored,
-        passing,
-        one.forced_passed if one is not None else None,
-        fixed is None and one is not None and agent is not None and one.judge_provider == agent,
-        _outcome_bits(facts, one) | _outcome_bits(facts, None) << _WITHOUT_VERDICT,
+    with_verdict = list(one.expected_outcomes) if one is not None else []
+    return CaseInputs(
+        errored=facts.errored,
+        canceled=facts.canceled,
+        recorded=recorded(facts),
+        complex_at=complex_at,
+        named_scores=dict(facts.named_scores) or None,
+        has_turns=facts.turn_count > 0,
+        broken=broken,
+        row=row,
+        scored=scored,
+        passing=passing,
+        forced=one.forced_passed if one is not None else None,
+        self_judged=one is not None and agent is not None and one.judge_provider == agent,
+        outcomes=outcome_bits(_outcome_results(facts, with_verdict))
+        | outcome_bits(_outcome_results(facts, [])) << _WITHOUT_VERDICT,
     )
 
 
@@ -205,7 +204,7 @@ class RunInputs:
 
     metrics: list[str]
     """The run's metric index: every metric a verdict reports, in order of appearance."""
-    cases: list[_Case]
+    cases: list[CaseInputs]
     complex: list[CaseFacts]
     case_ids: list[str]
     test_case_keys: list[str]
@@ -236,7 +235,7 @@ class RunInputs:
                     index.setdefault(m.metric, len(index))
         self.metrics = list(index)
         self.complex = []
-        self.cases = [_lean_case(f, index, self.complex) for f in facts]
+        self.cases = [_case_inputs(f, index, self.complex) for f in facts]
         self.case_ids = [str(f.case_id) for f in facts]
         self.test_case_keys = [f.test_case_key for f in facts]
         self.repetitions = [f.repetition for f in facts]
@@ -287,7 +286,7 @@ class RunInputs:
 
     @property
     def _sound(self) -> list[str]:
-        return [c[6] for c in self.cases if c[0] is None and c[2] is None and c[5] is False]
+        return [c.row for c in self.cases if c.complex_at is None and c.broken is False]
 
     @functools.cached_property
     def old(self) -> list[tuple[float | None, bool | None, str | None]]:
@@ -297,6 +296,7 @@ class RunInputs:
     def to_bytes(self) -> bytes:
         """One JSON document (orjson keeps every float exact, ints and bools apart)."""
         doc = {name: getattr(self, name) for name in _COLUMNS}
+        doc["cases"] = [tuple(c) for c in self.cases]  # orjson writes no NamedTuple
         doc["format"] = INPUTS_FORMAT
         doc["complex"] = [f.model_dump(mode="json") for f in self.complex]
         return orjson.dumps(doc)
@@ -310,6 +310,7 @@ class RunInputs:
         self = cls()
         for name in _COLUMNS:
             setattr(self, name, doc[name])
+        self.cases = [CaseInputs(*c) for c in doc["cases"]]
         self.complex = [CaseFacts.model_validate(f) for f in doc["complex"]]
         return self
 
@@ -334,26 +335,33 @@ class Rescored:
     aggregate: RunAggregate
 
 
-def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
-    """Every case's decision and the run aggregate under `spec`.
+class _Columns(NamedTuple):
+    """How a spec reads the run's verdict rows."""
 
-    None if the lean path does not apply (a spec selecting no metric or one twice): the caller then
-    takes the reference path.
-    """
-    names = [m.metric for m in spec.metrics]
-    if not names or len(set(names)) != len(names):
-        return None
-    scored_type = [m.score_type is ScoreType.SCORED for m in spec.metrics]
+    names: list[str]
+    is_scored: list[bool]
+    """Per selected metric: scored 0-5 (else binary)."""
+    at: list[int]
+    """Per selected metric: its position in a verdict row."""
+    tables: list[dict[str, float]]
+    """Per selected metric: its contribution by the row character."""
+    need_score: int
+    need_pass: int
+    known: bool
+    """Every selected metric is one some verdict of the run reports; if not, every verdict is an
+    error verdict under the spec."""
+
+
+def _columns(inputs: RunInputs, spec: ScoringSpec) -> _Columns:
     index = {name: j for j, name in enumerate(inputs.metrics)}
     k = len(index)
-    # A metric no verdict of the run reports makes every verdict an error verdict.
-    known = all(n in index for n in names)
+    is_scored = [m.score_type is ScoreType.SCORED for m in spec.metrics]
     need_score = need_pass = 0
     at: list[int] = []
     # Contribution of each metric by the verdict's row character: 100 × score/5 × weight, the
     # same float operations as `_combine_metric` (a binary pass counts 5, a fail 0.0).
     tables: list[dict[str, float]] = []
-    for m, scored in zip(spec.metrics, scored_type, strict=True):
+    for m, scored in zip(spec.metrics, is_scored, strict=True):
         j = index.get(m.metric, 0)
         if scored:
             need_score |= 1 << j
@@ -368,23 +376,49 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
                     "t": 100 * MAX_SCORE / MAX_SCORE * m.weight,
                 }
             )
-    values = _getter(at)
-    score_zero = spec.judge_errors is JudgeErrorPolicy.SCORE_ZERO
-    gates = bool(spec.score_gates)
-    blockers_gate = spec.gate is Gate.BLOCKERS
-    threshold = spec.pass_threshold
+    names = [m.metric for m in spec.metrics]
+    known = all(n in index for n in names)
+    return _Columns(names, is_scored, at, tables, need_score, need_pass, known)
 
-    # Metric results of the cases `score_case` scored (several active verdicts).
-    extra_scores: dict[str, list[float]] = {n: [] for n in names}
-    extra_passes: dict[str, list[bool]] = {n: [] for n in names}
-    # Rows of sound verdicts (not error verdicts under every spec) this spec finds invalid.
-    invalid_rows: list[str] = []
-    decisions: list[tuple[float | None, bool | None, str]] = []
-    overall_scored: list[float] = []
-    passed_count = failed_count = unscored = pending = self_judged = 0
+
+@dataclass(slots=True)
+class _Decided:
+    """The per-case pass of a rescore: decisions and what the aggregate needs of them."""
+
+    decisions: list[tuple[float | None, bool | None, str]]
+    invalid_rows: list[str]
+    """Rows of sound verdicts (not error verdicts under every spec) this spec finds invalid."""
+    extra_scores: dict[str, list[float]]
+    """Metric results of the cases `score_case` scored (several active verdicts)."""
+    extra_passes: dict[str, list[bool]]
+    self_judged: int = 0
+
+
+def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
+    """Every case's decision and the run aggregate under `spec`.
+
+    None if the lean path does not apply (a spec selecting no metric or one twice): the caller then
+    takes the reference path.
+    """
+    names = [m.metric for m in spec.metrics]
+    if not names or len(set(names)) != len(names):
+        return None
+    columns = _columns(inputs, spec)
+    decided = _decide_cases(inputs, spec, columns)
+    return Rescored(decided.decisions, _aggregate(inputs, spec, columns, decided))
+
+
+def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _Decided:
+    """Each case's decision by `decide` (`score_case` for a case with several verdicts)."""
+    values, tables = _getter(columns.at), columns.tables
+    need_score, need_pass, known = columns.need_score, columns.need_pass, columns.known
+    out = _Decided([], [], {n: [] for n in columns.names}, {n: [] for n in columns.names})
+    append, invalid = out.decisions.append, out.invalid_rows.append
+    seen: dict[tuple[Any, ...], tuple[float | None, bool | None, str]] = {}
     for (
-        fixed,
-        fixed_passed,
+        errored,
+        canceled,
+        anything,
         complex_at,
         named,
         turns,
@@ -396,92 +430,100 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
         judged_self,
         outcomes,
     ) in inputs.cases:
+        if complex_at is not None:
+            append(_score_complex(inputs.complex[complex_at], spec, out))
+            continue
+        valid = (
+            broken is False
+            and known
+            and has_score & need_score == need_score
+            and has_pass & need_pass == need_pass
+        )
         overall: float | None = None
-        passed: bool | None
-        if fixed is not None:
-            status, passed = fixed, fixed_passed
-        elif complex_at is not None:
-            s = score_case(inputs.complex[complex_at], spec)
-            status, passed, overall = s.status.value, s.passed, s.overall_score
-            self_judged += s.self_judged
-            if s.scored and overall is not None:
-                for r in s.metric_scores:
-                    if r.score is not None and r.metric in extra_scores:
-                        extra_scores[r.metric].append(r.score)
-                        extra_passes[r.metric].append(r.passed is True)
-        else:
-            valid = (
-                broken is False
-                and known
-                and has_score & need_score == need_score
-                and has_pass & need_pass == need_pass
-            )
-            if valid:
-                overall = round(sum(map(_lookup, tables, values(row))), 2)
-            else:
-                if broken is False:
-                    invalid_rows.append(row)
-                if broken is not None and turns and score_zero:
-                    overall = 0.0  # the error verdict counts as 0.0 (judge_errors: score_zero)
-            gated = score_gate(named, spec) if gates and named else None
-            if gated is not None:
-                status, passed = (_PASSED if gated[0] else _FAILED), gated[0]
-            elif not turns:
-                status, passed = _FAILED, False
-            elif broken is None and not outcomes >> _WITHOUT_VERDICT & _ANY:
-                status, passed = _PENDING, None
-            else:
-                if broken is not None and not valid:
-                    status, passed = (_FAILED, False) if score_zero else (_UNSCORED, None)
-                else:
-                    bits = outcomes if broken is not None else outcomes >> _WITHOUT_VERDICT
-                    if blockers_gate:
-                        passed = bool(bits & _BLOCKERS_PASSED) if bits & _BLOCKERS else True
-                    elif bits & _ANY:
-                        passed = bool(bits & _ALL)
-                    else:
-                        assert overall is not None
-                        passed = overall >= threshold
-                    status = _PASSED if passed else _FAILED
-                if forced is not None:
-                    status, passed = (_PASSED if forced else _FAILED), forced
-            self_judged += judged_self
-        decisions.append((overall, passed, status))
-        if passed is True:
-            passed_count += 1
-        elif passed is False and status != _ERRORED:
-            failed_count += 1
-        if overall is not None:
-            overall_scored.append(overall)
-        if status == _UNSCORED:
-            unscored += 1
-        elif status == _PENDING:
-            pending += 1
+        if valid:
+            overall = round(sum(map(_lookup, tables, values(row))), 2)
+        elif broken is False:
+            invalid(row)
+        judged = broken is not None
+        signals = (
+            errored,
+            canceled,
+            anything,
+            turns,
+            named,
+            judged,
+            judged and not valid,
+            outcomes if valid else outcomes >> _WITHOUT_VERDICT,
+            overall,
+            forced,
+        )
+        # `decide` is pure: cases with equal signals (most of a run) are decided once. Named
+        # scores are a dict, not a key: such cases are decided one by one.
+        decision = seen.get(signals) if named is None else None
+        if decision is None:
+            found = decide(Signals(*signals), spec)
+            decision = (found.overall, found.passed, str(found.status))  # the plain value
+            if named is None:
+                seen[signals] = decision
+        append(decision)
+        out.self_judged += judged_self
+    return out
 
-    # Metric means over the valid verdicts: the run's per-position character counts over its
-    # sound verdicts (spec-independent), less those of the rows this spec finds invalid.
-    counts, sound = inputs.row_counts, inputs.sound_rows
+
+def _score_complex(
+    facts: CaseFacts, spec: ScoringSpec, out: _Decided
+) -> tuple[float | None, bool | None, str]:
+    s = score_case(facts, spec)
+    out.self_judged += s.self_judged
+    if s.scored and s.overall_score is not None:
+        for r in s.metric_scores:
+            if r.score is not None and r.metric in out.extra_scores:
+                out.extra_scores[r.metric].append(r.score)
+                out.extra_passes[r.metric].append(r.passed is True)
+    return s.overall_score, s.passed, s.status.value
+
+
+def _metric_means(inputs: RunInputs, columns: _Columns, decided: _Decided) -> dict[str, float]:
+    """Metric means over the valid verdicts.
+
+    The run's per-position character counts over its sound verdicts (spec-independent), less
+    those of the rows this spec finds invalid.
+    """
+    counts, sound, known = inputs.row_counts, inputs.sound_rows, columns.known
+    invalid_rows = decided.invalid_rows
     n_valid = sound - len(invalid_rows) if known else 0
     means: dict[str, float] = {}
-    for name, j, scored in zip(names, at, scored_type, strict=True):
+    for name, j, scored in zip(columns.names, columns.at, columns.is_scored, strict=True):
         found = Counter(counts[j]) if known else Counter()
         if known and invalid_rows:
             found.subtract(row[j] for row in invalid_rows)
         if scored:
-            n = n_valid + len(extra_scores[name])
-            if n:
+            extra_scores = decided.extra_scores[name]
+            if n := n_valid + len(extra_scores):
                 # fmean is fsum / n, and fsum is exact: the integer sum of the 0-5 scores
                 # stands in for the sum of their floats.
                 exact = sum(d * found[str(d)] for d in range(1, MAX_SCORE + 1))
-                means[name] = math.fsum([exact, *extra_scores[name]]) / n
+                means[name] = math.fsum([exact, *extra_scores]) / n
         else:
-            n = n_valid + len(extra_passes[name])
-            if n:
-                means[name] = (found["t"] + sum(extra_passes[name])) / n
-    total = len(inputs.cases)
+            extra_passes = decided.extra_passes[name]
+            if n := n_valid + len(extra_passes):
+                means[name] = (found["t"] + sum(extra_passes)) / n
+    return means
+
+
+def _aggregate(
+    inputs: RunInputs, spec: ScoringSpec, columns: _Columns, decided: _Decided
+) -> RunAggregate:
+    """`summarize_run` of the decisions, from the inputs' spec-independent figures."""
+    decisions = decided.decisions
+    passed_count = sum(passed is True for _, passed, _ in decisions)
+    failed_count = sum(passed is False and status != _ERRORED for _, passed, status in decisions)
+    overall_scored = [overall for overall, _, _ in decisions if overall is not None]
+    statuses = Counter(status for _, _, status in decisions)
+    total = len(decisions)
     metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
     cases_pct = 100 * passed_count / total if total else None
-    aggregate = RunAggregate(
+    return RunAggregate(
         **inputs.constant,
         passed_count=passed_count,
         failed_count=failed_count,
@@ -493,14 +535,13 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
         cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
-        per_metric_means=means,
+        per_metric_means=_metric_means(inputs, columns, decided),
         coverage=Coverage(
             scored=len(overall_scored),
-            unscored=unscored,
+            unscored=statuses[_UNSCORED],
             errored=inputs.errored,
-            pending=pending,
+            pending=statuses[_PENDING],
             canceled=inputs.canceled,
         ),
-        self_judged_count=self_judged,
+        self_judged_count=decided.self_judged,
     )
-    return Rescored(decisions, aggregate)

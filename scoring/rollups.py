@@ -44,14 +44,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from evaledger.domain.events import ClaimSupport, Role
+from evaledger.domain.model import FrozenModel, StrictModel
 from evaledger.scoring.facts import CaseFacts, MessageFact
 from evaledger.scoring.models import CaseScore, CaseStatus
 from evaledger.scoring.stats import percentile
-
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 NONE_LABEL = "(none)"
 """Label of a dimension value that is missing (no configuration, personality, scenario...)."""
@@ -110,10 +109,8 @@ _MESSAGE_AGGREGATES = (
 )
 
 
-class CustomMetricSpec(BaseModel):
+class CustomMetricSpec(FrozenModel):
     """A custom per-message metric to summarise (values come from ``MessageFact.metrics``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1, description="Key in each message's ``metrics``.")
     unit: str | None = Field(default=None, description="Display unit, e.g. 'ms' or 'count'.")
@@ -124,10 +121,8 @@ class CustomMetricSpec(BaseModel):
     )
 
 
-class RollupInput(BaseModel):
+class RollupInput(StrictModel):
     """One result to roll up: its facts, its score under a spec and its run-level labels."""
-
-    model_config = ConfigDict(extra="forbid")
 
     facts: CaseFacts = Field(description="The case's facts.")
     score: CaseScore = Field(description="The case scored under the spec of the rollup.")
@@ -152,10 +147,8 @@ class RollupInput(BaseModel):
         return self.facts.run_id
 
 
-class MessageStats(BaseModel):
+class MessageStats(StrictModel):
     """A per-message metric over every message in scope."""
-
-    model_config = _MODEL
 
     unit: str | None = Field(default=None, description="Unit of the values.")
     count: int = Field(default=0, description="Messages that have the value.")
@@ -174,10 +167,8 @@ class MessageStats(BaseModel):
     )
 
 
-class ConversationStats(BaseModel):
+class ConversationStats(StrictModel):
     """A total per conversation (summed within it), averaged over conversations."""
-
-    model_config = _MODEL
 
     unit: str | None = Field(default=None, description="Unit of the values.")
     conversations: int = Field(default=0, description="Conversations that have the value.")
@@ -187,10 +178,8 @@ class ConversationStats(BaseModel):
     max: float | None = Field(default=None, description="Largest conversation total.")
 
 
-class CustomMetricSummary(BaseModel):
+class CustomMetricSummary(StrictModel):
     """A custom metric with the aggregates its spec declares."""
-
-    model_config = _MODEL
 
     name: str = Field(description="Metric name.")
     unit: str | None = Field(default=None, description="Display unit.")
@@ -201,10 +190,8 @@ class CustomMetricSummary(BaseModel):
     )
 
 
-class Summary(BaseModel):
+class Summary(StrictModel):
     """Everything a rollup reports about one scope (cell, row, column or whole rollup)."""
-
-    model_config = _MODEL
 
     score: float | None = Field(
         default=None, description="Mean result score (0-100); errored count 0; None if none."
@@ -258,20 +245,16 @@ class Summary(BaseModel):
     )
 
 
-class RollupCell(BaseModel):
+class RollupCell(StrictModel):
     """One non-empty cell of the pivot."""
-
-    model_config = _MODEL
 
     row: str = Field(description="Row label.")
     column: str = Field(description="Column label.")
     summary: Summary = Field(description="Summary of the results in the cell.")
 
 
-class Rollup(BaseModel):
+class Rollup(StrictModel):
     """A pivot of results with cells, row and column summaries and an overall summary."""
-
-    model_config = _MODEL
 
     row_dimensions: list[str] = Field(description="Dimensions of the row labels, in order.")
     column_dimensions: list[str] = Field(description="Dimensions of the column labels, in order.")

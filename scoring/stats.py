@@ -38,9 +38,9 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-_MODEL = ConfigDict(extra="forbid", allow_inf_nan=False)
+from evaledger.domain.model import StrictModel
 
 DEFAULT_RESAMPLES = 10_000
 """Bootstrap resamples by default."""
@@ -60,10 +60,8 @@ MIN_PAIRED_SCORES = 5
 StatVerdict = Literal["regression", "improvement", "no_significant_change", "insufficient_data"]
 
 
-class McNemarResult(BaseModel):
+class McNemarResult(StrictModel):
     """Exact McNemar test on discordant pass flips."""
-
-    model_config = _MODEL
 
     b: int = Field(ge=0, description="Discordant pairs that went pass → fail.")
     c: int = Field(ge=0, description="Discordant pairs that went fail → pass.")
@@ -73,10 +71,8 @@ class McNemarResult(BaseModel):
     )
 
 
-class BootstrapCI(BaseModel):
+class BootstrapCI(StrictModel):
     """Paired bootstrap percentile interval of the mean score delta."""
-
-    model_config = _MODEL
 
     mean: float | None = Field(description="Observed mean delta (candidate - baseline), points.")
     low: float | None = Field(description="Lower bound of the interval; None when n = 0.")
@@ -95,10 +91,8 @@ class BootstrapCI(BaseModel):
     )
 
 
-class PairedStatistics(BaseModel):
+class PairedStatistics(StrictModel):
     """Paired statistics of a comparison, reported beside the threshold verdict."""
-
-    model_config = _MODEL
 
     mcnemar: McNemarResult
     score_delta_ci95: BootstrapCI
@@ -107,10 +101,8 @@ class PairedStatistics(BaseModel):
     verdict: StatVerdict
 
 
-class PairedCase(BaseModel):
+class PairedCase(StrictModel):
     """One matched test case, repetitions already reduced, as the statistics see it."""
-
-    model_config = _MODEL
 
     baseline_passed: bool | None = None
     candidate_passed: bool | None = None

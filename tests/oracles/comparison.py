@@ -19,6 +19,9 @@ from evaledger.scoring.comparison import (
     MetricAggregateDelta,
     RunComparison,
     TestCaseComparison,
+    config_diff,
+)
+from evaledger.scoring.comparison.rules import (
     _binary_value,
     _compare_case,
     _delta,
@@ -28,7 +31,6 @@ from evaledger.scoring.comparison import (
     _run_cost,
     _self_judged,
     _verdict,
-    config_diff,
 )
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import compare_named_scores

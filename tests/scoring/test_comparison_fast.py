@@ -22,10 +22,10 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.comparison import (
     CompareThresholds,
     RunColumns,
-    _round4,
     compare_columns,
     compare_results,
 )
+from evaledger.scoring.comparison.engine import _round4
 from evaledger.scoring.models import TestCaseResult
 from tests.oracles.comparison import reference_compare_results
 from tests.scoring.test_comparison import BASE_ID, BIN_SPEC, CAND_ID, SPEC, run

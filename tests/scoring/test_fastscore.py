@@ -1,4 +1,4 @@
-"""The lean rescore path (projections.fastscore) equals the reference `score_case` + `summarize_run`.
+"""The columnar rescore (scoring.rescore) equals the reference `score_case` + `summarize_run`.
 
 Exact equality, floats included: per case (status, passed, overall_score) and the run aggregate,
 on varied facts (panels, judge errors, outcomes and blockers, checks, overrides, invalidations,

@@ -1,0 +1,575 @@
+"""The comparison engine: both sides' reduced test cases as columns, compared with numpy."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+from pydantic import BaseModel, TypeAdapter
+
+from evaledger.domain.spec import ScoringSpec
+from evaledger.scoring.case import reduce_repetitions
+from evaledger.scoring.comparison.config_diff import config_diff
+from evaledger.scoring.comparison.models import (
+    AggregateComparison,
+    CaseStatus,
+    ComparedRun,
+    CompareThresholds,
+    MetricAggregateDelta,
+    RunComparison,
+    TestCaseComparison,
+)
+from evaledger.scoring.comparison.rules import (
+    _DP,
+    _binary_value,
+    _delta,
+    _keys_text,
+    _mean,
+    _metric_deltas,
+    _metric_types,
+    _run_cost,
+    _verdict,
+    _warnings,
+)
+from evaledger.scoring.models import TestCaseResult
+from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
+from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_statistics_of
+
+_CASES = TypeAdapter(list[TestCaseComparison])
+
+
+class RunColumns:
+    """One side's reduced test cases as columns sorted by key, built once per run summary.
+
+    A comparison reads these lists instead of a model per case; a side keeps them (and the
+    per-metric values it has needed) for every comparison it takes part in. Duplicate keys: the
+    last result wins, as in a dict by key.
+    """
+
+    __slots__ = (
+        "_lock",
+        "_metrics",
+        "arrays",
+        "errored",
+        "flaky",
+        "has_named",
+        "index",
+        "keys",
+        "latency",
+        "names",
+        "passed",
+        "repetitions",
+        "results",
+        "score",
+        "source",
+    )
+
+    def __init__(self, results: Sequence[TestCaseResult]) -> None:
+        by_key = {r.test_case_key: r for r in results}
+        self.source = results
+        self.keys = sorted(by_key)
+        rows = [by_key[k] for k in self.keys]
+        self.results = rows
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.score = [r.score for r in rows]
+        self.passed = [r.passed for r in rows]
+        self.errored = [r.errored for r in rows]
+        self.latency = [r.latency_p50_ms for r in rows]
+        self.flaky = [r.flaky for r in rows]
+        self.repetitions = [r.repetitions for r in rows]
+        self.arrays = _Arrays(
+            score=np.array([_NAN if v is None else v for v in self.score], dtype=np.float64),
+            latency=np.array([_NAN if v is None else v for v in self.latency], dtype=np.float64),
+            passed=np.array([-1 if v is None else int(v) for v in self.passed], dtype=np.int8),
+            errored=np.array(self.errored, dtype=np.bool_),
+            flaky=np.array(self.flaky, dtype=np.bool_),
+        )
+        names: set[str] = set()
+        for r in rows:
+            names.update(r.metric_scores)
+            names.update(r.metric_passed)
+        self.names = names
+        self.has_named = any(r.named_scores for r in results)
+        self._metrics: dict[tuple[str, bool], tuple[list[float | None], float | None]] = {}
+        self._lock = threading.Lock()
+
+    def metric(self, name: str, binary: bool) -> tuple[list[float | None], float | None]:
+        """Per case (key order) the metric's value, None where missing, and their mean.
+
+        Binary: 1.0 / 0.0 (`metric_passed`, else score >= 5); scored: the 0-5 mean score.
+        """
+        found = self._metrics.get((name, binary))
+        if found is None:
+            if binary:
+                flags = [_binary_value(r, name) for r in self.results]
+                values = [None if f is None else (1.0 if f else 0.0) for f in flags]
+            else:
+                values = [r.metric_scores.get(name) for r in self.results]
+            found = (values, _mean(v for v in values if v is not None))
+            with self._lock:
+                self._metrics[name, binary] = found
+        return found
+
+
+def _take(values: list[Any], idx: list[int] | None) -> list[Any]:
+    """``values`` at ``idx`` (None: all of them, in order)."""
+    if idx is None:
+        return values
+    if len(idx) == 1:
+        return [values[idx[0]]]
+    return list(itemgetter(*idx)(values)) if idx else []
+
+
+def _round4(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``round(v, 4)`` of each value, exactly as Python rounds (NaN stays NaN), vectorised.
+
+    ``rint(v * 1e4) / 1e4`` is Python's result whenever ``v * 1e4`` is the integer N that the
+    exact decimal rounding picks: the division is then correctly rounded like Python's parse of
+    the 4-decimal string. The product is off the exact value by at most half an ulp (< 1.2e-7
+    below 2**30), so N can only differ within that distance of a half: such values (and larger
+    ones) are rounded by Python itself.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN; inf past 1.8e304: Python's
+        scaled = values * 1e4
+        out: npt.NDArray[np.float64] = np.rint(scaled) / 1e4
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+        risky = near_half | (np.abs(scaled) >= 2.0**30)
+    for i in np.flatnonzero(risky).tolist():
+        out[i] = round(float(values[i]), _DP)
+    return out
+
+
+def _optional(values: npt.NDArray[np.float64]) -> list[float | None]:
+    """The values as Python floats, None for NaN."""
+    return [None if v != v else v for v in values.tolist()]
+
+
+class _Arrays(NamedTuple):
+    """A side's columns as arrays: NaN for a missing score or latency, -1 for undecided."""
+
+    score: npt.NDArray[np.float64]
+    latency: npt.NDArray[np.float64]
+    passed: npt.NDArray[np.int8]
+    errored: npt.NDArray[np.bool_]
+    flaky: npt.NDArray[np.bool_]
+
+    def take(self, idx: list[int] | None) -> _Arrays:
+        """These arrays at ``idx`` (None: all)."""
+        if idx is None:
+            return self
+        at = np.array(idx, dtype=np.intp)
+        return _Arrays(
+            self.score[at], self.latency[at], self.passed[at], self.errored[at], self.flaky[at]
+        )
+
+
+_NAN = float("nan")
+_STATUSES = np.array(["regression", "improvement", "unchanged", "error"], dtype=object)
+_REGRESSION, _IMPROVEMENT, _UNCHANGED, _ERROR = range(4)
+
+
+def _per_metric_means(
+    base: RunColumns,
+    cand: RunColumns,
+    bidx: list[int] | None,
+    cidx: list[int] | None,
+    types: Mapping[str, bool],
+) -> list[MetricAggregateDelta]:
+    """Each metric's mean on each side over the matched test cases, and the delta."""
+    names = list(types)
+    matched: list[tuple[TestCaseResult, TestCaseResult]] | None = None
+    if (base.names | cand.names) - types.keys():
+        # Metrics outside the spec: listed in the order matched cases first show them.
+        matched = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
+        seen = set(names)
+        for pair in matched:
+            for r in pair:
+                for name in sorted(set(r.metric_scores) | set(r.metric_passed)):
+                    if name not in seen:
+                        seen.add(name)
+                        names.append(name)
+    out: list[MetricAggregateDelta] = []
+    for name in names:
+        binary = types.get(name)
+        if binary is None:
+            assert matched is not None  # a name outside the spec was found in a matched case
+            binary = any(name in r.metric_passed for pair in matched for r in pair)
+        sides: list[float | None] = []
+        for columns, idx in ((base, bidx), (cand, cidx)):
+            values, mean = columns.metric(name, binary)
+            if idx is not None:
+                mean = _mean(v for v in _take(values, idx) if v is not None)
+            sides.append(mean)
+        b, c = sides
+        if b is None and c is None:
+            continue
+        out.append(
+            MetricAggregateDelta(
+                metric=name,
+                is_binary=binary,
+                baseline_avg=None if b is None else round(b, 4),
+                candidate_avg=None if c is None else round(c, 4),
+                delta=_delta(b, c),
+            )
+        )
+    return out
+
+
+def _flaky_warning(side: str, keys: list[str], flaky: npt.NDArray[np.bool_]) -> str | None:
+    found = [keys[i] for i in np.flatnonzero(flaky).tolist()]
+    if not found:
+        return None
+    return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + _keys_text(found)
+
+
+class _CaseColumns(NamedTuple):
+    """The matched test cases' output fields, one list each, in key order."""
+
+    keys: list[str]
+    statuses: list[CaseStatus]
+    baseline_passed: list[bool | None]
+    candidate_passed: list[bool | None]
+    baseline_score: list[float | None]
+    candidate_score: list[float | None]
+    score_delta: list[float | None]
+    baseline_latency_ms: list[float | None]
+    candidate_latency_ms: list[float | None]
+    latency_delta_ms: list[float | None]
+    baseline_flaky: list[bool]
+    candidate_flaky: list[bool]
+    baseline_repetitions: list[int]
+    candidate_repetitions: list[int]
+
+
+class Comparison:
+    """A comparison computed from two runs' columns: small parts as models, cases as columns.
+
+    `json` encodes it with only the requested page of cases turned into rows; `model`
+    validates the whole `RunComparison` (once, on demand).
+    """
+
+    __slots__ = ("_model", "cases", "head", "metric_pairs", "named_scores", "tail", "types")
+
+    def __init__(
+        self,
+        head: dict[str, Any],
+        cases: _CaseColumns,
+        tail: dict[str, Any],
+        named_scores: list[NamedScoreComparison],
+        metric_pairs: list[tuple[TestCaseResult, TestCaseResult]] | None = None,
+        types: Mapping[str, bool] | None = None,
+    ) -> None:
+        self.head = head
+        self.cases = cases
+        self.tail = tail
+        self.named_scores = named_scores
+        self.metric_pairs = metric_pairs
+        self.types = types or {}
+        self._model: RunComparison | None = None
+
+    def rows(self, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        """The test case comparisons ``[start:end]`` as plain dicts (TestCaseComparison's)."""
+        window = slice(start, end)
+        columns = self.cases if (start, end) == (0, None) else [c[window] for c in self.cases]
+        rows = [
+            {
+                "test_case_key": k,
+                "status": st,
+                "baseline_passed": b_pass,
+                "candidate_passed": c_pass,
+                "baseline_score": b_score,
+                "candidate_score": c_score,
+                "score_delta": sd,
+                "baseline_latency_ms": b_lat,
+                "candidate_latency_ms": c_lat,
+                "latency_delta_ms": ld,
+                "metric_deltas": [],
+                "baseline_flaky": b_flaky,
+                "candidate_flaky": c_flaky,
+                "repetitions": {"baseline": b_reps, "candidate": c_reps},
+            }
+            for k, st, b_pass, c_pass, b_score, c_score, sd, b_lat, c_lat, ld, b_flaky, c_flaky,
+            b_reps, c_reps in zip(*columns, strict=True)
+        ]  # fmt: skip
+        if self.metric_pairs is not None:
+            pairs = self.metric_pairs[window]
+            for row, (b_res, c_res) in zip(rows, pairs, strict=True):
+                row["metric_deltas"] = _metric_deltas(b_res, c_res, self.types)
+        return rows
+
+    def _fields(self, rows: Any) -> dict[str, Any]:
+        return {**self.head, "test_case_comparisons": rows, **self.tail}
+
+    @property
+    def model(self) -> RunComparison:
+        """The whole comparison as a validated `RunComparison`."""
+        if self._model is None:
+            self._model = RunComparison(
+                **self._fields(_CASES.validate_python(self.rows())),
+                named_scores=self.named_scores,
+            )
+        return self._model
+
+    def json(self, case_offset: int = 0, case_limit: int | None = None) -> bytes:
+        """The comparison as JSON (what `RunComparison` serialises to), cases paged."""
+        end = None if case_limit is None else case_offset + case_limit
+        body = {
+            k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v
+            for k, v in self._fields(self.rows(case_offset, end)).items()
+        }
+        if self.named_scores:
+            body["named_scores"] = [n.model_dump(mode="json") for n in self.named_scores]
+        return orjson.dumps(body)
+
+
+class _Matched(NamedTuple):
+    """Test cases matched by key: their keys, each side's row indices (None: all, in order)."""
+
+    keys: list[str]
+    bidx: list[int] | None
+    cidx: list[int] | None
+    baseline_only: list[str]
+    candidate_only: list[str]
+
+
+def _match(base: RunColumns, cand: RunColumns) -> _Matched:
+    if base.keys == cand.keys:
+        return _Matched(base.keys, None, None, [], [])
+    keys = [k for k in base.keys if k in cand.index]
+    return _Matched(
+        keys,
+        None if len(keys) == len(base.keys) else [base.index[k] for k in keys],
+        None if len(keys) == len(cand.keys) else [cand.index[k] for k in keys],
+        [k for k in base.keys if k not in cand.index],
+        [k for k in cand.keys if k not in base.index],
+    )
+
+
+class _Classified(NamedTuple):
+    """`classify_case` of every matched case, and what the paired statistics read."""
+
+    statuses: list[CaseStatus]
+    counts: list[int]
+    """How many cases have each status, by status code."""
+    score_deltas: list[float | None]
+    baseline_flips: int
+    candidate_flips: int
+    deltas: list[float]
+    """Unrounded score deltas of the non-error cases both sides scored."""
+
+
+def _classify(b_arr: _Arrays, c_arr: _Arrays, case_score_delta: float) -> _Classified:
+    """`classify_case` of every matched case, vectorised.
+
+    Later rules win: |rounded delta| > case_score_delta, then pass flips, then errors.
+    """
+    raw = c_arr.score - b_arr.score  # NaN where a side has no score
+    rounded = _round4(raw)
+    errored = b_arr.errored | c_arr.errored
+    down = (b_arr.passed == 1) & (c_arr.passed == 0)
+    up = (b_arr.passed == 0) & (c_arr.passed == 1)
+    code = np.full(len(raw), _UNCHANGED, dtype=np.intp)
+    with np.errstate(invalid="ignore"):
+        big = np.abs(rounded) > case_score_delta
+        code[big & (rounded < 0)] = _REGRESSION
+        code[big & (rounded > 0)] = _IMPROVEMENT
+    code[up] = _IMPROVEMENT
+    code[down] = _REGRESSION
+    code[errored] = _ERROR
+    # The statistics pair non-error cases: flips where both sides decided, score deltas
+    # (unrounded) where both sides scored.
+    return _Classified(
+        statuses=_STATUSES[code].tolist(),
+        counts=np.bincount(code, minlength=4).tolist(),
+        score_deltas=_optional(rounded),
+        baseline_flips=int(np.count_nonzero(down & ~errored)),
+        candidate_flips=int(np.count_nonzero(up & ~errored)),
+        deltas=raw[~errored & ~np.isnan(raw)].tolist(),
+    )
+
+
+def _aggregate(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    counts: list[int],
+    per_metric: list[MetricAggregateDelta],
+) -> AggregateComparison:
+    ba, ca = baseline.aggregate, candidate.aggregate
+    return AggregateComparison(
+        baseline_metrics=ba,
+        candidate_metrics=ca,
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, _DP),
+        avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
+        latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
+        latency_avg_increase_pct=(
+            None
+            if ba.latency_avg_ms is None or ca.latency_avg_ms is None or ba.latency_avg_ms == 0
+            else round((ca.latency_avg_ms - ba.latency_avg_ms) / ba.latency_avg_ms, _DP)
+        ),
+        latency_p95_delta_ms=_delta(ba.latency_p95_ms, ca.latency_p95_ms),
+        cost_delta_usd=_delta(_run_cost(baseline), _run_cost(candidate)),
+        judge_cost_delta_usd=(
+            _delta(ba.judge_cost_usd, ca.judge_cost_usd)
+            if ba.judge_cost_usd or ca.judge_cost_usd
+            else None
+        ),
+        total_regressions=counts[_REGRESSION],
+        total_improvements=counts[_IMPROVEMENT],
+        total_unchanged=counts[_UNCHANGED],
+        total_errors=counts[_ERROR],
+        per_metric_aggregate_deltas=per_metric,
+    )
+
+
+def _case_columns(
+    base: RunColumns, cand: RunColumns, matched: _Matched, classified: _Classified
+) -> _CaseColumns:
+    bidx, cidx = matched.bidx, matched.cidx
+    b_arr, c_arr = base.arrays.take(bidx), cand.arrays.take(cidx)
+    return _CaseColumns(
+        matched.keys,
+        classified.statuses,
+        _take(base.passed, bidx),
+        _take(cand.passed, cidx),
+        _take(base.score, bidx),
+        _take(cand.score, cidx),
+        classified.score_deltas,
+        _take(base.latency, bidx),
+        _take(cand.latency, cidx),
+        _optional(_round4(c_arr.latency - b_arr.latency)),
+        _take(base.flaky, bidx),
+        _take(cand.flaky, cidx),
+        _take(base.repetitions, bidx),
+        _take(cand.repetitions, cidx),
+    )
+
+
+def compare_columns(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    base: RunColumns,
+    cand: RunColumns,
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    metric_deltas: bool = True,
+) -> Comparison:
+    """`compare_results` over both sides' columns (see there); the fast core of every compare."""
+    effective = thresholds or CompareThresholds()
+    used = effective.resolve((spec or candidate.spec).comparison)
+    types = _metric_types([spec] if spec is not None else [candidate.spec, baseline.spec])
+    matched = _match(base, cand)
+    bidx, cidx = matched.bidx, matched.cidx
+    b_arr, c_arr = base.arrays.take(bidx), cand.arrays.take(cidx)
+    classified = _classify(b_arr, c_arr, used.case_score_delta)
+    metric_pairs = None
+    if metric_deltas:
+        metric_pairs = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
+    per_metric = _per_metric_means(base, cand, bidx, cidx, types)
+    aggregate = _aggregate(baseline, candidate, classified.counts, per_metric)
+    warnings = _warnings(baseline, candidate, spec)
+    for side, flaky in (("baseline", b_arr.flaky), ("candidate", c_arr.flaky)):
+        text = _flaky_warning(side, matched.keys, flaky)
+        if text is not None:
+            warnings.append(text)
+    verdict = _verdict(aggregate, used, warnings)
+    named: list[NamedScoreComparison] = []
+    if base.has_named or cand.has_named:
+        named = compare_named_scores(base.source, cand.source, resamples=resamples, seed=seed)
+    statistics = paired_statistics_of(
+        classified.baseline_flips,
+        classified.candidate_flips,
+        classified.deltas,
+        resamples=resamples,
+        seed=seed,
+    )
+    return Comparison(
+        head={
+            "baseline_run_id": str(baseline.run_id),
+            "candidate_run_id": str(candidate.run_id),
+            "baseline_agent_version": baseline.agent.version,
+            "candidate_agent_version": candidate.agent.version,
+            "aggregate": aggregate,
+        },
+        cases=_case_columns(base, cand, matched, classified),
+        tail={
+            "baseline_only_test_cases": matched.baseline_only,
+            "candidate_only_test_cases": matched.candidate_only,
+            "config_diff": config_diff(baseline, candidate),
+            "verdict": verdict,
+            "statistics": statistics,
+            "warnings": warnings,
+        },
+        named_scores=named,
+        metric_pairs=metric_pairs,
+        types=types,
+    )
+
+
+def compare_results(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    baseline_results: Sequence[TestCaseResult],
+    candidate_results: Sequence[TestCaseResult],
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    metric_deltas: bool = True,
+) -> RunComparison:
+    """Compare two runs whose repetitions are already reduced to one result per test case.
+
+    ``spec`` (or the candidate's own spec) supplies the default thresholds, overridden by
+    ``thresholds``. `compare_runs` is the usual entry point; this is its reduced-input core.
+    ``metric_deltas=False`` leaves each case's per-metric deltas out (most of the payload and
+    of the time on a large run; the per-metric aggregate deltas stay).
+    """
+    return compare_columns(
+        baseline,
+        candidate,
+        RunColumns(baseline_results),
+        RunColumns(candidate_results),
+        thresholds,
+        spec,
+        resamples=resamples,
+        seed=seed,
+        metric_deltas=metric_deltas,
+    ).model
+
+
+def compare_runs(
+    baseline: ComparedRun,
+    candidate: ComparedRun,
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> RunComparison:
+    """Compare a candidate run against a baseline run (DESIGN §5).
+
+    Repetitions are reduced per test case with `reduce_repetitions` under ``spec`` when given,
+    else under each run's own spec (never "last row wins"); test cases are matched by key.
+    Thresholds are ``thresholds`` overrides over the ``comparison`` section of ``spec`` (or the
+    candidate's spec). ``resamples`` and ``seed`` drive the bootstrap of the statistics.
+    """
+    baseline_results = reduce_repetitions(baseline.cases, spec or baseline.spec)
+    candidate_results = reduce_repetitions(candidate.cases, spec or candidate.spec)
+    return compare_results(
+        baseline,
+        candidate,
+        baseline_results,
+        candidate_results,
+        thresholds,
+        spec,
+        resamples=resamples,
+        seed=seed,
+    )

@@ -1,0 +1,194 @@
+"""The comparison as a compact Markdown PR comment (`evaledger compare --markdown`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evaledger.scoring.comparison.models import AggregateComparison, RunComparison, RunConfigDiff
+from evaledger.scoring.comparison.rules import _DP, _fixed, _keys_text
+
+MAX_MARKDOWN_CASES = 20
+"""Regressed cases listed in the markdown comment at most."""
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(value: float | None, fmt: str, suffix: str = "", signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    spec = f"+{fmt}" if signed else fmt
+    return f"{value:{spec}}{suffix}"
+
+
+def _score_cell(value: float | None) -> str:
+    return "—" if value is None else _fixed(value, 1)
+
+
+def _signed(text: str) -> str:
+    """Prefix a formatted non-negative number with "+" (zero included, like format's "+")."""
+    return text if text.startswith(("-", "—")) else f"+{text}"
+
+
+def _case_side(passed: bool | None, score: float | None) -> str:
+    verdict = "pass" if passed is True else "fail" if passed is False else "—"
+    return verdict if score is None else f"{verdict} {score:.1f}"
+
+
+def _config_summary(diff: RunConfigDiff) -> list[str]:
+    """Short phrases naming what changed between the two runs' configuration."""
+    parts: list[str] = []
+    if diff.prompt_diff is not None:
+        pd = diff.prompt_diff
+        parts.append(f"system prompt (+{pd.added_line_count}/-{pd.removed_line_count} lines)")
+    if diff.tool_diff is not None:
+        td = diff.tool_diff
+        names = [f"+{n}" for n in td.added] + [f"-{n}" for n in td.removed]
+        names += [f"~{n}" for n in td.changed]
+        parts.append(f"tools ({', '.join(names)})")
+    for change in (
+        diff.agent_name_changed,
+        diff.agent_version_changed,
+        diff.provider_changed,
+        diff.model_changed,
+        diff.judge_provider_changed,
+        diff.judge_model_changed,
+        diff.judge_pass_threshold_changed,
+        diff.suite_changed,
+        diff.suite_version_changed,
+    ):
+        if change is not None:
+            parts.append(f"{change.field} {change.old_value} → {change.new_value}")
+    if diff.judge_metrics_changed is not None:
+        parts.append("judge.metrics")
+    if diff.config_changes:
+        parts.append("config: " + _keys_text([c.field for c in diff.config_changes], limit=5))
+    return parts
+
+
+def render_markdown(
+    comparison: RunComparison,
+    max_cases: int = MAX_MARKDOWN_CASES,
+    gate_failures: Sequence[str] = (),
+) -> str:
+    """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases.
+
+    `gate_failures` names the candidate's own failed thresholds (metrics_passed, cases_passed)
+    when the caller fails on them too, so the heading agrees with the exit code.
+    """
+    c = comparison
+    lines = _heading(c, gate_failures)
+    lines += _delta_table(c.aggregate)
+    lines.append("")
+    lines.append(_cases_line(c))
+    changes = _config_summary(c.config_diff)
+    if changes:
+        lines.append("Changes: " + _md("; ".join(changes)))
+    lines.append(_statistics_line(c))
+    lines += _regressed_cases(c, max_cases)
+    if c.warnings:
+        lines.append("")
+        lines.extend(f"> ⚠️ {_md(w)}" for w in c.warnings)
+    return "\n".join(lines) + "\n"
+
+
+def _heading(c: RunComparison, gate_failures: Sequence[str]) -> list[str]:
+    lines: list[str] = []
+    if c.verdict.regression_detected:
+        lines.append("### ❌ Regression detected")
+    elif gate_failures:
+        lines.append("### ❌ No regression, but the candidate fails its own thresholds")
+    else:
+        lines.append("### ✅ No regression")
+    lines.append(f"Baseline `{c.baseline_run_id}` → candidate `{c.candidate_run_id}`")
+    lines.append("")
+    reasons = [*c.verdict.reasons, *(f"candidate fails its own {g}" for g in gate_failures)]
+    lines.extend(f"- {reason}" for reason in reasons)
+    if reasons:
+        lines.append("")
+    return lines
+
+
+def _delta_table(agg: AggregateComparison) -> list[str]:
+    ba, ca = agg.baseline_metrics, agg.candidate_metrics
+    # Δ cells show the compared 4 dp deltas in full, so they never contradict a reason above.
+    pr_delta = f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"
+    score_delta = _score_cell(agg.avg_score_delta)
+    lines = [
+        "| | Baseline | Candidate | Δ |",
+        "|---|---:|---:|---:|",
+        f"| Pass rate | {_fixed(ba.pass_rate * 100, 1, _DP - 2)}% "
+        f"| {_fixed(ca.pass_rate * 100, 1, _DP - 2)}% | {_signed(pr_delta)} |",
+        f"| Avg score | {_score_cell(ba.weighted_metrics_score_pct)} "
+        f"| {_score_cell(ca.weighted_metrics_score_pct)} | {_signed(score_delta)} |",
+        f"| Latency avg | {_fmt(ba.latency_avg_ms, '.0f', 'ms')} "
+        f"| {_fmt(ca.latency_avg_ms, '.0f', 'ms')} "
+        f"| {_fmt(agg.latency_avg_delta_ms, '.0f', 'ms', signed=True)} |",
+    ]
+    if ba.latency_p95_ms is not None or ca.latency_p95_ms is not None:
+        lines.append(
+            f"| Latency p95 | {_fmt(ba.latency_p95_ms, '.0f', 'ms')} "
+            f"| {_fmt(ca.latency_p95_ms, '.0f', 'ms')} "
+            f"| {_fmt(agg.latency_p95_delta_ms, '.0f', 'ms', signed=True)} |"
+        )
+    if agg.cost_delta_usd is not None:
+        lines.append(
+            f"| Cost | ${ba.total_cost_usd:.4f} | ${ca.total_cost_usd:.4f} "
+            f"| {agg.cost_delta_usd:+.4f} USD |"
+        )
+    return lines
+
+
+def _cases_line(c: RunComparison) -> str:
+    agg = c.aggregate
+    return (
+        f"Cases: {agg.total_regressions} regressed · {agg.total_improvements} improved · "
+        f"{agg.total_unchanged} unchanged · {agg.total_errors} errors"
+        + (
+            f" · {len(c.baseline_only_test_cases)} baseline-only"
+            if c.baseline_only_test_cases
+            else ""
+        )
+        + (
+            f" · {len(c.candidate_only_test_cases)} candidate-only"
+            if c.candidate_only_test_cases
+            else ""
+        )
+    )
+
+
+def _statistics_line(c: RunComparison) -> str:
+    st = c.statistics
+    ci = st.score_delta_ci95
+    ci_text = (
+        f"score Δ 95% CI [{ci.low:+.2f}, {ci.high:+.2f}] (n={ci.n})"
+        if ci.low is not None and ci.high is not None
+        else f"score Δ CI n/a (n={ci.n})"
+    )
+    return (
+        f"Statistics: McNemar b={st.mcnemar.b} c={st.mcnemar.c} p={st.mcnemar.p_value:.4g} · "
+        f"{ci_text} · **{st.verdict}**"
+    )
+
+
+def _regressed_cases(c: RunComparison, max_cases: int) -> list[str]:
+    regressed = [t for t in c.test_case_comparisons if t.status == "regression"]
+    if not regressed:
+        return []
+    lines = [
+        "",
+        f"**Regressed cases ({len(regressed)})**",
+        "",
+        "| Test case | Baseline | Candidate | Δ score |",
+        "|---|---|---|---:|",
+    ]
+    for t in regressed[:max_cases]:
+        lines.append(
+            f"| `{_md(t.test_case_key)}` | {_case_side(t.baseline_passed, t.baseline_score)} "
+            f"| {_case_side(t.candidate_passed, t.candidate_score)} "
+            f"| {_fmt(t.score_delta, '.1f', signed=True)} |"
+        )
+    if len(regressed) > max_cases:
+        lines.append(f"\n…and {len(regressed) - max_cases} more")
+    return lines

@@ -1,0 +1,269 @@
+"""The comparison's rules per case and per suite: case status, metric deltas, verdict, warnings.
+
+Also the number formatting the verdict's reasons and the Markdown share, so that a reason never
+contradicts the delta beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evaledger.domain.metrics import SCORE_LABELS, ScoreType
+from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.scoring.comparison.models import (
+    AggregateComparison,
+    CaseStatus,
+    ComparedRun,
+    MetricStatus,
+    RegressionVerdict,
+)
+from evaledger.scoring.models import TestCaseResult
+
+_DP = 4
+"""Deltas are reported, and compared with thresholds, rounded to this many decimals."""
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _delta(baseline: float | None, candidate: float | None, dp: int = _DP) -> float | None:
+    if baseline is None or candidate is None:
+        return None
+    return round(candidate - baseline, dp)
+
+
+def _fixed(value: float, min_dp: int, max_dp: int = _DP) -> str:
+    """Up to ``max_dp`` decimals, trailing zeros dropped down to ``min_dp`` (0.9 → "0.90")."""
+    text = f"{value:.{max_dp}f}"
+    whole, _, decimals = text.partition(".")
+    decimals = decimals.rstrip("0").ljust(min_dp, "0")
+    text = f"{whole}.{decimals}" if decimals else whole
+    return text.lstrip("-") if float(text) == 0 else text  # no "-0"
+
+
+def _pct(fraction: float) -> str:
+    """A 4 dp fraction as an exact percentage (0.2001 → "20.01%")."""
+    return f"{_fixed(fraction * 100, 0, _DP - 2)}%"
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    items = list(values)
+    return math.fsum(items) / len(items) if items else None
+
+
+def _score_label(value: float | None, binary: bool) -> str | None:
+    if value is None:
+        return None
+    if binary:
+        return "pass" if value >= 5 else "fail"
+    if float(value).is_integer() and 0 <= value <= 5:
+        return SCORE_LABELS[int(value)]
+    return None
+
+
+def _metric_types(specs: Iterable[ScoringSpec]) -> dict[str, bool]:
+    """Metric name → is_binary, in spec order (first spec first)."""
+    types: dict[str, bool] = {}
+    for spec in specs:
+        for m in spec.metrics:
+            types.setdefault(m.metric, m.score_type is ScoreType.BINARY)
+    return types
+
+
+def _binary_value(result: TestCaseResult, metric: str) -> bool | None:
+    if metric in result.metric_passed:
+        return result.metric_passed[metric]
+    score = result.metric_scores.get(metric)
+    return None if score is None else score >= 5
+
+
+def _metric_deltas(
+    base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
+) -> list[dict[str, Any]]:
+    names = list(types)
+    extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
+        cand.metric_passed
+    )
+    names += sorted(extra - set(types))
+    # Plain dicts, validated once per comparison by _CASES (a model per metric per case costs
+    # seconds on a 5,000-case comparison).
+    out: list[dict[str, Any]] = []
+    for name in names:
+        binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
+        if binary:
+            bp, cp = _binary_value(base, name), _binary_value(cand, name)
+            if bp is None and cp is None:
+                continue
+            status: MetricStatus = "unchanged"
+            if bp is True and cp is False:
+                status = "pass→fail"
+            elif bp is False and cp is True:
+                status = "fail→pass"
+            out.append(
+                {
+                    "metric": name,
+                    "is_binary": True,
+                    "baseline_score": None if bp is None else (5.0 if bp else 0.0),
+                    "candidate_score": None if cp is None else (5.0 if cp else 0.0),
+                    "delta": None,
+                    "baseline_label": None if bp is None else ("pass" if bp else "fail"),
+                    "candidate_label": None if cp is None else ("pass" if cp else "fail"),
+                    "status": status,
+                }
+            )
+            continue
+        bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
+        if bs is None and cs is None:
+            continue
+        delta = _delta(bs, cs)
+        status = "unchanged"
+        if delta is not None:
+            status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
+        out.append(
+            {
+                "metric": name,
+                "is_binary": False,
+                "baseline_score": bs,
+                "candidate_score": cs,
+                "delta": delta,
+                "baseline_label": _score_label(bs, False),
+                "candidate_label": _score_label(cs, False),
+                "status": status,
+            }
+        )
+    return out
+
+
+def classify_case(
+    baseline: TestCaseResult, candidate: TestCaseResult, case_score_delta: float = 5.0
+) -> CaseStatus:
+    """DESIGN §5 per-case rule; the first that matches wins.
+
+    Either side errored → ``error``; pass flipped → ``regression`` / ``improvement``; both scored
+    and ``|Δ score| > case_score_delta`` (strict, on the 4 dp delta the comparison reports) →
+    ``regression`` / ``improvement``; else ``unchanged``.
+    """
+    if baseline.errored or candidate.errored:
+        return "error"
+    if baseline.passed is True and candidate.passed is False:
+        return "regression"
+    if baseline.passed is False and candidate.passed is True:
+        return "improvement"
+    delta = _delta(baseline.score, candidate.score)
+    if delta is not None and abs(delta) > case_score_delta:
+        return "regression" if delta < 0 else "improvement"
+    return "unchanged"
+
+
+def _compare_case(
+    base: TestCaseResult,
+    cand: TestCaseResult,
+    thresholds: ComparisonThresholds,
+    types: Mapping[str, bool],
+    metric_deltas: bool = True,
+) -> dict[str, Any]:
+    return {
+        "test_case_key": base.test_case_key,
+        "status": classify_case(base, cand, thresholds.case_score_delta),
+        "baseline_passed": base.passed,
+        "candidate_passed": cand.passed,
+        "baseline_score": base.score,
+        "candidate_score": cand.score,
+        "score_delta": _delta(base.score, cand.score),
+        "baseline_latency_ms": base.latency_p50_ms,
+        "candidate_latency_ms": cand.latency_p50_ms,
+        "latency_delta_ms": _delta(base.latency_p50_ms, cand.latency_p50_ms),
+        "metric_deltas": _metric_deltas(base, cand, types) if metric_deltas else [],
+        "baseline_flaky": base.flaky,
+        "candidate_flaky": cand.flaky,
+        "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
+    }
+
+
+def _run_cost(run: ComparedRun) -> float | None:
+    """Return the run's total cost, or None when it carries no cost data at all."""
+    has_case_cost = any(c.cost_usd is not None for c in run.cases)
+    if has_case_cost or run.aggregate.total_cost_usd != 0:
+        return run.aggregate.total_cost_usd
+    return None
+
+
+def _verdict(
+    agg: AggregateComparison, thresholds: ComparisonThresholds, warnings: list[str]
+) -> RegressionVerdict:
+    """Hold the reported (rounded) deltas against the thresholds; reasons quote those deltas."""
+    reasons: list[str] = []
+    base, cand = agg.baseline_metrics, agg.candidate_metrics
+    drop = -agg.pass_rate_delta
+    if drop > thresholds.max_pass_rate_drop:
+        reasons.append(
+            f"pass_rate dropped {_pct(drop)} "
+            f"({_fixed(base.pass_rate, 2)} → {_fixed(cand.pass_rate, 2)})"
+        )
+    bs, cs = base.weighted_metrics_score_pct, cand.weighted_metrics_score_pct
+    score_delta = agg.avg_score_delta
+    if (
+        bs is not None
+        and cs is not None
+        and score_delta is not None
+        and -score_delta > thresholds.max_avg_score_drop
+    ):
+        reasons.append(
+            f"avg_score dropped {_fixed(-score_delta, 1)}pt ({_fixed(bs, 1)} → {_fixed(cs, 1)})"
+        )
+    bl, cl = base.latency_avg_ms, cand.latency_avg_ms
+    if bl is None or cl is None:
+        missing = " and ".join(
+            side for side, v in (("baseline", bl), ("candidate", cl)) if v is None
+        )
+        warnings.append(f"latency check skipped: no latency data in {missing}")
+    elif bl == 0:
+        warnings.append("latency check skipped: baseline latency_avg_ms is 0")
+    elif (
+        agg.latency_avg_increase_pct is not None
+        and agg.latency_avg_increase_pct > thresholds.max_latency_increase_pct
+    ):
+        reasons.append(
+            f"avg_latency increased {_pct(agg.latency_avg_increase_pct)} ({bl:.0f}ms → {cl:.0f}ms)"
+        )
+    return RegressionVerdict(
+        regression_detected=bool(reasons), reasons=reasons, thresholds_used=thresholds
+    )
+
+
+def _self_judged(run: ComparedRun) -> int:
+    return sum(1 for c in run.cases if c.self_judged) or run.aggregate.self_judged_count
+
+
+def _keys_text(keys: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f", … (+{len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def _warnings(baseline: ComparedRun, candidate: ComparedRun, spec: ScoringSpec | None) -> list[str]:
+    """Every warning but the flaky test cases (`_flaky_warning`, from the matched cases)."""
+    out: list[str] = []
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        if run.status != "completed":
+            out.append(f"{side} run is {run.status!r}, not completed")
+    if baseline.suite_name != candidate.suite_name:
+        out.append(
+            f"runs use different suites: {baseline.suite_name!r} vs {candidate.suite_name!r}"
+        )
+    elif baseline.suite_version != candidate.suite_version:
+        out.append(
+            f"runs use different versions of suite {baseline.suite_name!r}: "
+            f"{baseline.suite_version} vs {candidate.suite_version}"
+        )
+    if spec is None and baseline.spec.spec_id != candidate.spec.spec_id:
+        out.append(
+            "runs are scored under different specs "
+            f"({baseline.spec.spec_id} vs {candidate.spec.spec_id})"
+        )
+    for side, run in (("baseline", baseline), ("candidate", candidate)):
+        n = _self_judged(run)
+        if n:
+            out.append(f"{side} has {n} self-judged case(s): judge provider = agent provider")
+    return out
