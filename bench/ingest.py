@@ -71,9 +71,10 @@ from bench.common import (
     write_bundle,
 )
 from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain import aggregates, events, ledger, persistence
+from evaledger.domain import aggregates, events, ledger
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.ledger import Context, Ledger
+from evaledger.domain.store import codec
 
 AIM_SQLITE = 0.50
 AIM_END_TO_END = 0.35
@@ -153,7 +154,7 @@ def phase_breakdown(services: Services, importer: Importer, kind: str) -> tuple[
     pt.wrap(L, "_last_hashes", "run: last stored hash of cases not in this save")
     pt.wrap(L, "_save", "save: collect + order events, storable check")
     pt.wrap(services.ledger.app.events, "put", "save: eventsourcing EventStore.put (rest)")
-    pt.wrap(persistence.EventMapper, "to_stored_event", "map: stored event from the cached state")
+    pt.wrap(codec.EventMapper, "to_stored_event", "map: stored event from the cached state")
     pt.wrap(services.ledger.app.recorder, "insert_events", f"insert: {kind} recorder transaction")
     try:
         _, total, _ = run_import(services, importer, kind)

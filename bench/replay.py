@@ -74,11 +74,11 @@ from bench.common import (
 )
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.api.cli import show_payload
-from evaledger.domain import persistence
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context, Ledger
-from evaledger.domain.persistence import parse_db_url
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.store import codec
+from evaledger.domain.store.urls import parse_db_url
 from evaledger.projections import encoding as pjson
 from evaledger.projections import projectors as views
 from evaledger.projections import queries, runner, votes
@@ -272,7 +272,7 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
         pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
         pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (lean)")
         pt.wrap(
-            persistence.EventMapper,
+            codec.EventMapper,
             "to_domain_event",
             "decode: pydantic model_validate (full event, cold topics)",
         )

@@ -50,7 +50,6 @@ from evaledger.domain.bundle import (
     BundleVerdict,
     RunBundle,
 )
-from evaledger.domain.chain import Block
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -82,17 +81,11 @@ from evaledger.domain.events import (
     stored_hash,
 )
 from evaledger.domain.metrics import MetricDefinition
-from evaledger.domain.persistence import (
-    ChainReader,
-    ChunkedPostgresApplicationRecorder,
-    EventMapper,
-    OrjsonTranscoder,
-    StorageLocation,
-    check_append_only,
-    migrate_postgres,
-    postgres_schema_exists,
-)
 from evaledger.domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.store.chain import Block
+from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
+from evaledger.domain.store.recorder import LedgerRecorder
+from evaledger.domain.store.urls import StorageLocation
 from evaledger.domain.tokens import (
     ApiToken,
     NewToken,
@@ -222,28 +215,20 @@ class Ledger:
         """
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
-        if location.kind == "postgresql":
-            # Tables are created by a migration (below, or `evaledger migrate`), never by the
-            # recorder: the app role of a two-role set-up may not run DDL.
-            env["CREATE_TABLE"] = "no"
         self.location = location
         self.app = LedgerApplication(env=env)
+        # The recorder named by the location (domain/store/) also keeps the ledger's chain.
+        self.recorder = cast(LedgerRecorder, self.app.recorder)
         self.clock = clock
         self._projects: dict[UUID, str] = {}
         self.checkpoint_key = checkpoint_key
-        self.app.recorder.chain.key = checkpoint_key  # type: ignore[attr-defined]
-        if location.kind == "postgresql":
-            recorder = cast(ChunkedPostgresApplicationRecorder, self.app.recorder)
-            if migrate or not postgres_schema_exists(recorder):
-                # Without a migration role (development) the app creates what it needs.
-                migrate_postgres(recorder, env, app_role)
-            check_append_only(recorder)
+        self.recorder.use_checkpoint_key(checkpoint_key)
+        self.recorder.prepare(env, migrate=migrate, app_role=app_role)
 
     def check_store(self) -> int:
         """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
         head = self.position()
-        if self.location.kind == "postgresql":
-            check_append_only(cast(ChunkedPostgresApplicationRecorder, self.app.recorder))
+        self.recorder.check_append_only()
         return head
 
     # -- infrastructure ----------------------------------------------------------------------
@@ -265,7 +250,7 @@ class Ledger:
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks of the ledger chain ending after position `after`, in log order."""
-        return cast(ChainReader, self.app.recorder).chain_blocks(after, limit)
+        return self.recorder.chain_blocks(after, limit)
 
     def decode(self, stored: StoredEvent) -> DomainEvent:
         """A stored event (or notification) as a domain event (upcast)."""
@@ -598,7 +583,7 @@ class Ledger:
         by replaying every case: sealing a 10,000-case run replayed ~37,000 events.
         """
         ids = list(case_ids)
-        last = cast(ChainReader, self.app.recorder).last_stored(ids)
+        last = self.recorder.last_stored(ids)
         hashes: dict[UUID, str] = {}
         for cid in ids:
             if cid not in last:

@@ -20,10 +20,10 @@ import orjson
 from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
-from evaledger.domain.chain import GENESIS_LINK, Block, link_of, mac_of
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger
+from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of
 
 PAGE = 5000
 

@@ -82,8 +82,8 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import MetricDefinition, ScoreType, Tier
-from evaledger.domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
+from evaledger.domain.store.codec import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.verify import verify
 from tests.conftest import FIXTURES
 from tests.helpers import bundle

@@ -510,9 +510,9 @@ def test_the_seal_reads_each_cases_last_stored_hash(
     store_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """complete_run hashes each case's last stored row instead of replaying every case."""
-    from evaledger.domain import persistence
+    from evaledger.domain.store import postgres
 
-    monkeypatch.setattr(persistence, "LAST_STORED_BATCH", 3)  # several batches of ids
+    monkeypatch.setattr(postgres, "LAST_STORED_BATCH", 3)  # several batches of ids
     from evaledger.domain.aggregates import seal_of
     from evaledger.domain.bundle import BundleRun
     from evaledger.domain.events import RunCompleted, TranscriptRecorded
@@ -603,7 +603,7 @@ def test_a_chain_link_is_the_digest_of_its_lines_one_at_a_time() -> None:
     """link_of hashes the joined lines in one update: the same digest as the definition."""
     import hashlib
 
-    from evaledger.domain.chain import _canonical, link_of
+    from evaledger.domain.store.chain import _canonical, link_of
 
     def by_line(prev: str, entries: list[tuple[int, Any, int, str]]) -> str:
         h = hashlib.sha256(prev.encode())

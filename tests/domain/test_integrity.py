@@ -18,7 +18,6 @@ from fastapi.testclient import TestClient
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import (
     CaseOpened,
@@ -31,6 +30,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.ledger import Context
+from evaledger.domain.store.chain import KEY_ENV, load_key
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
 from evaledger.projections.projectors import all_projections
 from tests.api.test_cli import Cli

@@ -37,8 +37,8 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.ledger import Context
-from evaledger.domain.persistence import EventMapper, OrjsonTranscoder
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, RunConfig, resolve_spec
+from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
 from evaledger.projections import encoding as json
 from evaledger.projections import projectors as views
 from evaledger.projections.decode import LEAN_VERSIONS, Decoded, decode_stored

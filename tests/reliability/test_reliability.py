@@ -23,7 +23,7 @@ import pytest
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.domain.persistence import WRITE_LOCK
+from evaledger.domain.store.postgres import WRITE_LOCK
 from evaledger.domain.verify import verify
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.tables import cases, runs
