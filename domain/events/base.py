@@ -17,7 +17,9 @@ from pydantic import (
     PrivateAttr,
 )
 
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import FrozenModel
+from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 GENESIS_HASH = "0" * 64
 
@@ -236,3 +238,24 @@ def same_case_digest(stored: str | None, digest: str, v1: Callable[[], Any]) -> 
     if stored.startswith(CASE_DIGEST_V2):
         return stored == digest
     return stored == request_digest(v1())
+
+
+def check_storable(event: DomainEvent) -> None:
+    """Last guard before the store: every event must fit every store and read model.
+
+    The edge refuses such input with the request's own field names; this catches any path
+    around it (importers, scripts) before a projection could choke on a stored event.
+    """
+    try:
+        state = event.stored_state()
+    except orjson.JSONEncodeError:
+        state = b""
+    else:
+        # The substring test first: the regex (a look-behind at every offset) alone was a third
+        # of a large import; it only matters when an escaped NUL is there at all.
+        if b"\\u0000" not in state or not ESCAPED_NUL.search(state):
+            return
+    found = unstorable(event.model_dump(mode="python", exclude={"timestamp"}))
+    where, why = found if found is not None else ("", "not encodable as JSON")
+    name = type(event).__name__
+    raise ValidationError(f"{name}.{where}: {why}" if where else f"{name}: {why}", field=where)

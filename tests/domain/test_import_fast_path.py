@@ -449,8 +449,7 @@ def test_reimporting_a_v2_bundle_writes_nothing_and_a_change_conflicts(tmp_path:
 def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
     tmp_path: Path,
 ) -> None:
-    from evaledger.domain.events import ExecutionErrored
-    from evaledger.domain.ledger import _check_storable
+    from evaledger.domain.events import ExecutionErrored, check_storable
 
     def errored(message: str) -> ExecutionErrored:
         return ExecutionErrored(
@@ -463,9 +462,9 @@ def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
         )
 
     with pytest.raises(ValidationError, match="message"):
-        _check_storable(errored("a\x00b"))
-    _check_storable(errored("a\\u0000b"))  # the six characters, escaped: storable
-    _check_storable(errored("plain"))
+        check_storable(errored("a\x00b"))
+    check_storable(errored("a\\u0000b"))  # the six characters, escaped: storable
+    check_storable(errored("plain"))
 
 
 # Keep the helper's signature visible to mypy for the monkeypatched function.

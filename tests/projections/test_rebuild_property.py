@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
+from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.events import (
     Claim,
@@ -40,7 +41,7 @@ from evaledger.domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from evaledger.domain.ledger import Context, verdict_fields
+from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
