@@ -185,7 +185,7 @@ class Services:
             self.engine.dispose()
 
 
-def build_ledger(settings: Settings, *, create: bool = True) -> Services:
+def build_services(settings: Settings, *, create: bool = True) -> Services:
     """Open the store named by the settings and wire the ledger, projections and queries.
 
     With `create=False` (read commands) a store that does not exist is an InfrastructureError

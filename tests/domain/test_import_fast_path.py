@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain import events as events_module
 from evaledger.domain.aggregates import Aggregate, case_id_for, run_id_for
 from evaledger.domain.bundle import BundleCase, RunBundle
@@ -259,7 +259,7 @@ def bundles(draw: st.DrawFn) -> RunBundle:
 
 @contextmanager
 def store(tmp: Path, name: str) -> Iterator[Services]:
-    services = build_ledger(Settings(db=f"sqlite:///{tmp / name}/"))
+    services = build_services(Settings(db=f"sqlite:///{tmp / name}/"))
     tick = itertools.count()
     services.ledger.clock = lambda: T0 + timedelta(microseconds=next(tick))
     try:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
 from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.errors import EvaledgerError
@@ -382,7 +382,7 @@ Store = Callable[[], Any]
 @contextmanager
 def sqlite_store() -> Iterator[Services]:
     with tempfile.TemporaryDirectory(prefix="evaledger-prop-") as tmp:
-        services = build_ledger(Settings(db=f"sqlite:///{tmp}/store/"))
+        services = build_services(Settings(db=f"sqlite:///{tmp}/store/"))
         try:
             yield services
         finally:
@@ -393,7 +393,7 @@ def sqlite_store() -> Iterator[Services]:
 def pg_store() -> Iterator[Services]:
     url, name = fresh_pg_database()
     try:
-        services = build_ledger(Settings(db=url))
+        services = build_services(Settings(db=url))
         try:
             yield services
         finally:
