@@ -10,7 +10,7 @@ from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
 from evaledger.api import errors
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
-        app.state.services = services or build_ledger(settings)
+        app.state.services = services or build_services(settings)
         app.state.tokens_required = app.state.services.tokens_required()
         if owned and settings.projections == "inline":
             # Catch up before serving (with progress on a terminal), not in the first request.

@@ -29,15 +29,11 @@ from rich.progress import (
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.ledger import Ledger, LedgerApplication
-from evaledger.domain.persistence import (
-    DEFAULT_DB_URL,
-    StorageLocation,
-    connect_postgres,
-    parse_db_url,
-)
+from evaledger.domain.store.chain import KEY_ENV, load_key
+from evaledger.domain.store.postgres import connect_postgres
+from evaledger.domain.store.urls import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
@@ -189,7 +185,7 @@ class Services:
             self.engine.dispose()
 
 
-def build_ledger(settings: Settings, *, create: bool = True) -> Services:
+def build_services(settings: Settings, *, create: bool = True) -> Services:
     """Open the store named by the settings and wire the ledger, projections and queries.
 
     With `create=False` (read commands) a store that does not exist is an InfrastructureError

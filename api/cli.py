@@ -34,7 +34,7 @@ from rich.text import Text
 from evaledger.api.bootstrap import (
     Services,
     Settings,
-    build_ledger,
+    build_services,
     infrastructure_error,
     migrate_store,
 )
@@ -1282,7 +1282,7 @@ def run(args: argparse.Namespace) -> int:
             if args.command == "migrate":
                 # Before opening the store: a migration repairs what opening would refuse.
                 migrate_store(settings, args.app_role)
-            services = build_ledger(settings, create=not reads)
+            services = build_services(settings, create=not reads)
             return int(args.func(services, args))
         finally:
             if services is not None:

@@ -60,7 +60,7 @@ from bench.common import (
     print_table,
     progress,
 )
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 
@@ -193,7 +193,7 @@ def server(db: str, cwd: Path) -> Iterator[Served]:
 
 def bench_store(kind: str, db: str, cases: int, args: Any) -> None:
     """Import two runs, then hammer the comparison over HTTP; its tables and goal rows."""
-    services = build_ledger(Settings(db=db))
+    services = build_services(Settings(db=db))
     run_ids: list[str] = []
     try:
         for n in range(args.runs):

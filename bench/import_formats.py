@@ -194,11 +194,11 @@ def raw_parse(fmt: str, path: Path) -> int:
 
 
 def do_import(path: Path, store: Path) -> int:
-    from evaledger.api.bootstrap import Settings, build_ledger
+    from evaledger.api.bootstrap import Settings, build_services
     from evaledger.domain.ledger import Context
     from evaledger.importers.load import import_all, open_imports
 
-    services = build_ledger(Settings(db=f"sqlite:///{store}/"))
+    services = build_services(Settings(db=f"sqlite:///{store}/"))
     try:
         (done,) = import_all(services.ledger, open_imports([path]), Context(actor="bench"))
         return done.result.cases

@@ -70,10 +70,11 @@ from bench.common import (
     timed,
     write_bundle,
 )
-from evaledger.api.bootstrap import Services, Settings, build_ledger
-from evaledger.domain import aggregates, events, ledger, persistence
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.domain import aggregates, events, ledger
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.ledger import Context, Ledger
+from evaledger.domain.store import codec
 
 AIM_SQLITE = 0.50
 AIM_END_TO_END = 0.35
@@ -153,7 +154,7 @@ def phase_breakdown(services: Services, importer: Importer, kind: str) -> tuple[
     pt.wrap(L, "_last_hashes", "run: last stored hash of cases not in this save")
     pt.wrap(L, "_save", "save: collect + order events, storable check")
     pt.wrap(services.ledger.app.events, "put", "save: eventsourcing EventStore.put (rest)")
-    pt.wrap(persistence.EventMapper, "to_stored_event", "map: stored event from the cached state")
+    pt.wrap(codec.EventMapper, "to_stored_event", "map: stored event from the cached state")
     pt.wrap(services.ledger.app.recorder, "insert_events", f"insert: {kind} recorder transaction")
     try:
         _, total, _ = run_import(services, importer, kind)
@@ -179,7 +180,7 @@ def measure(
     res = Result(kind, path, cases)
     progress(f"{kind} / {path}: import (timed)")
     url = url_for("main")
-    services = build_ledger(Settings(db=url))
+    services = build_services(Settings(db=url))
     try:
         res.events, res.import_s, res.import_cpu_s = run_import(services, importer, kind)
         progress(f"{kind} / {path}: raw baselines over the same stored rows")
@@ -213,21 +214,21 @@ def measure(
     del services
     if "warm" in extras:
         progress(f"{kind} / {path}: a second import in this process (fresh store)")
-        services = build_ledger(Settings(db=url_for("warm")))
+        services = build_services(Settings(db=url_for("warm")))
         try:
             _, res.warm_import_s, _ = run_import(services, importer, kind)
         finally:
             services.close()
     if args.phases and "phases" in extras:
         progress(f"{kind} / {path}: import with phase timers")
-        services = build_ledger(Settings(db=url_for("phases")))
+        services = build_services(Settings(db=url_for("phases")))
         try:
             res.phases, res.phases_total_s = phase_breakdown(services, importer, kind)
         finally:
             services.close()
     if args.gc_probe and "gc" in extras:
         progress(f"{kind} / {path}: import with the garbage collector off (diagnostic)")
-        services = build_ledger(Settings(db=url_for("gcoff")))
+        services = build_services(Settings(db=url_for("gcoff")))
         try:
             gc.collect()
             gc.disable()
@@ -239,7 +240,7 @@ def measure(
             services.close()
     if args.profile and "profile" in extras and (kind == "sqlite" or args.profile_pg):
         progress(f"{kind} / {path}: import under cProfile")
-        services = build_ledger(Settings(db=url_for("profile")))
+        services = build_services(Settings(db=url_for("profile")))
         try:
             gc.collect()
             _, res.profile_total, res.profile_lines = profile(lambda: importer(services.ledger))

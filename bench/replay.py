@@ -72,13 +72,13 @@ from bench.common import (
     sqlite_raw_decode,
     timed,
 )
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import show_payload
-from evaledger.domain import persistence
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context, Ledger
-from evaledger.domain.persistence import parse_db_url
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.store import codec
+from evaledger.domain.store.urls import parse_db_url
 from evaledger.projections import encoding as pjson
 from evaledger.projections import projectors as views
 from evaledger.projections import queries, runner, votes
@@ -229,7 +229,7 @@ def rebuild_report(kind: str, url: str) -> dict[str, Any]:
     out["raw_cpu_s"] = time.process_time() - cpu
     out["raw"] = asdict(raw)
     out["rss_after_raw_mb"] = peak_rss_mb()
-    services = build_ledger(Settings(db=url))
+    services = build_services(Settings(db=url))
     try:
         head = services.ledger.position()
         step = max(head // 10, 1)
@@ -272,7 +272,7 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
         pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
         pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (lean)")
         pt.wrap(
-            persistence.EventMapper,
+            codec.EventMapper,
             "to_domain_event",
             "decode: pydantic model_validate (full event, cold topics)",
         )
@@ -720,7 +720,7 @@ def reads_scaling(services: Services, m: Manifest, args: Any, work: Path) -> Non
     progress(f"reads: a store with only the {num(m.runs[0].cases)}-case runs 0 and 1")
     small_url = f"sqlite:///{work / 'small'}/"
     fill_store(small_url, m.runs[0].events + 1, m.cases_per_run, m.seed)
-    small = build_ledger(Settings(db=small_url))
+    small = build_services(Settings(db=small_url))
     try:
         small.sync()
         sides = {"full store": services, "only these runs": small}
@@ -777,7 +777,7 @@ def bench_backend(
         progress(f"{kind}: raw decode + rebuild of {num(m.events)} events")
         c = run_child(kind, url, in_process=not args.child_process)
         report_rebuild(kind, m, c)
-    services = build_ledger(Settings(db=url))
+    services = build_services(Settings(db=url))
     try:
         if args.only == "rescore":
             progress(f"{kind}: catch-up of the projections (not timed)")

@@ -32,7 +32,7 @@ from bench.common import (
     progress,
 )
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.tables import cases
@@ -55,7 +55,7 @@ def main() -> None:
     size = 200 if args.quick else args.cases
     repeat = 3 if args.quick else args.repeat
     tmp = Path(args.tmp or tempfile.mkdtemp(prefix="evaledger-bench-web-"))
-    services = build_ledger(Settings(db=f"sqlite:///{tmp}/store/"))
+    services = build_services(Settings(db=f"sqlite:///{tmp}/store/"))
     try:
         progress(f"generating and importing a {size:,}-case run")
         bundle = RunBundle.model_validate(generate_bundle(size, seed=args.seed))

@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from evaledger.domain.events import (
     AgentSnapshot,
@@ -22,11 +22,11 @@ from evaledger.domain.events import (
     Turn,
     Usage,
 )
+from evaledger.domain.model import FrozenModel
 from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, JsonObject, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
-_MODEL = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class BundleRunStatus(StrEnum):
@@ -67,19 +67,15 @@ _EXECUTION_FIELDS = (
 """What a case reports about its execution; a pending case has none of it yet."""
 
 
-class BundleError(BaseModel):
+class BundleError(FrozenModel):
     """Why a case's execution failed."""
-
-    model_config = _MODEL
 
     message: str = Field(min_length=1)
     kind: str | None = None
 
 
-class BundleVerdict(BaseModel):
+class BundleVerdict(FrozenModel):
     """One judge verdict: identity, prompt, raw reply, parsed scores; or an error."""
-
-    model_config = _MODEL
 
     verdict_id: UUID | None = Field(default=None, description="Stable id; derived if absent.")
     judge: JudgeIdentity = Field(default_factory=JudgeIdentity)
@@ -99,29 +95,23 @@ class BundleVerdict(BaseModel):
     recorded_by: str | None = Field(default=None, description="Actor who recorded it (export).")
 
 
-class BundleCheck(BaseModel):
+class BundleCheck(FrozenModel):
     """A structural check result."""
-
-    model_config = _MODEL
 
     check: str = Field(min_length=1)
     status: CheckStatus
     evidence: str | None = None
 
 
-class BundleOutcomes(BaseModel):
+class BundleOutcomes(FrozenModel):
     """Expected outcomes evaluated outside a metric verdict."""
-
-    model_config = _MODEL
 
     results: list[OutcomeResult]
     judge: JudgeIdentity | None = None
 
 
-class BundleOverride(BaseModel):
+class BundleOverride(FrozenModel):
     """A human correction of a verdict (override or invalidation)."""
-
-    model_config = _MODEL
 
     kind: Literal["override", "invalidate"] = "override"
     verdict_id: UUID | None = None
@@ -139,10 +129,8 @@ class BundleOverride(BaseModel):
         return self
 
 
-class BundleNamedScores(BaseModel):
+class BundleNamedScores(FrozenModel):
     """A peer scorer's named scores (not 0-5 rubric metrics), with what the scorer said."""
-
-    model_config = _MODEL
 
     scorer: str = Field(min_length=1, description="The peer's scorer or grader name.")
     scores: list[NamedScore] = Field(min_length=1)
@@ -160,10 +148,8 @@ def _empty(value: Any) -> bool:
     return not value
 
 
-class BundleCase(BaseModel):
+class BundleCase(FrozenModel):
     """One executed case of the run."""
-
-    model_config = _MODEL
 
     test_case: TestCaseSnapshot
     repetition: Index = 0
@@ -230,10 +216,8 @@ class BundleCase(BaseModel):
         return f"{tc.configuration or ''}\x1f{tc.persona or ''}"
 
 
-class BundleRun(BaseModel):
+class BundleRun(FrozenModel):
     """The run: who ran what, against which config."""
-
-    model_config = _MODEL
 
     key: Key = Field(description="Client key, unique in the project.")
     name: str | None = None
@@ -266,10 +250,8 @@ class BundleRun(BaseModel):
         return self.model_dump(mode="json", exclude={"status", "reason", "completed_at"})
 
 
-class RunBundle(BaseModel):
+class RunBundle(FrozenModel):
     """A whole run, portable between ledgers."""
-
-    model_config = _MODEL
 
     format: Literal["evaledger.run-bundle/1"] = Field(description="Format tag and version.")
     run: BundleRun

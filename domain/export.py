@@ -111,28 +111,7 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         elif isinstance(event, ExecutionCanceled):
             status = BundleCaseStatus.CANCELED
         elif isinstance(event, JudgeVerdictRecorded):
-            derived = uuid5(case_id, f"verdict\x1f{len(fields['verdicts'])}")
-            fields["verdicts"].append(
-                BundleVerdict(
-                    verdict_id=None if event.verdict_id == derived else event.verdict_id,
-                    judge=event.judge,
-                    template_id=event.template_id,
-                    template_hash=event.template_hash,
-                    metric_scores=event.metric_scores,
-                    expected_outcomes=event.expected_outcomes,
-                    prompt=event.prompt,
-                    raw_output=event.raw_output,
-                    # Left out when it is what import derives, so re-imports stay idempotent.
-                    parse_status=None
-                    if event.parse_status
-                    == (ParseStatus.PARSED if event.error is None else ParseStatus.UNPARSEABLE)
-                    else event.parse_status,
-                    latency_ms=event.latency_ms,
-                    usage=event.usage,
-                    cost_usd=event.cost_usd,
-                    error=event.error,
-                )
-            )
+            fields["verdicts"].append(_bundle_verdict(event, case_id, len(fields["verdicts"])))
         elif isinstance(event, NamedScoresRecorded):
             fields["named_scores"].append(
                 BundleNamedScores.model_validate(
@@ -147,27 +126,8 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
             fields["checks"].append(
                 BundleCheck(check=event.check, status=event.status, evidence=event.evidence)
             )
-        elif isinstance(event, VerdictOverridden):
-            fields["overrides"].append(
-                BundleOverride(
-                    kind="override",
-                    verdict_id=event.verdict_id,
-                    metric_scores=event.metric_scores,
-                    expected_outcomes=event.expected_outcomes,
-                    passed=event.passed,
-                    reason=event.reason,
-                    actor=event.actor,
-                )
-            )
-        elif isinstance(event, VerdictInvalidated):
-            fields["overrides"].append(
-                BundleOverride(
-                    kind="invalidate",
-                    verdict_id=event.verdict_id,
-                    reason=event.reason,
-                    actor=event.actor,
-                )
-            )
+        elif isinstance(event, VerdictOverridden | VerdictInvalidated):
+            fields["overrides"].append(_bundle_override(event))
     if status is BundleCaseStatus.COMPLETED and not (
         "transcript" in fields
         or any(fields[k] for k in ("verdicts", "outcomes", "claims", "checks", "overrides"))
@@ -176,6 +136,50 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         # transcript even when it is empty, so this is never a completed case.
         status = BundleCaseStatus.PENDING
     return BundleCase(status=status, **fields)
+
+
+def _bundle_verdict(event: JudgeVerdictRecorded, case_id: UUID, index: int) -> BundleVerdict:
+    """A recorded verdict as the bundle verdict importing gives it (derived values left out)."""
+    derived = uuid5(case_id, f"verdict\x1f{index}")
+    return BundleVerdict(
+        verdict_id=None if event.verdict_id == derived else event.verdict_id,
+        judge=event.judge,
+        template_id=event.template_id,
+        template_hash=event.template_hash,
+        metric_scores=event.metric_scores,
+        expected_outcomes=event.expected_outcomes,
+        prompt=event.prompt,
+        raw_output=event.raw_output,
+        # Left out when it is what import derives, so re-imports stay idempotent.
+        parse_status=None
+        if event.parse_status
+        == (ParseStatus.PARSED if event.error is None else ParseStatus.UNPARSEABLE)
+        else event.parse_status,
+        latency_ms=event.latency_ms,
+        usage=event.usage,
+        cost_usd=event.cost_usd,
+        error=event.error,
+    )
+
+
+def _bundle_override(event: VerdictOverridden | VerdictInvalidated) -> BundleOverride:
+    """A correction as a bundle override, keeping who made it."""
+    if isinstance(event, VerdictInvalidated):
+        return BundleOverride(
+            kind="invalidate",
+            verdict_id=event.verdict_id,
+            reason=event.reason,
+            actor=event.actor,
+        )
+    return BundleOverride(
+        kind="override",
+        verdict_id=event.verdict_id,
+        metric_scores=event.metric_scores,
+        expected_outcomes=event.expected_outcomes,
+        passed=event.passed,
+        reason=event.reason,
+        actor=event.actor,
+    )
 
 
 def bundle_to_json(bundle: RunBundle) -> dict[str, Any]:

@@ -6,17 +6,15 @@ It returns the log position of what it wrote so callers can wait for projections
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar, cast
-from uuid import UUID, uuid5
+from uuid import UUID
 
-import orjson
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -27,7 +25,7 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
-from evaledger.domain import collector
+from evaledger.domain import collector, importing
 from evaledger.domain.aggregates import (
     Aggregate,
     Case,
@@ -35,7 +33,6 @@ from evaledger.domain.aggregates import (
     Meta,
     MetricCatalogue,
     Run,
-    RunStatus,
     case_id_for,
     catalogue_id_for,
     idempotency_id_for,
@@ -44,13 +41,10 @@ from evaledger.domain.aggregates import (
 )
 from evaledger.domain.bundle import (
     BundleCase,
-    BundleCaseStatus,
     BundleRun,
-    BundleRunStatus,
-    BundleVerdict,
     RunBundle,
 )
-from evaledger.domain.chain import Block
+from evaledger.domain.case_opening import open_recorded_case
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -60,58 +54,41 @@ from evaledger.domain.errors import (
 from evaledger.domain.events import (
     CaseEvent,
     CaseOpened,
-    ClaimsVerified,
     DomainEvent,
-    ExecutionCanceled,
-    ExecutionErrored,
-    JudgeVerdictRecorded,
-    NamedScoresRecorded,
-    OutcomeEvaluated,
-    ParseStatus,
     RunCreated,
-    StructuralCheckRecorded,
     TokenIssued,
     TokenRevoked,
     TokenScope,
-    TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
     case_digest,
+    check_storable,
     request_digest,
     same_case_digest,
     stored_hash,
 )
+from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
 from evaledger.domain.metrics import MetricDefinition
-from evaledger.domain.persistence import (
-    ChainReader,
-    ChunkedPostgresApplicationRecorder,
-    EventMapper,
-    OrjsonTranscoder,
-    StorageLocation,
-    check_append_only,
-    migrate_postgres,
-    postgres_schema_exists,
-)
 from evaledger.domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.store.chain import Block
+from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
+from evaledger.domain.store.recorder import LedgerRecorder
+from evaledger.domain.store.urls import StorageLocation
 from evaledger.domain.tokens import (
     ApiToken,
     NewToken,
     Principal,
     TokenInfo,
-    actor_of,
+    issued_tokens,
     new_secret,
     secret_hash,
     split_token,
     token_aggregate_id,
 )
-from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
 MAX_RETRIES = 25
-IMPORT_CHUNK = 500
-"""Cases per transaction of a streamed import: big enough to amortise a commit, small enough
-to keep memory flat."""
 
 
 def utcnow() -> datetime:
@@ -177,19 +154,6 @@ class Written:
         return self.ids[0]
 
 
-@dataclass
-class ImportResult:
-    """Outcome of importing one bundle."""
-
-    run_id: UUID
-    run_key: str
-    position: int
-    events: int
-    cases: int
-    new_cases: int = 0
-    case_ids: list[UUID] = field(default_factory=list)
-
-
 class LedgerApplication(Application[UUID]):
     """eventsourcing application storing evaledger's pydantic events."""
 
@@ -222,28 +186,20 @@ class Ledger:
         """
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
-        if location.kind == "postgresql":
-            # Tables are created by a migration (below, or `evaledger migrate`), never by the
-            # recorder: the app role of a two-role set-up may not run DDL.
-            env["CREATE_TABLE"] = "no"
         self.location = location
         self.app = LedgerApplication(env=env)
+        # The recorder named by the location (domain/store/) also keeps the ledger's chain.
+        self.recorder = cast(LedgerRecorder, self.app.recorder)
         self.clock = clock
         self._projects: dict[UUID, str] = {}
         self.checkpoint_key = checkpoint_key
-        self.app.recorder.chain.key = checkpoint_key  # type: ignore[attr-defined]
-        if location.kind == "postgresql":
-            recorder = cast(ChunkedPostgresApplicationRecorder, self.app.recorder)
-            if migrate or not postgres_schema_exists(recorder):
-                # Without a migration role (development) the app creates what it needs.
-                migrate_postgres(recorder, env, app_role)
-            check_append_only(recorder)
+        self.recorder.use_checkpoint_key(checkpoint_key)
+        self.recorder.prepare(env, migrate=migrate, app_role=app_role)
 
     def check_store(self) -> int:
         """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
         head = self.position()
-        if self.location.kind == "postgresql":
-            check_append_only(cast(ChunkedPostgresApplicationRecorder, self.app.recorder))
+        self.recorder.check_append_only()
         return head
 
     # -- infrastructure ----------------------------------------------------------------------
@@ -265,7 +221,7 @@ class Ledger:
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks of the ledger chain ending after position `after`, in log order."""
-        return cast(ChainReader, self.app.recorder).chain_blocks(after, limit)
+        return self.recorder.chain_blocks(after, limit)
 
     def decode(self, stored: StoredEvent) -> DomainEvent:
         """A stored event (or notification) as a domain event (upcast)."""
@@ -394,30 +350,8 @@ class Ledger:
 
     def tokens(self) -> list[TokenInfo]:
         """Every token ever issued, oldest first (read from the log: tokens are few)."""
-        issued: dict[str, TokenInfo] = {}
-        ids: dict[UUID, str] = {}
-        for n in self._notifications_of((TokenIssued.topic(), TokenRevoked.topic())):
-            event = self.decode(n)
-            if isinstance(event, TokenIssued):
-                ids[event.originator_id] = event.token_id
-                issued[event.token_id] = TokenInfo(
-                    token_id=event.token_id,
-                    project=event.project,
-                    scope=event.scope,
-                    name=event.name,
-                    actor=actor_of(event.name, event.token_id),
-                    issued_at=event.timestamp,
-                    issued_by=event.actor,
-                )
-            elif isinstance(event, TokenRevoked) and event.originator_id in ids:
-                tid = ids[event.originator_id]
-                issued[tid] = dataclasses.replace(
-                    issued[tid],
-                    revoked_at=event.timestamp,
-                    revoked_by=event.actor,
-                    revoke_reason=event.reason,
-                )
-        return list(issued.values())
+        topics = (TokenIssued.topic(), TokenRevoked.topic())
+        return issued_tokens(self.decode(n) for n in self._notifications_of(topics))
 
     def has_tokens(self) -> bool:
         """True once any token was ever issued (serving then requires tokens)."""
@@ -459,7 +393,7 @@ class Ledger:
         if not events:
             return self.position(), 0
         for event in events:
-            _check_storable(event)
+            check_storable(event)
         # Straight to the event store: `Application.save` would run a runtime Protocol check per
         # event (15 % of a large import) to sort events from aggregates; these are all events,
         # and no aggregate is handed over, so its cache and snapshot steps had nothing to do.
@@ -598,7 +532,7 @@ class Ledger:
         by replaying every case: sealing a 10,000-case run replayed ~37,000 events.
         """
         ids = list(case_ids)
-        last = cast(ChainReader, self.app.recorder).last_stored(ids)
+        last = self.recorder.last_stored(ids)
         hashes: dict[UUID, str] = {}
         for cid in ids:
             if cid not in last:
@@ -709,8 +643,25 @@ class Ledger:
                 built.append(existing)
                 continue
             run.ensure_open()
+            meta = Meta(
+                timestamp=self.clock(),
+                actor=ctx.actor,
+                idempotency_key=ctx.idempotency_key,
+                request_digest=digest,
+            )
             try:
-                built.append(self._new_case(run.id, case_id, bc, ctx, digest, catalogue, dumped))
+                built.append(
+                    open_recorded_case(
+                        case_id,
+                        run.id,
+                        bc,
+                        meta,
+                        catalogue,
+                        # A bundle may name who overrode (an export keeps authors); a token may not.
+                        bundle_authors=ctx.project is None,
+                        dumped=dumped,
+                    )
+                )
             except ValidationError as e:
                 raise ValidationError(
                     f"cases[{index}].{e.detail}", field=f"cases[{index}].{e.field}"
@@ -719,144 +670,6 @@ class Ledger:
         if new_ids:
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
         return built
-
-    def _new_case(
-        self,
-        run_id: UUID,
-        case_id: UUID,
-        bc: BundleCase,
-        ctx: Context,
-        digest: str,
-        catalogue: Mapping[str, MetricDefinition],
-        dumped: Mapping[str, Any] | None = None,
-    ) -> Case:
-        # `dumped` (the case's python-mode dump) gives each event's value objects already
-        # dumped: every state is encoded from it (`DomainEvent.encode_with`), not dumped again.
-        d = bc.model_dump() if dumped is None else dumped
-        meta = Meta(
-            timestamp=self.clock(),
-            actor=ctx.actor,
-            idempotency_key=ctx.idempotency_key,
-            request_digest=digest,
-        )
-        case = Case.open(
-            case_id,
-            meta,
-            run_id=run_id,
-            test_case=bc.test_case,
-            repetition=bc.repetition,
-            variant=bc.variant,
-            dumped={"test_case": d["test_case"]},
-        )
-        follow = Meta(timestamp=meta.timestamp, actor=ctx.actor)
-        status = bc.status
-        # A completed case always records its transcript, even an empty one: that is what tells
-        # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
-        if status is BundleCaseStatus.COMPLETED or (
-            bc.transcript or bc.usage is not None or bc.cost_usd is not None
-        ):
-            case.record(
-                TranscriptRecorded,
-                follow,
-                catalogue,
-                turns=bc.transcript,
-                usage=bc.usage,
-                cost_usd=bc.cost_usd,
-                started_at=bc.started_at,
-                ended_at=bc.ended_at,
-                dumped={"turns": d["transcript"], "usage": d["usage"]},
-            )
-        verdict_ids: list[UUID] = []
-        for i, v in enumerate(bc.verdicts):
-            vid = v.verdict_id or uuid5(case_id, f"verdict\x1f{i}")
-            verdict_ids.append(vid)
-            vd = d["verdicts"][i]
-            nested = {k: vd[k] for k in ("judge", "metric_scores", "expected_outcomes", "usage")}
-            try:
-                case.record(
-                    JudgeVerdictRecorded,
-                    follow,
-                    catalogue,
-                    dumped=nested,
-                    **verdict_fields(v, vid),
-                )
-            except ValidationError as e:
-                raise ValidationError(
-                    f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}"
-                ) from None
-        for k, named in enumerate(bc.named_scores):
-            nd = d["named_scores"][k]
-            case.record(
-                NamedScoresRecorded,
-                follow,
-                catalogue,
-                dumped={f: nd[f] for f in ("scores", "grader", "metadata", "usage")},
-                **dict(named),
-            )
-        for k, outcome in enumerate(bc.outcomes):
-            od = d["outcomes"][k]
-            case.record(
-                OutcomeEvaluated,
-                follow,
-                catalogue,
-                dumped={"results": od["results"], "judge": od["judge"]},
-                results=outcome.results,
-                judge=outcome.judge,
-            )
-        if bc.claims:
-            case.record(
-                ClaimsVerified, follow, catalogue, dumped={"claims": d["claims"]}, claims=bc.claims
-            )
-        for c in bc.checks:
-            case.record(
-                StructuralCheckRecorded,
-                follow,
-                catalogue,
-                check=c.check,
-                status=c.status,
-                evidence=c.evidence,
-                dumped={},
-            )
-        for i, o in enumerate(bc.overrides):
-            if o.verdict_index is not None and o.verdict_index >= len(verdict_ids):
-                raise ValidationError(
-                    f"overrides[{i}].verdict_index: no verdict {o.verdict_index}",
-                    field=f"overrides[{i}].verdict_index",
-                )
-            vid = o.verdict_id or verdict_ids[cast(int, o.verdict_index)]
-            # A bundle may name who overrode (an export keeps authors); a token may not.
-            author = o.actor if o.actor and ctx.project is None else ctx.actor
-            who = Meta(timestamp=meta.timestamp, actor=author)
-            if o.kind == "invalidate":
-                case.record(
-                    VerdictInvalidated, who, catalogue, dumped={}, verdict_id=vid, reason=o.reason
-                )
-            else:
-                od = d["overrides"][i]
-                case.record(
-                    VerdictOverridden,
-                    who,
-                    catalogue,
-                    dumped={f: od[f] for f in ("metric_scores", "expected_outcomes")},
-                    verdict_id=vid,
-                    metric_scores=o.metric_scores,
-                    expected_outcomes=o.expected_outcomes,
-                    passed=o.passed,
-                    reason=o.reason,
-                )
-        if status is BundleCaseStatus.ERRORED:
-            assert bc.error is not None
-            case.record(
-                ExecutionErrored,
-                follow,
-                catalogue,
-                dumped={},
-                message=bc.error.message,
-                kind=bc.error.kind,
-            )
-        elif status is BundleCaseStatus.CANCELED:
-            case.record(ExecutionCanceled, follow, catalogue, dumped={}, reason=None)
-        return case
 
     def record(
         self,
@@ -897,26 +710,7 @@ class Ledger:
         bundle = bundle.model_copy(update={"run": _in_project(bundle.run, ctx)})
         if any(c.overrides for c in bundle.cases):
             ctx.check_admin("recording overrides or invalidations")
-
-        def command() -> ImportResult:
-            run = self._prepare_run(bundle.run, ctx)
-            catalogue = self.catalogue(bundle.run.project)
-            before = set(run.case_ids) if run.version else set()
-            cases = self._build_cases(run, bundle.cases, ctx, catalogue)
-            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
-            self._close(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
-            position, n = self._save(*cases, run=run)
-            return ImportResult(
-                run_id=run.id,
-                run_key=bundle.run.key,
-                position=position,
-                events=n,
-                cases=len(cases),
-                new_cases=len([c for c in cases if c.id not in before]),
-                case_ids=[c.id for c in cases],
-            )
-
-        return self._retrying(command)
+        return self._retrying(partial(importing.import_bundle, self, bundle, ctx))
 
     def import_stream(
         self,
@@ -941,101 +735,7 @@ class Ledger:
         # Parsing, validating and building cases allocate short-lived objects in no cycles: with
         # the collector on, its generation scans were a large share of a streamed import.
         with collector.paused():
-            return self._import_stream(run, cases, ctx, chunk_size, progress)
-
-    def _import_stream(
-        self,
-        run: BundleRun,
-        cases: Callable[[], Iterable[BundleCase]],
-        ctx: Context,
-        chunk_size: int,
-        progress: Callable[[int, int], None] | None,
-    ) -> ImportResult:
-        total = self._check_stream(run, cases, ctx, chunk_size, progress)
-        catalogue = self.catalogue(run.project)
-        current = self._prepare_run(run, ctx)
-        before = len(current.case_ids)
-        _, written = self._save(run=current)  # a new run is created on its own first
-        hashes = _Hashes()
-        done = 0
-        for chunk in _chunks(cases(), chunk_size):
-            current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
-            hashes.add(built)
-            del built
-            written += n
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-
-        attempts = 0
-
-        def finish() -> tuple[int, int]:
-            nonlocal attempts
-            # The run in hand is current unless a concurrent writer made a save fail (and
-            # replaying it would hold a second copy of every case id).
-            closing = current if attempts == 0 else self.get_run(current.id)
-            attempts += 1
-            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
-            self._close(closing, run, meta, hashes)
-            return self._save(closing)
-
-        position, n = self._retrying(finish)
-        return ImportResult(
-            run_id=current.id,
-            run_key=run.key,
-            position=position,
-            events=written + n,
-            cases=total,
-            new_cases=len(current.case_ids) - before,
-        )
-
-    def _check_stream(
-        self,
-        run: BundleRun,
-        cases: Callable[[], Iterable[BundleCase]],
-        ctx: Context,
-        chunk_size: int,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Build every case of the stream without saving (the dry first pass); count them.
-
-        Progress is reported with a total of 0: the stream's length is not known yet. Memory
-        stays flat: a new run is tried afresh for each chunk (it forgets the ids it attached),
-        and the ids seen so far are kept as 16 bytes each.
-        """
-        trial = self._prepare_run(run, ctx)
-        new = self._find(Run, trial.id) is None
-        catalogue = self.catalogue(run.project)
-        seen: set[bytes] = set()
-        total = 0
-        for chunk in _chunks(cases(), chunk_size):
-            if any(c.overrides for c in chunk):
-                ctx.check_admin("recording overrides or invalidations")
-            for i, bc in enumerate(chunk, start=total):
-                case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
-                if case_id.bytes in seen:
-                    first = next(
-                        j
-                        for j, other in enumerate(cases())
-                        if case_id_for(
-                            trial.id, other.test_case.key, other.repetition, other.variant
-                        )
-                        == case_id
-                    )
-                    raise ValidationError(
-                        f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
-                        f"appears twice (first at cases[{first}])",
-                        field=f"cases[{i}].test_case.key",
-                    )
-                seen.add(case_id.bytes)
-            if new and total:
-                trial = self._prepare_run(run, ctx)
-            self._build_cases(trial, chunk, ctx, catalogue, offset=total)
-            trial.collect_events()  # drop what a real pass would have written
-            total += len(chunk)
-            if progress is not None:
-                progress(total, 0)
-        return total
+            return importing.import_stream(self, run, cases, ctx, chunk_size, progress)
 
     def _write_chunk(
         self,
@@ -1059,60 +759,6 @@ class Ledger:
 
         return self._retrying(command)
 
-    def _close(
-        self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
-    ) -> None:
-        """Move a run to the status its bundle gives (complete seals over its cases)."""
-        status = body.status
-        if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
-            known = hashes or {}
-            missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
-            seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
-            run.complete(meta, body.completed_at or meta.timestamp, seal)
-        elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
-            run.cancel(meta, body.reason)
-        elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
-            run.fail(meta, body.reason or "failed")
-        elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
-            run.start(meta)
-
-
-def _chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]]:
-    chunk: list[BundleCase] = []
-    for case in cases:
-        chunk.append(case)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class _Hashes(Mapping[UUID, str]):
-    """The last hash of each case written, kept as 32 bytes rather than 64 hex characters."""
-
-    def __init__(self) -> None:
-        self._raw: dict[UUID, bytes] = {}
-
-    def add(self, cases: Iterable[Case]) -> None:
-        for c in cases:
-            raw = bytes.fromhex(c.last_hash)
-            if raw.hex() != c.last_hash:  # not lowercase hex: no compact form
-                raise AssertionError(f"case {c.id}: last hash {c.last_hash!r} is not hex")
-            self._raw[c.id] = raw
-
-    def __getitem__(self, case_id: UUID) -> str:
-        return self._raw[case_id].hex()
-
-    def __iter__(self) -> Iterator[UUID]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __contains__(self, case_id: object) -> bool:
-        return case_id in self._raw
-
 
 def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
     """A token's run lands in the token's project (its own unless the body names another)."""
@@ -1128,49 +774,8 @@ def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
     return run
 
 
-def _check_storable(event: DomainEvent) -> None:
-    """Last guard before the store: every event must fit every store and read model.
-
-    The edge refuses such input with the request's own field names; this catches any path
-    around it (importers, scripts) before a projection could choke on a stored event.
-    """
-    try:
-        state = event.stored_state()
-    except orjson.JSONEncodeError:
-        state = b""
-    else:
-        # The substring test first: the regex (a look-behind at every offset) alone was a third
-        # of a large import; it only matters when an escaped NUL is there at all.
-        if b"\\u0000" not in state or not ESCAPED_NUL.search(state):
-            return
-    found = unstorable(event.model_dump(mode="python", exclude={"timestamp"}))
-    where, why = found if found is not None else ("", "not encodable as JSON")
-    name = type(event).__name__
-    raise ValidationError(f"{name}.{where}: {why}" if where else f"{name}: {why}", field=where)
-
-
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:
     return () if record is None else (record,)
-
-
-def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:
-    """The fields of JudgeVerdictRecorded for a bundle verdict."""
-    status = v.parse_status or (ParseStatus.PARSED if v.error is None else ParseStatus.UNPARSEABLE)
-    return {
-        "verdict_id": verdict_id,
-        "judge": v.judge,
-        "template_id": v.template_id,
-        "template_hash": v.template_hash,
-        "prompt": v.prompt,
-        "raw_output": v.raw_output,
-        "parse_status": status,
-        "metric_scores": v.metric_scores,
-        "expected_outcomes": v.expected_outcomes,
-        "latency_ms": v.latency_ms,
-        "usage": v.usage,
-        "cost_usd": v.cost_usd,
-        "error": v.error,
-    }
 
 
 def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from evaledger.domain.model import FrozenModel
 
 
 class Tier(StrEnum):
@@ -23,10 +25,8 @@ class ScoreType(StrEnum):
     BINARY = "binary"
 
 
-class MetricDefinition(BaseModel):
+class MetricDefinition(FrozenModel):
     """One metric a judge can score."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$", description="Stable metric id.")
     display_name: str = Field(description="Human name shown in reports.")

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.metrics import (
@@ -17,9 +17,8 @@ from evaledger.domain.metrics import (
     MetricDefinition,
     ScoreType,
 )
+from evaledger.domain.model import FrozenModel
 from evaledger.domain.types import JsonObject
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Gate(StrEnum):
@@ -76,19 +75,15 @@ class Severity(StrEnum):
     LOW = "low"
 
 
-class MetricSelection(BaseModel):
+class MetricSelection(FrozenModel):
     """One metric chosen for a run, with an optional weight override."""
-
-    model_config = _FROZEN
 
     metric: str = Field(description="Metric id from the catalogue.")
     weight: float | None = Field(default=None, description="Explicit weight; default if absent.")
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(FrozenModel):
     """The judge part of a run config (Connexity JudgeConfig)."""
-
-    model_config = _FROZEN
 
     metrics: list[MetricSelection] | None = Field(
         default=None, description="Selected metrics; null or empty means the 8 defaults."
@@ -101,10 +96,8 @@ class JudgeConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, description="Judge sampling temperature.")
 
 
-class SeverityWeights(BaseModel):
+class SeverityWeights(FrozenModel):
     """Weights of outcome severities in the assertion score."""
-
-    model_config = _FROZEN
 
     blocker: float = Field(default=4.0, ge=0, description="Weight of a blocker outcome.")
     medium: float = Field(default=2.0, ge=0, description="Weight of a medium outcome.")
@@ -115,20 +108,16 @@ class SeverityWeights(BaseModel):
         return float(getattr(self, severity.value))
 
 
-class Reducers(BaseModel):
+class Reducers(FrozenModel):
     """How repetitions of one test case reduce to one value."""
-
-    model_config = _FROZEN
 
     score: ScoreReducer = Field(default=ScoreReducer.MEAN, description="Score reducer.")
     passed: PassReducer = Field(default=PassReducer.ALL, description="Pass reducer.")
     k: int = Field(default=1, ge=1, description="k of at_least_k, pass@k and pass^k.")
 
 
-class ComparisonThresholds(BaseModel):
+class ComparisonThresholds(FrozenModel):
     """Run-to-run regression thresholds (Connexity compare defaults)."""
-
-    model_config = _FROZEN
 
     max_pass_rate_drop: float = Field(default=0.0, ge=0, description="Fraction, 0.0 = strict.")
     max_avg_score_drop: float = Field(default=5.0, ge=0, description="Points on 0-100.")
@@ -136,10 +125,8 @@ class ComparisonThresholds(BaseModel):
     case_score_delta: float = Field(default=5.0, ge=0, description="Per-case score delta, points.")
 
 
-class ScoreGate(BaseModel):
+class ScoreGate(FrozenModel):
     """A case gate on a peer's named score, e.g. pass iff `accuracy >= 0.8`."""
-
-    model_config = _FROZEN
 
     score: str = Field(min_length=1, description="Named score (its name as the peer gave it).")
     op: Literal[">=", ">", "<=", "<", "=="] = Field(default=">=", description="Comparison.")
@@ -163,10 +150,8 @@ def _empty(value: Any) -> bool:
     return not value
 
 
-class PolicyFields(BaseModel):
+class PolicyFields(FrozenModel):
     """Scoring policy beyond the Connexity config; shared by RunConfig and ScoringSpec."""
-
-    model_config = _FROZEN
 
     gate: Gate = Field(default=Gate.OUTCOMES_THEN_SCORE, description="Case gate policy.")
     severity_weights: SeverityWeights = Field(default_factory=SeverityWeights)
@@ -194,10 +179,8 @@ class RunConfig(PolicyFields):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
 
 
-class ResolvedMetric(BaseModel):
+class ResolvedMetric(FrozenModel):
     """A selected metric with its weight renormalised over the selection."""
-
-    model_config = _FROZEN
 
     metric: str
     weight: float = Field(description="Normalised weight; the selection sums to 1.")

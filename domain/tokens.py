@@ -9,9 +9,11 @@ cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID, uuid5
@@ -136,3 +138,30 @@ class ApiToken(Aggregate):
             self.revoked = None
         elif isinstance(event, TokenRevoked):
             self.revoked = event
+
+
+def issued_tokens(events: Iterable[DomainEvent]) -> list[TokenInfo]:
+    """Every token issued in `events` (the token events in log order), oldest first."""
+    issued: dict[str, TokenInfo] = {}
+    ids: dict[UUID, str] = {}
+    for event in events:
+        if isinstance(event, TokenIssued):
+            ids[event.originator_id] = event.token_id
+            issued[event.token_id] = TokenInfo(
+                token_id=event.token_id,
+                project=event.project,
+                scope=event.scope,
+                name=event.name,
+                actor=actor_of(event.name, event.token_id),
+                issued_at=event.timestamp,
+                issued_by=event.actor,
+            )
+        elif isinstance(event, TokenRevoked) and event.originator_id in ids:
+            tid = ids[event.originator_id]
+            issued[tid] = dataclasses.replace(
+                issued[tid],
+                revoked_at=event.timestamp,
+                revoked_by=event.actor,
+                revoke_reason=event.reason,
+            )
+    return list(issued.values())

@@ -20,10 +20,10 @@ import orjson
 from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
-from evaledger.domain.chain import GENESIS_LINK, Block, link_of, mac_of
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
 from evaledger.domain.ledger import Ledger
+from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of
 
 PAGE = 5000
 
@@ -191,109 +191,125 @@ def verify(
     valid signature, and at least one must. Without it, signatures are not checked (a rewrite
     that recomputes every hash is then undetectable; the report says `keyed: false`).
     """
-    key = ledger.checkpoint_key
-    report = VerifyReport(keyed=key is not None)
     head = ledger.position()
-    aggregates = _Aggregates(report)
-    events = _pages(lambda start: ledger.notifications(start, PAGE))
-    pending = next(events, None)
-    signed_from: int | None = None
-    prev_link = GENESIS_LINK
-    found_expected = expect is None
+    walk = _ChainWalk(ledger, expect)
+    for block in _blocks(ledger):
+        walk.check_block(block)
+        if progress is not None:
+            progress(block.last_position, head)
+    return walk.finish()
 
-    def uncovered(n: Notification) -> None:
-        report.findings.append(
-            (
-                n.id,
-                f"position {n.id} (aggregate {n.originator_id} version {n.originator_version}): "
-                "not covered by the ledger chain (written outside evaledger)",
-            )
+
+class _ChainWalk:
+    """One pass over the log and the chain's blocks side by side, in log order."""
+
+    def __init__(self, ledger: Ledger, expect: Checkpoint | None) -> None:
+        self.key = ledger.checkpoint_key
+        self.report = VerifyReport(keyed=self.key is not None)
+        self.aggregates = _Aggregates(self.report)
+        self.events = _pages(lambda start: ledger.notifications(start, PAGE))
+        self.pending = next(self.events, None)
+        self.expect = expect
+        self.found_expected = expect is None
+        self.signed_from: int | None = None
+        self.prev_link = GENESIS_LINK
+
+    def _find(self, position: int, message: str) -> None:
+        self.report.findings.append((position, message))
+
+    def _uncovered(self, n: Notification) -> None:
+        self._find(
+            n.id,
+            f"position {n.id} (aggregate {n.originator_id} version {n.originator_version}): "
+            "not covered by the ledger chain (written outside evaledger)",
         )
 
-    for block in _blocks(ledger):
+    def _events_until(self, block: Block) -> list[tuple[int, UUID | str, int, str]]:
+        """Check the events up to the block's end; the chain entries of those inside it."""
         entries: list[tuple[int, UUID | str, int, str]] = []
-        while pending is not None and pending.id <= block.last_position:
-            ehash = aggregates.check(pending)
-            if pending.id < block.first_position:
-                uncovered(pending)
+        while self.pending is not None and self.pending.id <= block.last_position:
+            n = self.pending
+            ehash = self.aggregates.check(n)
+            if n.id < block.first_position:
+                self._uncovered(n)
             else:
-                entries.append(
-                    (pending.id, pending.originator_id, pending.originator_version, ehash)
-                )
-            pending = next(events, None)
+                entries.append((n.id, n.originator_id, n.originator_version, ehash))
+            self.pending = next(self.events, None)
+        return entries
+
+    def check_block(self, block: Block) -> None:
+        """Check one commit's block against the events it covers."""
+        report = self.report
+        entries = self._events_until(block)
         where = f"positions {block.first_position}–{block.last_position} (one commit)"
         if len(entries) != block.events:
-            report.findings.append(
-                (
-                    block.first_position,
-                    f"{where}: {block.events} events were committed, {len(entries)} remain "
-                    "(events deleted or inserted)",
-                )
+            self._find(
+                block.first_position,
+                f"{where}: {block.events} events were committed, {len(entries)} remain "
+                "(events deleted or inserted)",
             )
-        elif link_of(prev_link, entries) != block.link:
-            report.findings.append(
-                (
-                    block.first_position,
-                    f"{where}: the chain link does not match (an event of this commit was "
-                    "edited, moved or reordered, or an earlier commit was deleted)",
-                )
+        elif link_of(self.prev_link, entries) != block.link:
+            self._find(
+                block.first_position,
+                f"{where}: the chain link does not match (an event of this commit was "
+                "edited, moved or reordered, or an earlier commit was deleted)",
             )
         if block.adopted:
             if report.commits:
-                report.findings.append(
-                    (block.first_position, f"{where}: an adopted block after the first commit")
+                self._find(
+                    block.first_position, f"{where}: an adopted block after the first commit"
                 )
             report.adopted_until = block.last_position
-        if key is not None:
-            if block.mac is not None:
-                if mac_of(key, block.last_position, block.link) != block.mac:
-                    report.findings.append(
-                        (
-                            block.first_position,
-                            f"{where}: signature does not match (the chain was rewritten "
-                            "without the checkpoint key, or another key signed it)",
-                        )
-                    )
-                signed_from = block.first_position if signed_from is None else signed_from
-            elif signed_from is not None:
-                report.findings.append(
-                    (
-                        block.first_position,
-                        f"{where}: not signed although commits from position {signed_from} "
-                        "are (a signature was stripped, or a writer ran without the key)",
-                    )
-                )
-        if expect is not None and block.last_position == expect.position:
-            found_expected = block.link == expect.link
+        if self.key is not None:
+            self._check_signature(block, self.key, where)
+        if self.expect is not None and block.last_position == self.expect.position:
+            self.found_expected = block.link == self.expect.link
         # The next block follows the stored link, so one edited commit is named once.
-        prev_link = block.link
+        self.prev_link = block.link
         report.commits += 1
         if not report.findings:
             report.checkpoint = Checkpoint(
-                block.last_position, block.link, signed=key is not None and block.mac is not None
+                block.last_position,
+                block.link,
+                signed=self.key is not None and block.mac is not None,
             )
-        if progress is not None:
-            progress(block.last_position, head)
-    while pending is not None:
-        aggregates.check(pending)
-        uncovered(pending)
-        pending = next(events, None)
-    if key is not None and report.events and signed_from is None:
-        report.findings.append(
-            (
+
+    def _check_signature(self, block: Block, key: bytes, where: str) -> None:
+        if block.mac is not None:
+            if mac_of(key, block.last_position, block.link) != block.mac:
+                self._find(
+                    block.first_position,
+                    f"{where}: signature does not match (the chain was rewritten "
+                    "without the checkpoint key, or another key signed it)",
+                )
+            if self.signed_from is None:
+                self.signed_from = block.first_position
+        elif self.signed_from is not None:
+            self._find(
+                block.first_position,
+                f"{where}: not signed although commits from position {self.signed_from} "
+                "are (a signature was stripped, or a writer ran without the key)",
+            )
+
+    def finish(self) -> VerifyReport:
+        """Check the events after the last block and what the whole walk must have met."""
+        report = self.report
+        while self.pending is not None:
+            self.aggregates.check(self.pending)
+            self._uncovered(self.pending)
+            self.pending = next(self.events, None)
+        if self.key is not None and report.events and self.signed_from is None:
+            self._find(
                 1,
                 "no commit is signed with the checkpoint key: the chain was rewritten or its "
                 "signatures stripped (or the writers never had the key)",
             )
-        )
-    if not found_expected:
-        assert expect is not None
-        report.findings.append(
-            (
-                expect.position,
-                f"checkpoint {expect.position}:{expect.link[:12]}… verified earlier is no longer "
-                "in the log (the log was rolled back or rewritten)",
+        if not self.found_expected:
+            assert self.expect is not None
+            self._find(
+                self.expect.position,
+                f"checkpoint {self.expect.position}:{self.expect.link[:12]}… verified earlier "
+                "is no longer in the log (the log was rolled back or rewritten)",
             )
-        )
-    report.aggregates = len(aggregates.last_hash)
-    return report
+        report.aggregates = len(self.aggregates.last_hash)
+        return report

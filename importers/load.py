@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 
 from evaledger.domain.bundle import BUNDLE_FORMAT, RunBundle
-from evaledger.domain.ledger import IMPORT_CHUNK, Context, ImportResult, Ledger
+from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
+from evaledger.domain.ledger import Context, Ledger
 from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity

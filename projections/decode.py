@@ -5,7 +5,7 @@ class (prompts, replies, justifications and all) cost more than the whole raw re
 the read models need a handful of fields of a few hot topics. So the runner decodes a page once
 into `Decoded` records: the event class, the aggregate id and version, and the state as a plain
 dict, upcast to the class's current version by the same upcasters as the full path
-(`persistence.decode_state`). The projections read the hot topics straight from that dict; for the
+(`store.codec.decode_state`). The projections read the hot topics straight from that dict; for the
 rest (run lifecycle, overrides, named scores...) `Decoded.event` gives the full pydantic event,
 decoded by `Ledger.decode` exactly as before, once, on first use.
 
@@ -33,7 +33,7 @@ from evaledger.domain.events import (
     StructuralCheckRecorded,
     TranscriptRecorded,
 )
-from evaledger.domain.persistence import OrjsonTranscoder, decode_state
+from evaledger.domain.store.codec import OrjsonTranscoder, decode_state
 
 _TRANSCODER = OrjsonTranscoder()
 

@@ -27,7 +27,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import ExceptionContext
 
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.persistence import CONNECT_TIMEOUT, POSTGRES_OPTIONS, quote_role
+from evaledger.domain.store.postgres import quote_role
+from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS
 
 metadata = MetaData()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE_BUNDLE = FIXTURES / "run-bundle.example.json"
@@ -98,7 +98,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def services(sqlite_url: str) -> Iterator[Services]:
     """Wired services on a fresh SQLite store."""
-    s = build_ledger(Settings(db=sqlite_url))
+    s = build_services(Settings(db=sqlite_url))
     try:
         yield s
     finally:
@@ -108,7 +108,7 @@ def services(sqlite_url: str) -> Iterator[Services]:
 @pytest.fixture
 def store_services(store_url: str) -> Iterator[Services]:
     """Wired services on SQLite and on PostgreSQL."""
-    s = build_ledger(Settings(db=store_url))
+    s = build_services(Settings(db=store_url))
     try:
         yield s
     finally:

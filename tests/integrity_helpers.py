@@ -11,8 +11,8 @@ import orjson
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.aggregates import seal_of
-from evaledger.domain.chain import CHAIN_TABLE, GENESIS_LINK, link_of, mac_of
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
+from evaledger.domain.store.chain import CHAIN_TABLE, GENESIS_LINK, link_of, mac_of
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,15 @@ FORBIDDEN: dict[str, frozenset[str]] = {
 }
 
 
+# Database drivers (and eventsourcing's adapters over them) belong to the store's adapters and
+# the composition root, which picks a store: the rest of the product reaches the events through
+# the ledger and the read models through SQLAlchemy URLs.
+DRIVERS = frozenset(
+    {"sqlite3", "psycopg", "psycopg_pool", "eventsourcing.sqlite", "eventsourcing.postgres"}
+)
+DRIVER_USERS = ("evaledger.domain.store", "evaledger.api.bootstrap")
+
+
 def module_name(path: Path) -> str:
     """`api/routes/runs.py` → `evaledger.api.routes.runs`; `api/demo/__init__.py` → `evaledger.api.demo`."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -72,6 +81,8 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> set[
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call) and _dynamic_import(node):
+            found.add(node.args[0].value)  # type: ignore[attr-defined]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -83,6 +94,30 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> set[
             # `from projections import views` imports projections.views too.
             found.update(f"{name}.{alias.name}" for alias in node.names if alias.name != "*")
     return found
+
+
+def _dynamic_import(call: ast.Call) -> bool:
+    """`importlib.import_module("x")`, `import_module("x")` or `__import__("x")`."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return (
+        name in ("import_module", "__import__")
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
+
+
+def is_driver(name: str) -> bool:
+    """Whether an imported module name is a database driver (or a part of one)."""
+    return any(name == d or name.startswith(f"{d}.") for d in DRIVERS)
+
+
+def driver_violations(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Drivers `source` imports, unless it is the store's adapters or the composition root."""
+    if any(module == m or module.startswith(f"{m}.") for m in DRIVER_USERS):
+        return []
+    return sorted(n for n in imported_modules(source, module, is_package) if is_driver(n))
 
 
 def violations(of_layer: str, source: str, module: str, is_package: bool = False) -> list[str]:
@@ -133,6 +168,85 @@ def test_the_checker_sees_every_form_of_import() -> None:
         violations("projections", "import evaledger.domain.events", "evaledger.projections.x") == []
     )
     assert violations("api", "import fastapi, sqlalchemy", "evaledger.api.app") == []
+
+
+def test_the_checker_sees_every_way_to_reach_a_driver() -> None:
+    # The store rule below is only as good as this: each form of import, nested or dynamic.
+    source = textwrap.dedent(
+        """
+        import sqlite3 as lite
+        import os, psycopg.sql
+        from psycopg_pool import ConnectionPool
+        from eventsourcing import postgres
+        from eventsourcing.sqlite import SQLiteDatastore
+        import importlib
+        class Store:
+            def open(self):
+                from psycopg import connect
+                importlib.import_module("psycopg.rows")
+                __import__("sqlite3")
+        """
+    )
+    assert driver_violations(source, "evaledger.projections.tables") == [
+        "eventsourcing.postgres",
+        "eventsourcing.sqlite",
+        "eventsourcing.sqlite.SQLiteDatastore",
+        "psycopg",
+        "psycopg.connect",
+        "psycopg.rows",
+        "psycopg.sql",
+        "psycopg_pool",
+        "psycopg_pool.ConnectionPool",
+        "sqlite3",
+    ]
+    assert driver_violations('__import__("sqlite3")', "m.x") == ["sqlite3"]
+    # Near names are not drivers; the store's adapters and the composition root may use them.
+    assert driver_violations("import sqlite3x, psycopgish, eventsourcing.persistence", "m.x") == []
+    assert driver_violations(source, "evaledger.domain.store.postgres") == []
+    assert driver_violations(source, "evaledger.domain.store", is_package=True) == []
+    assert driver_violations(source, "evaledger.api.bootstrap") == []
+    assert driver_violations(source, "evaledger.domain.storex") != []
+    assert driver_violations(source, "evaledger.api.bootstrapping") != []
+    # A relative import from inside the store is still the store's.
+    assert imported_modules("from .sqlite import x", "evaledger.domain.store.urls") >= {
+        "evaledger.domain.store.sqlite"
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in package_modules() if layer(module_name(p)) in INSTALLED],
+    ids=lambda p: module_name(p),
+)
+def test_only_the_store_and_the_composition_root_import_a_driver(path: Path) -> None:
+    module = module_name(path)
+    found = driver_violations(path.read_text(), module, path.name == "__init__.py")
+    assert found == [], (
+        f"{module} must not import a database driver: {found} "
+        "(the event store's adapters live in domain/store/, the choice of store in api/bootstrap)"
+    )
+
+
+def test_the_store_rule_has_modules_to_hold() -> None:
+    # Guards the rule above against a rename that would leave it checking nothing.
+    names = {module_name(p) for p in package_modules()}
+    assert {
+        "evaledger.domain.store.sqlite",
+        "evaledger.domain.store.postgres",
+        "evaledger.api.bootstrap",
+    } <= names
+    drivers = {
+        module_name(p)
+        for p in package_modules()
+        if layer(module_name(p)) in INSTALLED
+        and any(is_driver(n) for n in imported_modules(p.read_text(), module_name(p)))
+    }
+    assert drivers == {
+        "evaledger.api.bootstrap",
+        "evaledger.domain.store.errors",
+        "evaledger.domain.store.postgres",
+        "evaledger.domain.store.sqlite",
+    }
 
 
 @pytest.mark.parametrize(
@@ -187,7 +301,9 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"evaledger"}
-    assert {"evaledger/domain/events.py", "evaledger/api/cli.py", "evaledger/__main__.py"} <= set(
-        names
-    )
+    assert {
+        "evaledger/domain/events/__init__.py",
+        "evaledger/api/cli.py",
+        "evaledger/__main__.py",
+    } <= set(names)
     assert "evaledger/scoring/presets/ifixai-v1.json" in names

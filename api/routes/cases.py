@@ -24,6 +24,7 @@ from evaledger.api.schemas import (
     Written,
 )
 from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
+from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.events import (
     CaseEvent,
     ClaimsVerified,
@@ -37,7 +38,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from evaledger.domain.ledger import Context, jsonable, verdict_fields
+from evaledger.domain.ledger import Context, jsonable
 
 router = APIRouter(tags=["cases"])
 

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Table
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger, migrate_store
+from evaledger.api.bootstrap import Services, Settings, build_services, migrate_store
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import JudgeVerdictRecorded, VerdictOverridden
@@ -120,7 +120,7 @@ def test_the_app_role_writes_events_but_cannot_alter_them_or_their_guard(
         "to serve (re-run `evaledger migrate` as the migration role)\n",
     )
     with pytest.raises(InfrastructureError, match="not append-only"):
-        build_ledger(Settings(db=two_roles.app_url))
+        build_services(Settings(db=two_roles.app_url))
     # The migration role repairs it; the app serves again.
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
     assert cli("runs")[0] == 0
@@ -130,7 +130,7 @@ def test_the_app_role_writes_events_but_cannot_alter_them_or_their_guard(
 @pytest.mark.reliability
 def test_health_answers_503_while_the_trigger_is_disabled(two_roles: TwoRoles) -> None:
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
-    services = build_ledger(Settings(db=two_roles.app_url))
+    services = build_services(Settings(db=two_roles.app_url))
     try:
         with TestClient(create_app(services=services)) as client:
             assert client.get("/health").status_code == 200
@@ -212,7 +212,7 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
 @pytest.mark.postgres
 @pytest.mark.reliability
 def test_a_cli_process_holds_at_most_two_connections(pg_url: str) -> None:
-    services = build_ledger(Settings(db=pg_url))
+    services = build_services(Settings(db=pg_url))
     try:
         services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("alice"))
         services.sync()
@@ -231,7 +231,7 @@ def test_a_cli_process_holds_at_most_two_connections(pg_url: str) -> None:
 @pytest.mark.parametrize("damaged", ["events.sqlite", "views.sqlite"])
 def test_a_corrupt_sqlite_store_exits_3_with_one_line(tmp_path: Path, damaged: str) -> None:
     store = tmp_path / "store"
-    build_ledger(Settings(db=f"sqlite:///{store}/")).close()
+    build_services(Settings(db=f"sqlite:///{store}/")).close()
     (store / damaged).write_bytes(b"not a database" * 100)
     done = _cli("runs", "--db", f"sqlite:///{store}/")
     which = {

@@ -21,7 +21,7 @@ from uuid import UUID
 import orjson
 import pytest
 
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.api.cli import fmt
 from evaledger.api.demo import demo_bundles
 from evaledger.domain.aggregates import run_id_for
@@ -141,7 +141,7 @@ def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> Non
     assert len(summarised) >= 2, "the demo prints the summaries of its runs"
 
     # A printed summary is the store's own aggregate, rounded for display only.
-    services = build_ledger(Settings(db=f"sqlite:///{store}/"))
+    services = build_services(Settings(db=f"sqlite:///{store}/"))
     try:
         services.sync()
         for key, run_id in summarised:

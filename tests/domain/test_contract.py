@@ -9,7 +9,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from evaledger.api.audit import case_history
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
@@ -69,7 +69,7 @@ def test_concurrent_writers_on_one_run_all_land(store_services: Services) -> Non
 
     def open_cases(worker: int) -> None:
         try:
-            other = build_ledger(Settings(db=s.settings.db))
+            other = build_services(Settings(db=s.settings.db))
             try:
                 for i in range(5):
                     other.ledger.open_case(
@@ -93,7 +93,7 @@ def test_concurrent_writers_on_one_run_all_land(store_services: Services) -> Non
 def test_postgres_events_table_refuses_update_and_delete(pg_url: str) -> None:
     import psycopg
 
-    s = build_ledger(Settings(db=pg_url))
+    s = build_services(Settings(db=pg_url))
     try:
         s.ledger.import_bundle(RunBundle.model_validate(bundle()), CTX)
     finally:

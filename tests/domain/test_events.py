@@ -82,8 +82,8 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import MetricDefinition, ScoreType, Tier
-from evaledger.domain.persistence import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
+from evaledger.domain.store.codec import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.verify import verify
 from tests.conftest import FIXTURES
 from tests.helpers import bundle
@@ -608,7 +608,7 @@ def test_events_are_frozen_and_forbid_extra_fields(cls: type[DomainEvent]) -> No
     assert cls.model_config.get("extra") == "forbid"
     assert cls.model_config.get("allow_inf_nan") is False
     with pytest.raises(pydantic.ValidationError, match="frozen"):
-        event.actor = "mallory"
+        event.actor = "mallory"  # type: ignore[misc]  # the runtime refusal is under test
     with pytest.raises(pydantic.ValidationError, match=r"extra_forbidden|Extra inputs"):
         cls.model_validate({**event.model_dump(), "surprise": 1})
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain import events as events_module
 from evaledger.domain.aggregates import Aggregate, case_id_for, run_id_for
 from evaledger.domain.bundle import BundleCase, RunBundle
@@ -259,7 +259,7 @@ def bundles(draw: st.DrawFn) -> RunBundle:
 
 @contextmanager
 def store(tmp: Path, name: str) -> Iterator[Services]:
-    services = build_ledger(Settings(db=f"sqlite:///{tmp / name}/"))
+    services = build_services(Settings(db=f"sqlite:///{tmp / name}/"))
     tick = itertools.count()
     services.ledger.clock = lambda: T0 + timedelta(microseconds=next(tick))
     try:
@@ -449,8 +449,7 @@ def test_reimporting_a_v2_bundle_writes_nothing_and_a_change_conflicts(tmp_path:
 def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
     tmp_path: Path,
 ) -> None:
-    from evaledger.domain.events import ExecutionErrored
-    from evaledger.domain.ledger import _check_storable
+    from evaledger.domain.events import ExecutionErrored, check_storable
 
     def errored(message: str) -> ExecutionErrored:
         return ExecutionErrored(
@@ -463,9 +462,9 @@ def test_an_escaped_nul_is_still_refused_and_a_literal_backslash_u0000_is_not(
         )
 
     with pytest.raises(ValidationError, match="message"):
-        _check_storable(errored("a\x00b"))
-    _check_storable(errored("a\\u0000b"))  # the six characters, escaped: storable
-    _check_storable(errored("plain"))
+        check_storable(errored("a\x00b"))
+    check_storable(errored("a\\u0000b"))  # the six characters, escaped: storable
+    check_storable(errored("plain"))
 
 
 # Keep the helper's signature visible to mypy for the monkeypatched function.
@@ -510,9 +509,9 @@ def test_the_seal_reads_each_cases_last_stored_hash(
     store_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """complete_run hashes each case's last stored row instead of replaying every case."""
-    from evaledger.domain import persistence
+    from evaledger.domain.store import postgres
 
-    monkeypatch.setattr(persistence, "LAST_STORED_BATCH", 3)  # several batches of ids
+    monkeypatch.setattr(postgres, "LAST_STORED_BATCH", 3)  # several batches of ids
     from evaledger.domain.aggregates import seal_of
     from evaledger.domain.bundle import BundleRun
     from evaledger.domain.events import RunCompleted, TranscriptRecorded
@@ -603,7 +602,7 @@ def test_a_chain_link_is_the_digest_of_its_lines_one_at_a_time() -> None:
     """link_of hashes the joined lines in one update: the same digest as the definition."""
     import hashlib
 
-    from evaledger.domain.chain import _canonical, link_of
+    from evaledger.domain.store.chain import _canonical, link_of
 
     def by_line(prev: str, entries: list[tuple[int, Any, int, str]]) -> str:
         h = hashlib.sha256(prev.encode())

@@ -16,9 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.chain import KEY_ENV, load_key
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import (
     CaseOpened,
@@ -31,6 +30,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.ledger import Context
+from evaledger.domain.store.chain import KEY_ENV, load_key
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
 from evaledger.projections.projectors import all_projections
 from tests.api.test_cli import Cli
@@ -81,7 +81,7 @@ def _override(services: Services, case_id: UUID, actor: str, passed: bool) -> in
 def story(store_url: str, tmp_path: Path) -> Iterator[Story]:
     key_file = tmp_path / "checkpoint.key"
     key_file.write_text(KEY + "\n")
-    services = build_ledger(Settings(db=store_url, checkpoint_key_file=str(key_file)))
+    services = build_services(Settings(db=store_url, checkpoint_key_file=str(key_file)))
     raw = RawStore(services)
     ids = {"sealed": _import(services, "sealed", "completed", case("a", 4), case("b", 2))}
 
@@ -455,7 +455,7 @@ def test_unreadable_bytes_are_reported_by_verify_and_isolated_by_the_projections
 
 
 def test_a_writer_without_the_key_cannot_append_to_a_signed_ledger(story: Story) -> None:
-    keyless = build_ledger(Settings(db=story.services.settings.db))
+    keyless = build_services(Settings(db=story.services.settings.db))
     try:
         with pytest.raises(InfrastructureError, match="this process has no checkpoint key"):
             _import(keyless, "unsigned", "running", case("e", 2))

@@ -189,9 +189,9 @@ def test_tampering_is_named_by_verify(services: Services) -> None:
             "UPDATE stored_events SET state = ? WHERE rowid = ?",
             (row[1].replace(b"hello", b"HELLO").replace(b"7.5", b"9.5"), row[0]),
         )
-    from evaledger.api.bootstrap import Settings, build_ledger
+    from evaledger.api.bootstrap import Settings, build_services
 
-    reopened = build_ledger(Settings(db=services.settings.db))
+    reopened = build_services(Settings(db=services.settings.db))
     try:
         report = verify(reopened.ledger)
     finally:

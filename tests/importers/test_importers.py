@@ -24,7 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.aggregates import run_id_for
 from evaledger.domain.bundle import BundleCase, BundleRun
 from evaledger.domain.errors import ValidationError
@@ -229,7 +229,7 @@ def test_inspect_epochs_become_repetitions_and_scores_keep_their_grades(cli: Cli
     ]
     assert [c["named_scores"] for c in cases] == [{"match": 0.0}] + [{"match": 1.0}] * 3
     assert {c["gate"] for c in cases} == {"score_gate"}
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         events = services.ledger.events_of(UUID(cases[0]["case_id"]))
         (scored,) = [e for e in events if isinstance(e, NamedScoresRecorded)]
@@ -251,7 +251,7 @@ def test_a_model_graded_inspect_score_keeps_the_graders_prompt_and_reply(cli: Cl
     (row,) = imported(cli, path)
     sample = json.loads(path.read_text())["samples"][0]
     grading = sample["scores"]["model_graded_fact"]["metadata"]["grading"]
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         services.sync()
         first = services.reads.case_scores(UUID(row["run_id"]))[0]
@@ -312,7 +312,7 @@ def test_promptfoo_assertions_become_outcome_results_with_their_reasons(cli: Cli
         ("latency (threshold 150)", False),
     ]
     assert case["outcome_results"][2]["severity"] == "blocker"
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         events = services.ledger.events_of(UUID(case["case_id"]))
         (scored,) = [e for e in events if isinstance(e, NamedScoresRecorded)]
@@ -326,7 +326,7 @@ def test_promptfoo_assertions_become_outcome_results_with_their_reasons(cli: Cli
 
 def test_promptfoo_providers_become_configurations(cli: Cli) -> None:
     (row,) = imported(cli, PROMPTFOO / "sample-export.json")
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         services.sync()
         facts = services.reads.facts(UUID(row["run_id"]))
@@ -350,7 +350,7 @@ def test_tau_bench_trials_become_repetitions_and_pass_hat_k_is_reported(cli: Cli
     agg = shown(cli, row["run_id"])["aggregate"]
     assert agg["pass_rate"] == sum(r["reward"] for r in records) / len(records) == 7 / 12
     assert agg["named_score_means"] == {"reward": 7 / 12}
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         summary = services.reads.summary(UUID(row["run_id"]))
         assert [(t.test_case_key, t.passes, t.pass_hat_k) for t in summary.test_cases] == [
@@ -408,7 +408,7 @@ def test_a_connexity_run_imports_with_its_own_aggregate(
     theirs = data["run"]["aggregate_metrics"]
     for field in ("pass_rate", "passed_count", "failed_count", "error_count", "total_executions"):
         assert agg[field] == theirs[field], field
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         run = services.ledger.get_run(UUID(row["run_id"]))
         by_name = {json.loads(f.read_text())["name"]: json.loads(f.read_text()) for f in files}
@@ -430,7 +430,7 @@ def test_connexity_verdicts_keep_scores_failure_codes_and_turns(cli: Cli) -> Non
     assert edge["overall_score"] == 46.5
     assert edge["passed"] is False
     assert [o["passed"] for o in edge["outcome_results"]] == [False, False, True]
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         (verdict,) = [
             e
@@ -900,7 +900,7 @@ def test_every_supported_third_party_file_imports(cli: Cli) -> None:
 
 @pytest.mark.postgres
 def test_imports_on_postgresql(pg_url: str) -> None:
-    services = build_ledger(Settings(db=pg_url))
+    services = build_services(Settings(db=pg_url))
     try:
         imports = open_imports([SCORED_EVAL, FRENCH, TAU])
         done = import_all(services.ledger, imports, Context(actor="pg"))
@@ -963,7 +963,7 @@ def test_promptfoo_output_version_2_imports(cli: Cli, tmp_path: Path) -> None:
     (row,) = imported(cli, path)
     assert (row["format"], row["cases"]) == ("promptfoo", 4)
     assert shown(cli, row["run_id"])["aggregate"]["pass_rate"] == 0.0
-    services = build_ledger(Settings(db=cli.db))
+    services = build_services(Settings(db=cli.db))
     try:
         services.sync()
         facts = services.reads.facts(UUID(row["run_id"]))

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import main
 from evaledger.domain.errors import PermissionDeniedError, ValidationError
 from evaledger.domain.events import TokenScope
@@ -57,8 +57,8 @@ def _stored(services: Services) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def two_stores(tmp_path: Path) -> Iterator[tuple[Services, Services]]:
-    a = build_ledger(Settings(db=f"sqlite:///{tmp_path}/a/"))
-    b = build_ledger(Settings(db=f"sqlite:///{tmp_path}/b/"))
+    a = build_services(Settings(db=f"sqlite:///{tmp_path}/a/"))
+    b = build_services(Settings(db=f"sqlite:///{tmp_path}/b/"))
     for s in (a, b):
         s.ledger.clock = lambda: FIXED
     try:

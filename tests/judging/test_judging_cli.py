@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import main
 from tests.fake_judges import FakeJudges, serve
 from tests.helpers import event_count
@@ -48,7 +48,7 @@ def import_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], db: str) -> 
 
 
 def count(db: str) -> int:
-    s = build_ledger(Settings(db=db))
+    s = build_services(Settings(db=db))
     try:
         return event_count(s)
     finally:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sqlalchemy import Engine, select
 
 from bench.common import generate_bundle
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import (
     CaseOpened,
@@ -37,8 +37,8 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.ledger import Context
-from evaledger.domain.persistence import EventMapper, OrjsonTranscoder
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, RunConfig, resolve_spec
+from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
 from evaledger.projections import encoding as json
 from evaledger.projections import projectors as views
 from evaledger.projections.decode import LEAN_VERSIONS, Decoded, decode_stored
@@ -207,7 +207,7 @@ def snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 @pytest.fixture
 def generated(tmp_path: Path) -> Iterator[Services]:
     """A store holding two generated runs (one still open) with corrections on a few cases."""
-    s = build_ledger(Settings(db=f"sqlite:///{tmp_path}/store/"))
+    s = build_services(Settings(db=f"sqlite:///{tmp_path}/store/"))
     try:
         ctx = Context("alice")
         done = s.ledger.import_bundle(

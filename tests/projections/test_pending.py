@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import BundleCase, BundleCaseStatus, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
@@ -113,7 +113,7 @@ def test_import_export_round_trip_keeps_every_status(services: Services, tmp_pat
     again = services.ledger.import_bundle(RunBundle.model_validate(first), CTX)
     assert (again.events, event_count(services)) == (0, before)
 
-    other = build_ledger(Settings(db=f"sqlite:///{tmp_path / 'other.db'}"))
+    other = build_services(Settings(db=f"sqlite:///{tmp_path / 'other.db'}"))
     try:
         moved = other.ledger.import_bundle(RunBundle.model_validate(copy.deepcopy(first)), CTX)
         other.sync(moved.position)

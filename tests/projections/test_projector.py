@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter
@@ -33,7 +33,7 @@ def test_a_separate_projector_serves_readers_that_wait_for_their_writes(
     store: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     db = f"sqlite:///{tmp_path}/store/" if store == "sqlite" else request.getfixturevalue("pg_url")
-    services = build_ledger(Settings(db=db, projections="external"))
+    services = build_services(Settings(db=db, projections="external"))
     projector = _follow(db)
     try:
         written = services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("ci"))
@@ -60,7 +60,7 @@ def test_a_separate_projector_serves_readers_that_wait_for_their_writes(
 
 
 def test_waiting_without_a_projector_times_out(tmp_path: Path) -> None:
-    services = build_ledger(Settings(db=f"sqlite:///{tmp_path}/store/", projections="external"))
+    services = build_services(Settings(db=f"sqlite:///{tmp_path}/store/", projections="external"))
     try:
         written = services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("ci"))
         with pytest.raises(TimeoutError, match=f"position {written.position}"):

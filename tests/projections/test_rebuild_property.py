@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleVerdict, RunBundle
+from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.events import (
     Claim,
@@ -40,7 +41,7 @@ from evaledger.domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from evaledger.domain.ledger import Context, verdict_fields
+from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
@@ -381,7 +382,7 @@ Store = Callable[[], Any]
 @contextmanager
 def sqlite_store() -> Iterator[Services]:
     with tempfile.TemporaryDirectory(prefix="evaledger-prop-") as tmp:
-        services = build_ledger(Settings(db=f"sqlite:///{tmp}/store/"))
+        services = build_services(Settings(db=f"sqlite:///{tmp}/store/"))
         try:
             yield services
         finally:
@@ -392,7 +393,7 @@ def sqlite_store() -> Iterator[Services]:
 def pg_store() -> Iterator[Services]:
     url, name = fresh_pg_database()
     try:
-        services = build_ledger(Settings(db=url))
+        services = build_services(Settings(db=url))
         try:
             yield services
         finally:

@@ -24,7 +24,7 @@ from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
@@ -45,7 +45,7 @@ class Served:
 
 @pytest.fixture
 def served(store_url: str) -> Iterator[Served]:
-    services = build_ledger(Settings(db=store_url, auth="tokens"))
+    services = build_services(Settings(db=store_url, auth="tokens"))
     try:
         services.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("fixture"))
         # An admin of the seeded project: requests get past authentication into the routes.

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import main
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ValidationError
@@ -32,7 +32,7 @@ LIMIT = 200_000
 
 @pytest.fixture
 def services_of(store_url: str) -> Iterator[Services]:
-    s = build_ledger(Settings(db=store_url, max_body_bytes=LIMIT))
+    s = build_services(Settings(db=store_url, max_body_bytes=LIMIT))
     try:
         yield s
     finally:

@@ -20,10 +20,10 @@ import orjson
 import psycopg
 import pytest
 
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.domain.persistence import WRITE_LOCK
+from evaledger.domain.store.postgres import WRITE_LOCK
 from evaledger.domain.verify import verify
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.tables import cases, runs
@@ -264,7 +264,7 @@ def test_concurrent_writer_processes_leave_a_chain_that_verifies(
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    services = build_ledger(Settings(db=store_url))
+    services = build_services(Settings(db=store_url))
     try:
         report = verify(services.ledger)
         assert report.ok, report.broken
@@ -300,7 +300,7 @@ def _writer_holds_the_lock(services: Services) -> bool:
 
 def test_kill_9_in_the_middle_of_an_import_stores_nothing(store_url: str, tmp_path: Path) -> None:
     big = _bundle_file(tmp_path, "big", 800)
-    services = build_ledger(Settings(db=store_url))
+    services = build_services(Settings(db=store_url))
     try:
         proc = subprocess.Popen(
             [str(EVALEDGER), "import", str(big), "--db", store_url],
@@ -334,7 +334,7 @@ def test_kill_9_in_the_middle_of_an_import_stores_nothing(store_url: str, tmp_pa
 def test_kill_9_in_the_middle_of_projection_then_catch_up_is_consistent(
     store_url: str, tmp_path: Path
 ) -> None:
-    services = build_ledger(Settings(db=store_url))
+    services = build_services(Settings(db=store_url))
     try:
         data = RunBundle.model_validate(orjson.loads(_bundle_file(tmp_path, "p", 800).read_bytes()))
         head = services.ledger.import_bundle(data, Context("alice")).position
@@ -366,7 +366,7 @@ def test_kill_9_in_the_middle_of_projection_then_catch_up_is_consistent(
 
 
 def test_two_projectors_on_one_store_apply_each_page_once(store_url: str, tmp_path: Path) -> None:
-    services = build_ledger(Settings(db=store_url))
+    services = build_services(Settings(db=store_url))
     try:
         data = RunBundle.model_validate(orjson.loads(_bundle_file(tmp_path, "q", 700).read_bytes()))
         head = services.ledger.import_bundle(data, Context("alice")).position

@@ -27,7 +27,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_ledger
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import main
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
@@ -76,7 +76,7 @@ def tenant_bundle(project: str | None) -> dict[str, Any]:
 
 @pytest.fixture
 def tenants(store_url: str) -> Iterator[Tenants]:
-    services = build_ledger(Settings(db=store_url, auth="tokens"))
+    services = build_services(Settings(db=store_url, auth="tokens"))
     issued = {
         name: services.ledger.issue_token(project, TokenScope(scope), name, OWNER)
         for name, (project, scope) in TOKENS.items()
@@ -390,7 +390,7 @@ def test_token_cli_create_list_revoke(store_url: str, capsys: pytest.CaptureFixt
         assert exit_.value.code == 2
         assert message in capsys.readouterr().err
 
-    services = build_ledger(Settings(db=store_url))
+    services = build_services(Settings(db=store_url))
     try:
         assert services.ledger.authenticate(secret) is None
         principal = services.ledger.authenticate(created["token"])
@@ -417,7 +417,7 @@ def test_token_cli_refuses_bad_input(
         main(["token", "create", *args, "--db", sqlite_url])
     assert exit_.value.code == 2
     assert "--project" in capsys.readouterr().err or "--scope" in args
-    services = build_ledger(Settings(db=sqlite_url))
+    services = build_services(Settings(db=sqlite_url))
     try:
         assert event_count(services) == 0
     finally:
@@ -590,7 +590,7 @@ def test_the_web_report_serves_the_owner_not_a_project_token(
     r = tenants.call("a-admin", "GET", "/ui/")
     assert (r.status_code, r.json()["code"]) == (403, "forbidden")
     assert tenants.client.get("/ui/").status_code == 401
-    services = build_ledger(Settings(db=f"sqlite:///{tmp_path}/open/"))
+    services = build_services(Settings(db=f"sqlite:///{tmp_path}/open/"))
     try:
         with TestClient(create_app(services=services)) as open_client:
             assert open_client.get("/ui/").status_code == 200

@@ -1,340 +1,32 @@
-"""Storing events: orjson transcoder, a mapper with stable topics and upcasting, storage URLs."""
+"""The PostgreSQL event store: the chained recorder, the schema's migration and its check.
+
+Large saves go by COPY; the migration creates the tables, the append-only triggers and grants.
+"""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar, cast
-from urllib.parse import unquote, urlparse
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
-import orjson
 import psycopg
 from eventsourcing.persistence import (
-    DatabaseError,
     InterfaceError,
-    InternalError,
-    Mapper,
     Notification,
     OperationalError,
     ProgrammingError,
     StoredEvent,
-    Transcoder,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 
-from evaledger.domain.chain import (
-    CHAIN_TABLE,
-    SQLITE_CHAIN_DDL,
-    Block,
-    ChainWriter,
-    HashedStoredEvent,
-    postgres_chain_ddl,
-)
 from evaledger.domain.errors import InfrastructureError, ValidationError
-from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
+from evaledger.domain.store.chain import CHAIN_TABLE, ChainWriter, postgres_chain_ddl
+from evaledger.domain.store.errors import first_line, store_errors
+from evaledger.domain.store.recorder import LedgerRecorder
+from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS, RECONNECT_TIMEOUT
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 T = TypeVar("T")
-
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
-"""(topic name, from version) → function taking the v(n) state dict to v(n+1)."""
-
-
-def upcaster(topic_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
-    """Register an upcaster taking stored state from `from_version` to the next version."""
-
-    def register(func: Upcaster) -> Upcaster:
-        UPCASTERS[(topic_name, from_version)] = func
-        return func
-
-    return register
-
-
-class OrjsonTranscoder(Transcoder):
-    """Transcoder of plain JSON-able state with orjson (datetimes, UUIDs handled natively)."""
-
-    def encode(self, obj: Any) -> bytes:
-        """Serialise state to bytes."""
-        return orjson.dumps(obj)
-
-    def decode(self, data: bytes) -> Any:
-        """Deserialise bytes to state."""
-        return orjson.loads(data)
-
-
-class UnknownTopicError(ValueError):
-    """A stored event's topic is not in the catalogue."""
-
-
-def decode_state(
-    topic: str, state: bytes, transcoder: Transcoder
-) -> tuple[type[DomainEvent], dict[str, Any]]:
-    """Decode a stored state and upcast it to the current class version."""
-    name, version = split_topic(topic)
-    cls = BY_TOPIC_NAME.get(name)
-    if cls is None:
-        raise UnknownTopicError(f"unknown event topic {topic!r}")
-    data = cast(dict[str, Any], transcoder.decode(state))
-    while version < cls.class_version:
-        data = UPCASTERS[(name, version)](data)
-        version += 1
-    return cls, data
-
-
-class EventMapper(Mapper[UUID]):
-    """Maps pydantic domain events to stored events under their explicit stable topics."""
-
-    def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        """Encode one domain event."""
-        event = cast(DomainEvent, domain_event)
-        return HashedStoredEvent(
-            originator_id=event.originator_id,
-            originator_version=event.originator_version,
-            topic=type(event).topic(),
-            # The bytes the hash chain was computed over (same orjson encoding as the transcoder).
-            state=event.stored_state(),
-            hash=event.hash(),
-        )
-
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        """Decode (and upcast) one stored event."""
-        cls, data = decode_state(stored_event.topic, stored_event.state, self.transcoder)
-        originator_id = stored_event.originator_id
-        data["originator_id"] = (
-            originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
-        )
-        data["originator_version"] = stored_event.originator_version
-        event = cls.model_validate(data)
-        event._hash = stored_hash(stored_event.topic, stored_event.state)
-        return event
-
-
-@dataclass(frozen=True)
-class StorageLocation:
-    """Where the events and the read models live, parsed from one URL."""
-
-    url: str
-    kind: str  # "sqlite" or "postgresql"
-    events_env: dict[str, str]
-    views_url: str  # SQLAlchemy URL of the read models
-
-    @property
-    def is_sqlite(self) -> bool:
-        """Embedded store (in-process projections)."""
-        return self.kind == "sqlite"
-
-
-DEFAULT_DB_URL = "sqlite:///.evaledger/"
-
-CONNECT_TIMEOUT = 3
-"""Seconds to open a PostgreSQL connection (or wait for a pooled one) before giving up."""
-STATEMENT_TIMEOUT_MS = 60_000
-"""Longest a PostgreSQL statement may run (a lost lock or a runaway query ends, not hangs)."""
-RECONNECT_TIMEOUT = 5.0
-"""The events pool gives up a reconnection attempt after this; the next request starts anew,
-so recovery after an outage never waits on a long exponential backoff."""
-
-POSTGRES_OPTIONS = f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-@contextmanager
-def store_errors(store: str) -> Iterator[None]:
-    """Report an unreachable, locked or corrupt store as InfrastructureError (503 / exit 3).
-
-    Conflicts (IntegrityError) and bad statements keep their own types.
-    """
-    try:
-        yield
-    except (
-        OperationalError,
-        InterfaceError,
-        InternalError,
-        psycopg.OperationalError,
-        sqlite3.OperationalError,  # raised raw while eventsourcing opens a connection
-    ) as e:
-        raise InfrastructureError(f"{store} is unavailable: {_first_line(e)}") from e
-    except (DatabaseError, sqlite3.DatabaseError) as e:
-        if type(e) not in (DatabaseError, sqlite3.DatabaseError):
-            raise
-        raise InfrastructureError(f"{store} is unreadable: {_first_line(e)}") from e
-
-
-def parse_db_url(url: str) -> StorageLocation:
-    """`sqlite:///dir/` or `sqlite:///file.db` or `postgresql://user@host:port/db`.
-
-    SQLite keeps events and read models in two files (core SQLite shares table names across
-    applications, DESIGN §7): `<dir>/events.sqlite` + `<dir>/views.sqlite`, or `file.db` +
-    `file.views.db`. `sqlite:///:memory:` keeps both in shared-cache memory (tests).
-    PostgreSQL keeps both in one database.
-    """
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        path = unquote(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ValidationError(f"--db: no path in {url!r}", field="db")
-        if path.startswith(":memory:"):
-            name = path.split(":", 2)[2] or "evaledger"
-            return StorageLocation(
-                url=url,
-                kind="sqlite",
-                events_env={
-                    "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                    "SQLITE_DBNAME": f"file:{name}-events?mode=memory&cache=shared",
-                    "APPLICATION_RECORDER_TOPIC": f"{__name__}:ChainedSQLiteApplicationRecorder",
-                },
-                views_url=f"sqlite:///file:{name}-views?mode=memory&cache=shared&uri=true",
-            )
-        p = Path(path)
-        if path.endswith("/") or p.is_dir():
-            p.mkdir(parents=True, exist_ok=True)
-            events, views = p / "events.sqlite", p / "views.sqlite"
-        else:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            events, views = p, p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
-        return StorageLocation(
-            url=url,
-            kind="sqlite",
-            events_env={
-                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                "SQLITE_DBNAME": str(events),
-                "SQLITE_LOCK_TIMEOUT": "30",
-                "APPLICATION_RECORDER_TOPIC": f"{__name__}:ChainedSQLiteApplicationRecorder",
-            },
-            views_url=f"sqlite:///{views}",
-        )
-    if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        if not parsed.path.strip("/"):
-            raise ValidationError(f"--db: no database name in {url!r}", field="db")
-        env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "POSTGRES_DBNAME": unquote(parsed.path.lstrip("/")),
-            "POSTGRES_HOST": parsed.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(parsed.port or 5432),
-            "POSTGRES_USER": unquote(parsed.username or "postgres"),
-            "POSTGRES_PASSWORD": unquote(parsed.password or ""),
-            # One connection kept per process (a CLI uses one at a time); a server grows the
-            # pool on demand up to 1 + 9 and shrinks it back when idle.
-            "POSTGRES_POOL_SIZE": "1",
-            "POSTGRES_MAX_OVERFLOW": "9",
-            # How long a request waits for a pooled connection before the store counts as down.
-            "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
-            "APPLICATION_RECORDER_TOPIC": f"{__name__}:ChunkedPostgresApplicationRecorder",
-        }
-        netloc = parsed.netloc
-        return StorageLocation(
-            url=url,
-            kind="postgresql",
-            events_env=env,
-            views_url=f"postgresql+psycopg://{netloc}{parsed.path}",
-        )
-    raise ValidationError(
-        f"--db: unsupported URL scheme {parsed.scheme!r} (use sqlite:/// or postgresql://)",
-        field="db",
-    )
-
-
-class ChainReader:
-    """Reading the chain's blocks, for `verify` (both recorders)."""
-
-    chain: ChainWriter
-    datastore: Any
-    _name: str
-
-    def chain_blocks(self, after: int, limit: int) -> list[Block]:
-        """Blocks ending after position `after`, in log order."""
-        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
-            return self.chain.blocks(curs, after, limit)
-
-    def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
-        """(topic, state) of the last stored event of each aggregate that has one."""
-        found: dict[UUID, tuple[str, bytes]] = {}
-        select = cast(Any, self).select_events
-        for oid in originator_ids:
-            last = select(oid, desc=True, limit=1)
-            if last:
-                found[oid] = (last[0].topic, bytes(last[0].state))
-        return found
-
-
-class ChainedSQLiteApplicationRecorder(ChainReader, SQLiteApplicationRecorder):
-    """eventsourcing's SQLite recorder, appending each commit's block to the ledger chain.
-
-    SQLite has one writer at a time: the events are inserted first (which takes the write
-    lock), so the chain's last block read next is the one this commit follows.
-    """
-
-    def __init__(
-        self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
-    ) -> None:
-        super().__init__(datastore, events_table_name)
-        self.chain = ChainWriter("?")
-        self._name = f"the SQLite event store {datastore.pool.db_name}"
-
-    def construct_create_table_statements(self) -> list[str]:
-        """The events table and the chain."""
-        return [*super().construct_create_table_statements(), SQLITE_CHAIN_DDL]
-
-    def create_table(self) -> None:
-        """Create the tables; chain the events of a store that predates the chain (once)."""
-        # Opening errors (a corrupt file) are left to the caller, which names the store's URL.
-        with self.datastore.transaction(commit=True) as c:
-            self._create_table(c)
-            self.chain.adopt(
-                c,
-                f"SELECT rowid AS notification_id, originator_id, originator_version, topic, "
-                f"state FROM {self.events_table_name} ORDER BY rowid",
-            )
-
-    def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        ids = super()._insert_events(c, stored_events, **kwargs)
-        assert ids is not None
-        self.chain.append(c, stored_events, ids)
-        return ids
-
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        """Insert events and their chain block in one transaction."""
-        with store_errors(self._name):
-            return super().insert_events(stored_events, **kwargs)
-
-    def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
-        """One aggregate's events."""
-        with store_errors(self._name):
-            return super().select_events(originator_id, **kwargs)
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
-        """A page of the log."""
-        with store_errors(self._name):
-            return super().select_notifications(
-                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
-            )
-
-    def max_notification_id(self) -> int:
-        """The log's head."""
-        with store_errors(self._name):
-            return super().max_notification_id()
-
 
 WRITE_LOCK = 4242001
 """Advisory lock key every writer of the events table takes for its transaction."""
@@ -346,7 +38,7 @@ CHUNK_BYTES = 1_000_000
 """Largest save (state bytes) sent as one INSERT; larger saves go by binary COPY."""
 
 
-class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorder):
+class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL recorder with the ledger chain, sending large saves by COPY.
 
     Every commit appends its chain block under the writers' lock (below), so chain order is
@@ -503,6 +195,19 @@ class ChunkedPostgresApplicationRecorder(ChainReader, PostgresApplicationRecorde
                     found[key] = (row["topic"], bytes(row["state"]))
         return found
 
+    def prepare(self, env: dict[str, str], *, migrate: bool, app_role: str | None) -> None:
+        """Migrate when asked, or when the tables are missing; then check they are append-only.
+
+        Without a migration role (development) the app creates what it needs.
+        """
+        if migrate or not postgres_schema_exists(self):
+            migrate_postgres(self, env, app_role)
+        check_append_only(self)
+
+    def check_append_only(self) -> None:
+        """Refuse to serve unless every immutability trigger exists and is enabled."""
+        check_append_only(self)
+
     def create_chain(self) -> None:
         """Create the chain table; chain the events of a store that predates it (once)."""
         schema = self.datastore.schema
@@ -527,8 +232,6 @@ def _immutable_tables(recorder: ChunkedPostgresApplicationRecorder) -> tuple[str
 
 def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
     """A plain psycopg connection to the store named by `events_env` (outside the pool)."""
-    import psycopg
-
     return psycopg.connect(
         dbname=env["POSTGRES_DBNAME"],
         host=env["POSTGRES_HOST"],
@@ -564,7 +267,7 @@ def migrate_postgres(
     except (ProgrammingError, psycopg.errors.InsufficientPrivilege) as e:
         raise InfrastructureError(
             f"{recorder._name}: this role cannot create or repair the ledger's tables "
-            f"({_first_line(e)}); run `evaledger migrate` as the database owner"
+            f"({first_line(e)}); run `evaledger migrate` as the database owner"
         ) from e
 
 
@@ -620,8 +323,6 @@ def quote_role(name: str) -> str:
 
 def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
     """Refuse to serve unless every immutability trigger exists and is enabled."""
-    from evaledger.domain.errors import InfrastructureError
-
     schema = recorder.datastore.schema
     tables = _immutable_tables(recorder)
     expected = {name: table for table in tables for name, _, _ in _triggers(table)}

@@ -1,0 +1,195 @@
+"""The events of a case: what was executed, judged, checked and corrected."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+from uuid import UUID
+
+from pydantic import (
+    AwareDatetime,
+    Field,
+    StrictBool,
+)
+
+from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.values import (
+    CheckStatus,
+    Claim,
+    JudgeIdentity,
+    MetricScore,
+    NamedScore,
+    OutcomeResult,
+    ParseStatus,
+    TestCaseSnapshot,
+    Turn,
+    Usage,
+)
+from evaledger.domain.types import Amount, JsonObject
+
+
+class CaseEvent(DomainEvent):
+    """An event of a Case aggregate."""
+
+
+class CaseOpened(CaseEvent):
+    """A case (test case x repetition x variant) was opened in a run."""
+
+    topic_name: ClassVar[str] = "evaledger.case.opened"
+
+    run_id: UUID
+    test_case: TestCaseSnapshot
+    repetition: int = Field(ge=0)
+    variant: str = Field(default="", description="Configuration/personality label.")
+
+
+class TranscriptRecorded(CaseEvent):
+    """The conversation of the case was recorded."""
+
+    topic_name: ClassVar[str] = "evaledger.case.transcript_recorded"
+
+    turns: list[Turn]
+    usage: Usage | None = None
+    cost_usd: Amount | None = None
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    duration_ms: Amount | None = None
+
+
+class ExecutionErrored(CaseEvent):
+    """The agent or the harness failed: a system error, not a judge failure."""
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_errored"
+
+    message: str
+    kind: str | None = None
+
+
+class ExecutionCanceled(CaseEvent):
+    """The case was canceled before or while running."""
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_canceled"
+
+    reason: str | None = None
+
+
+class JudgeVerdictRecorded(CaseEvent):
+    """One judge call: identity, prompt, raw reply verbatim, parsed scores; or an error."""
+
+    topic_name: ClassVar[str] = "evaledger.case.judge_verdict_recorded"
+    added_fields: ClassVar[frozenset[str]] = frozenset({"panel_id", "self_judged"})
+
+    verdict_id: UUID
+    judge: JudgeIdentity
+    template_id: str | None = None
+    template_hash: str | None = None
+    prompt: str | None = Field(default=None, description="Rendered judge prompt, verbatim.")
+    raw_output: str | None = Field(default=None, description="The judge's reply, verbatim.")
+    parse_status: ParseStatus = ParseStatus.PARSED
+    metric_scores: list[MetricScore] = Field(default_factory=list)
+    expected_outcomes: list[OutcomeResult] = Field(default_factory=list)
+    latency_ms: Amount | None = None
+    usage: Usage | None = None
+    cost_usd: Amount | None = None
+    error: str | None = Field(default=None, description="Why the verdict is an error verdict.")
+    panel_id: UUID | None = Field(
+        default=None, description="Shared by the votes of one panel (one judging pass, ≥2 judges)."
+    )
+    self_judged: bool = Field(
+        default=False, description="The judge's vendor is the agent's (asked for explicitly)."
+    )
+
+
+class OutcomeEvaluated(CaseEvent):
+    """Expected outcomes / assertions were evaluated outside a metric verdict."""
+
+    topic_name: ClassVar[str] = "evaledger.case.outcome_evaluated"
+
+    results: list[OutcomeResult]
+    judge: JudgeIdentity | None = None
+
+
+class ClaimsVerified(CaseEvent):
+    """The answer was decomposed into atomic claims and each was checked."""
+
+    topic_name: ClassVar[str] = "evaledger.case.claims_verified"
+    added_fields: ClassVar[frozenset[str]] = frozenset(
+        {
+            "mode",
+            "template_id",
+            "template_hash",
+            "prompt",
+            "raw_output",
+            "error",
+            "latency_ms",
+            "usage",
+            "cost_usd",
+        }
+    )
+
+    claims: list[Claim]
+    judge: JudgeIdentity | None = None
+    mode: Literal["grounding", "attribution"] | None = Field(
+        default=None, description="grounding: against the case's sources; attribution: per claim."
+    )
+    template_id: str | None = Field(default=None, description="Claim-check prompt template.")
+    template_hash: str | None = Field(default=None, description="Content hash of the template.")
+    prompt: str | None = Field(default=None, description="Rendered claim-check prompt.")
+    raw_output: str | None = Field(default=None, description="The judge's reply, verbatim.")
+    error: str | None = Field(
+        default=None, description="Extraction error (no claims, unparseable) or empty answer."
+    )
+    latency_ms: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+
+
+class StructuralCheckRecorded(CaseEvent):
+    """A structural (non-LLM) check ran; inconclusive when its hook is missing."""
+
+    topic_name: ClassVar[str] = "evaledger.case.structural_check_recorded"
+
+    check: str = Field(min_length=1, description="Check / hook name.")
+    status: CheckStatus
+    evidence: str | None = None
+
+
+class VerdictOverridden(CaseEvent):
+    """A human corrected a verdict; the original stays in the history."""
+
+    topic_name: ClassVar[str] = "evaledger.case.verdict_overridden"
+
+    verdict_id: UUID
+    metric_scores: list[MetricScore] | None = None
+    expected_outcomes: list[OutcomeResult] | None = None
+    passed: StrictBool | None = Field(default=None, description="Forced case pass/fail.")
+    reason: str = Field(min_length=1)
+
+
+class VerdictInvalidated(CaseEvent):
+    """A human ruled a verdict out; it no longer counts, and stays in the history."""
+
+    topic_name: ClassVar[str] = "evaledger.case.verdict_invalidated"
+
+    verdict_id: UUID
+    reason: str = Field(min_length=1)
+
+
+class NamedScoresRecorded(CaseEvent):
+    """A peer scorer's result (Inspect scorer, promptfoo grading, a reward).
+
+    Named scores on their own scales, with the grader's answer, explanation, prompt and reply
+    where it has them.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.named_scores_recorded"
+
+    scorer: str = Field(min_length=1, description="Who scored: the peer's scorer or grader name.")
+    scores: list[NamedScore] = Field(min_length=1, description="The named scores it gave.")
+    answer: str | None = Field(default=None, description="The answer the scorer extracted.")
+    explanation: str | None = Field(default=None, description="The scorer's explanation.")
+    prompt: str | None = Field(default=None, description="The grader's prompt, verbatim.")
+    raw_output: str | None = Field(default=None, description="The grader's reply, verbatim.")
+    grader: JudgeIdentity | None = Field(default=None, description="Model grader, if any.")
+    metadata: JsonObject = Field(default_factory=dict, description="Everything else it kept.")
+    usage: Usage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)

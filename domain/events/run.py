@@ -1,0 +1,98 @@
+"""The events of a run: its lifecycle, its cases, its seal and its baseline approvals."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+from uuid import UUID
+
+from pydantic import (
+    AwareDatetime,
+    Field,
+)
+
+from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.values import (
+    AgentSnapshot,
+    SuiteRef,
+)
+from evaledger.domain.spec import RunConfig, ScoringSpec
+
+
+class RunEvent(DomainEvent):
+    """An event of a Run aggregate."""
+
+
+class RunCreated(RunEvent):
+    """A run was created with its fully resolved config snapshot."""
+
+    topic_name: ClassVar[str] = "evaledger.run.created"
+
+    run_key: str = Field(min_length=1, description="Client key, unique in the project.")
+    project: str = Field(default="default", min_length=1)
+    name: str | None = None
+    suite: SuiteRef
+    agent: AgentSnapshot
+    labels: dict[str, str] = Field(default_factory=dict, description="git sha, trigger, ...")
+    config: RunConfig = Field(description="The config as given.")
+    spec: ScoringSpec = Field(description="The resolved scoring spec snapshot.")
+    created_at: AwareDatetime = Field(description="When the run was created at its source.")
+
+
+class RunStarted(RunEvent):
+    """The run started executing cases."""
+
+    topic_name: ClassVar[str] = "evaledger.run.started"
+
+
+class CasesAttached(RunEvent):
+    """Cases were opened for the run (their ids), so the run can be sealed and listed."""
+
+    topic_name: ClassVar[str] = "evaledger.run.cases_attached"
+
+    case_ids: list[UUID]
+
+
+class RunCompleted(RunEvent):
+    """The run completed; the seal is a digest over its cases' last event hashes."""
+
+    topic_name: ClassVar[str] = "evaledger.run.completed"
+
+    completed_at: AwareDatetime
+    seal: str
+    case_count: int
+
+
+class RunCanceled(RunEvent):
+    """The run was canceled."""
+
+    topic_name: ClassVar[str] = "evaledger.run.canceled"
+
+    reason: str | None = None
+
+
+class RunFailed(RunEvent):
+    """The run failed as a whole (harness crash...)."""
+
+    topic_name: ClassVar[str] = "evaledger.run.failed"
+
+    reason: str
+
+
+class BaselineApproved(RunEvent):
+    """The run was approved as the baseline of its (agent, suite)."""
+
+    topic_name: ClassVar[str] = "evaledger.run.baseline_approved"
+
+    agent: str
+    suite: str
+    reason: str | None = None
+
+
+class BaselineRevoked(RunEvent):
+    """The run's baseline approval was revoked."""
+
+    topic_name: ClassVar[str] = "evaledger.run.baseline_revoked"
+
+    agent: str
+    suite: str
+    reason: str | None = None

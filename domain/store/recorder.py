@@ -1,0 +1,46 @@
+"""What the ledger needs of an event store beyond what eventsourcing's recorder offers.
+
+The chain, the seal's last hashes, the schema's readiness: each store's recorder provides them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+from uuid import UUID
+
+from evaledger.domain.store.chain import Block, ChainWriter
+from evaledger.domain.store.errors import store_errors
+
+
+class LedgerRecorder:
+    """The ledger's side of a recorder; mixed into eventsourcing's own recorder of each store."""
+
+    chain: ChainWriter
+    datastore: Any
+    _name: str
+
+    def use_checkpoint_key(self, key: bytes | None) -> None:
+        """Sign every commit's chain block with `key` (None: unsigned blocks)."""
+        self.chain.key = key
+
+    def prepare(self, env: dict[str, str], *, migrate: bool, app_role: str | None) -> None:
+        """Make the tables ready before the first command (the recorder created them already)."""
+
+    def check_append_only(self) -> None:
+        """Refuse to serve a store that lets its events change (nothing to check by default)."""
+
+    def chain_blocks(self, after: int, limit: int) -> list[Block]:
+        """Blocks ending after position `after`, in log order."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.chain.blocks(curs, after, limit)
+
+    def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
+        """(topic, state) of the last stored event of each aggregate that has one."""
+        found: dict[UUID, tuple[str, bytes]] = {}
+        select = cast(Any, self).select_events
+        for oid in originator_ids:
+            last = select(oid, desc=True, limit=1)
+            if last:
+                found[oid] = (last[0].topic, bytes(last[0].state))
+        return found
