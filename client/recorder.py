@@ -161,6 +161,11 @@ class RunRecorder:
             self._started = True
         return self
 
+    def join(self) -> Self:
+        """Record into a run another process created (an xdist worker joins the controller's)."""
+        self._started = True
+        return self
+
     def end(self, error: BaseException | None = None) -> None:
         """Complete and seal the run, or cancel it with the error's text; then disconnect."""
         try:
@@ -406,7 +411,7 @@ class CaseRecorder:
         if cost_usd is not None:
             self._cost_usd = _cost(cost_usd)
 
-    def bundle(self, error: BaseException | None = None) -> BundleCase:
+    def bundle(self, error: BaseException | None = None, *, canceled: bool = False) -> BundleCase:
         """The case as the ledger stores it; an exception makes it errored (or canceled)."""
         turns = list(self.turns)
         if self.input is not None and not (
@@ -419,7 +424,7 @@ class CaseRecorder:
         if isinstance(error, Exception):
             status = BundleCaseStatus.ERRORED
             failure = BundleError(message=error_text(error), kind=type(error).__name__)
-        elif error is not None:
+        elif error is not None or canceled:
             status = BundleCaseStatus.CANCELED
         return build(
             BundleCase,
@@ -442,6 +447,12 @@ class CaseRecorder:
         """Write the case (once); what `with` does on exit."""
         if self.id is None:
             self.id = self._write(self.bundle(error))
+        return self.id
+
+    def cancel(self) -> UUID:
+        """Write the case as canceled (it did not run: a skipped test)."""
+        if self.id is None:
+            self.id = self._write(self.bundle(canceled=True))
         return self.id
 
 
