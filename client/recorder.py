@@ -224,9 +224,10 @@ class RunRecorder:
             raise ValidationError(
                 "case.repetition: a whole number from 0", field="case.repetition"
             )
-        return CaseRecorder(snapshot, repetition, input, self._write)
+        return CaseRecorder(snapshot, repetition, input, self.write)
 
-    def _write(self, case: BundleCase) -> UUID:
+    def write(self, case: BundleCase) -> UUID:
+        """Record a whole case built elsewhere (the Inspect hook's) into this run."""
         variant = case.variant
         case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
         written = self.backend.record_case(self.id, case, f"case-{case_id}")
