@@ -4,7 +4,8 @@
 speak to a local store (`db=`) or a server (`url=`, `token=`) with the same semantics.
 """
 
+from evaledger.client.files import compare_files
 from evaledger.client.reader import Reader, RunReport, open
 from evaledger.client.recorder import CaseRecorder, RunRecorder, run
 
-__all__ = ["CaseRecorder", "Reader", "RunRecorder", "RunReport", "open", "run"]
+__all__ = ["CaseRecorder", "Reader", "RunRecorder", "RunReport", "compare_files", "open", "run"]

@@ -39,7 +39,7 @@ from evaledger.scoring.comparison import CompareThresholds, RunComparison
 from evaledger.scoring.models import CaseScore, RunAggregate
 
 URL_ENV = "EVALEDGER_URL"
-TOKEN_ENV = "EVALEDGER_TOKEN"
+TOKEN_ENV = "EVALEDGER_TOKEN"  # noqa: S105 - the variable's name, not a secret
 DB_ENV = "EVALEDGER_DB"
 ACTOR = "evaledger-client"
 
@@ -334,4 +334,3 @@ def _answer(response: httpx.Response) -> Any:
     if cls is EvaledgerError and response.status_code >= 500:
         cls = InfrastructureError
     raise cls(str(detail or f"HTTP {response.status_code}"), field=field)
-

@@ -136,7 +136,7 @@ class XdistBridge:
         self.session = session
 
     def pytest_configure_node(self, node: Any) -> None:
-        """xdist's hook: called on the controller for each worker before it starts."""
+        """Xdist's hook: called on the controller for each worker before it starts."""
         node.workerinput[WORKER_KEY] = self.session.run.header.model_dump_json()
 
 
@@ -181,7 +181,7 @@ def case_key(nodeid: str) -> str:
 
 @pytest.fixture
 def evaledger_case(request: pytest.FixtureRequest) -> Iterator[CaseRecorder]:
-    """The running test's case: add scores, outcomes and turns (a scratch case without --evaledger)."""
+    """The running test's case: add scores, outcomes, turns (a scratch case without --evaledger)."""
     session = request.config.pluginmanager.get_plugin("evaledger-session")
     if isinstance(session, SessionRecorder) and session.records_cases:
         yield session.case_of(request.node)

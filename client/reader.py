@@ -70,7 +70,7 @@ class Rescore(BaseModel):
 
 
 class Reader:
-    """Reads of one store or server: `runs()`, `show(run)`, `compare(a, b)`, `rescore(run, spec)`."""
+    """Reads of a store or server: `runs()`, `show(run)`, `compare(a, b)`, `rescore(run, spec)`."""
 
     def __init__(self, backend: Backend, project: str = "default") -> None:
         self.backend = backend
@@ -159,7 +159,7 @@ class Reader:
         return Rescore.model_validate(self.backend.rescore(self.run_id(run), config))
 
 
-def open(  # noqa: A001 - `evaledger.open(...)` mirrors the built-in's role for a store
+def open(
     db: str | None = None,
     *,
     url: str | None = None,

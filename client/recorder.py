@@ -125,7 +125,11 @@ def run_header(
         project=project,
         suite=build(SuiteRef, "suite", name=suite, version=suite_version),
         agent=build(
-            AgentSnapshot, "agent", name=agent, version=agent_version, model=model,
+            AgentSnapshot,
+            "agent",
+            name=agent,
+            version=agent_version,
+            model=model,
             provider=provider,
         ),
         labels=dict(labels or {}),
@@ -197,7 +201,7 @@ class RunRecorder:
         self,
         key: str,
         *,
-        input: str | None = None,  # noqa: A002 - the word users of eval SDKs expect
+        input: str | None = None,
         repetition: int = 0,
         name: str | None = None,
         tags: Sequence[str] = (),
@@ -221,9 +225,7 @@ class RunRecorder:
             scenario=scenario,
         )
         if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 0:
-            raise ValidationError(
-                "case.repetition: a whole number from 0", field="case.repetition"
-            )
+            raise ValidationError("case.repetition: a whole number from 0", field="case.repetition")
         return CaseRecorder(snapshot, repetition, input, self.write)
 
     def write(self, case: BundleCase) -> UUID:
@@ -243,7 +245,7 @@ class CaseRecorder:
         self,
         test_case: TestCaseSnapshot,
         repetition: int,
-        input: str | None,  # noqa: A002
+        input: str | None,
         write: Callable[[BundleCase], UUID],
     ) -> None:
         self.test_case = test_case
@@ -290,7 +292,9 @@ class CaseRecorder:
         usage = None
         if prompt_tokens is not None or completion_tokens is not None:
             usage = build(
-                Usage, f"{where}.usage", prompt_tokens=prompt_tokens or 0,
+                Usage,
+                f"{where}.usage",
+                prompt_tokens=prompt_tokens or 0,
                 completion_tokens=completion_tokens or 0,
             )
         self.turns.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evaledger.api.bootstrap import Services, Settings, build_ledger
 
-__all__ = ["Services", "open_services"]
+__all__ = ["Services", "Settings", "build_ledger", "open_services"]
 
 
 def open_services(db: str | None = None) -> Services:

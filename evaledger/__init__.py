@@ -53,7 +53,23 @@ _LAZY = {
     "PermissionDeniedError": "evaledger.domain.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "AuthenticationError",
+    "CaseRecorder",
+    "ConflictError",
+    "EvaledgerError",
+    "InfrastructureError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Reader",
+    "RunRecorder",
+    "RunReport",
+    "StateError",
+    "ValidationError",
+    "__version__",
+    "open",
+    "run",
+]
 
 
 def __getattr__(name: str) -> Any:
