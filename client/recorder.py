@@ -85,7 +85,8 @@ def run(
         config=config,
         thresholds=thresholds,
     )
-    return RunRecorder(connect(db=db, url=url, token=token), header, owns_backend=True)
+    # Connected on entry: a recorder never entered holds no connection.
+    return RunRecorder(lambda: connect(db=db, url=url, token=token), header, owns_backend=True)
 
 
 def run_header(
@@ -142,8 +143,15 @@ def run_header(
 class RunRecorder:
     """One run being recorded. Safe to share between threads (one case per thread at a time)."""
 
-    def __init__(self, backend: Backend, header: BundleRun, *, owns_backend: bool = False) -> None:
-        self.backend = backend
+    def __init__(
+        self,
+        backend: Backend | Callable[[], Backend],
+        header: BundleRun,
+        *,
+        owns_backend: bool = False,
+    ) -> None:
+        self._backend: Backend | None = None if callable(backend) else backend
+        self._connect = backend if callable(backend) else None
         self.header = header
         self.id: UUID = run_id_for(header.project, header.key)
         """The run's id (deterministic: the project and key name it)."""
@@ -152,6 +160,14 @@ class RunRecorder:
         self._lock = threading.Lock()
         self.case_ids: list[UUID] = []
         """The cases recorded so far, in order."""
+
+    @property
+    def backend(self) -> Backend:
+        """Where the run is recorded (connected on first use)."""
+        if self._backend is None:
+            assert self._connect is not None
+            self._backend = self._connect()
+        return self._backend
 
     @property
     def key(self) -> str:
@@ -178,15 +194,18 @@ class RunRecorder:
             else:
                 self.backend.cancel_run(self.id, error_text(error), f"cancel-{self.id}")
         finally:
-            if self._owns_backend:
-                self.backend.close()
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self._owns_backend and self._backend is not None:
+            self._backend.close()
+            self._backend = None
 
     def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
-            if self._owns_backend:
-                self.backend.close()
+            self._disconnect()
             raise
 
     def __exit__(
@@ -254,6 +273,8 @@ class CaseRecorder:
         self._write = write
         self.id: UUID | None = None
         """The case's id, once written."""
+        self.written: BundleCase | None = None
+        """The case as it was written (what a retry sends again)."""
         self.turns: list[Turn] = []
         self.named_scores: list[BundleNamedScores] = []
         self.outcomes: list[BundleOutcomes] = []
@@ -451,13 +472,15 @@ class CaseRecorder:
     def record(self, error: BaseException | None = None) -> UUID:
         """Write the case (once); what `with` does on exit."""
         if self.id is None:
-            self.id = self._write(self.bundle(error))
+            self.written = self.bundle(error)
+            self.id = self._write(self.written)
         return self.id
 
     def cancel(self) -> UUID:
         """Write the case as canceled (it did not run: a skipped test)."""
         if self.id is None:
-            self.id = self._write(self.bundle(canceled=True))
+            self.written = self.bundle(canceled=True)
+            self.id = self._write(self.written)
         return self.id
 
 
