@@ -6,6 +6,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.reliability.test_tenancy import serving
 class Target:
     """Where the client records: `kwargs` for evaledger.run/open, `db` the store behind it."""
 
-    kwargs: dict[str, str]
+    kwargs: dict[str, Any]
     db: str
 
 

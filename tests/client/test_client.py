@@ -59,7 +59,7 @@ def test_the_snippet_runs_as_written_and_show_lists_its_case(tmp_path: Path) -> 
 def test_the_snippet_on_every_target(target: Target) -> None:
     code = SNIPPET.replace('db="sqlite:///.evaledger/"', target_args(target))
     scope: dict[str, object] = {}
-    exec(compile(code, "snippet", "exec"), scope)  # noqa: S102 - the issue's snippet itself
+    exec(compile(code, "snippet", "exec"), scope)
     run = scope["run"]
     assert isinstance(run, evaledger.RunRecorder)
     with evaledger.open(**target.kwargs) as reader:
@@ -89,13 +89,16 @@ def test_the_snippet_on_every_target(target: Target) -> None:
 
 
 def test_an_exception_in_a_case_is_recorded_errored_and_the_run_canceled(target: Target) -> None:
-    with pytest.raises(RuntimeError, match="tool crashed"):  # noqa: SIM117 - nesting is the point
+    def record() -> None:
         with evaledger.run("errs", agent="bot", key="errs-1", **target.kwargs) as run:
             with run.case("ok") as case:
                 case.turn("assistant", "fine", latency_ms=5)
             with run.case("boom") as case:
                 case.turn("user", "hello")
                 raise RuntimeError("tool crashed")
+
+    with pytest.raises(RuntimeError, match="tool crashed"):
+        record()
     with evaledger.open(**target.kwargs) as reader:
         report = reader.show("errs-1")
     assert (report.run.status, report.run.reason) == ("canceled", "RuntimeError: tool crashed")
@@ -143,8 +146,8 @@ def test_a_retried_write_stores_nothing_new_and_a_different_one_conflicts(
             written = backend.record_case(run.id, bundle, key)  # the same write again
             assert stored_events(target.db) == before
             assert written == case.id
+            changed = bundle.model_copy(update={"cost_usd": 1.0})
             with pytest.raises(ConflictError):
-                changed = bundle.model_copy(update={"cost_usd": 1.0})
                 backend.record_case(run.id, changed, key)
         finally:
             backend.close()
@@ -204,3 +207,13 @@ def test_repetitions_verdicts_labels_and_thresholds(tmp_path: Path) -> None:
     assert report.run.labels == {"branch": "main"}
     assert report.run.config["score_gates"] == [{"score": "accuracy", "op": ">=", "value": 0.5}]
     assert [(c.repetition, c.passed) for c in report.cases] == [(0, True), (1, False)]
+
+
+def test_importing_evaledger_loads_the_client_only_when_used() -> None:
+    code = (
+        "import sys, evaledger; assert 'evaledger.client' not in sys.modules; "
+        "evaledger.run; assert 'evaledger.client' in sys.modules; "
+        "assert issubclass(evaledger.ValidationError, evaledger.EvaledgerError)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
