@@ -1,0 +1,53 @@
+"""Compare two result files (run bundles or peer logs) with no store to keep: CI between jobs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from evaledger.client.services import Settings, build_ledger
+from evaledger.client.validation import build
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.ledger import Context
+from evaledger.importers.load import import_all, open_imports
+from evaledger.scoring.comparison import CompareThresholds, RunComparison
+
+
+def compare_files(
+    baseline: str | Path,
+    candidate: str | Path,
+    *,
+    max_pass_rate_drop: float | None = None,
+    max_avg_score_drop: float | None = None,
+    max_latency_increase_pct: float | None = None,
+    case_score_delta: float | None = None,
+) -> RunComparison:
+    """Import both files into a scratch SQLite store and compare their runs (baseline first).
+
+    Each file holds one run, in any format `evaledger import` reads. Two files of the same run
+    key are told apart by a suffix on the candidate's key.
+    """
+    thresholds = build(
+        CompareThresholds,
+        "thresholds",
+        max_pass_rate_drop=max_pass_rate_drop,
+        max_avg_score_drop=max_avg_score_drop,
+        max_latency_increase_pct=max_latency_increase_pct,
+        case_score_delta=case_score_delta,
+    )
+    imports = open_imports([baseline]) + open_imports([candidate])
+    if len(imports) != 2:
+        raise ValidationError("files: each file must hold exactly one run", field="files")
+    first, second = imports
+    if first.run.key == second.run.key and first.run.project == second.run.project:
+        second = second.with_run(key=f"{second.run.key}~candidate")
+    with tempfile.TemporaryDirectory(prefix="evaledger-compare-") as scratch:
+        services = build_ledger(Settings(db=f"sqlite:///{scratch}/store/"))
+        try:
+            done = import_all(services.ledger, [first, second], Context(actor="compare"))
+            services.sync()
+            return services.reports.compare(
+                done[0].result.run_id, done[1].result.run_id, thresholds
+            )
+        finally:
+            services.close()

@@ -1,0 +1,95 @@
+"""The live Inspect hook: each sample is recorded as it ends, the run completes with the task.
+
+Registered through the `inspect_ai` entry point and enabled when EVALEDGER_DB or EVALEDGER_URL is
+set. The run and its cases are exactly what `evaledger import` makes of the task's log (the same
+key, ids and request digests, built by `evaledger.importers.inspect` itself), so importing the
+log afterwards writes nothing new.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.hooks import Hooks, SampleEnd, TaskEnd, TaskStart, hooks
+
+from evaledger.client.backends import DB_ENV, URL_ENV, connect
+from evaledger.client.recorder import RunRecorder
+from evaledger.domain.bundle import BundleRun
+
+SUCCESS = "success"
+
+
+def enabled() -> bool:
+    """Whether a store or a server is named in the environment."""
+    return bool(os.environ.get(DB_ENV) or os.environ.get(URL_ENV))
+
+
+def run_header(start: TaskStart) -> BundleRun:
+    """The run `evaledger import` makes of this task's log once it has succeeded.
+
+    The importer reads a log file; the task's header is written to a scratch log as it will read
+    when the task succeeds (that is what the run's labels say), and read back by the importer.
+    """
+    from inspect_ai.log import EvalLog, EvalResults, EvalScore, write_eval_log
+
+    from evaledger.importers.inspect import open_inspect
+
+    scorers = [s.name for s in (start.spec.scorers or [])]
+    header = EvalLog(
+        eval=start.spec.model_copy(deep=True),
+        plan=start.plan.model_copy(deep=True),
+        status=SUCCESS,
+        results=EvalResults(scores=[EvalScore(name=name, scorer=name) for name in scorers]),
+    )
+    with tempfile.TemporaryDirectory(prefix="evaledger-inspect-") as scratch:
+        path = Path(scratch) / "header.json"
+        write_eval_log(header, str(path), format="json")
+        return open_inspect(path).run
+
+
+@hooks(name="evaledger", description="Records each sample into an evaledger ledger as it ends.")
+class EvaledgerHooks(Hooks):
+    """One run per task (keyed by its eval id), one case per sample and epoch."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, RunRecorder] = {}
+
+    def enabled(self) -> bool:
+        """On when EVALEDGER_DB or EVALEDGER_URL is set."""
+        return enabled()
+
+    async def on_task_start(self, data: TaskStart) -> None:
+        """Create the run (writes are quick and kept in order, so they run on the loop)."""
+        recorder = RunRecorder(connect(), run_header(data), owns_backend=True)
+        self.runs[data.eval_id] = recorder.start()
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        """Record the sample's case: transcript, scores, usage, or its error."""
+        recorder = self.runs.get(data.eval_id)
+        if recorder is not None:
+            recorder.write(sample_case(data.sample))
+
+    async def on_task_end(self, data: TaskEnd) -> None:
+        """Complete the run when the task succeeded, else cancel it with Inspect's reason."""
+        recorder = self.runs.pop(data.eval_id, None)
+        if recorder is None:
+            return
+        log = data.log
+        if log.status == SUCCESS:
+            recorder.end()
+            return
+        reason = log.error.message if log.error is not None else f"Inspect task {log.status}"
+        recorder.end(RuntimeError(reason))
+
+
+def sample_case(sample: Any) -> Any:
+    """The importer's case of a sample, its attachments resolved as in a read log."""
+    from inspect_ai.log import resolve_sample_attachments
+
+    from evaledger.importers.inspect import _sample_case
+
+    copy = sample.model_copy(update={"events": []})
+    return _sample_case(resolve_sample_attachments(copy, "full"))

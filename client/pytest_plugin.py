@@ -1,0 +1,195 @@
+"""`pytest --evaledger URL_OR_DB`: one run per session, one case per test.
+
+A passed test is a completed case whose outcome "the test passes" held; a failed one carries the
+assertion message as that outcome's justification; an error in set-up or tear-down makes the case
+errored, a skip canceled. The test's duration is the latency of the case's one assistant turn.
+The fixture `evaledger_case` adds scores, outcomes and turns to the test's case.
+
+With pytest-xdist the controller creates the run and completes it; each worker records the cases
+of the tests it runs into that run (its header travels in `workerinput`). Without `--evaledger`
+the plugin registers nothing but its options and a fixture that records nowhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from evaledger.client.recorder import CaseRecorder, RunRecorder
+
+WORKER_KEY = "evaledger_run"
+"""The run header (JSON) the controller hands to each xdist worker."""
+PASSES = "the test passes"
+KEY_LIMIT = 200
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's options."""
+    group = parser.getgroup("evaledger", "record the session into an evaledger store")
+    group.addoption(
+        "--evaledger",
+        metavar="URL_OR_DB",
+        help="record a run: a server URL (http://…, token in EVALEDGER_TOKEN) or a store URL",
+    )
+    group.addoption("--evaledger-suite", metavar="NAME", help="suite name (default: rootdir name)")
+    group.addoption(
+        "--evaledger-agent",
+        metavar="NAME@VERSION",
+        help="the agent under test (default: pytest)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start recording when --evaledger is given; otherwise stay inert."""
+    target = config.getoption("evaledger")
+    if not target:
+        return
+    session = SessionRecorder(config, target)
+    config.pluginmanager.register(session, "evaledger-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistBridge(session), "evaledger-xdist")
+
+
+class SessionRecorder:
+    """The run of one pytest session, and the case of each test as it finishes."""
+
+    def __init__(self, config: pytest.Config, target: str) -> None:
+        from evaledger.client.backends import connect
+        from evaledger.client.recorder import RunRecorder, run_header
+        from evaledger.domain.bundle import BundleRun
+
+        self.config = config
+        remote = target.startswith(("http://", "https://"))
+        backend = connect(url=target) if remote else connect(db=target)
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self.is_worker = workerinput is not None
+        if workerinput is not None:
+            header = BundleRun.model_validate_json(workerinput[WORKER_KEY])
+        else:
+            agent, _, version = (config.getoption("evaledger_agent") or "pytest").partition("@")
+            suite = config.getoption("evaledger_suite") or Path(str(config.rootpath)).name
+            header = run_header(suite, agent=agent, agent_version=version or None)
+        self.run: RunRecorder = RunRecorder(backend, header, owns_backend=True)
+        self.cases: dict[str, CaseRecorder] = {}
+        self.reports: dict[str, list[pytest.TestReport]] = {}
+
+    @property
+    def records_cases(self) -> bool:
+        """Whether this process records cases (not an xdist controller with workers)."""
+        return self.is_worker or not self.config.pluginmanager.hasplugin("dsession")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The controller (or a lone process) creates the run; a worker joins it."""
+        if self.is_worker:
+            self.run.join()
+        else:
+            self.run.start()
+
+    def case_of(self, item: pytest.Item) -> CaseRecorder:
+        """The test's case, created on first use."""
+        case = self.cases.get(item.nodeid)
+        if case is None:
+            name = getattr(item, "originalname", None) or item.name
+            case = self.run.case(case_key(item.nodeid), name=name)
+            self.cases[item.nodeid] = case
+        return case
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Open the test's case before its fixtures run (its start time)."""
+        if self.records_cases:
+            self.case_of(item).__enter__()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep each phase's report until the test finishes."""
+        if self.records_cases:
+            self.reports.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        """Write the finished test's case."""
+        if not self.records_cases:
+            return
+        case = self.cases.pop(nodeid, None)
+        reports = self.reports.pop(nodeid, [])
+        if case is None or not reports:
+            return
+        record_reports(case, reports)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """The controller completes the run (cancels it when the session was interrupted)."""
+        if self.is_worker:
+            self.run.backend.close()
+            return
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        self.run.end(KeyboardInterrupt("the test session was interrupted") if interrupted else None)
+
+
+class XdistBridge:
+    """Hands the run's header to each xdist worker."""
+
+    def __init__(self, session: SessionRecorder) -> None:
+        self.session = session
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Xdist's hook: called on the controller for each worker before it starts."""
+        node.workerinput[WORKER_KEY] = self.session.run.header.model_dump_json()
+
+
+class TestFailed(AssertionError):
+    """How a failed or errored test reads in its case: pytest's own message."""
+
+    __test__ = False
+
+
+def record_reports(case: CaseRecorder, reports: list[pytest.TestReport]) -> None:
+    """Map pytest's phase reports onto the case and write it."""
+    duration_ms = sum(r.duration for r in reports) * 1000
+    if not any(t.role == "assistant" and t.latency_ms is not None for t in case.turns):
+        case.turn("assistant", None, latency_ms=duration_ms)
+    failed_phase = next((r for r in reports if r.failed), None)
+    if any(r.skipped for r in reports) and failed_phase is None:
+        case.cancel()
+        return
+    if failed_phase is not None and failed_phase.when != "call":
+        case.record(TestFailed(message_of(failed_phase)))  # errored
+        return
+    message = message_of(failed_phase) if failed_phase is not None else None
+    case.outcome(PASSES, passed=failed_phase is None, justification=message)
+    case.record()
+
+
+def message_of(report: pytest.TestReport) -> str:
+    """The failure's message: the assertion's text, else pytest's whole report."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and crash.message:
+        return str(crash.message)
+    return str(report.longreprtext or report.outcome)
+
+
+def case_key(nodeid: str) -> str:
+    """The node id (parametrize ids included), shortened with a digest when too long."""
+    if len(nodeid) <= KEY_LIMIT:
+        return nodeid
+    digest = hashlib.sha256(nodeid.encode()).hexdigest()[:16]
+    return f"{nodeid[: KEY_LIMIT - 17]}~{digest}"
+
+
+@pytest.fixture
+def evaledger_case(request: pytest.FixtureRequest) -> Iterator[CaseRecorder]:
+    """The running test's case: add scores, outcomes, turns (a scratch case without --evaledger)."""
+    session = request.config.pluginmanager.get_plugin("evaledger-session")
+    if isinstance(session, SessionRecorder) and session.records_cases:
+        yield session.case_of(request.node)
+        return
+    from evaledger.client.recorder import CaseRecorder
+    from evaledger.domain.events import TestCaseSnapshot
+
+    def nowhere(_: Any) -> Any:
+        return None
+
+    yield CaseRecorder(TestCaseSnapshot(key=case_key(request.node.nodeid)), 0, None, nowhere)

@@ -1,0 +1,509 @@
+"""`evaledger.run(...)`: record a run case by case from your own code.
+
+A case's facts are gathered as they are given (each checked at once) and written when its
+`with` block ends, in one transaction: one event per fact, nothing half-stored. Every write
+carries an idempotency key derived from the run and case ids, so a retried write stores nothing
+new. A case or run left by an exception is recorded as errored or canceled with the error text;
+the exception still propagates.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+from uuid import UUID, uuid4
+
+from evaledger.client.backends import Backend, connect
+from evaledger.client.validation import build
+from evaledger.domain.aggregates import case_id_for, run_id_for
+from evaledger.domain.bundle import (
+    BundleCase,
+    BundleCaseStatus,
+    BundleError,
+    BundleNamedScores,
+    BundleOutcomes,
+    BundleRun,
+    BundleVerdict,
+)
+from evaledger.domain.errors import StateError, ValidationError
+from evaledger.domain.events import (
+    GRADE_VALUES,
+    AgentSnapshot,
+    JudgeIdentity,
+    MetricScore,
+    NamedScore,
+    OutcomeResult,
+    ScoreScale,
+    SuiteRef,
+    TestCaseSnapshot,
+    Turn,
+    Usage,
+)
+from evaledger.domain.spec import RunConfig, ScoreGate
+
+ScoreValue = bool | int | float | str
+
+
+def run(
+    suite: str,
+    *,
+    agent: str,
+    agent_version: str | None = None,
+    db: str | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    key: str | None = None,
+    name: str | None = None,
+    project: str = "default",
+    suite_version: str | int | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    config: RunConfig | Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> RunRecorder:
+    """A run to record as a `with` block: created on entry, completed and sealed on exit.
+
+    `key` names the run in its project (default: the suite, the UTC time and a random suffix,
+    so each call is a new run); `thresholds` are gates on named scores (`{"exact_match": 1.0}`:
+    a case passes iff each score is at least its threshold), added to `config`'s.
+    """
+    header = run_header(
+        suite,
+        agent=agent,
+        agent_version=agent_version,
+        key=key,
+        name=name,
+        project=project,
+        suite_version=suite_version,
+        model=model,
+        provider=provider,
+        labels=labels,
+        config=config,
+        thresholds=thresholds,
+    )
+    # Connected on entry: a recorder never entered holds no connection.
+    return RunRecorder(lambda: connect(db=db, url=url, token=token), header, owns_backend=True)
+
+
+def run_header(
+    suite: str,
+    *,
+    agent: str,
+    agent_version: str | None = None,
+    key: str | None = None,
+    name: str | None = None,
+    project: str = "default",
+    suite_version: str | int | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    config: RunConfig | Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> BundleRun:
+    """The run's header from keyword arguments (checked: a refusal names the argument)."""
+    now = datetime.now(UTC)
+    if isinstance(config, RunConfig):
+        run_config = config
+    else:
+        run_config = build(RunConfig, "config", **dict(config or {}))
+    if thresholds:
+        gates = [
+            build(ScoreGate, f"thresholds.{score}", score=score, op=">=", value=value)
+            for score, value in thresholds.items()
+        ]
+        run_config = run_config.model_copy(
+            update={"score_gates": (*run_config.score_gates, *gates)}
+        )
+    return build(
+        BundleRun,
+        "run",
+        key=key or f"{suite}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
+        name=name,
+        project=project,
+        suite=build(SuiteRef, "suite", name=suite, version=suite_version),
+        agent=build(
+            AgentSnapshot,
+            "agent",
+            name=agent,
+            version=agent_version,
+            model=model,
+            provider=provider,
+        ),
+        labels=dict(labels or {}),
+        config=run_config,
+        status="running",
+        created_at=now,
+    )
+
+
+class RunRecorder:
+    """One run being recorded. Safe to share between threads (one case per thread at a time)."""
+
+    def __init__(
+        self,
+        backend: Backend | Callable[[], Backend],
+        header: BundleRun,
+        *,
+        owns_backend: bool = False,
+    ) -> None:
+        self._backend: Backend | None = None if callable(backend) else backend
+        self._connect = backend if callable(backend) else None
+        self.header = header
+        self.id: UUID = run_id_for(header.project, header.key)
+        """The run's id (deterministic: the project and key name it)."""
+        self._owns_backend = owns_backend
+        self._started = False
+        self._lock = threading.Lock()
+        self.case_ids: list[UUID] = []
+        """The cases recorded so far, in order."""
+
+    @property
+    def backend(self) -> Backend:
+        """Where the run is recorded (connected on first use)."""
+        if self._backend is None:
+            assert self._connect is not None
+            self._backend = self._connect()
+        return self._backend
+
+    @property
+    def key(self) -> str:
+        """The run's key in its project."""
+        return self.header.key
+
+    def start(self) -> Self:
+        """Create the run and mark it running (a no-op the second time)."""
+        if not self._started:
+            self.backend.create_run(self.header, f"run-{self.id}")
+            self._started = True
+        return self
+
+    def join(self) -> Self:
+        """Record into a run another process created (an xdist worker joins the controller's)."""
+        self._started = True
+        return self
+
+    def end(self, error: BaseException | None = None) -> None:
+        """Complete and seal the run, or cancel it with the error's text; then disconnect."""
+        try:
+            if error is None:
+                self.backend.complete_run(self.id, f"complete-{self.id}")
+            else:
+                self.backend.cancel_run(self.id, error_text(error), f"cancel-{self.id}")
+        finally:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self._owns_backend and self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self._disconnect()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.end(exc)
+
+    def case(
+        self,
+        key: str,
+        *,
+        input: str | None = None,
+        repetition: int = 0,
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        expected_outcomes: Sequence[str] = (),
+        configuration: str | None = None,
+        persona: str | None = None,
+        scenario: str | None = None,
+    ) -> CaseRecorder:
+        """A case to record as a `with` block; written when the block ends."""
+        if not self._started:
+            raise StateError("run: start the run first (`with evaledger.run(...) as run:`)")
+        snapshot = build(
+            TestCaseSnapshot,
+            "case",
+            key=key,
+            name=name,
+            tags=list(tags),
+            expected_outcomes=list(expected_outcomes),
+            configuration=configuration,
+            persona=persona,
+            scenario=scenario,
+        )
+        if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 0:
+            raise ValidationError("case.repetition: a whole number from 0", field="case.repetition")
+        return CaseRecorder(snapshot, repetition, input, self.write)
+
+    def write(self, case: BundleCase) -> UUID:
+        """Record a whole case built elsewhere (the Inspect hook's) into this run."""
+        variant = case.variant
+        case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
+        written = self.backend.record_case(self.id, case, f"case-{case_id}")
+        with self._lock:
+            self.case_ids.append(written)
+        return written
+
+
+class CaseRecorder:
+    """One case's facts, gathered as they are given and written when the `with` block ends."""
+
+    def __init__(
+        self,
+        test_case: TestCaseSnapshot,
+        repetition: int,
+        input: str | None,
+        write: Callable[[BundleCase], UUID],
+    ) -> None:
+        self.test_case = test_case
+        self.repetition = repetition
+        self.input = input
+        self._write = write
+        self.id: UUID | None = None
+        """The case's id, once written."""
+        self.written: BundleCase | None = None
+        """The case as it was written (what a retry sends again)."""
+        self.turns: list[Turn] = []
+        self.named_scores: list[BundleNamedScores] = []
+        self.outcomes: list[BundleOutcomes] = []
+        self.verdicts: list[BundleVerdict] = []
+        self._usage: Usage | None = None
+        self._cost_usd: float | None = None
+        self.started_at = datetime.now(UTC)
+
+    def __enter__(self) -> Self:
+        self.started_at = datetime.now(UTC)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.record(exc)
+
+    def turn(
+        self,
+        role: Literal["system", "user", "assistant", "tool"] | str,
+        content: str | None = None,
+        *,
+        latency_ms: float | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+        tool_call_id: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cost_usd: float | None = None,
+        metrics: Mapping[str, float] | None = None,
+    ) -> None:
+        """One message of the conversation, with its latency and usage when known."""
+        where = f"turns[{len(self.turns)}]"
+        usage = None
+        if prompt_tokens is not None or completion_tokens is not None:
+            usage = build(
+                Usage,
+                f"{where}.usage",
+                prompt_tokens=prompt_tokens or 0,
+                completion_tokens=completion_tokens or 0,
+            )
+        self.turns.append(
+            build(
+                Turn,
+                where,
+                role=role,
+                content=content,
+                latency_ms=latency_ms,
+                tool_calls=[dict(c) for c in tool_calls],
+                tool_call_id=tool_call_id,
+                usage=usage,
+                cost_usd=cost_usd,
+                metrics=dict(metrics or {}),
+            )
+        )
+
+    def score(
+        self,
+        name: str,
+        value: ScoreValue,
+        *,
+        scorer: str | None = None,
+        answer: str | None = None,
+        explanation: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """A named score: a number (0-1 a fraction), a bool, a grade (C/I/P/N) or a label."""
+        where = f"scores[{len(self.named_scores)}]"
+        named = build(NamedScore, where, name=name, value=value, scale=_scale(value, where))
+        self.named_scores.append(
+            build(
+                BundleNamedScores,
+                where,
+                scorer=scorer or name,
+                scores=[named],
+                answer=answer,
+                explanation=explanation,
+                metadata=dict(metadata or {}),
+            )
+        )
+
+    def outcome(
+        self,
+        statement: str,
+        *,
+        passed: bool,
+        severity: Literal["blocker", "medium", "low"] | None = None,
+        justification: str | None = None,
+    ) -> None:
+        """Whether an expected outcome held."""
+        where = f"outcomes[{len(self.outcomes)}]"
+        result = build(
+            OutcomeResult,
+            where,
+            statement=statement,
+            passed=passed,
+            severity=severity,
+            justification=justification,
+        )
+        self.outcomes.append(BundleOutcomes(results=[result]))
+
+    def verdict(
+        self,
+        scores: Mapping[str, int | bool] | None = None,
+        *,
+        outcomes: Mapping[str, bool] | None = None,
+        prompt: str | None = None,
+        raw_reply: str | None = None,
+        judge_model: str | None = None,
+        judge_provider: str | None = None,
+        judge_kind: Literal["llm", "human", "structural"] = "llm",
+        latency_ms: float | None = None,
+        cost_usd: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        """A judge's verdict: metric scores (0-5, or pass/fail), with its prompt and raw reply."""
+        where = f"verdicts[{len(self.verdicts)}]"
+        metric_scores = [
+            build(
+                MetricScore,
+                f"{where}.scores.{metric}",
+                metric=metric,
+                **({"passed": value} if isinstance(value, bool) else {"score": value}),
+            )
+            for metric, value in (scores or {}).items()
+        ]
+        self.verdicts.append(
+            build(
+                BundleVerdict,
+                where,
+                judge=build(
+                    JudgeIdentity,
+                    f"{where}.judge",
+                    kind=judge_kind,
+                    model=judge_model,
+                    provider=judge_provider,
+                ),
+                metric_scores=metric_scores,
+                expected_outcomes=[
+                    {"statement": statement, "passed": passed}
+                    for statement, passed in (outcomes or {}).items()
+                ],
+                prompt=prompt,
+                raw_output=raw_reply,
+                latency_ms=latency_ms,
+                cost_usd=cost_usd,
+                error=error,
+            )
+        )
+
+    def usage(
+        self, prompt_tokens: int = 0, completion_tokens: int = 0, cost_usd: float | None = None
+    ) -> None:
+        """The case's total token usage and cost."""
+        self._usage = build(
+            Usage, "usage", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+        if cost_usd is not None:
+            self._cost_usd = _cost(cost_usd)
+
+    def bundle(self, error: BaseException | None = None, *, canceled: bool = False) -> BundleCase:
+        """The case as the ledger stores it; an exception makes it errored (or canceled)."""
+        turns = list(self.turns)
+        if self.input is not None and not (
+            turns and turns[0].role == "user" and turns[0].content == self.input
+        ):
+            # The test case snapshot has no input field: the input is the conversation's opening.
+            turns.insert(0, build(Turn, "input", role="user", content=self.input))
+        status = BundleCaseStatus.COMPLETED
+        failure = None
+        if isinstance(error, Exception):
+            status = BundleCaseStatus.ERRORED
+            failure = BundleError(message=error_text(error), kind=type(error).__name__)
+        elif error is not None or canceled:
+            status = BundleCaseStatus.CANCELED
+        return build(
+            BundleCase,
+            "case",
+            test_case=self.test_case,
+            repetition=self.repetition,
+            status=status,
+            error=failure,
+            transcript=turns,
+            usage=self._usage,
+            cost_usd=self._cost_usd,
+            started_at=self.started_at,
+            ended_at=datetime.now(UTC),
+            verdicts=self.verdicts,
+            outcomes=self.outcomes,
+            named_scores=self.named_scores,
+        )
+
+    def record(self, error: BaseException | None = None) -> UUID:
+        """Write the case (once); what `with` does on exit."""
+        if self.id is None:
+            self.written = self.bundle(error)
+            self.id = self._write(self.written)
+        return self.id
+
+    def cancel(self) -> UUID:
+        """Write the case as canceled (it did not run: a skipped test)."""
+        if self.id is None:
+            self.written = self.bundle(canceled=True)
+            self.id = self._write(self.written)
+        return self.id
+
+
+def _scale(value: object, where: str) -> ScoreScale:
+    if isinstance(value, bool):
+        return ScoreScale.BOOLEAN
+    if isinstance(value, int | float):
+        return ScoreScale.FRACTION if 0.0 <= value <= 1.0 else ScoreScale.NUMBER
+    if isinstance(value, str):
+        return ScoreScale.GRADE if value in GRADE_VALUES else ScoreScale.LABEL
+    raise ValidationError(
+        f"{where}.value: a number, a bool or a string, got {type(value).__name__}",
+        field=f"{where}.value",
+    )
+
+
+def _cost(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
+        raise ValidationError("cost_usd: a finite amount from 0", field="cost_usd")
+    return float(value)
+
+
+def error_text(error: BaseException) -> str:
+    """What an exception said, as recorded: its type and message."""
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

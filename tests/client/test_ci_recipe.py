@@ -1,0 +1,93 @@
+"""docs/ci.md: the workflow's `run:` steps, executed locally with a temp folder as the store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml  # type: ignore[import-untyped]
+
+from evaledger.client import compare_files
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
+
+
+def block(text: str, language: str, after: str) -> str:
+    """The first fenced block of `language` after the heading `after`."""
+    return text.split(after, 1)[1].split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_the_workflow_steps_record_compare_and_write_the_summary(tmp_path: Path) -> None:
+    text = DOC.read_text()
+    repo = tmp_path / "repo"
+    (repo / "evals").mkdir(parents=True)
+    (repo / "evals" / "record.py").write_text(block(text, "python", "## The recorder"))
+    workflow = yaml.safe_load(block(text, "yaml", "## The workflow"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALEDGER_", "GITHUB_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+
+    # On main: record and commit the approved baseline's bundle (the doc's own commands).
+    main_env = {**env, "EVALEDGER_DB": f"sqlite:///{tmp_path}/main-store/"}
+    approve = bash(block(text, "sh", "To approve a new baseline"), repo, main_env)
+    assert approve.returncode == 0, approve.stderr
+    assert (repo / "evals" / "baseline.json").stat().st_size > 0
+
+    # In the pull request's job: every `run:` step but the install, in order.
+    (job,) = workflow["jobs"].values()
+    summary = tmp_path / "summary.md"
+    job_env = {
+        **env,
+        "EVALEDGER_DB": job["env"]["EVALEDGER_DB"].replace("${{ runner.temp }}", str(tmp_path)),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    steps = [s for s in job["steps"] if "run" in s and s.get("name") != "Install"]
+    assert [s["name"] for s in steps] == [
+        "Load the approved baseline",
+        "Record this commit's run",
+        "Compare with the baseline",
+    ]
+    for step in steps:
+        done = bash(step["run"], repo, job_env)
+        assert done.returncode == 0, f"{step['name']}: {done.stdout}{done.stderr}"
+    markdown = summary.read_text()
+    assert markdown.startswith("### ✅ No regression\n")
+
+
+def test_compare_files_compares_two_bundles_without_a_store(tmp_path: Path) -> None:
+    import evaledger
+
+    db = f"sqlite:///{tmp_path}/store/"
+    for key, answer in (("base", "Yes, within 30 days."), ("cand", "No.")):
+        with (
+            evaledger.run("qa", agent="bot", key=key, db=db) as run,
+            run.case("refund", input="Refund?") as case,
+        ):
+            case.turn("assistant", answer, latency_ms=100)
+            case.outcome("mentions 30 days", passed="30 days" in answer)
+    from tests.client.conftest import run_cli
+
+    for key in ("base", "cand"):
+        exported = run_cli("export", key, "--db", db)
+        assert exported.returncode == 0, exported.stderr
+        (tmp_path / f"{key}.json").write_text(exported.stdout)
+    result = compare_files(tmp_path / "base.json", tmp_path / "cand.json")
+    assert result.verdict.regression_detected is True
+    assert result.aggregate.baseline_metrics.pass_rate == 1.0
+    assert result.aggregate.candidate_metrics.pass_rate == 0.0
+    same = compare_files(tmp_path / "base.json", tmp_path / "base.json")
+    assert same.verdict.regression_detected is False

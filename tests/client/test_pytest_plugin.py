@@ -1,0 +1,109 @@
+"""`pytest --evaledger` on a small test folder, in a subprocess, with and without xdist."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evaledger
+
+TESTS = """
+import pytest
+
+def test_scored(evaledger_case):
+    evaledger_case.turn("user", "hi")
+    evaledger_case.score("accuracy", 0.75)
+
+def test_fails():
+    assert 1 + 1 == 3, "math is broken"
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup exploded")
+
+def test_errors(broken):
+    pass
+"""
+
+
+def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_sample.py").write_text(TESTS)
+    return tmp_path / "suite"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_session_is_one_run_and_each_test_one_case(
+    folder: Path, tmp_path: Path, workers: list[str]
+) -> None:
+    db = f"sqlite:///{tmp_path}/store/"
+    done = run_pytest(
+        folder,
+        "--evaledger",
+        db,
+        "--evaledger-suite",
+        "smoke",
+        "--evaledger-agent",
+        "bot@7",
+        *workers,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed, 3 passed, 1 skipped, 1 error" in done.stdout
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    assert (run.suite["name"], run.agent["name"], run.agent["version"]) == ("smoke", "bot", "7")
+    assert run.status == "completed"
+    cases = {c.test_case_key: c for c in report.cases}
+    assert sorted(cases) == [
+        "test_sample.py::test_errors",
+        "test_sample.py::test_fails",
+        "test_sample.py::test_param[1]",
+        "test_sample.py::test_param[2]",
+        "test_sample.py::test_scored",
+        "test_sample.py::test_skipped",
+    ]
+    statuses = {key: (c.status.value, c.passed) for key, c in cases.items()}
+    assert statuses == {
+        "test_sample.py::test_errors": ("errored", False),
+        "test_sample.py::test_fails": ("failed", False),
+        "test_sample.py::test_param[1]": ("passed", True),
+        "test_sample.py::test_param[2]": ("passed", True),
+        "test_sample.py::test_scored": ("passed", True),
+        "test_sample.py::test_skipped": ("canceled", None),
+    }
+    assert cases["test_sample.py::test_scored"].latency_p50_ms is not None
+
+
+def test_without_the_option_the_plugin_is_inert(folder: Path) -> None:
+    (folder / "test_sample.py").write_text(
+        "def test_scratch_case(evaledger_case):\n    evaledger_case.score('accuracy', 1.0)\n"
+    )
+    done = run_pytest(folder, "-W", "error")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert not (folder / ".evaledger").exists()
+    assert "--evaledger=URL_OR_DB" in run_pytest(folder, "--help").stdout
