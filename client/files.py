@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from evaledger.client.services import Settings, build_ledger
+from evaledger.client.services import Settings, build_services
 from evaledger.client.validation import build
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.ledger import Context
@@ -42,7 +42,7 @@ def compare_files(
     if first.run.key == second.run.key and first.run.project == second.run.project:
         second = second.with_run(key=f"{second.run.key}~candidate")
     with tempfile.TemporaryDirectory(prefix="evaledger-compare-") as scratch:
-        services = build_ledger(Settings(db=f"sqlite:///{scratch}/store/"))
+        services = build_services(Settings(db=f"sqlite:///{scratch}/store/"))
         try:
             done = import_all(services.ledger, [first, second], Context(actor="compare"))
             services.sync()

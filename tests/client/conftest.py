@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from tests.conftest import drop_pg_database, fresh_pg_database
@@ -29,7 +29,7 @@ class Target:
 def server_target(tmp_path: Path) -> Iterator[Target]:
     """A real `evaledger serve` on a free loopback port, requiring a write token."""
     db = f"sqlite:///{tmp_path}/served/"
-    services = build_ledger(Settings(db=db))
+    services = build_services(Settings(db=db))
     try:
         token = services.ledger.issue_token(
             "default", TokenScope.ADMIN, "client", Context(actor="ops")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import evaledger
-from evaledger.api.bootstrap import Settings, build_ledger
+from evaledger.api.bootstrap import Settings, build_services
 from evaledger.client.backends import connect
 from evaledger.domain.aggregates import case_id_for
 from evaledger.domain.errors import ConflictError, StateError, ValidationError
@@ -32,7 +32,7 @@ print(run.key, run.id)                           # completed and sealed on exit
 
 
 def stored_events(db: str) -> int:
-    services = build_ledger(Settings(db=db))
+    services = build_services(Settings(db=db))
     try:
         return services.ledger.position()
     finally:
@@ -75,7 +75,7 @@ def test_the_snippet_on_every_target(target: Target) -> None:
         assert rescored.after.aggregate.pass_rate == 0.0
         assert [c.test_case_key for c in rescored.changed_cases] == ["refund-policy"]
     # One event per fact.
-    services = build_ledger(Settings(db=target.db))
+    services = build_services(Settings(db=target.db))
     try:
         events = services.ledger.events_of(case_id_for(run.id, "refund-policy", 0, ""))
     finally:
