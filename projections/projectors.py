@@ -29,6 +29,7 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.fold import fold_event, open_case, scoring_view
+from evaledger.projections.runner import Projection
 from evaledger.projections.tables import (
     baselines,
     case_runs,
@@ -87,7 +88,7 @@ class RunsProjection:
     """`runs_v2`: one row per run (list and filter), plus the approved baselines per project."""
 
     name = "runs_v2"
-    tables = (runs, baselines)
+    tables: Sequence[Table] = (runs, baselines)
 
     def reset(self) -> None:
         """Nothing cached."""
@@ -227,7 +228,7 @@ class CasesProjection:
     """
 
     name = "cases_v3"
-    tables = (run_summaries, cases, case_runs)
+    tables: Sequence[Table] = (run_summaries, cases, case_runs)
 
     def __init__(self) -> None:
         self._runs: dict[str, RunScoring] = {}
@@ -418,7 +419,7 @@ class CatalogueProjection:
     """`metrics_v1`: custom metrics per project."""
 
     name = "metrics_v1"
-    tables = (custom_metrics,)
+    tables: Sequence[Table] = (custom_metrics,)
 
     def reset(self) -> None:
         """Nothing cached."""
@@ -441,6 +442,6 @@ class CatalogueProjection:
         upsert(conn, custom_metrics, rows)
 
 
-def all_projections() -> list[Any]:
+def all_projections() -> list[Projection]:
     """The projections a ledger's read side runs, in processing order."""
     return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]

@@ -82,7 +82,7 @@ class JudgeVotesProjection:
     """Folds verdicts, overrides and invalidations into `judge_votes_v1` (from state dicts)."""
 
     name = "judge_votes_v1"
-    tables = (votes, vote_cases)
+    tables: Sequence[Table] = (votes, vote_cases)
 
     def reset(self) -> None:
         """Nothing cached."""

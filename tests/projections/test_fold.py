@@ -301,14 +301,13 @@ def project_reference(services: Services, url: str, page: int) -> Any:
         return project(services, url, all_projections(), page, False)
 
 
-def test_a_generated_run_projects_to_the_same_rows_lean_and_full(
+def test_a_generated_run_projects_to_the_reference_rows(
     generated: Services, tmp_path: Path
 ) -> None:
     topics = {
         type(generated.ledger.decode(n))
         for n in generated.ledger.notifications(1, generated.ledger.position())
     }
-    # The generator covers every lean topic (and the corrections, the full path).
     # The generator covers every topic the facts read.
     assert {CaseOpened, TranscriptRecorded, JudgeVerdictRecorded, OutcomeEvaluated} <= topics
     assert {ClaimsVerified, StructuralCheckRecorded, ExecutionErrored} <= topics
