@@ -10,8 +10,8 @@ from evaledger.api.schemas import HistoryEntry
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import CaseOpened, DomainEvent
 from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.fold import fold_events
 from evaledger.scoring.case import score_case
-from evaledger.scoring.facts import CaseFacts, apply_fact, opened_facts
 
 
 def entry(event: DomainEvent) -> HistoryEntry:
@@ -41,16 +41,6 @@ def entry(event: DomainEvent) -> HistoryEntry:
     )
 
 
-def fold_facts(events: list[DomainEvent], agent_provider: str | None) -> CaseFacts:
-    """A case's facts from its events (the audit path: straight from the store)."""
-    first = events[0]
-    assert isinstance(first, CaseOpened)
-    facts = opened_facts(first, agent_provider)
-    for event in events[1:]:
-        apply_fact(facts, event)
-    return facts
-
-
 def case_history(services: Services, case_id: UUID, version: int | None = None) -> dict[str, Any]:
     """Every event of the case in order, and its state (facts + score) as of `version`."""
     events = services.ledger.events_of(case_id)
@@ -62,7 +52,7 @@ def case_history(services: Services, case_id: UUID, version: int | None = None) 
     upto = [e for e in events if version is None or e.originator_version <= version]
     run = services.ledger.get_run(events[0].run_id)
     spec: ScoringSpec = run.created.spec
-    facts = fold_facts(upto, run.created.agent.provider)
+    facts = fold_events(upto, run.created.agent.provider)
     return {
         "case_id": str(case_id),
         "run_id": str(run.id),

@@ -270,19 +270,18 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
     try:
         r = ProjectionRunner(services.ledger, engine, all_projections())
         pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
-        pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (lean)")
+        pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (state dicts)")
         pt.wrap(
             codec.EventMapper,
             "to_domain_event",
-            "decode: pydantic model_validate (full event, cold topics)",
+            "decode: pydantic model_validate (full event, run topics)",
         )
-        pt.wrap(views.RunsProjection, "process_decoded", "runs_v2: process")
-        pt.wrap(views.CasesProjection, "process_decoded", "cases_v3: process (load facts, fold)")
-        pt.wrap(views.CatalogueProjection, "process_decoded", "metrics_v1: process")
-        pt.wrap(votes.JudgeVotesProjection, "process_decoded", "judge_votes_v1: process")
-        pt.wrap(views, "opened_facts_data", "cases_v3: opened_facts_data (lean)")
-        pt.wrap(views, "apply_fact_data", "cases_v3: apply_fact_data (lean)")
-        pt.wrap(views, "apply_fact", "cases_v3: apply_fact (full event)")
+        pt.wrap(views.RunsProjection, "process", "runs_v2: process")
+        pt.wrap(views.CasesProjection, "process", "cases_v3: process (load facts, fold)")
+        pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
+        pt.wrap(votes.JudgeVotesProjection, "process", "judge_votes_v1: process")
+        pt.wrap(views, "open_case", "cases_v3: open_case")
+        pt.wrap(views, "fold_event", "cases_v3: fold_event")
         pt.wrap(views, "score_case", "cases_v3: score_case")
         pt.wrap(views, "scoring_view", "cases_v3: scoring_view")
         pt.wrap(pjson, "dumps", "json.dumps facts/score/summary/votes")

@@ -1,17 +1,13 @@
-"""Lean decoding for replay: stored events as plain dicts, pydantic events only on demand.
+"""Decoding for replay: stored events as plain state dicts, pydantic events only on demand.
 
 Catch-up and rebuild read every event of the log. Validating each one into its frozen pydantic
 class (prompts, replies, justifications and all) cost more than the whole raw read + decode, and
-the read models need a handful of fields of a few hot topics. So the runner decodes a page once
+the read models need a handful of fields of each case event. So the runner decodes a page once
 into `Decoded` records: the event class, the aggregate id and version, and the state as a plain
 dict, upcast to the class's current version by the same upcasters as the full path
-(`store.codec.decode_state`). The projections read the hot topics straight from that dict; for the
-rest (run lifecycle, overrides, named scores...) `Decoded.event` gives the full pydantic event,
-decoded by `Ledger.decode` exactly as before, once, on first use.
-
-The stored events were validated when they were written, so reading them back need not validate
-again; tests/projections/test_lean_decode.py proves the lean folds give the same rows as the
-full decode.
+(`store.codec.decode_state`). Every case event is folded straight from that dict
+(`projections/fold.py`); for the run lifecycle and the catalogue, `Decoded.event` gives the full
+pydantic event, decoded by `Ledger.decode`, once, on first use.
 """
 
 from __future__ import annotations
@@ -23,38 +19,16 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from evaledger.domain.events import (
-    CaseOpened,
-    ClaimsVerified,
-    DomainEvent,
-    ExecutionErrored,
-    JudgeVerdictRecorded,
-    OutcomeEvaluated,
-    StructuralCheckRecorded,
-    TranscriptRecorded,
-)
+from evaledger.domain.events import DomainEvent
 from evaledger.domain.store.codec import OrjsonTranscoder, decode_state
 
 _TRANSCODER = OrjsonTranscoder()
-
-LEAN_VERSIONS: dict[type[DomainEvent], int] = {
-    CaseOpened: 1,
-    TranscriptRecorded: 1,
-    JudgeVerdictRecorded: 1,
-    OutcomeEvaluated: 1,
-    ClaimsVerified: 1,
-    StructuralCheckRecorded: 1,
-    ExecutionErrored: 1,
-}
-"""The classes the lean folds read from state dicts, and the class version they were written
-for. A class whose `class_version` moved on (or a class replaced under its topic) goes through
-the full pydantic path until its lean fold is updated: `Decoded.lean` is False for it."""
 
 
 class Decoded:
     """One stored event decoded to a plain (upcast) state dict; the pydantic event on demand."""
 
-    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "lean", "oid", "version")
+    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "oid", "version")
 
     def __init__(
         self,
@@ -74,8 +48,6 @@ class Decoded:
         """The aggregate version (originator_version)."""
         self.data = data
         """The stored state (every field but the id and version), upcast; do not mutate."""
-        self.lean = LEAN_VERSIONS.get(cls) == cls.class_version
-        """A lean fold may read `data` (written for this class and version)."""
         self._stored = stored
         self._decode = decode
         self._event = event
@@ -111,7 +83,7 @@ DecodedBatch = Sequence[tuple[int, Decoded]]
 def decode_stored(
     stored: StoredEvent, decode: Callable[[StoredEvent], DomainEvent] | None = None
 ) -> Decoded:
-    """Decode one stored event (or notification) leanly: orjson + upcast, no validation.
+    """Decode one stored event (or notification) to its state dict: orjson + upcast, no validation.
 
     `decode` is the full path (`Ledger.decode`), used by `Decoded.event` when a projection asks.
     Raises like the full path on an unknown topic or bytes that are not JSON.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from pydantic import TypeAdapter
@@ -17,6 +17,7 @@ from evaledger.domain.events import (
     CaseEvent,
     CaseOpened,
     CasesAttached,
+    DomainEvent,
     MetricRegistered,
     RunCanceled,
     RunCompleted,
@@ -27,7 +28,8 @@ from evaledger.domain.events import (
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.runner import Batch
+from evaledger.projections.fold import fold_event, open_case, scoring_view
+from evaledger.projections.runner import Projection
 from evaledger.projections.tables import (
     baselines,
     case_runs,
@@ -38,15 +40,7 @@ from evaledger.projections.tables import (
 )
 from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
-from evaledger.scoring.facts import (
-    LEAN_FACT_TOPICS,
-    CaseFacts,
-    apply_fact,
-    apply_fact_data,
-    opened_facts,
-    opened_facts_data,
-    scoring_view,
-)
+from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
@@ -62,11 +56,6 @@ _STATUS_OF: dict[type[Any], str] = {
     RunFailed: "failed",
 }
 _RUN_TOPICS = frozenset({RunCreated, CasesAttached, BaselineApproved, BaselineRevoked, *_STATUS_OF})
-
-
-def lean(batch: Batch) -> list[tuple[int, Decoded]]:
-    """A page of pydantic events as decoded records (the `process` entry of lean projections)."""
-    return [(position, Decoded.of_event(event)) for position, event in batch]
 
 
 def _utc(dt: datetime) -> str:
@@ -99,117 +88,131 @@ class RunsProjection:
     """`runs_v2`: one row per run (list and filter), plus the approved baselines per project."""
 
     name = "runs_v2"
-    tables = (runs, baselines)
+    tables: Sequence[Table] = (runs, baselines)
 
     def reset(self) -> None:
         """Nothing cached."""
 
-    def process(self, conn: Connection, batch: Batch) -> None:
-        """Fold run events into rows."""
-        self.process_decoded(conn, lean(batch))
-
-    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Fold run events into rows (case events are skipped undecoded)."""
         for position, decoded in batch:
             if decoded.cls not in _RUN_TOPICS:
                 continue
             event = decoded.event
-            rid = decoded.oid
             if isinstance(event, RunCreated):
-                conn.execute(
-                    runs.insert().values(
-                        run_id=rid,
-                        run_key=event.run_key,
-                        project=event.project,
-                        name=event.name,
-                        suite_name=event.suite.name,
-                        suite_version=None
-                        if event.suite.version is None
-                        else str(event.suite.version),
-                        agent_name=event.agent.name,
-                        agent_version=event.agent.version,
-                        status="created",
-                        labels=encoding.dumps(event.labels),
-                        created_at=_utc(event.created_at),
-                        case_count=0,
-                        baseline=False,
-                        created=encoding.dumps(
-                            event.model_dump(
-                                mode="json",
-                                include={
-                                    "agent",
-                                    "suite",
-                                    "config",
-                                    "spec",
-                                    "labels",
-                                    "name",
-                                    "run_key",
-                                    "project",
-                                },
-                            )
-                        ),
-                        position=position,
-                    )
-                )
-            elif type(event) in _STATUS_OF:
-                values: dict[str, Any] = {"status": _STATUS_OF[type(event)], "position": position}
-                if isinstance(event, RunCompleted):
-                    values["completed_at"] = _utc(event.completed_at)
-                if isinstance(event, RunCanceled | RunFailed):
-                    values["reason"] = event.reason
-                conn.execute(update(runs).where(runs.c.run_id == rid).values(**values))
+                _run_created(conn, decoded.oid, event, position)
             elif isinstance(event, CasesAttached):
                 conn.execute(
                     update(runs)
-                    .where(runs.c.run_id == rid)
+                    .where(runs.c.run_id == decoded.oid)
                     .values(case_count=runs.c.case_count + len(event.case_ids), position=position)
                 )
             elif isinstance(event, BaselineApproved):
-                project = conn.execute(
-                    select(runs.c.project).where(runs.c.run_id == rid)
-                ).scalar_one()
-                upsert(
-                    conn,
-                    baselines,
-                    [
-                        {
-                            "project": project,
-                            "agent": event.agent,
-                            "suite": event.suite,
-                            "run_id": rid,
-                            "approved_at": _utc(event.timestamp),
-                            "actor": event.actor,
-                            "reason": event.reason,
-                        }
-                    ],
-                )
-                conn.execute(
-                    update(runs)
-                    .where(
-                        runs.c.project == project,
-                        runs.c.agent_name == event.agent,
-                        runs.c.suite_name == event.suite,
-                    )
-                    .values(baseline=False)
-                )
-                conn.execute(
-                    update(runs)
-                    .where(runs.c.run_id == rid)
-                    .values(baseline=True, position=position)
-                )
+                _baseline_approved(conn, decoded.oid, event, position)
             elif isinstance(event, BaselineRevoked):
-                conn.execute(
-                    baselines.delete().where(
-                        baselines.c.agent == event.agent,
-                        baselines.c.suite == event.suite,
-                        baselines.c.run_id == rid,
-                    )
-                )
-                conn.execute(
-                    update(runs)
-                    .where(runs.c.run_id == rid)
-                    .values(baseline=False, position=position)
-                )
+                _baseline_revoked(conn, decoded.oid, event, position)
+            else:
+                _run_status(conn, decoded.oid, event, position)
+
+
+_CREATED_SNAPSHOT = {"agent", "suite", "config", "spec", "labels", "name", "run_key", "project"}
+"""What of RunCreated the `created` column keeps (read back as a RunRow)."""
+
+
+def _run_created(conn: Connection, run_id: str, event: RunCreated, position: int) -> None:
+    suite_version = event.suite.version
+    conn.execute(
+        runs.insert().values(
+            run_id=run_id,
+            run_key=event.run_key,
+            project=event.project,
+            name=event.name,
+            suite_name=event.suite.name,
+            suite_version=None if suite_version is None else str(suite_version),
+            agent_name=event.agent.name,
+            agent_version=event.agent.version,
+            status="created",
+            labels=encoding.dumps(event.labels),
+            created_at=_utc(event.created_at),
+            case_count=0,
+            baseline=False,
+            created=encoding.dumps(event.model_dump(mode="json", include=_CREATED_SNAPSHOT)),
+            position=position,
+        )
+    )
+
+
+def _run_status(conn: Connection, run_id: str, event: DomainEvent, position: int) -> None:
+    values: dict[str, Any] = {"status": _STATUS_OF[type(event)], "position": position}
+    if isinstance(event, RunCompleted):
+        values["completed_at"] = _utc(event.completed_at)
+    if isinstance(event, RunCanceled | RunFailed):
+        values["reason"] = event.reason
+    conn.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+
+
+def _baseline_approved(
+    conn: Connection, run_id: str, event: BaselineApproved, position: int
+) -> None:
+    project = conn.execute(select(runs.c.project).where(runs.c.run_id == run_id)).scalar_one()
+    approval = {
+        "project": project,
+        "agent": event.agent,
+        "suite": event.suite,
+        "run_id": run_id,
+        "approved_at": _utc(event.timestamp),
+        "actor": event.actor,
+        "reason": event.reason,
+    }
+    upsert(conn, baselines, [approval])
+    conn.execute(
+        update(runs)
+        .where(
+            runs.c.project == project,
+            runs.c.agent_name == event.agent,
+            runs.c.suite_name == event.suite,
+        )
+        .values(baseline=False)
+    )
+    conn.execute(
+        update(runs).where(runs.c.run_id == run_id).values(baseline=True, position=position)
+    )
+
+
+def _baseline_revoked(conn: Connection, run_id: str, event: BaselineRevoked, position: int) -> None:
+    conn.execute(
+        baselines.delete().where(
+            baselines.c.agent == event.agent,
+            baselines.c.suite == event.suite,
+            baselines.c.run_id == run_id,
+        )
+    )
+    conn.execute(
+        update(runs).where(runs.c.run_id == run_id).values(baseline=False, position=position)
+    )
+
+
+CLOSED = frozenset({"completed", "canceled", "failed"})
+"""Run statuses whose summary is materialised."""
+
+
+class RunScoring(NamedTuple):
+    """What scoring a run's cases needs of the run."""
+
+    spec: ScoringSpec
+    agent_provider: str | None
+    status: str
+
+
+class CasePage(NamedTuple):
+    """The cases a page of events touches: their facts, opening sequence and last position."""
+
+    facts: dict[str, CaseFacts]
+    seqs: dict[str, int]
+    touched: dict[str, int]
+    """Case id → position of its last event in the page."""
+    dirty_runs: dict[str, int]
+    """Run id → position of the last event in the page that changes its summary."""
 
 
 class CasesProjection:
@@ -219,18 +222,16 @@ class CasesProjection:
     when a closed run's cases change (overrides); open runs are summarised when read.
     v3 added the compact `scoring` column (what a rescore decodes).
 
-    Replay is lean: the hot case events are folded from their state dicts (no pydantic event),
+    Case events are folded from their state dicts (`projections/fold.py`, no pydantic event),
     each touched case is scored once per page, and the scores of a run whose every case this
     instance has seen are kept until the run closes, so its summary does not read them back.
     """
 
     name = "cases_v3"
-    tables = (run_summaries, cases, case_runs)
+    tables: Sequence[Table] = (run_summaries, cases, case_runs)
 
-    def __init__(self, lean: bool = True) -> None:
-        self.lean = lean
-        """False: every case event is folded from its full pydantic event (the reference)."""
-        self._runs: dict[str, tuple[ScoringSpec, str | None, str]] = {}
+    def __init__(self) -> None:
+        self._runs: dict[str, RunScoring] = {}
         self._seq: int | None = None
         # run id → case id → (seq, score), for runs created since the last reset (complete)
         self._scores: dict[str, dict[str, tuple[int, CaseScore]]] = {}
@@ -243,100 +244,81 @@ class CasesProjection:
         self._scores.clear()
         self._cached = 0
 
-    def _run(self, conn: Connection, run_id: str) -> tuple[ScoringSpec, str | None, str]:
+    def _run(self, conn: Connection, run_id: str) -> RunScoring:
         found = self._runs.get(run_id)
         if found is None:
             row = conn.execute(select(case_runs).where(case_runs.c.run_id == run_id)).one()
-            found = (ScoringSpec.model_validate_json(row.spec), row.agent_provider, row.status)
+            spec = ScoringSpec.model_validate_json(row.spec)
+            found = RunScoring(spec, row.agent_provider, row.status)
             self._runs[run_id] = found
         return found
 
-    def process(self, conn: Connection, batch: Batch) -> None:
-        """Fold a page of events: load touched cases once, apply, rescore, write once."""
-        self.process_decoded(conn, lean(batch))
-
-    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
-        """Fold a page of decoded events: load touched cases once, apply, rescore, write once."""
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
+        """Fold a page of events: load touched cases once, fold, rescore, write once."""
         if self._seq is None:
             self._seq = (
                 conn.execute(select(cases.c.seq).order_by(cases.c.seq.desc()).limit(1)).scalar()
                 or 0
             )
-        facts: dict[str, CaseFacts] = {}
-        seqs: dict[str, int] = {}
-        opened = {d.oid for _, d in batch if d.cls is CaseOpened}
-        wanted = {
-            d.oid
-            for _, d in batch
-            if d.oid not in opened and issubclass(d.cls, CaseEvent) and d.cls is not CaseOpened
-        }
-        listed = sorted(wanted)
-        for i in range(0, len(listed), IN_CHUNK):
-            found = conn.execute(
-                select(cases.c.case_id, cases.c.facts, cases.c.seq).where(
-                    cases.c.case_id.in_(listed[i : i + IN_CHUNK])
-                )
-            )
-            for row in found:
-                facts[row.case_id] = CaseFacts.model_validate_json(row.facts)
-                seqs[row.case_id] = row.seq
-        touched: dict[str, int] = {}
-        # run id → position of the last event in this page that changes its summary
-        dirty_runs: dict[str, int] = {}
+        page = _load_cases(conn, batch)
         for position, d in batch:
             cls = d.cls
-            oid = d.oid
-            if cls in LEAN_FACT_TOPICS and d.lean and self.lean:
-                apply_fact_data(facts[oid], cls, d.version, d.data)
-                touched[oid] = position
-            elif cls is CaseOpened:
-                if d.lean and self.lean:
-                    _, provider, _ = self._run(conn, d.data["run_id"])
-                    facts[oid] = opened_facts_data(oid, d.version, d.data, provider)
-                else:
-                    opening = d.event
-                    assert isinstance(opening, CaseOpened)
-                    _, provider, _ = self._run(conn, str(opening.run_id))
-                    facts[oid] = opened_facts(opening, provider)
+            if cls is CaseOpened:
+                provider = self._run(conn, d.data["run_id"]).agent_provider
+                page.facts[d.oid] = open_case(d, provider)
                 self._seq += 1
-                seqs[oid] = self._seq
-                touched[oid] = position
+                page.seqs[d.oid] = self._seq
+                page.touched[d.oid] = position
             elif issubclass(cls, CaseEvent):
-                apply_fact(facts[oid], d.event)
-                touched[oid] = position
+                fold_event(page.facts[d.oid], d)
+                page.touched[d.oid] = position
             elif cls is RunCreated:
-                event = d.event
-                assert isinstance(event, RunCreated)
-                spec = event.spec
-                self._runs[oid] = (spec, event.agent.provider, "created")
-                self._scores[oid] = {}
-                conn.execute(
-                    case_runs.insert().values(
-                        run_id=oid,
-                        spec=encoding.dumps(spec),
-                        agent_provider=event.agent.provider,
-                        status="created",
-                    )
-                )
+                self._run_created(conn, d)
             elif cls in _STATUS_OF:
-                status = _STATUS_OF[cls]
-                spec, provider, _ = self._run(conn, oid)
-                self._runs[oid] = (spec, provider, status)
-                conn.execute(
-                    update(case_runs).where(case_runs.c.run_id == oid).values(status=status)
-                )
-                if status != "running":
-                    dirty_runs[oid] = max(position, dirty_runs.get(oid, 0))
+                self._run_status(conn, d.oid, _STATUS_OF[cls], position, page.dirty_runs)
+        upsert(conn, cases, self._case_rows(conn, page))
+        if self._cached > MAX_CACHED_SCORES:
+            self._scores.clear()  # runs left open: their summaries read the scores back
+            self._cached = 0
+        for run_id, last in sorted(page.dirty_runs.items()):
+            self._write_summary(conn, run_id, last)
+
+    def _run_created(self, conn: Connection, created: Decoded) -> None:
+        event = created.event
+        assert isinstance(event, RunCreated)
+        run_id, provider = created.oid, event.agent.provider
+        self._runs[run_id] = RunScoring(event.spec, provider, "created")
+        self._scores[run_id] = {}
+        conn.execute(
+            case_runs.insert().values(
+                run_id=run_id,
+                spec=encoding.dumps(event.spec),
+                agent_provider=provider,
+                status="created",
+            )
+        )
+
+    def _run_status(
+        self, conn: Connection, run_id: str, status: str, position: int, dirty: dict[str, int]
+    ) -> None:
+        self._runs[run_id] = self._run(conn, run_id)._replace(status=status)
+        conn.execute(update(case_runs).where(case_runs.c.run_id == run_id).values(status=status))
+        if status != "running":
+            dirty[run_id] = max(position, dirty.get(run_id, 0))
+
+    def _case_rows(self, conn: Connection, page: CasePage) -> list[dict[str, Any]]:
+        """The touched cases' rows, each scored once; marks the closed runs they change."""
         rows: list[dict[str, Any]] = []
         dumps = encoding.dumps
-        for cid, position in touched.items():
-            f = facts[cid]
+        dirty_runs = page.dirty_runs
+        for cid, position in page.touched.items():
+            f = page.facts[cid]
             run_id = str(f.run_id)
             spec, _, status = self._run(conn, run_id)
-            if status in ("completed", "canceled", "failed"):
+            if status in CLOSED:
                 dirty_runs[run_id] = max(position, dirty_runs.get(run_id, 0))
             score = score_case(f, spec)
-            seq = seqs[cid]
+            seq = page.seqs[cid]
             kept = self._scores.get(run_id)
             if kept is not None:
                 if cid not in kept:
@@ -359,36 +341,53 @@ class CasesProjection:
                     "position": position,
                 }
             )
-        upsert(conn, cases, rows)
-        if self._cached > MAX_CACHED_SCORES:
-            self._scores.clear()  # runs left open: their summaries read the scores back
-            self._cached = 0
-        for run_id, last in sorted(dirty_runs.items()):
-            spec, _, status = self._run(conn, run_id)
-            kept = self._scores.get(run_id)
-            if kept is not None:
-                scores = [score for _, score in sorted(kept.values(), key=_by_seq)]
-                if status in ("completed", "canceled", "failed"):
-                    # Closed: later changes (overrides) are rare; they read the scores back.
-                    self._cached -= len(kept)
-                    del self._scores[run_id]
-            else:
-                scores = load_scores(conn, run_id)
-            upsert(
-                conn,
-                run_summaries,
-                [
-                    {
-                        "run_id": run_id,
-                        "spec_id": spec.spec_id,
-                        "aggregate": encoding.dumps(summarize_run(scores, spec)),
-                        "test_cases": encoding.dumps(
-                            [t.model_dump(mode="json") for t in reduce_repetitions(scores, spec)]
-                        ),
-                        "position": last,
-                    }
-                ],
+        return rows
+
+    def _write_summary(self, conn: Connection, run_id: str, last: int) -> None:
+        spec, _, status = self._run(conn, run_id)
+        kept = self._scores.get(run_id)
+        if kept is not None:
+            scores = [score for _, score in sorted(kept.values(), key=_by_seq)]
+            if status in CLOSED:
+                # Closed: later changes (overrides) are rare; they read the scores back.
+                self._cached -= len(kept)
+                del self._scores[run_id]
+        else:
+            scores = load_scores(conn, run_id)
+        summary = {
+            "run_id": run_id,
+            "spec_id": spec.spec_id,
+            "aggregate": encoding.dumps(summarize_run(scores, spec)),
+            "test_cases": encoding.dumps(
+                [t.model_dump(mode="json") for t in reduce_repetitions(scores, spec)]
+            ),
+            "position": last,
+        }
+        upsert(conn, run_summaries, [summary])
+
+
+def _load_cases(conn: Connection, batch: DecodedBatch) -> CasePage:
+    """The facts and sequence of every case the page folds into but does not open."""
+    facts: dict[str, CaseFacts] = {}
+    seqs: dict[str, int] = {}
+    opened = {d.oid for _, d in batch if d.cls is CaseOpened}
+    wanted = sorted(
+        {
+            d.oid
+            for _, d in batch
+            if d.oid not in opened and issubclass(d.cls, CaseEvent) and d.cls is not CaseOpened
+        }
+    )
+    for i in range(0, len(wanted), IN_CHUNK):
+        found = conn.execute(
+            select(cases.c.case_id, cases.c.facts, cases.c.seq).where(
+                cases.c.case_id.in_(wanted[i : i + IN_CHUNK])
             )
+        )
+        for row in found:
+            facts[row.case_id] = CaseFacts.model_validate_json(row.facts)
+            seqs[row.case_id] = row.seq
+    return CasePage(facts, seqs, {}, {})
 
 
 def _by_seq(item: tuple[int, CaseScore]) -> int:
@@ -420,16 +419,12 @@ class CatalogueProjection:
     """`metrics_v1`: custom metrics per project."""
 
     name = "metrics_v1"
-    tables = (custom_metrics,)
+    tables: Sequence[Table] = (custom_metrics,)
 
     def reset(self) -> None:
         """Nothing cached."""
 
-    def process(self, conn: Connection, batch: Batch) -> None:
-        """Record registered metrics."""
-        self.process_decoded(conn, lean(batch))
-
-    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Record registered metrics."""
         rows: list[dict[str, Any]] = []
         for position, decoded in batch:
@@ -447,6 +442,6 @@ class CatalogueProjection:
         upsert(conn, custom_metrics, rows)
 
 
-def all_projections() -> list[Any]:
+def all_projections() -> list[Projection]:
     """The projections a ledger's read side runs, in processing order."""
     return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]

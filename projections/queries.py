@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 from sqlalchemy import Connection, Engine, and_, func, select
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
+from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.projectors import CasesProjection, load_facts, load_scores, upsert
@@ -53,10 +55,8 @@ LABEL_PATTERN = r"^[^=]+=.*$"
 """A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
 
 
-class RunFilter(BaseModel):
+class RunFilter(StrictModel):
     """Filters of GET /runs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     project: str | None = None
     key: str | None = Field(default=None, description="The run key (unique in a project).")
@@ -70,10 +70,8 @@ class RunFilter(BaseModel):
     offset: int = Field(default=0, ge=0)
 
 
-class RunRow(BaseModel):
+class RunRow(StrictModel):
     """A run as listed."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: UUID
     run_key: str
@@ -91,6 +89,21 @@ class RunRow(BaseModel):
     config: dict[str, Any]
     spec: dict[str, Any]
     spec_id: str
+
+
+class StoredRescore(NamedTuple):
+    """A rescore stored beside the run's own scores."""
+
+    spec_id: str
+    aggregate: RunAggregate
+    created_at: str
+
+
+class CasesMarker(NamedTuple):
+    """What changes whenever a case of a run changes, and whether the run is closed."""
+
+    marker: str
+    closed: bool
 
 
 @dataclass(frozen=True)
@@ -305,7 +318,7 @@ class ReadModels:
             return self._rescore(run_id, spec)
 
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
-        # Before: the (materialised) summary; after: the lean scorer over the run's inputs,
+        # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
         own = self._own_spec(run_id)
         before = self._stored_own_aggregate(run_id, own)
@@ -316,70 +329,65 @@ class ReadModels:
             before = (
                 under_own.aggregate if under_own is not None else self.summary(run_id).aggregate
             )
-        lean = rescore_run(inputs, spec)
-        case_ids, test_case_keys, repetitions = (
-            inputs.case_ids,
-            inputs.test_case_keys,
-            inputs.repetitions,
-        )
-        olds = inputs.old
-        if lean is not None:
-            decisions, after = lean.decisions, lean.aggregate
+        columnar = rescore_run(inputs, spec)
+        if columnar is not None:
+            cases_under = RescoredCases(
+                inputs.case_ids,
+                inputs.test_case_keys,
+                inputs.repetitions,
+                inputs.old,
+                columnar.decisions,
+            )
+            after = columnar.aggregate
         else:
             # A spec selecting no metric or one twice: the reference path, over fresh facts.
             scores = [score_case(f, spec) for f in self.scoring_facts(run_id)]
-            stored = dict(zip(case_ids, olds, strict=True))
+            stored = dict(zip(inputs.case_ids, inputs.old, strict=True))
             case_ids = [str(s.case_id) for s in scores]
-            test_case_keys = [s.test_case_key for s in scores]
-            repetitions = [s.repetition for s in scores]
-            olds = [stored.get(case_id, (None, None, None)) for case_id in case_ids]
-            decisions = [(s.overall_score, s.passed, s.status.value) for s in scores]
-            after = summarize_run(scores, spec)
-        changed = [
-            {
-                "case_id": case_ids[i],
-                "test_case_key": test_case_keys[i],
-                "repetition": repetitions[i],
-                "before": {"overall_score": was[0], "passed": was[1], "status": was[2]},
-                "after": {"overall_score": now[0], "passed": now[1], "status": now[2]},
-            }
-            for i, (now, was) in enumerate(zip(decisions, olds, strict=True))
-            if now != was and was[2] is not None
-        ]
-        with self.engine.begin() as conn:
-            upsert(
-                conn,
-                rescores,
-                [
-                    {
-                        "run_id": str(run_id),
-                        "spec_id": spec.spec_id,
-                        "spec": encoding.dumps(spec),
-                        "aggregate": encoding.dumps(after),
-                        "cases": encoding.dumps(
-                            {
-                                "format": RESCORE_CASES_FORMAT,
-                                "case_id": case_ids,
-                                "status": [d[2] for d in decisions],
-                                "passed": [d[1] for d in decisions],
-                                "overall_score": [d[0] for d in decisions],
-                            }
-                        ),
-                        "position": 0,
-                        "created_at": datetime.now(UTC).isoformat(),
-                    }
-                ],
+            cases_under = RescoredCases(
+                case_ids,
+                [s.test_case_key for s in scores],
+                [s.repetition for s in scores],
+                [stored.get(case_id, (None, None, None)) for case_id in case_ids],
+                [(s.overall_score, s.passed, s.status.value) for s in scores],
             )
+            after = summarize_run(scores, spec)
+        self._store_rescore(run_id, spec, after, cases_under)
         return {
             "run_id": str(run_id),
             "spec_id": spec.spec_id,
             "own_spec_id": own.spec_id,
             "before": {"spec_id": own.spec_id, "aggregate": before.model_dump(mode="json")},
             "after": {"spec_id": spec.spec_id, "aggregate": after.model_dump(mode="json")},
-            "changed_cases": changed,
+            "changed_cases": cases_under.changed(),
             "judge_calls": 0,
             "events_written": 0,
         }
+
+    def _store_rescore(
+        self, run_id: UUID, spec: ScoringSpec, after: RunAggregate, under: RescoredCases
+    ) -> None:
+        overall_scores, passed, statuses = (
+            map(list, zip(*under.decisions, strict=True)) if under.decisions else ([], [], [])
+        )
+        stored_cases = {
+            "format": RESCORE_CASES_FORMAT,
+            "case_id": under.case_ids,
+            "status": statuses,
+            "passed": passed,
+            "overall_score": overall_scores,
+        }
+        row = {
+            "run_id": str(run_id),
+            "spec_id": spec.spec_id,
+            "spec": encoding.dumps(spec),
+            "aggregate": encoding.dumps(after),
+            "cases": encoding.dumps(stored_cases),
+            "position": 0,
+            "created_at": datetime.now(UTC).isoformat(),
+        }
+        with self.engine.begin() as conn:
+            upsert(conn, rescores, [row])
 
     def _run_inputs(self, run_id: UUID) -> RunInputs:
         """The run's rescore inputs, decoded once per state of its cases.
@@ -466,7 +474,7 @@ class ReadModels:
             )
         return None if text is None else RunAggregate.model_validate_json(text)
 
-    def stored_rescores(self, run_id: UUID) -> list[dict[str, Any]]:
+    def stored_rescores(self, run_id: UUID) -> list[StoredRescore]:
         """Rescores stored side by side for a run."""
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -475,11 +483,9 @@ class ReadModels:
                 )
             )
             return [
-                {
-                    "spec_id": r.spec_id,
-                    "aggregate": encoding.loads(r.aggregate),
-                    "created_at": r.created_at,
-                }
+                StoredRescore(
+                    r.spec_id, RunAggregate.model_validate_json(r.aggregate), r.created_at
+                )
                 for r in rows
             ]
 
@@ -505,7 +511,7 @@ class ReadModels:
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
 
 
-def _cases_marker(conn: Connection, run_id: str) -> tuple[str, bool]:
+def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     """Something that changes whenever a case of the run changes, and whether the run is closed.
 
     A closed run's summary row is rewritten, at a new position, by every event that changes one
@@ -515,11 +521,49 @@ def _cases_marker(conn: Connection, run_id: str) -> tuple[str, bool]:
     """
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
-        return f"{INPUTS_FORMAT} {cases.name} summary {position}", True
+        return CasesMarker(f"{INPUTS_FORMAT} {cases.name} summary {position}", closed=True)
     tracked = conn.scalar(
         select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
     )
-    return f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", False
+    return CasesMarker(f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", closed=False)
+
+
+class Decision(NamedTuple):
+    """A case's decision under a spec (the columns a stored rescore keeps)."""
+
+    overall_score: float | None
+    passed: bool | None
+    status: str | None
+
+
+class RescoredCases(NamedTuple):
+    """Every case of a rescored run, in opening order: its decision before and after."""
+
+    case_ids: Sequence[str]
+    test_case_keys: Sequence[str]
+    repetitions: Sequence[int]
+    before: Sequence[tuple[float | None, bool | None, str | None]]
+    decisions: Sequence[tuple[float | None, bool | None, str | None]]
+
+    def changed(self) -> list[dict[str, Any]]:
+        """The cases whose decision changed (a case without a stored one is not listed)."""
+        out = []
+        for i, (now, was) in enumerate(zip(self.decisions, self.before, strict=True)):
+            if now == was:
+                continue
+            after, before = Decision(*now), Decision(*was)
+            if before.status is None:
+                continue
+            out.append(
+                {
+                    "case_id": self.case_ids[i],
+                    "test_case_key": self.test_case_keys[i],
+                    "repetition": self.repetitions[i],
+                    "before": before._asdict(),
+                    "after": after._asdict(),
+                }
+            )
+        return out
 
 
 def _iso(dt: datetime) -> str:

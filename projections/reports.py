@@ -41,7 +41,7 @@ from evaledger.scoring.comparison import (
 )
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
-from evaledger.scoring.models import CaseScore, TestCaseResult
+from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.scoring.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 
 COMPARE_CACHE_SIZE = 8
@@ -350,65 +350,7 @@ def explain_case(
     spec_source: str,
 ) -> dict[str, Any]:
     """From judge prompt → raw reply → parsed scores → weights → overall → gate → run aggregate."""
-    counted = set(score.verdict_ids)
-    corrections: dict[UUID, list[dict[str, Any]]] = {}
-    for e in events:
-        if isinstance(e, VerdictOverridden | VerdictInvalidated):
-            corrections.setdefault(e.verdict_id, []).append(
-                {
-                    "type": type(e).__name__,
-                    "actor": e.actor,
-                    "timestamp": e.timestamp.isoformat(),
-                    "reason": e.reason,
-                    "changes": e.model_dump(
-                        mode="json",
-                        include={"metric_scores", "expected_outcomes", "passed"},
-                        exclude_none=True,
-                    )
-                    if isinstance(e, VerdictOverridden)
-                    else {},
-                }
-            )
-    verdicts = [
-        {
-            "verdict_id": str(e.verdict_id),
-            "version": e.originator_version,
-            "recorded_by": e.actor,
-            "recorded_at": e.timestamp.isoformat(),
-            "judge": e.judge.model_dump(mode="json"),
-            "template_id": e.template_id,
-            "template_hash": e.template_hash,
-            "prompt": e.prompt,
-            "raw_output": e.raw_output,
-            "parse_status": e.parse_status.value,
-            "error": e.error,
-            "parsed_metric_scores": [m.model_dump(mode="json") for m in e.metric_scores],
-            "parsed_expected_outcomes": [o.model_dump(mode="json") for o in e.expected_outcomes],
-            "counted": e.verdict_id in counted,
-            "corrections": corrections.get(e.verdict_id, []),
-        }
-        for e in events
-        if isinstance(e, JudgeVerdictRecorded)
-    ]
-    by_metric = {m.metric: m for m in score.metric_scores}
-    weights = []
-    for m in spec.metrics:
-        result = by_metric.get(m.metric)
-        weights.append(
-            {
-                "metric": m.metric,
-                "score_type": m.score_type.value,
-                "raw_weight": m.raw_weight,
-                "normalised_weight": m.weight,
-                "score": None if result is None else result.score,
-                "label": None
-                if result is None or result.score is None
-                else score_label(int(result.score), m.score_type),
-                "contribution": None if result is None else result.contribution,
-            }
-        )
-    agg = summary.aggregate
-    scored = agg.coverage.scored
+    weights = _weights(score, spec)
     return {
         "case_id": str(facts.case_id),
         "run_id": str(facts.run_id),
@@ -418,7 +360,7 @@ def explain_case(
         "spec_source": spec_source,
         "panel_policy": spec.panel.value,
         "judge_errors_policy": spec.judge_errors.value,
-        "verdicts": verdicts,
+        "verdicts": _verdict_trails(events, set(score.verdict_ids)),
         "weights": weights,
         "overall_score": {
             "value": score.overall_score,
@@ -441,25 +383,102 @@ def explain_case(
             "assertion_score": score.assertion_score,
             "blockers_passed": score.blockers_passed,
         },
-        "run_aggregate": {
-            "counts_in_metric_mean": score.scored,
-            "share_of_metric_mean": (score.overall_score or 0.0) / scored
-            if score.scored and scored
-            else None,
-            "counts_as": "passed"
-            if score.passed
-            else "errored"
-            if score.errored
-            else "failed"
-            if score.passed is False
-            else "neither (not decided)",
-            "weighted_metrics_score_pct": agg.weighted_metrics_score_pct,
-            "metrics_pass_threshold": agg.metrics_pass_threshold,
-            "metrics_passed": agg.metrics_passed,
-            "cases_pass_rate_pct": agg.cases_pass_rate_pct,
-            "cases_pass_threshold": agg.cases_pass_threshold,
-            "cases_passed": agg.cases_passed,
-            "scored_cases": scored,
-            "total_executions": agg.total_executions,
-        },
+        "run_aggregate": _place_in_run(score, summary.aggregate),
+    }
+
+
+def _corrections(events: Sequence[DomainEvent]) -> dict[UUID, list[dict[str, Any]]]:
+    """Every override and invalidation, by the verdict it corrects, in order."""
+    corrections: dict[UUID, list[dict[str, Any]]] = {}
+    for e in events:
+        if isinstance(e, VerdictOverridden | VerdictInvalidated):
+            corrections.setdefault(e.verdict_id, []).append(
+                {
+                    "type": type(e).__name__,
+                    "actor": e.actor,
+                    "timestamp": e.timestamp.isoformat(),
+                    "reason": e.reason,
+                    "changes": e.model_dump(
+                        mode="json",
+                        include={"metric_scores", "expected_outcomes", "passed"},
+                        exclude_none=True,
+                    )
+                    if isinstance(e, VerdictOverridden)
+                    else {},
+                }
+            )
+    return corrections
+
+
+def _verdict_trails(events: Sequence[DomainEvent], counted: set[UUID]) -> list[dict[str, Any]]:
+    """Each verdict from prompt to parsed scores, whether it counts, and its corrections."""
+    corrections = _corrections(events)
+    return [
+        {
+            "verdict_id": str(e.verdict_id),
+            "version": e.originator_version,
+            "recorded_by": e.actor,
+            "recorded_at": e.timestamp.isoformat(),
+            "judge": e.judge.model_dump(mode="json"),
+            "template_id": e.template_id,
+            "template_hash": e.template_hash,
+            "prompt": e.prompt,
+            "raw_output": e.raw_output,
+            "parse_status": e.parse_status.value,
+            "error": e.error,
+            "parsed_metric_scores": [m.model_dump(mode="json") for m in e.metric_scores],
+            "parsed_expected_outcomes": [o.model_dump(mode="json") for o in e.expected_outcomes],
+            "counted": e.verdict_id in counted,
+            "corrections": corrections.get(e.verdict_id, []),
+        }
+        for e in events
+        if isinstance(e, JudgeVerdictRecorded)
+    ]
+
+
+def _weights(score: CaseScore, spec: ScoringSpec) -> list[dict[str, Any]]:
+    """Each metric of the spec: its weights, the case's score and its contribution."""
+    by_metric = {m.metric: m for m in score.metric_scores}
+    weights = []
+    for m in spec.metrics:
+        result = by_metric.get(m.metric)
+        weights.append(
+            {
+                "metric": m.metric,
+                "score_type": m.score_type.value,
+                "raw_weight": m.raw_weight,
+                "normalised_weight": m.weight,
+                "score": None if result is None else result.score,
+                "label": None
+                if result is None or result.score is None
+                else score_label(int(result.score), m.score_type),
+                "contribution": None if result is None else result.contribution,
+            }
+        )
+    return weights
+
+
+def _place_in_run(score: CaseScore, agg: RunAggregate) -> dict[str, Any]:
+    """How the case counts in its run's aggregate, beside the aggregate's figures."""
+    scored = agg.coverage.scored
+    return {
+        "counts_in_metric_mean": score.scored,
+        "share_of_metric_mean": (score.overall_score or 0.0) / scored
+        if score.scored and scored
+        else None,
+        "counts_as": "passed"
+        if score.passed
+        else "errored"
+        if score.errored
+        else "failed"
+        if score.passed is False
+        else "neither (not decided)",
+        "weighted_metrics_score_pct": agg.weighted_metrics_score_pct,
+        "metrics_pass_threshold": agg.metrics_pass_threshold,
+        "metrics_passed": agg.metrics_passed,
+        "cases_pass_rate_pct": agg.cases_pass_rate_pct,
+        "cases_pass_threshold": agg.cases_pass_threshold,
+        "cases_passed": agg.cases_passed,
+        "scored_cases": scored,
+        "total_executions": agg.total_executions,
     }

@@ -24,14 +24,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from evaledger.domain import collector
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.events import DomainEvent
 from evaledger.domain.ledger import Ledger, utcnow
 from evaledger.projections.decode import Decoded, DecodedBatch, decode_stored
 from evaledger.projections.tables import projection_failures, tracking
 
 log = logging.getLogger(__name__)
 
-Batch = Sequence[tuple[int, DomainEvent]]
 MAX_BACKOFF = 30.0
 """Longest wait between retries of `follow` while the store is down (seconds)."""
 
@@ -39,27 +37,18 @@ MAX_BACKOFF = 30.0
 class Projection(Protocol):
     """One read model: its versioned name, its tables, and how it folds a page of events.
 
-    A projection that also has `process_decoded(conn, batch: DecodedBatch)` is given the page
-    leanly decoded (plain state dicts, `projections.decode`) instead, and no pydantic event is
-    built for it unless it asks (`Decoded.event`).
+    The page comes decoded to plain state dicts (`projections.decode`); no pydantic event is
+    built for a projection unless it asks (`Decoded.event`).
     """
 
     name: str
     tables: Sequence[Table]
 
-    def process(self, conn: Connection, batch: Batch) -> None:
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Apply a page of (position, event) to the read model inside `conn`'s transaction."""
 
     def reset(self) -> None:
         """Forget in-memory caches (after a rebuild or a failed transaction)."""
-
-
-def _fold(p: Projection, conn: Connection, todo: DecodedBatch) -> None:
-    lean = getattr(p, "process_decoded", None)
-    if lean is not None:
-        lean(conn, todo)
-    else:
-        p.process(conn, [(pos, d.event) for pos, d in todo])
 
 
 class TrackingConflictError(RuntimeError):
@@ -189,7 +178,7 @@ class ProjectionRunner:
                 )
                 if done.rowcount != 1:
                     raise TrackingConflictError(p.name)
-                _fold(p, conn, todo)
+                p.process(conn, todo)
                 applied.append(p.name)
         for name in applied:
             self._applied[name] = last
@@ -225,7 +214,7 @@ class ProjectionRunner:
     ) -> DecodedBatch:
         """The page decoded up to its first undecodable event (a failure of every projection).
 
-        Lean: orjson + upcast only. An event whose state the full decode would refuse fails
+        State dicts only (orjson + upcast). An event whose state the full decode would refuse fails
         the projections that ask for it (`Decoded.event`), each isolated on that event.
         """
         batch: list[tuple[int, Decoded]] = []
@@ -241,15 +230,11 @@ class ProjectionRunner:
                 break
         return batch
 
-    def _record_failure(
-        self, name: str, position: int, event: Decoded | DomainEvent | str, e: Exception
-    ) -> None:
+    def _record_failure(self, name: str, position: int, event: Decoded | str, e: Exception) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         log.error("projection %s failed on position %d (%s): %s", name, position, event, error)
         if isinstance(event, Decoded):
             event = event.describe()
-        elif not isinstance(event, str):
-            event = f"{type(event).__name__} of {event.originator_id} v{event.originator_version}"
         row = {
             "name": name,
             "position": position,

@@ -36,7 +36,6 @@ from evaledger.domain.events import (
 from evaledger.domain.spec import ScoringSpec, Severity
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.runner import Batch
 from evaledger.projections.tables import metadata
 from evaledger.scoring.agreement import (
     AgreementReport,
@@ -80,24 +79,16 @@ def judge_label(judge: JudgeIdentity) -> str:
 
 
 class JudgeVotesProjection:
-    """Folds verdicts, overrides and invalidations into `judge_votes_v1`."""
+    """Folds verdicts, overrides and invalidations into `judge_votes_v1` (from state dicts)."""
 
     name = "judge_votes_v1"
-    tables = (votes, vote_cases)
-
-    def __init__(self, lean: bool = True) -> None:
-        self.lean = lean
-        """False: verdict rows from the full pydantic events (the reference)."""
+    tables: Sequence[Table] = (votes, vote_cases)
 
     def reset(self) -> None:
         """Nothing cached."""
 
-    def process(self, conn: Connection, batch: Batch) -> None:
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Insert verdicts (batched), mark corrections."""
-        self.process_decoded(conn, [(pos, Decoded.of_event(ev)) for pos, ev in batch])
-
-    def process_decoded(self, conn: Connection, batch: DecodedBatch) -> None:
-        """Insert verdicts (batched, from their state dicts), mark corrections."""
         runs: dict[str, str] = {}
         new_cases: list[dict[str, Any]] = []
         new_votes: list[dict[str, Any]] = []
@@ -117,12 +108,7 @@ class JudgeVotesProjection:
                 continue
             cid = decoded.oid
             if cls is CaseOpened:
-                if decoded.lean:
-                    run_id = decoded.data["run_id"]
-                else:
-                    opening = decoded.event
-                    assert isinstance(opening, CaseOpened)
-                    run_id = str(opening.run_id)
+                run_id = decoded.data["run_id"]
                 runs[cid] = run_id
                 new_cases.append({"case_id": cid, "run_id": run_id})
             elif cls is JudgeVerdictRecorded:
@@ -132,40 +118,14 @@ class JudgeVotesProjection:
                         select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
                     ).scalar_one()
                     runs[cid] = found
-                if decoded.lean and self.lean:
-                    new_votes.append(_vote_row_data(decoded.data, cid, found, position))
-                else:
-                    verdict = decoded.event
-                    assert isinstance(verdict, JudgeVerdictRecorded)
-                    new_votes.append(_vote_row(verdict, cid, found, position))
-            elif cls is VerdictInvalidated:
-                event = decoded.event
-                assert isinstance(event, VerdictInvalidated)
-                flush()
-                conn.execute(
-                    update(votes)
-                    .where(votes.c.verdict_id == str(event.verdict_id))
-                    .values(invalidated=True)
-                )
-            elif cls is VerdictOverridden:
-                over = decoded.event
-                assert isinstance(over, VerdictOverridden)
-                values: dict[str, Any] = {}
-                if over.metric_scores is not None:
-                    values["human_scores"] = encoding.dumps(
-                        [
-                            {"metric": m.metric, "score": m.score, "passed": m.passed}
-                            for m in over.metric_scores
-                        ]
-                    )
-                if over.passed is not None:
-                    values["human_passed"] = over.passed
+                new_votes.append(vote_row(decoded, found, position))
+            else:
+                values = correction_values(decoded)
                 if values:
                     flush()
+                    verdict_id = str(UUID(decoded.data["verdict_id"]))
                     conn.execute(
-                        update(votes)
-                        .where(votes.c.verdict_id == str(over.verdict_id))
-                        .values(**values)
+                        update(votes).where(votes.c.verdict_id == verdict_id).values(**values)
                     )
         flush()
 
@@ -173,15 +133,14 @@ class JudgeVotesProjection:
 _TOPICS = frozenset({CaseOpened, JudgeVerdictRecorded, VerdictInvalidated, VerdictOverridden})
 
 
-def _vote_row_data(
-    data: dict[str, Any], case_id: str, run_id: str, position: int
-) -> dict[str, Any]:
-    """`_vote_row` from a JudgeVerdictRecorded state dict."""
+def vote_row(verdict: Decoded, run_id: str, position: int) -> dict[str, Any]:
+    """The `judge_votes_v1` row of a JudgeVerdictRecorded, from its state dict."""
+    data = verdict.data
     judge = data["judge"]
     panel_id = data.get("panel_id")
     return {
         "verdict_id": str(UUID(data["verdict_id"])),
-        "case_id": case_id,
+        "case_id": verdict.oid,
         "run_id": run_id,
         "judge": ":".join(
             x for x in (judge.get("provider") or judge.get("kind", "llm"), judge.get("model")) if x
@@ -209,31 +168,23 @@ def _vote_row_data(
     }
 
 
-def _vote_row(
-    event: JudgeVerdictRecorded, case_id: str, run_id: str, position: int
-) -> dict[str, Any]:
-    return {
-        "verdict_id": str(event.verdict_id),
-        "case_id": case_id,
-        "run_id": run_id,
-        "judge": judge_label(event.judge),
-        "panel_id": None if event.panel_id is None else str(event.panel_id),
-        "self_judged": event.self_judged,
-        "valid": event.error is None and event.parse_status is ParseStatus.PARSED,
-        "invalidated": False,
-        "metric_scores": encoding.dumps(
+def correction_values(correction: Decoded) -> dict[str, Any]:
+    """What a VerdictInvalidated or VerdictOverridden changes of its verdict's row."""
+    data = correction.data
+    if correction.cls is VerdictInvalidated:
+        return {"invalidated": True}
+    values: dict[str, Any] = {}
+    scores = data.get("metric_scores")
+    if scores is not None:
+        values["human_scores"] = encoding.dumps(
             [
-                {"metric": m.metric, "score": m.score, "passed": m.passed}
-                for m in event.metric_scores
+                {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
+                for m in scores
             ]
-        ),
-        "outcomes": encoding.dumps(
-            [{"statement": o.statement, "passed": o.passed} for o in event.expected_outcomes]
-        ),
-        "human_scores": None,
-        "human_passed": None,
-        "position": position,
-    }
+        )
+    if data.get("passed") is not None:
+        values["human_passed"] = data["passed"]
+    return values
 
 
 def _value(m: dict[str, Any]) -> float | None:

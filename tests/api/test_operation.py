@@ -21,8 +21,9 @@ from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import JudgeVerdictRecorded, VerdictOverridden
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
+from evaledger.projections.decode import DecodedBatch
 from evaledger.projections.projectors import all_projections
-from evaledger.projections.runner import Batch, ProjectionRunner
+from evaledger.projections.runner import ProjectionRunner
 from tests.api.test_cli import Cli
 from tests.conftest import EXAMPLE_BUNDLE, PG_ADMIN_URL, drop_pg_database, require_postgres
 from tests.helpers import bundle
@@ -155,10 +156,10 @@ class ExplodingOnOverrides:
     name: str = "exploding_v1"
     tables: Sequence[Table] = ()
 
-    def process(self, conn: Connection, batch: Batch) -> None:
+    def process(self, conn: Connection, batch: DecodedBatch) -> None:
         for _, event in batch:
-            if isinstance(event, VerdictOverridden):
-                raise ValueError(f"cannot fold {event.reason!r}")
+            if event.cls is VerdictOverridden:
+                raise ValueError(f"cannot fold {event.data['reason']!r}")
 
     def reset(self) -> None:
         pass

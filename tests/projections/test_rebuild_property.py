@@ -4,7 +4,8 @@ Hypothesis drives random command sequences through the Ledger (runs, cases with 
 outcomes, errors, cancels, verdicts, overrides, invalidations, checks, claims, lifecycle,
 baselines, custom metrics), catching the projections up after random prefixes with a random page
 size. Every read-model row is then snapshotted, each projection is rebuilt from position 0, and
-the rows must be exactly the same.
+the rows must be exactly the same, and every case's facts must be the reference fold's
+(tests/oracles/fold.py) of its validated events.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
+from evaledger.projections import encoding
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.tables import metadata
+from evaledger.projections.tables import cases, metadata
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
 from tests.helpers import bundle
+from tests.oracles.fold import fold_reference
 
 METRICS = list(DEFAULT_METRIC_NAMES)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -374,6 +377,21 @@ def check_rebuild_equals_incremental(services: Services, data: st.DataObject) ->
         rebuilt = snapshot(services)
         diff = {t: (incremental[t], rebuilt[t]) for t in rebuilt if rebuilt[t] != incremental[t]}
         assert not diff, f"after rebuilding {projection.name}: {diff}"
+    assert_facts_are_the_reference_fold(services)
+
+
+def assert_facts_are_the_reference_fold(services: Services) -> None:
+    """Every case row's facts are, byte for byte, the reference fold of the case's events."""
+    with services.engine.connect() as conn:
+        rows = conn.execute(select(cases.c.case_id, cases.c.run_id, cases.c.facts)).all()
+    providers: dict[str, str | None] = {}
+    for row in rows:
+        if row.run_id not in providers:
+            run = services.ledger.get_run(UUID(row.run_id))
+            providers[row.run_id] = run.created.agent.provider
+        events = services.ledger.events_of(UUID(row.case_id))
+        expected = fold_reference(events, providers[row.run_id])
+        assert encoding.dumps(expected) == row.facts, row.case_id
 
 
 Store = Callable[[], Any]

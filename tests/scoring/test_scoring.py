@@ -46,11 +46,11 @@ from evaledger.scoring.facts import (
     MetricFact,
     OutcomeFact,
     VerdictFact,
-    apply_fact,
 )
 from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
 from evaledger.scoring.rollups import RollupInput, rollup
 from evaledger.scoring.stats import percentile
+from tests.oracles.fold import apply_fact
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000a1")
 DEFAULTS = list(DEFAULT_METRIC_NAMES)

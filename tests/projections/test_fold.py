@@ -1,9 +1,10 @@
-"""Lean replay decoding gives exactly the rows of the full pydantic decode.
+"""The one fold (case events from their stored state dicts) gives exactly the reference's rows.
 
-The projections fold the hot case events from their stored state dicts (projections/decode.py,
-the lean folds of scoring/facts.py and votes.py). These tests hold them to the reference:
-every golden stored event folded both ways, a generated run projected both ways, and a run
-whose summary is computed from cached scores against one read back from the table.
+The projections fold every case event from its stored, upcast state dict (projections/fold.py,
+the vote rows of projections/votes.py). These tests hold them to the reference fold over
+validated pydantic events (tests/oracles/fold.py): every golden stored event folded both ways,
+a generated run projected both ways, and a run whose summary is computed from cached scores
+against one read back from the table. A class version that moves on without its fold fails.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from bench.common import generate_bundle
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import (
+    EVENT_CLASSES,
+    CaseEvent,
     CaseOpened,
     ClaimsVerified,
     DomainEvent,
@@ -38,25 +41,25 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import Gate, JudgeErrorPolicy, RunConfig, resolve_spec
-from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
+from evaledger.domain.store.codec import UPCASTERS, EventMapper, OrjsonTranscoder
 from evaledger.projections import encoding as json
-from evaledger.projections import projectors as views
-from evaledger.projections.decode import LEAN_VERSIONS, Decoded, decode_stored
-from evaledger.projections.projectors import CasesProjection, all_projections
-from evaledger.projections.runner import ProjectionRunner
-from evaledger.projections.tables import make_engine, metadata
-from evaledger.projections.votes import JudgeVotesProjection, _vote_row, _vote_row_data
-from evaledger.scoring.case import score_case
-from evaledger.scoring.facts import (
-    LEAN_FACT_TOPICS,
-    CaseFacts,
-    apply_fact,
-    apply_fact_data,
-    opened_facts,
-    opened_facts_data,
+from evaledger.projections import projectors
+from evaledger.projections.decode import Decoded, decode_stored
+from evaledger.projections.fold import (
+    FOLDED_VERSIONS,
+    fold_event,
+    fold_events,
+    open_case,
     scoring_view,
 )
+from evaledger.projections.projectors import all_projections
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.tables import cases, make_engine, metadata
+from evaledger.projections.votes import correction_values, vote_row
+from evaledger.scoring.case import score_case
+from evaledger.scoring.facts import CaseFacts
 from tests.conftest import FIXTURES
+from tests.oracles import fold as reference
 
 GOLDEN = FIXTURES / "golden_events"
 MAPPER = EventMapper(transcoder=OrjsonTranscoder())
@@ -64,6 +67,12 @@ SPECS = [
     resolve_spec(RunConfig()),
     resolve_spec(RunConfig(gate=Gate.BLOCKERS, judge_errors=JudgeErrorPolicy.UNSCORED)),
 ]
+CASE_TOPICS = [c for c in EVENT_CLASSES if issubclass(c, CaseEvent)]
+FOLLOWING = sorted(
+    (c for c in CASE_TOPICS if c not in (CaseOpened, VerdictOverridden, VerdictInvalidated)),
+    key=lambda c: c.topic_name,
+)
+"""The case topics folded on an opened case; the corrections follow once a verdict is there."""
 
 
 def golden(cls: type[DomainEvent]) -> StoredEvent:
@@ -98,68 +107,105 @@ def assert_every_field_given(model: BaseModel) -> None:
                     assert_every_field_given(inner)
 
 
-def test_every_lean_topic_has_a_golden_event_and_a_current_version() -> None:
-    assert set(LEAN_VERSIONS) == {CaseOpened, *LEAN_FACT_TOPICS}
-    for cls, version in LEAN_VERSIONS.items():
-        assert cls.class_version == version
+def stale_folds() -> list[str]:
+    """Case topics whose class version is not the one their fold reads (or that have none)."""
+    return sorted(
+        c.__name__ for c in CASE_TOPICS if FOLDED_VERSIONS.get(c) != c.class_version
+    ) + sorted(c.__name__ for c in FOLDED_VERSIONS if c not in CASE_TOPICS)
+
+
+def test_every_case_topic_is_folded_at_its_current_class_version() -> None:
+    assert stale_folds() == []
+    assert set(FOLDED_VERSIONS) == set(CASE_TOPICS)
+    for cls in CASE_TOPICS:
         assert (GOLDEN / f"{cls.topic_name}.json").exists()
 
 
+def test_a_class_version_moved_on_without_its_fold_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ExecutionErrored, "class_version", 2)
+    assert stale_folds() == ["ExecutionErrored"]
+
+
+def test_an_older_stored_version_reaches_the_fold_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = golden(ExecutionErrored)
+    monkeypatch.setattr(ExecutionErrored, "class_version", 2)
+    # Stored as v1, read as v2: without an upcaster decoding refuses it, as the full path does.
+    with pytest.raises(KeyError):
+        decode_stored(stored, MAPPER.to_domain_event)
+
+    def v1_to_v2(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "message": f"upcast: {state['message']}"}
+
+    monkeypatch.setitem(UPCASTERS, (ExecutionErrored.topic_name, 1), v1_to_v2)
+    decoded = decode_stored(stored, MAPPER.to_domain_event)
+    facts = open_case(decode_stored(golden(CaseOpened)))
+    fold_event(facts, decoded)
+    assert facts.errored
+    assert facts.error_message == "upcast: " + orjson.loads(stored.state)["message"]
+    assert facts.last_version == stored.originator_version
+
+
 @pytest.mark.parametrize("provider", [None, "anthropic"])
-def test_golden_events_fold_to_the_same_facts_rows_and_scores(provider: str | None) -> None:
+def test_golden_events_fold_to_the_reference_facts_rows_and_scores(provider: str | None) -> None:
     opened = golden(CaseOpened)
     full_opened = MAPPER.to_domain_event(opened)
     assert isinstance(full_opened, CaseOpened)
-    lean_opened = decode_stored(opened, MAPPER.to_domain_event)
-    assert lean_opened.lean
-    full = opened_facts(full_opened, provider)
-    lean = opened_facts_data(lean_opened.oid, lean_opened.version, lean_opened.data, provider)
-    assert rows_of(lean) == rows_of(full)
-    assert lean == full
-    # Each lean topic alone on the opened case, then all of them in sequence.
-    topics = sorted(LEAN_FACT_TOPICS, key=lambda c: c.topic_name)
-    seq_full, seq_lean = copy.deepcopy(full), copy.deepcopy(lean)
-    for cls in topics:
+    full = reference.opened_facts(full_opened, provider)
+    facts = open_case(decode_stored(opened, MAPPER.to_domain_event), provider)
+    assert rows_of(facts) == rows_of(full)
+    assert facts == full
+    # Each topic alone on the opened case, then all of them in sequence.
+    seq_full, seq = copy.deepcopy(full), copy.deepcopy(facts)
+    for cls in FOLLOWING:
         stored = golden(cls)
         event = MAPPER.to_domain_event(stored)
         decoded = decode_stored(stored, MAPPER.to_domain_event)
-        assert decoded.lean
         assert decoded.cls is cls
-        one_full, one_lean = copy.deepcopy(full), copy.deepcopy(lean)
-        apply_fact(one_full, event)
-        apply_fact_data(one_lean, cls, decoded.version, decoded.data)
-        assert rows_of(one_lean) == rows_of(one_full), cls.__name__
-        apply_fact(seq_full, event)
-        apply_fact_data(seq_lean, cls, decoded.version, decoded.data)
-        assert rows_of(seq_lean) == rows_of(seq_full), cls.__name__
-    assert_every_field_given(seq_lean)
-    assert_every_field_given(scoring_view(seq_lean))
-    # A second verdict (position 1) and a correction folded (full path) on top of lean facts.
+        one_full, one = copy.deepcopy(full), copy.deepcopy(facts)
+        reference.apply_fact(one_full, event)
+        fold_event(one, decoded)
+        assert rows_of(one) == rows_of(one_full), cls.__name__
+        reference.apply_fact(seq_full, event)
+        fold_event(seq, decoded)
+        assert rows_of(seq) == rows_of(seq_full), cls.__name__
+    assert seq.named_scores == {"model_graded_fact": 1.0, "Tone": 0.6, "refused": 0.0}
+    assert seq.canceled and seq.errored
+    assert_every_field_given(seq)
+    assert_every_field_given(scoring_view(seq))
+    # A second verdict (position 1), then the corrections of the golden verdict id.
     verdict = golden(JudgeVerdictRecorded)
-    decoded = decode_stored(verdict, MAPPER.to_domain_event)
-    apply_fact(seq_full, MAPPER.to_domain_event(verdict))
-    apply_fact_data(seq_lean, JudgeVerdictRecorded, decoded.version, decoded.data)
+    reference.apply_fact(seq_full, MAPPER.to_domain_event(verdict))
+    fold_event(seq, decode_stored(verdict, MAPPER.to_domain_event))
     for cls in (VerdictOverridden, VerdictInvalidated, NamedScoresRecorded):
-        event = MAPPER.to_domain_event(golden(cls))
-        apply_fact(seq_full, event)
-        apply_fact(seq_lean, event)
-        assert rows_of(seq_lean) == rows_of(seq_full), cls.__name__
+        stored = golden(cls)
+        reference.apply_fact(seq_full, MAPPER.to_domain_event(stored))
+        fold_event(seq, decode_stored(stored, MAPPER.to_domain_event))
+        assert rows_of(seq) == rows_of(seq_full), cls.__name__
+    assert [v.overridden and v.invalidated for v in seq.verdicts] == [True, True]
+    assert seq == seq_full
 
 
-def test_golden_verdict_gives_the_same_vote_row() -> None:
+def test_golden_verdict_and_corrections_give_the_reference_vote_rows() -> None:
     stored = golden(JudgeVerdictRecorded)
     event = MAPPER.to_domain_event(stored)
     assert isinstance(event, JudgeVerdictRecorded)
     decoded = decode_stored(stored, MAPPER.to_domain_event)
-    case_id, run_id = str(event.originator_id), "6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f"
-    assert _vote_row_data(decoded.data, case_id, run_id, 7) == _vote_row(event, case_id, run_id, 7)
+    run_id = "6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f"
+    assert vote_row(decoded, run_id, 7) == reference.vote_row(event, run_id, 7)
     # With the fields added after v1 shipped (stored only when not at their default).
     panel = event.model_copy(
         update={"panel_id": UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5e"), "self_judged": True}
     )
     again = Decoded.of_event(panel)
     assert "panel_id" in again.data
-    assert _vote_row_data(again.data, case_id, run_id, 7) == _vote_row(panel, case_id, run_id, 7)
+    assert vote_row(again, run_id, 7) == reference.vote_row(panel, run_id, 7)
+    for cls in (VerdictOverridden, VerdictInvalidated):
+        correction = golden(cls)
+        values = correction_values(decode_stored(correction, MAPPER.to_domain_event))
+        assert values == reference.correction_values(MAPPER.to_domain_event(correction))
+        assert values
 
 
 def test_decoded_event_is_the_full_decode_made_once() -> None:
@@ -177,18 +223,6 @@ def test_decoded_event_is_the_full_decode_made_once() -> None:
     assert len(calls) == 1
     assert decoded.describe() == f"JudgeVerdictRecorded of {stored.originator_id} v5"
     assert decoded.data == orjson.loads(stored.state)
-
-
-def test_a_class_version_the_lean_fold_was_not_written_for_takes_the_full_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(ExecutionErrored, "class_version", 2)
-    stored = golden(ExecutionErrored)
-    # Stored as v1, read as v2: no upcaster registered, so decoding refuses it (as the full path).
-    with pytest.raises(KeyError):
-        decode_stored(stored, MAPPER.to_domain_event)
-    decoded = Decoded(ExecutionErrored, str(stored.originator_id), 3, {"message": "x"})
-    assert not decoded.lean
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,31 +294,27 @@ def project(services: Services, url: str, projections: list[Any], page: int, res
     return rows
 
 
-def reference() -> list[Any]:
-    out = []
-    for p in all_projections():
-        if isinstance(p, CasesProjection):
-            p = CasesProjection(lean=False)
-        elif isinstance(p, JudgeVotesProjection):
-            p = JudgeVotesProjection(lean=False)
-        out.append(p)
-    return out
+def project_reference(services: Services, url: str, page: int) -> Any:
+    """The rows of every projection with each case event folded by the reference."""
+    with pytest.MonkeyPatch.context() as patch:
+        reference.use_reference_folds(patch)
+        return project(services, url, all_projections(), page, False)
 
 
-def test_a_generated_run_projects_to_the_same_rows_lean_and_full(
+def test_a_generated_run_projects_to_the_reference_rows(
     generated: Services, tmp_path: Path
 ) -> None:
     topics = {
         type(generated.ledger.decode(n))
         for n in generated.ledger.notifications(1, generated.ledger.position())
     }
-    # The generator covers every lean topic (and the corrections, the full path).
-    assert {*LEAN_FACT_TOPICS, VerdictOverridden, VerdictInvalidated} <= topics
-    assert {ClaimsVerified, StructuralCheckRecorded, OutcomeEvaluated, ExecutionErrored} <= topics
-    assert TranscriptRecorded in topics
-    full = project(generated, f"sqlite:///{tmp_path}/full.sqlite", reference(), 1000, False)
-    lean = project(generated, f"sqlite:///{tmp_path}/lean.sqlite", all_projections(), 1000, False)
-    assert lean == full
+    # The generator covers every topic the facts read.
+    assert {CaseOpened, TranscriptRecorded, JudgeVerdictRecorded, OutcomeEvaluated} <= topics
+    assert {ClaimsVerified, StructuralCheckRecorded, ExecutionErrored} <= topics
+    assert {VerdictOverridden, VerdictInvalidated} <= topics
+    full = project_reference(generated, f"sqlite:///{tmp_path}/full.sqlite", 1000)
+    folded = project(generated, f"sqlite:///{tmp_path}/one.sqlite", all_projections(), 1000, False)
+    assert folded == full
     assert len(full["cases_v3"]) == 90
     assert len(full["run_summaries_v3"]) == 1  # the closed run only
     # Small pages with every cache dropped between them: facts and scores read back instead.
@@ -295,7 +325,26 @@ def test_a_generated_run_projects_to_the_same_rows_lean_and_full(
 def test_past_the_score_cache_cap_summaries_read_the_scores_back(
     generated: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full = project(generated, f"sqlite:///{tmp_path}/full.sqlite", reference(), 1000, False)
-    monkeypatch.setattr(views, "MAX_CACHED_SCORES", 10)
+    full = project_reference(generated, f"sqlite:///{tmp_path}/full.sqlite", 1000)
+    monkeypatch.setattr(projectors, "MAX_CACHED_SCORES", 10)
     capped = project(generated, f"sqlite:///{tmp_path}/capped.sqlite", all_projections(), 50, False)
     assert capped == full
+
+
+def test_the_audit_fold_of_every_generated_case_is_the_reference_and_the_row(
+    generated: Services, tmp_path: Path
+) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path}/rows.sqlite")
+    ProjectionRunner(generated.ledger, engine, all_projections()).catch_up()
+    with engine.connect() as conn:
+        rows = {row.case_id: row.facts for row in conn.execute(select(cases))}
+    engine.dispose()
+    assert len(rows) == 90
+    for case_id, stored in rows.items():
+        events = generated.ledger.events_of(UUID(case_id))
+        opened = events[0]
+        assert isinstance(opened, CaseOpened)
+        provider = generated.ledger.get_run(opened.run_id).created.agent.provider
+        facts = fold_events(events, provider)
+        assert facts == reference.fold_reference(events, provider)
+        assert json.dumps(facts) == stored

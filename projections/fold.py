@@ -1,0 +1,367 @@
+"""The one fold of a case's events into its facts, read from their stored state dicts.
+
+Catch-up, rebuild and the audit read all fold here. The stored events were validated when they
+were written, so the fold reads only the fields the facts keep from the (upcast) state dict and
+builds the facts from trusted values, converted to the types validation would give (UUIDs, enums,
+floats): no pydantic event is built. tests/oracles/fold.py folds the validated pydantic events
+the same way; tests/projections/test_fold.py holds this fold to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from evaledger.domain.events import (
+    CaseEvent,
+    CaseOpened,
+    CheckStatus,
+    ClaimSupport,
+    ClaimsVerified,
+    DomainEvent,
+    ExecutionCanceled,
+    ExecutionErrored,
+    JudgeVerdictRecorded,
+    NamedScore,
+    NamedScoresRecorded,
+    OutcomeEvaluated,
+    ParseStatus,
+    Role,
+    ScoreScale,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from evaledger.domain.spec import Severity
+from evaledger.projections.decode import Decoded
+from evaledger.scoring.facts import (
+    CaseFacts,
+    CheckFact,
+    MessageFact,
+    MetricFact,
+    OutcomeFact,
+    VerdictFact,
+)
+
+State = dict[str, Any]
+"""A stored event's state (every field but the aggregate id and version), upcast to the current
+class version, as `orjson.loads` gives it."""
+
+FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
+    CaseOpened: 1,
+    TranscriptRecorded: 1,
+    ExecutionErrored: 1,
+    ExecutionCanceled: 1,
+    JudgeVerdictRecorded: 1,
+    OutcomeEvaluated: 1,
+    ClaimsVerified: 1,
+    StructuralCheckRecorded: 1,
+    VerdictOverridden: 1,
+    VerdictInvalidated: 1,
+    NamedScoresRecorded: 1,
+}
+"""Every case topic and the class version its fold reads. Older stored versions reach the fold
+upcast to the current one (`store.codec.decode_state`); a class whose version moves on fails
+tests/projections/test_fold.py until its fold below and this table are brought along."""
+
+_set = object.__setattr__
+M = TypeVar("M", bound=BaseModel)
+
+
+def _trusted(cls: type[M]) -> Callable[..., M]:
+    """A constructor of `cls` from trusted values of EVERY field (test_fold.py holds that).
+
+    What `model_construct` does, without its per-field loop: that loop calls each missing
+    field's default factory through `FieldInfo.get_default`, which (pydantic 2.14) inspects the
+    factory's signature on every call; even with every field given it cost more than the fold.
+    """
+    new = cls.__new__
+
+    def make(**values: Any) -> M:
+        m = new(cls)
+        _set(m, "__dict__", values)
+        _set(m, "__pydantic_fields_set__", set(values))
+        _set(m, "__pydantic_extra__", None)
+        _set(m, "__pydantic_private__", None)
+        return m
+
+    return make
+
+
+_OUTCOME = _trusted(OutcomeFact)
+_METRIC = _trusted(MetricFact)
+_VERDICT = _trusted(VerdictFact)
+_MESSAGE = _trusted(MessageFact)
+_CHECK = _trusted(CheckFact)
+_FACTS = _trusted(CaseFacts)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _tokens(usage: State | None) -> int | None:
+    if usage is None:
+        return None
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def _declared(facts: CaseFacts) -> dict[str, Severity]:
+    """The test case's severity of each outcome statement (results without one take it)."""
+    return {o.statement: o.severity for o in facts.expected_outcomes}
+
+
+def _outcome_facts(results: Sequence[State], declared: dict[str, Severity]) -> list[OutcomeFact]:
+    construct = _OUTCOME
+    out = []
+    for r in results:
+        statement = r["statement"]
+        severity = r.get("severity")
+        out.append(
+            construct(
+                statement=statement,
+                passed=r["passed"],
+                severity=Severity(severity)
+                if severity
+                else declared.get(statement, Severity.BLOCKER),
+            )
+        )
+    return out
+
+
+def _metric_facts(scores: Sequence[State]) -> list[MetricFact]:
+    construct = _METRIC
+    return [
+        construct(
+            metric=m["metric"],
+            score=m.get("score"),
+            passed=m.get("passed"),
+            failure_code=m.get("failure_code") or None,
+            turns=list(m.get("turns") or ()),
+        )
+        for m in scores
+    ]
+
+
+def _declared_outcomes(test_case: State) -> list[OutcomeFact]:
+    outcomes = []
+    for o in test_case.get("expected_outcomes") or ():
+        if isinstance(o, str):  # as TestCaseSnapshot's validator reads a bare statement
+            o = {"statement": o}
+        outcomes.append(
+            _OUTCOME(
+                statement=o["statement"],
+                passed=False,
+                severity=Severity(o.get("severity", Severity.BLOCKER)),
+            )
+        )
+    return outcomes
+
+
+def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
+    """The facts of a case just opened, from its CaseOpened state (every field given)."""
+    data = opened.data
+    tc = data["test_case"]
+    key = tc["key"]
+    return _FACTS(
+        case_id=UUID(opened.oid),
+        run_id=UUID(data["run_id"]),
+        test_case_key=key,
+        test_id=tc.get("test_id") or key,
+        name=tc.get("name"),
+        repetition=data["repetition"],
+        variant=data.get("variant", ""),
+        configuration=tc.get("configuration"),
+        persona=tc.get("persona"),
+        scenario=tc.get("scenario"),
+        category=tc.get("category"),
+        tags=list(tc.get("tags") or ()),
+        weight=float(tc.get("weight", 1.0)),
+        evaluation_method=tc.get("evaluation_method"),
+        expected_outcomes=_declared_outcomes(tc),
+        has_transcript=False,
+        turn_count=0,
+        messages=[],
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=None,
+        duration_ms=None,
+        errored=False,
+        error_message=None,
+        error_kind=None,
+        canceled=False,
+        verdicts=[],
+        outcome_evaluations=[],
+        claims=[],
+        checks=[],
+        agent_provider=agent_provider,
+        last_version=opened.version,
+        named_scores={},
+    )
+
+
+def _transcript(facts: CaseFacts, data: State) -> None:
+    construct = _MESSAGE
+    turns = data["turns"]
+    facts.has_transcript = True
+    facts.turn_count = len(turns)
+    messages = []
+    for t in turns:
+        metrics = t.get("metrics")
+        messages.append(
+            construct(
+                role=Role(t["role"]),
+                latency_ms=_float(t.get("latency_ms")),
+                tokens=_tokens(t.get("usage")),
+                cost_usd=_float(t.get("cost_usd")),
+                metrics={k: float(v) for k, v in metrics.items()} if metrics else {},
+            )
+        )
+    facts.messages = messages
+    usage = data.get("usage")
+    if usage is not None:
+        facts.prompt_tokens = int(usage.get("prompt_tokens", 0))
+        facts.completion_tokens = int(usage.get("completion_tokens", 0))
+    facts.cost_usd = _float(data.get("cost_usd"))
+    facts.duration_ms = _float(data.get("duration_ms"))
+
+
+def _errored(facts: CaseFacts, data: State) -> None:
+    facts.errored = True
+    facts.error_message = data["message"]
+    facts.error_kind = data.get("kind")
+
+
+def _canceled(facts: CaseFacts, data: State) -> None:
+    facts.canceled = True
+
+
+def _verdict(facts: CaseFacts, data: State) -> None:
+    judge = data["judge"]
+    facts.verdicts.append(
+        _VERDICT(
+            verdict_id=UUID(data["verdict_id"]),
+            position=len(facts.verdicts),
+            judge_kind=judge.get("kind", "llm"),
+            judge_provider=judge.get("provider"),
+            judge_model=judge.get("model"),
+            parse_status=ParseStatus(data.get("parse_status", ParseStatus.PARSED)),
+            error=data.get("error"),
+            metric_scores=_metric_facts(data.get("metric_scores") or ()),
+            expected_outcomes=_outcome_facts(data.get("expected_outcomes") or (), _declared(facts)),
+            invalidated=False,
+            overridden=False,
+            forced_passed=None,
+            override_reasons=[],
+            latency_ms=_float(data.get("latency_ms")),
+            cost_usd=_float(data.get("cost_usd")),
+            tokens=_tokens(data.get("usage")) or 0,
+        )
+    )
+
+
+def _named_number(score: State) -> float | None:
+    # NamedScore.number is the one reading of a scale; the stored value is already valid.
+    named = NamedScore.model_construct(
+        name=score["name"], value=score["value"], scale=ScoreScale(score["scale"])
+    )
+    return named.number
+
+
+def _named_scores(facts: CaseFacts, data: State) -> None:
+    # Labels have no numeric reading; they stay in the event.
+    for score in data["scores"]:
+        number = _named_number(score)
+        if number is not None:
+            facts.named_scores[score["name"]] = number
+
+
+def _outcomes_evaluated(facts: CaseFacts, data: State) -> None:
+    facts.outcome_evaluations.append(_outcome_facts(data["results"], _declared(facts)))
+
+
+def _claims(facts: CaseFacts, data: State) -> None:
+    facts.claims.extend(ClaimSupport(c["support"]) for c in data["claims"])
+
+
+def _check(facts: CaseFacts, data: State) -> None:
+    facts.checks.append(_CHECK(check=data["check"], status=CheckStatus(data["status"])))
+
+
+def _corrected(facts: CaseFacts, data: State) -> list[VerdictFact]:
+    """The verdicts a correction names (one, unless a case recorded the same id twice)."""
+    verdict_id = UUID(data["verdict_id"])
+    return [v for v in facts.verdicts if v.verdict_id == verdict_id]
+
+
+def _overridden(facts: CaseFacts, data: State) -> None:
+    scores = data.get("metric_scores")
+    outcomes = data.get("expected_outcomes")
+    passed = data.get("passed")
+    for v in _corrected(facts, data):
+        v.override_reasons.append(data["reason"])
+        v.overridden = True
+        if scores is not None:
+            v.metric_scores = _metric_facts(scores)
+            v.error = None
+            v.parse_status = ParseStatus.PARSED
+        if outcomes is not None:
+            v.expected_outcomes = _outcome_facts(outcomes, _declared(facts))
+        if passed is not None:
+            v.forced_passed = passed
+
+
+def _invalidated(facts: CaseFacts, data: State) -> None:
+    for v in _corrected(facts, data):
+        v.override_reasons.append(data["reason"])
+        v.invalidated = True
+
+
+_FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
+    TranscriptRecorded: _transcript,
+    ExecutionErrored: _errored,
+    ExecutionCanceled: _canceled,
+    JudgeVerdictRecorded: _verdict,
+    OutcomeEvaluated: _outcomes_evaluated,
+    ClaimsVerified: _claims,
+    StructuralCheckRecorded: _check,
+    VerdictOverridden: _overridden,
+    VerdictInvalidated: _invalidated,
+    NamedScoresRecorded: _named_scores,
+}
+
+
+def fold_event(facts: CaseFacts, event: Decoded) -> None:
+    """Fold one case event after CaseOpened into the facts, in place."""
+    _FOLDS[event.cls](facts, event.data)
+    facts.last_version = event.version
+
+
+def fold_events(events: Sequence[DomainEvent], agent_provider: str | None) -> CaseFacts:
+    """A case's facts from its events in order (the first is its CaseOpened), as stored."""
+    first, *rest = events
+    if not isinstance(first, CaseOpened):
+        raise ValueError(f"a case's first event is CaseOpened, not {type(first).__name__}")
+    facts = open_case(Decoded.of_event(first), agent_provider)
+    for event in rest:
+        fold_event(facts, Decoded.of_event(event))
+    return facts
+
+
+def scoring_view(facts: CaseFacts) -> CaseFacts:
+    """The facts `score_case` reads: per-message rows cut to the assistant latencies.
+
+    A 10-14 turn case's messages (role, usage, cost, custom metrics) are most of its facts;
+    scoring only uses the assistant turns' latencies, so the cases table's `scoring` column
+    keeps just those and a rescore decodes a fraction of the bytes. Rollups read the full
+    `facts` column.
+    """
+    compact = [
+        _MESSAGE(role=Role.ASSISTANT, latency_ms=latency, tokens=None, cost_usd=None, metrics={})
+        for latency in facts.assistant_latencies
+    ]
+    return facts.model_copy(update={"messages": compact})
