@@ -187,7 +187,9 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"evaledger"}
-    assert {"evaledger/domain/events.py", "evaledger/api/cli.py", "evaledger/__main__.py"} <= set(
-        names
-    )
+    assert {
+        "evaledger/domain/events.py",
+        "evaledger/api/cli/__init__.py",
+        "evaledger/__main__.py",
+    } <= set(names)
     assert "evaledger/scoring/presets/ifixai-v1.json" in names

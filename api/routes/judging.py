@@ -11,8 +11,8 @@ from uuid import UUID, uuid4
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli_judging import agreement_of
 from evaledger.api.deps import ContextDep, PrincipalDep, ServicesDep
 from evaledger.domain.errors import EvaledgerError, NotFoundError
 from evaledger.domain.ledger import Context
