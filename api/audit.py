@@ -10,6 +10,7 @@ from evaledger.api.schemas import HistoryEntry
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import CaseOpened, DomainEvent
 from evaledger.domain.spec import ScoringSpec
+from evaledger.projections.reports import explain_case
 from evaledger.scoring.case import score_case
 from evaledger.scoring.facts import CaseFacts, apply_fact, opened_facts
 
@@ -86,8 +87,6 @@ def run_history(services: Services, run_id: UUID) -> dict[str, Any]:
 
 def explain(services: Services, case_id: UUID, spec: ScoringSpec | None = None) -> dict[str, Any]:
     """The chain from judge prompt to run aggregate, under the run's own spec or `spec`."""
-    from evaledger.projections.reports import explain_case
-
     events = services.ledger.events_of(case_id)
     if not events or not isinstance(events[0], CaseOpened):
         raise NotFoundError(f"no case {case_id}")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line."""
-    # Deferred for start-up: the runner loads the HTTP clients and prompt templates.
+    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
     from evaledger.judging.runner import JudgeOptions
 
     return JudgeOptions(
@@ -38,7 +38,7 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
 
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
-    # Deferred for start-up: the providers load the vendors' SDKs.
+    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
     from evaledger.judging.providers import environment
     from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 

@@ -73,7 +73,7 @@ def register(commands: Commands) -> None:
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
-    # Deferred for start-up: the peer readers load ijson and inspect-ai's log reader.
+    # Deferred for start-up: only `import` needs the peer formats' readers.
     from evaledger.importers.load import import_all, open_imports
 
     imports = open_imports(
