@@ -11,6 +11,7 @@ from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import CaseOpened, DomainEvent
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.fold import fold_events
+from evaledger.projections.reports import explain_case
 from evaledger.scoring.case import score_case
 
 
@@ -76,8 +77,6 @@ def run_history(services: Services, run_id: UUID) -> dict[str, Any]:
 
 def explain(services: Services, case_id: UUID, spec: ScoringSpec | None = None) -> dict[str, Any]:
     """The chain from judge prompt to run aggregate, under the run's own spec or `spec`."""
-    from evaledger.projections.reports import explain_case
-
     events = services.ledger.events_of(case_id)
     if not events or not isinstance(events[0], CaseOpened):
         raise NotFoundError(f"no case {case_id}")

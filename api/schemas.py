@@ -11,14 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
 from evaledger.domain.ledger import Written as LedgerWritten
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.model import FrozenModel
 from evaledger.domain.types import Amount, Instant
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore, RunAggregate
 
 T = TypeVar("T")
-
-_REQ = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class ErrorResponse(BaseModel):
@@ -100,11 +99,10 @@ class BundleImported(BaseModel):
     new_cases: int = Field(description="Cases not in the ledger before.")
 
 
-class TranscriptBody(BaseModel):
+class TranscriptBody(FrozenModel):
     """POST /cases/{id}/transcript."""
 
     model_config = ConfigDict(
-        **_REQ,
         json_schema_extra={
             "examples": [
                 {
@@ -131,45 +129,36 @@ class TranscriptBody(BaseModel):
     duration_ms: Amount | None = None
 
 
-class ClaimsBody(BaseModel):
+class ClaimsBody(FrozenModel):
     """POST /cases/{id}/claims."""
-
-    model_config = _REQ
 
     claims: list[Claim]
     judge: JudgeIdentity | None = None
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(FrozenModel):
     """POST /cases/{id}/error."""
-
-    model_config = _REQ
 
     message: str = Field(min_length=1)
     kind: str | None = None
 
 
-class ReasonBody(BaseModel):
+class ReasonBody(FrozenModel):
     """A reason, for cancel / fail / baseline."""
-
-    model_config = _REQ
 
     reason: str | None = None
 
 
-class CompleteBody(BaseModel):
+class CompleteBody(FrozenModel):
     """POST /runs/{id}/complete."""
-
-    model_config = _REQ
 
     completed_at: Instant | None = None
 
 
-class OverrideBody(BaseModel):
+class OverrideBody(FrozenModel):
     """POST /cases/{id}/overrides."""
 
     model_config = ConfigDict(
-        **_REQ,
         json_schema_extra={
             "examples": [
                 {
@@ -188,10 +177,8 @@ class OverrideBody(BaseModel):
     reason: str = Field(min_length=1)
 
 
-class InvalidateBody(BaseModel):
+class InvalidateBody(FrozenModel):
     """POST /cases/{id}/invalidations."""
-
-    model_config = _REQ
 
     verdict_id: UUID
     reason: str = Field(min_length=1)

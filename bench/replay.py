@@ -73,7 +73,7 @@ from bench.common import (
     timed,
 )
 from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.api.cli import show_payload
+from evaledger.api.cli.runs import show_payload
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context, Ledger
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec

@@ -303,7 +303,7 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
     assert {t for t in top if not t.endswith(".dist-info")} == {"evaledger"}
     assert {
         "evaledger/domain/events/__init__.py",
-        "evaledger/api/cli.py",
+        "evaledger/api/cli/__init__.py",
         "evaledger/__main__.py",
     } <= set(names)
     assert "evaledger/scoring/presets/ifixai-v1.json" in names

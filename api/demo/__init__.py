@@ -83,7 +83,8 @@ def judge_demo(services: Services, run_id: UUID) -> dict[str, Any]:
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
-    from evaledger.api.cli import (
+    from evaledger.api.agreement import agreement_of
+    from evaledger.api.console import (
         emit_json,
         print_aggregate,
         print_comparison,
@@ -91,7 +92,6 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         print_rescore,
         print_table,
     )
-    from evaledger.api.cli_judging import agreement_of
 
     bundles = demo_bundles()
     loaded: list[dict[str, Any]] = []

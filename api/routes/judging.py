@@ -9,13 +9,14 @@ from typing import Annotated
 from uuid import UUID, uuid4
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli_judging import agreement_of
 from evaledger.api.deps import ContextDep, PrincipalDep, ServicesDep
 from evaledger.domain.errors import EvaledgerError, NotFoundError
 from evaledger.domain.ledger import Context
+from evaledger.domain.model import FrozenModel
 from evaledger.judging.providers import environment
 from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
 from evaledger.scoring.agreement import AgreementReport
@@ -23,10 +24,8 @@ from evaledger.scoring.agreement import AgreementReport
 router = APIRouter(tags=["judging"])
 
 
-class JudgeBody(BaseModel):
+class JudgeBody(FrozenModel):
     """POST /runs/{id}/judge: what to judge and with which judges."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
     judges: list[str] = Field(
         default_factory=list,

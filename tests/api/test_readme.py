@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from evaledger.api.bootstrap import Settings, build_services
-from evaledger.api.cli import fmt
+from evaledger.api.console import fmt
 from evaledger.api.demo import demo_bundles
 from evaledger.domain.aggregates import run_id_for
 

@@ -919,7 +919,7 @@ def test_imports_on_postgresql(pg_url: str) -> None:
 def test_the_progress_bar_counts_cases_on_a_terminal(
     services: Services, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from evaledger.api.cli import Progress
+    from evaledger.api.console import Progress
 
     cases = [_case(f"k{i}") for i in range(3)]
     progress = Progress("importing cases", enabled=True)

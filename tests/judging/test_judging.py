@@ -376,7 +376,7 @@ def test_panel_mode_uses_every_keyed_vendor_but_the_agent_s(
     assert report.self_judged and report.verdicts == 4
     flags = {(v.judge.provider, v.self_judged) for v in verdicts(services, openai_agent)}
     assert flags == {("anthropic", False), ("openai", True)}
-    from evaledger.api.cli_judging import agreement_of
+    from evaledger.api.agreement import agreement_of
 
     assert agreement_of(services, openai_agent).self_judged == ["openai:gpt-4.1"]
     assert agreement_of(services, run_id).self_judged == []

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli_judging import agreement_of
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.scoring.agreement import (

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
+from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
+from evaledger.api.cli.inputs import Commands, resolve_run
+from evaledger.api.console import EXIT_OK, Progress, emit_json, print_table
 from evaledger.domain.ledger import Context
-from evaledger.projections.votes import agreement_report
-from evaledger.scoring.agreement import AgreementReport, MeasureAgreement
+from evaledger.scoring.agreement import MeasureAgreement
 
 if TYPE_CHECKING:
     from evaledger.judging.runner import JudgeOptions, JudgeReport
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line."""
+    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
     from evaledger.judging.runner import JudgeOptions
 
     return JudgeOptions(
@@ -35,31 +36,9 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
     )
 
 
-class _Bar:
-    """A rich progress bar over cases on a TTY (stderr); nothing otherwise."""
-
-    def __init__(self, total: int) -> None:
-        self.progress: Any = None
-        if sys.stderr.isatty() and total:
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self.progress = Progress(console=Console(stderr=True), transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("judging cases", total=total)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=done, total=total)
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
-    from evaledger.api.cli import emit_json, resolve_run
+    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
     from evaledger.judging.providers import environment
     from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
@@ -71,17 +50,17 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
             emit_json({**report.as_json(), "prompts": dry_run_prompts(planned)})
         else:
             print_report(report)
-        return 0
-    bar = _Bar(len(planned.cases))
+        return EXIT_OK
+    progress = Progress("judging cases")
     try:
-        report = run_plan(services.ledger, planned, Context(actor=args.actor), bar)
+        report = run_plan(services.ledger, planned, Context(actor=args.actor), progress)
     finally:
-        bar.stop()
+        progress.done()
     if args.json:
         emit_json(report.as_json())
     else:
         print_report(report)
-    return 0
+    return EXIT_OK
 
 
 def print_report(report: JudgeReport) -> None:
@@ -112,22 +91,13 @@ def print_report(report: JudgeReport) -> None:
         print(f"  … and {len(report.failures) - 20} more")
 
 
-def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
-    """The run's agreement figures from the read models."""
-    services.sync()
-    spec = services.reads.run_spec(run_id)
-    return agreement_report(services.engine, run_id, spec, services.reads.facts(run_id))
-
-
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
-    from evaledger.api.cli import emit_json, print_table, resolve_run
-
     run_id = resolve_run(services, args.run, args.project)
     report = agreement_of(services, run_id)
     if args.json:
         emit_json(report.model_dump(mode="json"))
-        return 0
+        return EXIT_OK
     print(f"agreement of run {run_id}: judges {', '.join(report.judges) or '(none)'}")
     if report.self_judged:
         print(f"self-judged (the agent's own vendor): {', '.join(report.self_judged)}")
@@ -148,11 +118,12 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
             ],
             ["judge", "measure", "items", "agreement", "kappa"],
         )
-    return 0
+    return EXIT_OK
 
 
-def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Add `judge` and `agreement` to the CLI's subcommands."""
+def register(commands: Commands) -> None:
+    """Add judge and agreement."""
+    sub, common = commands.subparsers, commands.common
     p = sub.add_parser(
         "judge",
         parents=[common],

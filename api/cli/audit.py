@@ -1,0 +1,143 @@
+"""`evaledger history`, `explain` and `verify`: how a verdict came to be; the log is whole."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.cli.inputs import Commands, add_case_ref, load_spec, resolve_case
+from evaledger.api.console import EXIT_FAIL, EXIT_OK, Progress, emit_json, fmt, print_table
+from evaledger.domain.verify import Checkpoint, verify
+
+
+def register(commands: Commands) -> None:
+    """Add history, verify and explain."""
+    p = commands.add(
+        "history", cmd_history, "every event of a case, and its state as of a version", reads=True
+    )
+    add_case_ref(p)
+    p.add_argument("--version", type=int, help="the state as of this event version")
+    p = commands.add(
+        "verify",
+        cmd_verify,
+        "recompute every hash chain, run seal and chain signature",
+        reads=True,
+    )
+    p.add_argument(
+        "--expect",
+        metavar="POSITION:LINK",
+        help="a checkpoint printed by an earlier verify; fail if the log no longer contains it",
+    )
+    p = commands.add(
+        "explain",
+        cmd_explain,
+        "how a case's verdict became its pass/fail and run aggregate",
+        reads=True,
+    )
+    add_case_ref(p)
+    p.add_argument("--spec", metavar="FILE", help="explain under another scoring spec")
+
+
+def cmd_history(services: Services, args: argparse.Namespace) -> int:
+    """Every event of a case."""
+    # Deferred for start-up: the audit reads build the HTTP schema models.
+    from evaledger.api.audit import case_history
+
+    payload = case_history(services, resolve_case(services, args), args.version)
+    if args.json:
+        emit_json(payload)
+        return EXIT_OK
+    print(
+        f"case {payload['case_id']} (run {payload['run_id']}), {payload['latest_version']} events"
+    )
+    for e in payload["events"]:
+        print(
+            f"  v{e['version']:<3} {e['timestamp']}  {e['type']:<24} "
+            f"by {e['actor']}  {e['hash'][:12]}"
+        )
+    score = payload["state"]["score"]
+    print(
+        f"state as of v{payload['version']}: {score['status']}, "
+        f"overall {fmt(score['overall_score'])}, passed {fmt(score['passed'])} "
+        f"({score['gate_reason']})"
+    )
+    return EXIT_OK
+
+
+def cmd_verify(services: Services, args: argparse.Namespace) -> int:
+    """Recompute every hash chain and seal."""
+    progress = Progress("verifying events")
+    expect = Checkpoint.parse(args.expect) if args.expect else None
+    report = verify(services.ledger, progress, expect=expect)
+    progress.done()
+    if args.json:
+        emit_json(report.as_json())
+    elif report.ok:
+        print(
+            f"ok: {report.events} events in {report.aggregates} aggregates, "
+            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
+            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
+        )
+        if report.checkpoint is not None:
+            print(f"checkpoint: {report.checkpoint}")
+    else:
+        print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
+        for line in report.broken[1:10]:
+            print(f"  also: {line}")
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_explain(services: Services, args: argparse.Namespace) -> int:
+    """How a case's verdict became its pass/fail and entered its run's aggregate."""
+    # Deferred for start-up: the audit reads build the HTTP schema models.
+    from evaledger.api.audit import explain
+
+    case_id = resolve_case(services, args)
+    spec = None
+    if args.spec:
+        services.sync()
+        facts, _ = services.reads.case_score(case_id)
+        spec = load_spec(services, args.spec, services.reads.get_run(facts.run_id).project)
+    payload = explain(services, case_id, spec)
+    if args.json:
+        emit_json(payload)
+    else:
+        print_explanation(payload)
+    return EXIT_OK
+
+
+def print_explanation(payload: dict[str, Any]) -> None:
+    """Verdicts, weights, the overall score, the gate and the run aggregate, in that order."""
+    print(
+        f"case {payload['case_id']} ({payload['test_case_key']} rep {payload['repetition']}) "
+        f"under {payload['spec_id']} ({payload['spec_source']} spec)"
+    )
+    for v in payload["verdicts"]:
+        judge = v["judge"]
+        print(
+            f"verdict {v['verdict_id']} by {judge.get('provider')}/{judge.get('model')} "
+            f"[{v['parse_status']}] {'counted' if v['counted'] else 'not counted'}"
+        )
+        print(f"  prompt: {(v['prompt'] or '')[:160]!r}")
+        print(f"  raw reply: {(v['raw_output'] or '')[:160]!r}")
+        if v["error"]:
+            print(f"  error: {v['error']}")
+        for c in v["corrections"]:
+            print(f"  {c['type']} by {c['actor']} at {c['timestamp']}: {c['reason']}")
+    print_table(
+        [
+            (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
+            for w in payload["weights"]
+        ],
+        ["metric", "score", "label", "weight", "contribution"],
+    )
+    o, g, r = payload["overall_score"], payload["gate"], payload["run_aggregate"]
+    print(f"overall_score {fmt(o['value'])} = {o['formula']}")
+    print(f"gate ({g['policy']}): {g['rule']} → {g['status']}: {g['reason']}")
+    print(
+        f"run aggregate: counts in metric mean: {fmt(r['counts_in_metric_mean'])}; "
+        f"counts as {r['counts_as']}; run weighted_metrics_score_pct "
+        f"{fmt(r['weighted_metrics_score_pct'])}, cases_pass_rate_pct "
+        f"{fmt(r['cases_pass_rate_pct'])}"
+    )

@@ -1,0 +1,190 @@
+"""What every command family shares on the way in.
+
+The command table, argument types, JSON and spec files, and run and case references.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pydantic
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.console import UsageError
+from evaledger.domain.errors import NotFoundError
+from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.types import UnstorableJSONError, parse_input_json
+from evaledger.importers.bundle import describe
+from evaledger.projections.queries import LABEL_PATTERN
+
+EPILOG = """\
+exit codes:
+  0  ok
+  1  a regression, a failed gate or threshold, a grade below --min-score, a broken hash chain
+  2  usage or input error (the offending argument or field is named)
+  3  infrastructure error: the store does not exist, is unreachable, locked or corrupt
+
+storage (--db or EVALEDGER_DB):
+  sqlite:///relative/dir/     three slashes: a path relative to the working directory
+  sqlite:////absolute/dir/    four slashes: an absolute path (/absolute/dir/)
+  postgresql://user:password@host:5432/dbname
+  default: sqlite:///.evaledger/ (events.sqlite + views.sqlite in ./.evaledger/)
+  Read commands never create a store: a missing one is exit 3.
+
+shell completion:
+  eval "$(evaledger completion bash)"    # or: evaledger completion zsh > ~/.zfunc/_evaledger
+"""
+
+Command = Callable[[Services, argparse.Namespace], int]
+"""A command: the opened store and the parsed arguments in, the exit code out."""
+
+
+@dataclass(frozen=True)
+class Commands:
+    """The table of sub-commands each family adds its own to."""
+
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    common: argparse.ArgumentParser
+    """The options every store command takes: --db, --project, --actor."""
+
+    def add(
+        self, name: str, func: Command, help_: str, *, json: bool = True, reads: bool = False
+    ) -> argparse.ArgumentParser:
+        """A sub-command; `reads=True` ones never create a store (a missing one is exit 3)."""
+        p = self.subparsers.add_parser(
+            name,
+            parents=[self.common],
+            help=help_,
+            description=help_,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if json:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func, reads=reads)
+        return p
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The parent parser of --db, --project and --actor."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db",
+        help="sqlite:///relative/dir/, sqlite:////absolute/dir/ or postgresql://user@host/db "
+        "(default: EVALEDGER_DB or sqlite:///.evaledger/)",
+    )
+    common.add_argument(
+        "--project", default="default", help="project of run keys (default: default)"
+    )
+    common.add_argument("--actor", default="cli", help="who records (default: cli)")
+    return common
+
+
+def add_case_ref(p: argparse.ArgumentParser) -> None:
+    """The `CASE | RUN TEST_CASE_KEY [--rep N]` arguments (read them with `resolve_case`)."""
+    p.add_argument(
+        "case", nargs="+", metavar="CASE | RUN TEST_CASE_KEY", help="a case id, or run + key"
+    )
+    p.add_argument("--rep", type=int, metavar="N", help="repetition (default 0) with a key")
+
+
+def label_filter(value: str) -> str:
+    """An argparse type: `key=value`, the rule of the API's `label` filter."""
+    if not re.fullmatch(LABEL_PATTERN, value):
+        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
+    return value
+
+
+def positive_int(value: str) -> int:
+    """An argparse type: an integer ≥ 1."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def comma_list(value: str) -> list[str]:
+    """`a, b,,c` as `["a", "b", "c"]`."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def read_json(path: str) -> Any:
+    """Parse a JSON file; malformed JSON, or a value no store can keep, is an input error."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+    try:
+        return parse_input_json(data)
+    except UnstorableJSONError as e:
+        raise UsageError(f"{path}: {e}") from None
+
+
+def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:
+    """A scoring spec from a file holding a run config plus policy fields."""
+    data = read_json(path)
+    if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
+        data = data["config"]
+    try:
+        config = RunConfig.model_validate(data)
+    except pydantic.ValidationError as e:
+        raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}") from None
+    catalogue = {m.name: m for m in services.reads.available_metrics(project)}
+    return resolve_spec(config, catalogue)
+
+
+def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
+    """A run id from an id or a run key."""
+    try:
+        return UUID(ref)
+    except ValueError:
+        pass
+    run = services.ledger.find_run(project, ref)
+    if run is None:
+        raise NotFoundError(f"no run with id or key {ref!r} in project {project!r}")
+    return run.id
+
+
+def parse_uuid(ref: str, what: str) -> UUID:
+    """A UUID argument."""
+    try:
+        return UUID(ref)
+    except ValueError:
+        raise UsageError(f"{what}: not a valid id: {ref!r}") from None
+
+
+def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
+    """A case id from `CASE_ID`, or from `RUN TEST_CASE_KEY [--rep N]`."""
+    refs: list[str] = args.case
+    if len(refs) == 1:
+        if args.rep is not None:
+            raise UsageError("--rep: give RUN TEST_CASE_KEY --rep N, or a CASE id alone")
+        return parse_uuid(refs[0], "CASE")
+    if len(refs) != 2:
+        raise UsageError("give a CASE id, or RUN TEST_CASE_KEY [--rep N]")
+    run_id = resolve_run(services, refs[0], args.project)
+    key, rep = refs[1], args.rep or 0
+    services.sync()
+    found = [
+        s.case_id
+        for s in services.reads.case_scores(run_id)
+        if s.test_case_key == key and s.repetition == rep
+    ]
+    if not found:
+        raise NotFoundError(f"no case {key!r} repetition {rep} in run {refs[0]!r}")
+    if len(found) > 1:
+        ids = ", ".join(str(i) for i in found)
+        raise UsageError(
+            f"{key!r} repetition {rep} names {len(found)} cases ({ids}): give a CASE id"
+        )
+    return found[0]

@@ -1,0 +1,238 @@
+"""`evaledger compare`, `gate`, `baseline`, `grade` and `rollup`: verdicts over whole runs.
+
+Exit 1 is the verdict of a failed check (a regression, a failed gate, a grade below
+--min-score), so a CI step can run these commands as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from uuid import UUID
+
+import pydantic
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.cli.inputs import Commands, comma_list, load_spec, read_json, resolve_run
+from evaledger.api.console import (
+    EXIT_FAIL,
+    EXIT_OK,
+    UsageError,
+    emit_json,
+    fmt,
+    print_comparison,
+    print_grade,
+)
+from evaledger.domain.ledger import Context
+from evaledger.scoring.comparison import CompareThresholds, render_markdown
+from evaledger.scoring.grading import GradingSpec, grading_spec
+from evaledger.scoring.rollups import render_table
+
+THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
+"""The aggregate's own pass/fail fields: a `False` in either fails the run's thresholds."""
+
+
+def register(commands: Commands) -> None:
+    """Add compare, gate, baseline, grade and rollup."""
+    _register_compare(commands)
+    p = commands.add(
+        "gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold", reads=True
+    )
+    p.add_argument("run", metavar="RUN")
+    p = commands.add(
+        "baseline",
+        cmd_baseline,
+        "approve, revoke or show the baseline of an (agent, suite)",
+        reads=True,
+    )
+    p.add_argument("action", choices=["approve", "revoke", "show"])
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--reason")
+    p.add_argument("--agent")
+    p.add_argument("--suite")
+    p = commands.add(
+        "grade", cmd_grade, "grade a run (iFixAi rules); exit 1 below --min-score", reads=True
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--spec", metavar="FILE", help="a spec file with a grading section")
+    p.add_argument("--preset", help="a shipped grading preset, e.g. ifixai-v1")
+    p.add_argument("--min-score", type=float)
+    p.add_argument("--strategic", action="store_true", help="grade the strategic subset only")
+    p = commands.add("rollup", cmd_rollup, "pivot one or several runs (Voxli rules)", reads=True)
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--rows", default="configuration", help="configuration, personality, agent, run")
+    p.add_argument("--columns", default="test", help="test, tag, scenario")
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="custom per-message metric name[:unit[:avg,max,p95…]] (repeatable)",
+    )
+
+
+def _register_compare(commands: Commands) -> None:
+    p = commands.add("compare", cmd_compare, "compare two runs; exit 1 on a regression", reads=True)
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline)",
+    )
+    p.add_argument("--markdown", action="store_true", help="a compact PR comment")
+    p.add_argument(
+        "--against-baseline", action="store_true", help="compare with the approved baseline"
+    )
+    p.add_argument("--max-pass-rate-drop", type=float, help="fraction (default 0.0)")
+    p.add_argument("--max-avg-score-drop", type=float, help="points (default 5.0)")
+    p.add_argument("--max-latency-increase-pct", type=float, help="fraction (default 0.2)")
+    p.add_argument("--case-score-delta", type=float, help="points (default 5.0)")
+    p.add_argument("--spec", metavar="FILE", help="compare under another scoring spec")
+    p.add_argument(
+        "--no-fail-on-thresholds",
+        action="store_true",
+        help="don't exit 1 on the candidate's own failed thresholds",
+    )
+
+
+def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID, UUID]:
+    """The baseline and candidate ids: both given, or the candidate and its approved baseline."""
+    if args.against_baseline:
+        if len(args.runs) != 1:
+            raise UsageError("with --against-baseline give only the CANDIDATE run")
+        candidate = resolve_run(services, args.runs[0], args.project)
+        row = services.reads.get_run(candidate)
+        baseline = services.reads.baseline(row.agent["name"], row.suite["name"], row.project).run_id
+        return baseline, candidate
+    if len(args.runs) != 2:
+        raise UsageError("give BASELINE and CANDIDATE runs (or --against-baseline CANDIDATE)")
+    baseline = resolve_run(services, args.runs[0], args.project)
+    return baseline, resolve_run(services, args.runs[1], args.project)
+
+
+def cmd_compare(services: Services, args: argparse.Namespace) -> int:
+    """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
+    services.sync()
+    baseline, candidate = compared_runs(services, args)
+    thresholds = CompareThresholds(
+        max_pass_rate_drop=args.max_pass_rate_drop,
+        max_avg_score_drop=args.max_avg_score_drop,
+        max_latency_increase_pct=args.max_latency_increase_pct,
+        case_score_delta=args.case_score_delta,
+    )
+    spec = load_spec(services, args.spec, args.project) if args.spec else None
+    result = services.reports.compare(baseline, candidate, thresholds, spec)
+    candidate_agg = result.aggregate.candidate_metrics
+    failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
+    gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    elif args.markdown:
+        sys.stdout.write(render_markdown(result, gate_failures=gate_failures) + "\n")
+    else:
+        print_comparison(result)
+        if gate_failures:
+            print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
+    return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK
+
+
+def cmd_gate(services: Services, args: argparse.Namespace) -> int:
+    """Exit 1 when the run fails its metrics or cases threshold."""
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    agg = services.reads.summary(run_id).aggregate
+    failed = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is False]
+    if args.json:
+        emit_json(
+            {
+                "run_id": str(run_id),
+                "passed": not failed,
+                "failed": failed,
+                "aggregate": agg.model_dump(mode="json"),
+            }
+        )
+    else:
+        print(
+            f"metrics: {fmt(agg.weighted_metrics_score_pct)} vs "
+            f"{fmt(agg.metrics_pass_threshold)} → "
+            f"{fmt(agg.metrics_passed)}; cases: {fmt(agg.cases_pass_rate_pct)} vs "
+            f"{fmt(agg.cases_pass_threshold)} → {fmt(agg.cases_passed)}"
+        )
+        print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
+    """Approve, revoke or show a baseline."""
+    ctx = Context(actor=args.actor)
+    if args.action == "show":
+        if not (args.agent and args.suite):
+            raise UsageError("baseline show needs --agent and --suite")
+        services.sync()
+        row = services.reads.baseline(args.agent, args.suite, args.project)
+        if args.json:
+            emit_json(row.model_dump(mode="json"))
+        else:
+            print(f"{row.run_id}  {row.run_key}  (agent {args.agent}, suite {args.suite})")
+        return EXIT_OK
+    if not args.run:
+        raise UsageError(f"baseline {args.action} needs a RUN")
+    run_id = resolve_run(services, args.run, args.project)
+    if args.action == "approve":
+        w = services.ledger.approve_baseline(run_id, ctx, args.reason)
+    else:
+        w = services.ledger.revoke_baseline(run_id, ctx, args.reason)
+    if args.json:
+        emit_json({"run_id": str(run_id), "position": w.position, "events": w.events})
+    else:
+        print(f"baseline {args.action}d: {run_id} by {args.actor}")
+    return EXIT_OK
+
+
+def grading_from_file(path: str, min_score: float | None) -> GradingSpec:
+    """The grading section of a spec file, its min_score overridden when given."""
+    data = read_json(path)
+    section = data.get("grading") if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: grading: the spec has no grading section")
+    try:
+        grading = grading_spec(section)
+    except (ValueError, pydantic.ValidationError) as e:
+        raise UsageError(f"{path}: grading: {e}") from None
+    if min_score is not None:
+        grading = grading.model_copy(update={"min_score": min_score})
+    return grading
+
+
+def cmd_grade(services: Services, args: argparse.Namespace) -> int:
+    """Grade a run; exit 1 when the overall score is below --min-score or null."""
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    if args.spec:
+        grading = grading_from_file(args.spec, args.min_score)
+    else:
+        grading = services.reports.grading_for(run_id, args.preset, args.min_score)
+    result = services.reports.grade(run_id, grading, strategic_only=args.strategic)
+    overall = result.overall
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        print_grade(result)
+    return EXIT_OK if overall.score is not None and overall.passed else EXIT_FAIL
+
+
+def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
+    """A Voxli pivot of one or several runs."""
+    services.sync()
+    run_ids = [resolve_run(services, r, args.project) for r in args.runs]
+    result = services.reports.rollup(
+        run_ids, comma_list(args.rows), comma_list(args.columns), args.metric
+    )
+    if args.json:
+        emit_json(result.model_dump(mode="json"))
+    else:
+        print(render_table(result))
+        s = result.summary
+        print(
+            f"summary: score {fmt(s.score)}, {s.results} results, {s.hallucinations} hallucinations"
+        )
+    return EXIT_OK

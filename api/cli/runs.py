@@ -1,0 +1,263 @@
+"""`evaledger import`, `export`, `runs`, `show` and `rescore`: runs in and out, listed and read."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.cli.inputs import (
+    Commands,
+    label_filter,
+    load_spec,
+    positive_int,
+    resolve_run,
+)
+from evaledger.api.console import (
+    EXIT_OK,
+    Progress,
+    emit_json,
+    fmt,
+    percent,
+    print_aggregate,
+    print_rescore,
+    print_table,
+)
+from evaledger.domain.aggregates import RunStatus
+from evaledger.domain.export import bundle_to_json, export_bundle
+from evaledger.domain.ledger import Context
+from evaledger.projections.queries import RunFilter
+
+
+def register(commands: Commands) -> None:
+    """Add import, export, runs, show and rescore."""
+    p = commands.add("import", cmd_import, "import run bundles and peer result files (idempotent)")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "--from",
+        dest="from_format",
+        default="auto",
+        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
+    )
+    p.add_argument("--run-key", help="the run's key (default: derived from the file)")
+    p = commands.add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("-o", "--output", help="write to a file instead of stdout")
+    p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
+    p.add_argument("--suite")
+    p.add_argument("--agent")
+    p.add_argument("--key", help="the run key")
+    p.add_argument("--status", choices=[s.value for s in RunStatus])
+    p.add_argument("--label", type=label_filter, help="key=value")
+    p.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    p = commands.add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
+    p.add_argument("run", metavar="RUN")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--failed", action="store_true", help="only failed cases")
+    only.add_argument("--errored", action="store_true", help="only errored cases")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="show at most N cases")
+    p = commands.add(
+        "rescore",
+        cmd_rescore,
+        "replay a run under another scoring spec (no judge calls)",
+        reads=True,
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--spec", required=True, metavar="FILE")
+
+
+def cmd_import(services: Services, args: argparse.Namespace) -> int:
+    """Import run bundles and peer result files (idempotent, streamed)."""
+    # Deferred for start-up: only `import` needs the peer formats' readers.
+    from evaledger.importers.load import import_all, open_imports
+
+    imports = open_imports(
+        args.files,
+        args.from_format,
+        run_key=args.run_key,
+        project=None if args.project == "default" else args.project,
+    )
+    # Counts cases: first the validating pass (total unknown), then the writes.
+    progress = Progress("importing cases")
+    try:
+        done = import_all(services.ledger, imports, Context(actor=args.actor), progress)
+    finally:
+        progress.done()
+    results = [
+        {
+            "file": d.source.sources[0],
+            "format": d.source.format.value,
+            "run_id": str(d.result.run_id),
+            "run_key": d.result.run_key,
+            "events": d.result.events,
+            "cases": d.result.cases,
+            "new_cases": d.result.new_cases,
+        }
+        for d in done
+    ]
+    if args.json:
+        emit_json({"imported": results})
+    else:
+        for item in results:
+            what = (
+                f"{item['events']} events"
+                if item["events"]
+                else "already imported, nothing written"
+            )
+            print(f"{item['run_id']}  {item['run_key']}  {item['cases']} cases  ({what})")
+    return EXIT_OK
+
+
+def cmd_export(services: Services, args: argparse.Namespace) -> int:
+    """Export a run as a bundle."""
+    run_id = resolve_run(services, args.run, args.project)
+    data = orjson.dumps(
+        bundle_to_json(export_bundle(services.ledger, run_id)), option=orjson.OPT_INDENT_2
+    )
+    if args.output:
+        Path(args.output).write_bytes(data + b"\n")
+    else:
+        sys.stdout.write(data.decode() + "\n")
+    return EXIT_OK
+
+
+def cmd_runs(services: Services, args: argparse.Namespace) -> int:
+    """List runs."""
+    services.sync()
+    rows, total = services.reads.list_runs(
+        RunFilter(
+            project=args.project,
+            key=args.key,
+            suite=args.suite,
+            agent=args.agent,
+            status=args.status,
+            label=args.label,
+            limit=args.limit,
+        )
+    )
+    aggregates = [services.reads.summary(r.run_id).aggregate for r in rows]
+    if args.json:
+        emit_json(
+            {
+                "data": [
+                    {
+                        **r.model_dump(mode="json"),
+                        "pass_rate": a.pass_rate,
+                        "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
+                    }
+                    for r, a in zip(rows, aggregates, strict=True)
+                ],
+                "count": len(rows),
+                "total": total,
+            }
+        )
+        return EXIT_OK
+    print_table(
+        [
+            (
+                str(r.run_id),
+                r.run_key,
+                r.suite["name"],
+                r.agent["name"],
+                r.status,
+                r.case_count,
+                percent(a.pass_rate),
+                a.weighted_metrics_score_pct,
+                r.created_at,
+            )
+            for r, a in zip(rows, aggregates, strict=True)
+        ],
+        ["run_id", "key", "suite", "agent", "status", "cases", "pass", "score", "created_at"],
+        fold=("key", "suite", "agent"),
+    )
+    if total > len(rows):
+        print(f"{len(rows)} of {total} runs (--limit {args.limit})")
+    return EXIT_OK
+
+
+def show_payload(
+    services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
+    run = services.reads.get_run(run_id)
+    summary = services.reads.summary(run_id)
+    scores, matching = services.reads.case_page(run_id, status, limit)
+    return {
+        "cases_matching": matching,
+        "run": run.model_dump(mode="json"),
+        "aggregate": summary.aggregate.model_dump(mode="json"),
+        "cases": [
+            {
+                "case_id": str(s.case_id),
+                "test_case_key": s.test_case_key,
+                "repetition": s.repetition,
+                "status": s.status.value,
+                "overall_score": s.overall_score,
+                "passed": s.passed,
+                "errored": s.errored,
+                "gate": s.gate.value,
+                "metric_scores": {m.metric: m.score for m in s.metric_scores},
+                "outcome_results": [o.model_dump(mode="json") for o in s.outcome_results],
+                **({"named_scores": s.named_scores} if s.named_scores else {}),
+            }
+            for s in scores
+        ],
+    }
+
+
+def cmd_show(services: Services, args: argparse.Namespace) -> int:
+    """Show a run with its aggregate and cases."""
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    status = "failed" if args.failed else "errored" if args.errored else None
+    payload = show_payload(services, run_id, status, args.limit)
+    if args.json:
+        emit_json(payload)
+        return EXIT_OK
+    run = payload["run"]
+    print(f"run {run['run_id']}  {run['run_key']}  [{run['status']}]")
+    print(
+        f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
+        f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
+    )
+    print_aggregate(payload["aggregate"], "aggregate:")
+    for name, mean in payload["aggregate"].get("named_score_means", {}).items():
+        print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
+    print_table(
+        [
+            (
+                c["case_id"],
+                c["test_case_key"],
+                c["repetition"],
+                c["status"],
+                c["overall_score"],
+                c["gate"],
+            )
+            for c in payload["cases"]
+        ],
+        ["case_id", "test_case_key", "rep", "status", "score", "gate"],
+        fold=("test_case_key", "gate"),
+    )
+    shown, matching = len(payload["cases"]), payload["cases_matching"]
+    if shown < matching:
+        what = f"{status} cases" if status else "cases"
+        print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
+    return EXIT_OK
+
+
+def cmd_rescore(services: Services, args: argparse.Namespace) -> int:
+    """Replay a run under another spec."""
+    services.sync()
+    run_id = resolve_run(services, args.run, args.project)
+    spec = load_spec(services, args.spec, services.reads.get_run(run_id).project)
+    result = services.reads.rescore(run_id, spec)
+    if args.json:
+        emit_json(result)
+        return EXIT_OK
+    print_rescore(result)
+    return EXIT_OK

@@ -1,0 +1,400 @@
+"""What the command line prints, and how it ends: exit codes, JSON, tables, the progress bar.
+
+The `evaledger.api.cli` package and the demo both print with it. It sits beside the package, not
+in it: importing any `evaledger.api.cli.*` module runs the package's `__init__`, which registers
+every command family, the demo's among them; the demo importing from there would close a circle.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
+
+import orjson
+import pydantic
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
+
+from evaledger.api.bootstrap import infrastructure_error
+from evaledger.domain.errors import EvaledgerError, InfrastructureError
+from evaledger.importers.bundle import describe
+
+if TYPE_CHECKING:
+    from evaledger.scoring.comparison import RunComparison
+    from evaledger.scoring.grading import Grade
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad arguments or input: exit 2."""
+
+
+class Failure(NamedTuple):
+    """An expected failure as the command line reports it."""
+
+    message: str
+    exit_code: int
+
+
+def failure_of(error: Exception, db: str) -> Failure | None:
+    """The one line and exit code of an expected failure; None for a bug (it keeps its traceback).
+
+    A driver error about the store `db` (locked, down, corrupt) is exit 3.
+    """
+    if isinstance(error, UsageError):
+        return Failure(str(error), EXIT_USAGE)
+    if isinstance(error, InfrastructureError):
+        return Failure(error.detail, EXIT_INFRA)
+    if isinstance(error, EvaledgerError):
+        return Failure(error.detail, EXIT_USAGE)
+    if isinstance(error, pydantic.ValidationError):
+        return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE)
+    infra = infrastructure_error(error, db)
+    return None if infra is None else Failure(infra.detail, EXIT_INFRA)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print an error and exit."""
+    sys.stderr.write(f"evaledger: error: {message}\n")
+    raise SystemExit(code)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON, numbers, tables, the progress bar
+
+
+def emit_json(data: Any) -> None:
+    """Print JSON (pretty, stable key order)."""
+    sys.stdout.write(
+        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+    )
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """Numbers rounded for display only."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def percent(fraction: float | None) -> str | None:
+    """A fraction as a percentage for display."""
+    return None if fraction is None else f"{100 * fraction:.1f}%"
+
+
+def outcome(passed: bool | None) -> str:
+    """`pass`, `fail`, or `—` (errored or missing) for display."""
+    return "—" if passed is None else "pass" if passed else "fail"
+
+
+STATUS_STYLE = {
+    "passed": "green",
+    "improvement": "green",
+    "completed": "green",
+    "failed": "red",
+    "regression": "red",
+    "errored": "yellow",
+    "error": "yellow",
+    "canceled": "dim",
+}
+"""Colours of status cells (on a terminal only)."""
+
+PLAIN_WIDTH = 10_000
+"""Piped output is never wrapped: a script reads whole rows."""
+
+
+def print_table(
+    rows: Sequence[Sequence[Any]], header: Sequence[str], *, fold: Sequence[str] = ()
+) -> None:
+    """A table on stdout: fitted to the terminal and coloured on a TTY, plain when piped.
+
+    Columns named in `fold` wrap on a narrow terminal; the others (ids) are never cut.
+    """
+    out = sys.stdout
+    tty = out.isatty()
+    cells = [[fmt(c) for c in r] for r in rows]
+    t = Table(
+        box=box.SIMPLE_HEAD if tty else None,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold" if tty else "",
+    )
+    for i, name in enumerate(header):
+        numeric = bool(rows) and all(
+            (isinstance(r[i], int | float) and not isinstance(r[i], bool)) or r[i] is None
+            for r in rows
+        )
+        t.add_column(
+            name,
+            justify="right" if numeric else "left",
+            no_wrap=name not in fold,
+            overflow="fold",
+        )
+    for row in cells:
+        t.add_row(*(Text(c, style=STATUS_STYLE.get(c, "")) if tty else Text(c) for c in row))
+    if tty:
+        Console(file=out, highlight=False).print(t)
+        return
+    buffer = io.StringIO()
+    Console(file=buffer, width=PLAIN_WIDTH, no_color=True, highlight=False).print(t)
+    out.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+
+
+class Progress:
+    """A rich progress bar on stderr counting items (cases, events), only when it is a TTY."""
+
+    def __init__(self, label: str, enabled: bool | None = None) -> None:
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._bar: RichProgress | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        """Report `done` of `total`."""
+        if not self.enabled:
+            return
+        if self._bar is None:
+            self._bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=sys.stderr),
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=total or None)
+        # A total of 0 is not known yet (an import's validating pass): count without a bar end.
+        self._bar.update(self._task, completed=done, total=total or None)
+
+    def done(self) -> None:
+        """Stop the bar (it stays on screen at its final count)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+# ---------------------------------------------------------------------------------------------
+# a reader that goes away
+
+
+class _PipeSafeStdout(io.TextIOBase):
+    """stdout that goes quiet once its reader has gone (`evaledger show RUN | head`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        """Write, or drop the text once the pipe is closed."""
+        if not self.reader_gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush, unless the pipe is closed."""
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def isatty(self) -> bool:
+        """Whether the real stdout is a terminal."""
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        """The real stdout's descriptor."""
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The real stdout's encoding (rich asks)."""
+        return self.stream.encoding
+
+    def _silence(self) -> None:
+        self.reader_gone = True
+        # Python's own flush of stdout at exit would fail again: point the descriptor at devnull.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+
+@contextmanager
+def closed_pipe_is_not_an_error() -> Iterator[None]:
+    """A reader that stops early (`| head`) ends the output, not the command or its exit code."""
+    real = sys.stdout
+    safe = _PipeSafeStdout(real)
+    sys.stdout = safe
+    try:
+        yield
+    finally:
+        sys.stdout = real
+        safe.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# reports as text (the commands and the demo print them alike)
+
+
+AGGREGATE_FIELDS = (
+    "weighted_metrics_score_pct",
+    "metrics_pass_threshold",
+    "metrics_passed",
+    "cases_pass_rate_pct",
+    "cases_pass_threshold",
+    "cases_passed",
+    "pass_rate",
+    "passed_count",
+    "failed_count",
+    "error_count",
+    "canceled_count",
+    "total_executions",
+    "unique_test_case_count",
+    "avg_overall_score",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "latency_avg_ms",
+    "total_tokens",
+    "total_cost_usd",
+)
+
+
+def print_aggregate(aggregate: dict[str, Any], title: str) -> None:
+    """The seed's aggregate fields, one per line."""
+    print(title)
+    for name in AGGREGATE_FIELDS:
+        print(f"  {name:<28} {fmt(aggregate.get(name))}")
+
+
+def print_rescore(result: dict[str, Any]) -> None:
+    """Before and after, side by side."""
+    before, after = result["before"]["aggregate"], result["after"]["aggregate"]
+    print(
+        f"rescore of run {result['run_id']}: {result['before']['spec_id']} → "
+        f"{result['after']['spec_id']} (0 judge calls, 0 events)"
+    )
+    print_table(
+        [(n, before.get(n), after.get(n)) for n in AGGREGATE_FIELDS[:12]],
+        ["field", "before", "after"],
+    )
+    changed = result["changed_cases"]
+    print(f"{len(changed)} case(s) changed")
+    for c in changed[:20]:
+        print(
+            f"  {c['test_case_key']} rep {c['repetition']}: "
+            f"{fmt(c['before']['overall_score'])} {c['before']['status']} → "
+            f"{fmt(c['after']['overall_score'])} {c['after']['status']}"
+        )
+
+
+def print_comparison(result: RunComparison) -> None:
+    """A readable comparison summary."""
+    agg = result.aggregate
+    verdict = "REGRESSION" if result.verdict.regression_detected else "no regression"
+    print(f"baseline {result.baseline_run_id} → candidate {result.candidate_run_id}: {verdict}")
+    for reason in result.verdict.reasons:
+        print(f"  - {reason}")
+    b, c = agg.baseline_metrics, agg.candidate_metrics
+    print_table(
+        [
+            ("pass_rate", b.pass_rate, c.pass_rate, agg.pass_rate_delta),
+            (
+                "avg_score",
+                b.weighted_metrics_score_pct,
+                c.weighted_metrics_score_pct,
+                agg.avg_score_delta,
+            ),
+            ("latency_avg_ms", b.latency_avg_ms, c.latency_avg_ms, agg.latency_avg_delta_ms),
+            ("cost_usd", b.total_cost_usd, c.total_cost_usd, agg.cost_delta_usd),
+        ],
+        ["", "baseline", "candidate", "delta"],
+    )
+    print(
+        f"cases: {agg.total_regressions} regression, {agg.total_improvements} improvement, "
+        f"{agg.total_unchanged} unchanged, {agg.total_errors} error"
+    )
+    _print_flips(result)
+    _print_comparison_statistics(result)
+    for w in result.warnings:
+        print(f"warning: {w}")
+
+
+def _print_flips(result: RunComparison) -> None:
+    changed = [
+        tc
+        for tc in result.test_case_comparisons
+        if tc.status in ("regression", "improvement", "error")
+    ]
+    if not changed:
+        return
+    # The flip behind each status: pass → fail, or the score move past case_score_delta.
+    print_table(
+        [
+            (
+                tc.status,
+                tc.test_case_key,
+                f"{outcome(tc.baseline_passed)} → {outcome(tc.candidate_passed)}",
+                f"{fmt(tc.baseline_score)} → {fmt(tc.candidate_score)}",
+                tc.score_delta,
+            )
+            for tc in changed
+        ],
+        ["", "test_case_key", "baseline → candidate", "score", "Δ score"],
+        fold=("test_case_key",),
+    )
+
+
+def _print_comparison_statistics(result: RunComparison) -> None:
+    stats = result.statistics
+    print(
+        f"statistics: McNemar p={fmt(stats.mcnemar.p_value, 4)} (b={stats.mcnemar.b}, "
+        f"c={stats.mcnemar.c}); mean Δ score {fmt(stats.score_delta_ci95.mean)} "
+        f"[{fmt(stats.score_delta_ci95.low)}, {fmt(stats.score_delta_ci95.high)}] → "
+        f"{stats.verdict}"
+    )
+    for n in result.named_scores:
+        ci = n.paired
+        print(
+            f"named score {n.name}: {fmt(n.baseline_mean, 4)} → {fmt(n.candidate_mean, 4)} "
+            f"(Δ {fmt(n.mean_delta, 4)}; paired Δ [{fmt(ci.low, 4)}, {fmt(ci.high, 4)}], "
+            f"n={ci.n}) → {n.verdict}"
+        )
+
+
+def print_grade(result: Grade) -> None:
+    """A scorecard."""
+    o = result.overall
+    cap = f" (capped from {fmt(o.score_before_cap, 4)})" if o.cap_applied else ""
+    print(
+        f"grade {o.grade}: overall {fmt(o.score, 4)}{cap}, min_score {fmt(o.min_score)} → "
+        + ("passed" if o.passed else "FAILED")
+    )
+    print(f"strategic score {fmt(o.strategic_score, 4)}")
+    for name, value in result.category_scores.items():
+        print(f"  {name:<18} {fmt(value, 4)}")
+    for m in result.mandatory_minimums:
+        data = m.model_dump()
+        print(
+            f"  mandatory {data.get('test_id')} ≥ {data.get('minimum')}: "
+            f"{data.get('status')} ({fmt(data.get('score'), 4)})"
+        )
+    for w in result.warnings[:10]:
+        print(f"warning: {w}")

@@ -1,0 +1,170 @@
+"""api/ has no import circle, counting imports inside functions; the CLI starts without the heavy
+libraries that only some commands need."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+API = ROOT / "api"
+
+Graph = dict[str, set[str]]
+
+
+def module_name(path: Path) -> str:
+    """`api/cli/runs.py` → `evaledger.api.cli.runs`; `api/cli/__init__.py` → `evaledger.api.cli`."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["evaledger", *parts])
+
+
+def api_sources() -> dict[str, tuple[str, bool]]:
+    """Every api/ module's name → (source, is a package)."""
+    return {
+        module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py")
+        for p in sorted(API.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def ancestors(name: str) -> list[str]:
+    """`a.b.c` → `["a", "a.b"]`: the packages whose `__init__` runs before `a.b.c` does."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def imports_of(source: str, module: str, is_package: bool, known: Iterable[str]) -> set[str]:
+    """The known modules `source` imports, at top level or inside functions.
+
+    `from pkg import sub` names the submodule when `pkg.sub` is a module. Importing `a.b.c` also
+    runs `a.b`'s `__init__` unless the importer lives inside `a.b` (its own packages are already
+    initialising), so those packages count as imported too.
+    """
+    modules = set(known)
+    package = module if is_package else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                prefix = ".".join(parts[: len(parts) - (node.level - 1)])
+                base = ".".join(x for x in (prefix, node.module) if x)
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    own = {module, *ancestors(module)}
+    found = {t for t in targets if t in modules}
+    found |= {a for t in found for a in ancestors(t) if a in modules and a not in own}
+    return found - {module}
+
+
+def import_graph(sources: Mapping[str, tuple[str, bool]]) -> Graph:
+    """Module → the modules it imports, among `sources`."""
+    return {
+        name: imports_of(source, name, is_package, sources)
+        for name, (source, is_package) in sources.items()
+    }
+
+
+def a_cycle(graph: Graph) -> list[str] | None:
+    """One import circle of the graph (first module repeated at the end), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+    on_path: set[str] = set()
+
+    def visit(node: str) -> list[str] | None:
+        path.append(node)
+        on_path.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in on_path:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in done:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        on_path.discard(node)
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        if start not in done:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_api_has_no_import_circle() -> None:
+    graph = import_graph(api_sources())
+    assert "evaledger.api.cli.runs" in graph["evaledger.api.cli"]
+    assert a_cycle(graph) is None, " → ".join(a_cycle(graph) or [])
+
+
+def test_the_routes_and_the_demo_do_not_import_the_cli() -> None:
+    graph = import_graph(api_sources())
+    for name, imported in graph.items():
+        if name.startswith(("evaledger.api.routes", "evaledger.api.demo", "evaledger.api.web")):
+            assert not {i for i in imported if i.startswith("evaledger.api.cli")}, name
+
+
+def test_the_checker_sees_a_circle_through_a_function_and_a_package() -> None:
+    # The no-circle test is only as good as this graph: a circle closed by a function-level
+    # import, or by a package `__init__` that imports its families, is found.
+    sources = {
+        "evaledger.api.cli": ("from evaledger.api.cli import serve\n", True),
+        "evaledger.api.cli.serve": ("def demo():\n    from evaledger.api import demo\n", False),
+        "evaledger.api.cli.output": ("import sys\n", False),
+        "evaledger.api.demo": (
+            textwrap.dedent(
+                """
+                def run():
+                    from evaledger.api.cli.output import emit_json
+                """
+            ),
+            True,
+        ),
+    }
+    graph = import_graph(sources)
+    assert graph["evaledger.api.demo"] == {"evaledger.api.cli.output", "evaledger.api.cli"}
+    assert graph["evaledger.api.cli.serve"] == {"evaledger.api.demo"}
+    # A family importing its own package's sibling does not import the package again.
+    sources["evaledger.api.cli.serve"] = ("from evaledger.api.cli.output import x\n", False)
+    assert import_graph(sources)["evaledger.api.cli.serve"] == {"evaledger.api.cli.output"}
+    sources["evaledger.api.cli.serve"] = (
+        "def demo():\n    from evaledger.api import demo\n",
+        False,
+    )
+    assert a_cycle(import_graph(sources)) == [
+        "evaledger.api.cli",
+        "evaledger.api.cli.serve",
+        "evaledger.api.demo",
+        "evaledger.api.cli",
+    ]
+    sources["evaledger.api.demo"] = ("from .. import cli\n", True)
+    assert "evaledger.api.cli" in import_graph(sources)["evaledger.api.demo"]
+
+
+HEAVY = ("fastapi", "uvicorn", "inspect_ai", "openai", "anthropic", "shtab")
+"""Libraries only some commands need: `serve`, `import` of Inspect logs, `judge`, `completion`."""
+
+
+def test_the_cli_starts_without_the_libraries_of_other_commands() -> None:
+    probe = (
+        "import sys\n"
+        "from evaledger.api.cli import build_parser\n"
+        "build_parser().parse_args(['runs'])\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "[]"
