@@ -86,7 +86,6 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     from evaledger.api.agreement import agreement_of
     from evaledger.api.console import (
         emit_json,
-        print_aggregate,
         print_comparison,
         print_grade,
         print_rescore,
@@ -126,33 +125,8 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
             }
         )
         return 0
-    print(f"evaledger demo — store: {services.location.url}")
-    for item in loaded:
-        what = (
-            f"imported {item['events']} events"
-            if item["events"]
-            else "already loaded, nothing written"
-        )
-        print(f"  run {item['run_key']} ({item['cases']} cases): {what}  id {item['run_id']}")
-    for key, aggregate in summaries.items():
-        print()
-        print_aggregate(aggregate.model_dump(mode="json"), f"summary of {key}:")
-    print()
-    example = judged["example"]
-    if judged["recorded"]:
-        print(
-            f"judging (evaledger judge {loaded[0]['run_key']} --judge replay:{REPLIES}): "
-            f"recorded {judged['recorded']} verdicts from recorded replies, offline"
-        )
-    else:
-        print("judging: the replay judge's verdicts are already recorded, nothing written")
-    print(
-        f"  one case, end to end (evaledger explain {example['case_id']}): transcript of "
-        f"{example['transcript_turns']} turns → prompt of {len(example['prompt'])} characters "
-        f"({example['template_id']}, {example['template_hash'][:12]}…) → reply of "
-        f"{len(example['raw_output'])} characters → {example['parse_status']}: "
-        + ", ".join(f"{k} {v}" for k, v in example["metric_scores"].items())
-    )
+    _print_loaded(services, loaded, summaries)
+    _print_judging(loaded, judged)
     print(f"agreement (evaledger agreement {loaded[0]['run_key']}): {', '.join(agreement.judges)}")
     print_table(
         [
@@ -171,3 +145,42 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     print("governance scorecard (evaledger grade governance-audit-2026-11-01):")
     print_grade(scorecard)
     return 0
+
+
+def _print_loaded(
+    services: Services, loaded: list[dict[str, Any]], summaries: dict[str, Any]
+) -> None:
+    """What the demo loaded, and the two customer-service runs' summaries."""
+    from evaledger.api.console import print_aggregate
+
+    print(f"evaledger demo — store: {services.location.url}")
+    for item in loaded:
+        what = (
+            f"imported {item['events']} events"
+            if item["events"]
+            else "already loaded, nothing written"
+        )
+        print(f"  run {item['run_key']} ({item['cases']} cases): {what}  id {item['run_id']}")
+    for key, aggregate in summaries.items():
+        print()
+        print_aggregate(aggregate.model_dump(mode="json"), f"summary of {key}:")
+    print()
+
+
+def _print_judging(loaded: list[dict[str, Any]], judged: dict[str, Any]) -> None:
+    """The replay judge's verdicts and one case traced from transcript to scores."""
+    example = judged["example"]
+    if judged["recorded"]:
+        print(
+            f"judging (evaledger judge {loaded[0]['run_key']} --judge replay:{REPLIES}): "
+            f"recorded {judged['recorded']} verdicts from recorded replies, offline"
+        )
+    else:
+        print("judging: the replay judge's verdicts are already recorded, nothing written")
+    print(
+        f"  one case, end to end (evaledger explain {example['case_id']}): transcript of "
+        f"{example['transcript_turns']} turns → prompt of {len(example['prompt'])} characters "
+        f"({example['template_id']}, {example['template_hash'][:12]}…) → reply of "
+        f"{len(example['raw_output'])} characters → {example['parse_status']}: "
+        + ", ".join(f"{k} {v}" for k, v in example["metric_scores"].items())
+    )
