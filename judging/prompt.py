@@ -332,11 +332,20 @@ def _outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
             f"expected_outcomes: expected {len(outcomes)} results, "
             f"got {len(value) if isinstance(value, list) else 'none'}"
         )
-    by_statement = {item.get("statement"): item for item in value if isinstance(item, Mapping)}
+    # Every result of a repeated statement is kept: the k-th occurrence of a statement takes the
+    # judge's k-th result with that statement (one dict per statement would let a later passing
+    # duplicate overwrite a failing one). A judge that rephrased a statement is matched by
+    # position.
+    by_statement: dict[Any, list[Any]] = {}
+    for item in value:
+        if isinstance(item, Mapping):
+            by_statement.setdefault(item.get("statement"), []).append(item)
+    seen: dict[str, int] = {}
     results = []
     for i, statement in enumerate(outcomes):
-        # Matched by statement; a judge that rephrased it is matched by position.
-        item = by_statement.get(statement, value[i])
+        occurrence = seen[statement] = seen.get(statement, -1) + 1
+        matching = by_statement.get(statement, [])
+        item = matching[occurrence] if occurrence < len(matching) else value[i]
         passed = item.get("passed") if isinstance(item, Mapping) else None
         if not isinstance(passed, bool):
             raise _BlockError(f"expected_outcomes[{i}]: passed {passed!r} is not true or false")
