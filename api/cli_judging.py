@@ -10,7 +10,14 @@ from uuid import UUID
 from evaledger.api.bootstrap import Services
 from evaledger.domain.ledger import Context
 from evaledger.projections.votes import agreement_report
-from evaledger.scoring.agreement import AgreementReport, MeasureAgreement
+from evaledger.scoring.agreement import (
+    FEW_ITEMS,
+    MIN_ITEMS,
+    AgreementReport,
+    MeasureAgreement,
+    Reliability,
+    shown,
+)
 
 if TYPE_CHECKING:
     from evaledger.judging.runner import JudgeOptions, JudgeReport
@@ -119,6 +126,23 @@ def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
     return agreement_report(services.engine, run_id, spec, services.reads.facts(run_id))
 
 
+def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
+    """The warnings under the agreement table: which figures are missing or rest on few items."""
+    notes = []
+    missing = [m.measure for m in measures if m.reliability is Reliability.INSUFFICIENT_DATA]
+    few = [m.measure for m in measures if m.reliability is Reliability.FEW_ITEMS]
+    if missing:
+        notes.append(
+            f"insufficient data (fewer than {MIN_ITEMS} items rated by two judges): "
+            + ", ".join(missing)
+        )
+    if few:
+        notes.append(
+            f"warning: fewer than {FEW_ITEMS} items, read the 95% interval: " + ", ".join(few)
+        )
+    return notes
+
+
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
     from evaledger.api.cli import emit_json, print_table, resolve_run
@@ -133,12 +157,21 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
         print(f"self-judged (the agent's own vendor): {', '.join(report.self_judged)}")
 
     def row(m: MeasureAgreement) -> tuple[Any, ...]:
-        return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
+        return (
+            m.measure,
+            len(m.raters),
+            m.items,
+            shown(m.krippendorff_alpha, m.reliability, m.alpha_interval),
+            shown(m.cohen_kappa, m.reliability, m.kappa_interval) if len(m.raters) == 2 else None,
+        )
 
+    measures = [*report.metrics, report.case_passed]
     print_table(
-        [*(row(m) for m in report.metrics), row(report.case_passed)],
-        ["measure", "judges", "items", "alpha (ordinal)", "kappa"],
+        [row(m) for m in measures],
+        ["measure", "judges", "n", "alpha (ordinal) [95% CI]", "kappa [95% CI]"],
     )
+    for note in agreement_notes(measures):
+        print(note)
     if report.human:
         print("judge vs human (overrides):")
         print_table(
