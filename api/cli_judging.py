@@ -1,4 +1,8 @@
-"""`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts."""
+"""`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts.
+
+`judge` exits 0 only when every planned case got a parsed verdict, 1 when a verdict is an error or
+the budget stopped the pass, 3 when no call reached the provider, 2 on bad input (issue 22).
+"""
 
 from __future__ import annotations
 
@@ -24,9 +28,13 @@ if TYPE_CHECKING:
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
-    """The judging options of the command line."""
+    """The judging options of the command line (a --rubric file is read here)."""
+    from pathlib import Path
+
+    from evaledger.judging.rubric import load_rubrics
     from evaledger.judging.runner import JudgeOptions
 
+    rubrics = tuple(load_rubrics(Path(args.rubric)).values()) if args.rubric else ()
     return JudgeOptions(
         judges=tuple(args.judge),
         metrics=tuple(args.metric),
@@ -39,6 +47,9 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
         timeout_s=args.timeout,
         max_retries=args.max_retries,
         claims=args.claims,
+        retry_errors=args.retry_errors,
+        max_cost_usd=args.max_cost,
+        rubrics=rubrics,
     )
 
 
@@ -74,10 +85,12 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     planned = plan(services.ledger, run_id, options_from(args), environment())
     if args.dry_run:
         report = run_plan(services.ledger, planned, Context(actor=args.actor))
+        prompts = dry_run_prompts(planned)
         if args.json:
-            emit_json({**report.as_json(), "prompts": dry_run_prompts(planned)})
+            emit_json({**report.as_json(), "prompts": prompts})
         else:
             print_report(report)
+            print_planned_calls(prompts)
         return 0
     bar = _Bar(len(planned.cases))
     try:
@@ -88,7 +101,19 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
         emit_json(report.as_json())
     else:
         print_report(report)
-    return 0
+    return report.exit_code()
+
+
+def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
+    """One line per planned case of a dry run: its estimated tokens and cost."""
+    for p in prompts[:50]:
+        e = p["estimate"]
+        print(
+            f"  would judge {p['test_case_key']}#{p['repetition']}: ~{e['prompt_tokens']} in / "
+            f"~{e['completion_tokens']} out tokens, ~${e['cost_usd']:.4f} (estimate)"
+        )
+    if len(prompts) > 50:
+        print(f"  … and {len(prompts) - 50} more")
 
 
 def print_report(report: JudgeReport) -> None:
@@ -100,6 +125,13 @@ def print_report(report: JudgeReport) -> None:
         + (" [self-judged]" if report.self_judged else "")
     )
     if report.dry_run:
+        if report.estimate is not None:
+            e = report.estimate
+            unpriced = f" (+{e.unpriced_calls} calls without a price)" if e.unpriced_calls else ""
+            print(
+                f"estimate: ~{e.prompt_tokens} input / ~{e.completion_tokens} output tokens, "
+                f"~${e.cost_usd:.4f}{unpriced} — an estimate, not a measurement"
+            )
         return
     cost = f"${report.cost_usd:.4f}"
     if report.unpriced_calls:
@@ -113,10 +145,27 @@ def print_report(report: JudgeReport) -> None:
         f"{what} {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
         f"tokens {report.prompt_tokens} in / {report.completion_tokens} out; cost {cost}"
     )
+    if report.errors:
+        kinds = ", ".join(
+            f"{n} {kind.replace('_', ' ')}" for kind, n in report.error_counts().items() if n
+        )
+        print(f"errors by kind: {kinds}")
     for f in report.failures[:20]:
         print(f"  failed: {f.test_case_key} ({f.judge}): {f.error}")
     if len(report.failures) > 20:
         print(f"  … and {len(report.failures) - 20} more")
+    if report.rate_limit_waits:
+        print(f"rate limited {report.rate_limit_waits} times: waited out (Retry-After)")
+    if report.budget_stopped:
+        print(
+            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): "
+            f"{report.calls_not_made} calls not made; what was judged stays judged"
+        )
+    code = report.exit_code()
+    if code == 3:
+        print(f"no call reached the provider ({report.attempted_calls} attempted): exit 3")
+    elif code == 1:
+        print("not every planned case got a parsed verdict: exit 1 (retry with --retry-errors)")
 
 
 def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
@@ -216,8 +265,29 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="full mode: every keyed provider of a distinct vendor judges (at least two)",
     )
     p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="only cases whose counted verdict is an error (new verdicts added, old ones kept)",
+    )
+    p.add_argument(
+        "--rubric",
+        metavar="FILE",
+        help="judge rubrics as data (JSON or YAML, format evaledger.rubric/1): criteria, steps, "
+        "scale (binary, 0-5, 1-5, 0-10, categorical with a mapping), examples, reply format",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop before the pass's cost would exceed USD (what was judged stays; exit 1)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="calls in flight (default 4)")
-    p.add_argument("--dry-run", action="store_true", help="plan and render; call nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and render with estimated tokens and cost; call nothing",
+    )
     p.add_argument(
         "--allow-self-judge",
         action="store_true",
