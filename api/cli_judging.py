@@ -235,13 +235,30 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add `judge` and `agreement` to the CLI's subcommands."""
+    _register_judge(sub, common)
+    p = sub.add_parser(
+        "agreement",
+        parents=[common],
+        help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
+        description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
+        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden; "
+        "bootstrap 95% intervals and n; under 10 items: insufficient data.",
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_agreement)
+
+
+def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "judge",
         parents=[common],
         help="judge a run's transcripts with LLM judges (verdicts are added, never replaced)",
         description="Judge every case with a transcript; each judge call is recorded as a "
         "verdict with its prompt and raw reply. Keys come from OPENAI_API_KEY / "
-        "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL).",
+        "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL). Exit 0: every "
+        "planned case got a parsed verdict; 1: an error verdict or the budget stopped it; 3: no "
+        "call reached the provider.",
     )
     p.add_argument("run", metavar="RUN")
     p.add_argument(
@@ -306,14 +323,3 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_judge)
-
-    p = sub.add_parser(
-        "agreement",
-        parents=[common],
-        help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
-        description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
-        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden.",
-    )
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_agreement)

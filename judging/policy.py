@@ -8,7 +8,7 @@ its cases that is. Pure functions over case scores and the spec's policy: the CL
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from evaledger.domain.spec import JudgeErrorPolicy
@@ -44,7 +44,23 @@ def judge_error_note(count: int, policy: JudgeErrorPolicy) -> JudgeErrorNote | N
 
 
 def run_judge_error_note(
-    scores: Iterable[_Scored], policy: JudgeErrorPolicy
+    scores: Iterable[_Scored | Mapping[str, Any]], policy: JudgeErrorPolicy
 ) -> JudgeErrorNote | None:
-    """The note of a run from its case scores (`CaseScore`s or rows with `judge_error`)."""
-    return judge_error_note(sum(1 for s in scores if s.judge_error), policy)
+    """The note of a run from all its case scores.
+
+    `CaseScore`s, rows with `judge_error`, or the decoded JSON of `case_score_objects`.
+    """
+    count = sum(
+        1
+        for s in scores
+        if (s.get("judge_error", False) if isinstance(s, Mapping) else s.judge_error)
+    )
+    return judge_error_note(count, policy)
+
+
+def judge_error_policy_json(
+    scores: Iterable[_Scored | Mapping[str, Any]], policy: JudgeErrorPolicy
+) -> dict[str, Any] | None:
+    """`judge_error_policy` of a show / compare JSON payload: count, policy, sentence; or null."""
+    note = run_judge_error_note(scores, policy)
+    return None if note is None else note.as_json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -181,3 +182,40 @@ def test_the_error_policy_is_said_beside_the_figures(
             assert "2 judge errors counted as 0 (judge_errors: score_zero)" in page.text
     finally:
         services.close()
+
+
+def test_agreement_over_two_items_says_insufficient_data(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    code, _, err = run_cli(capsys, sqlite_url, "judge", run_id, "--panel")
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, sqlite_url, "agreement", run_id)
+    assert code == 0
+    assert "alpha (ordinal) [95% CI]" in out and "insufficient data" in out
+    assert "insufficient data (fewer than 10 items rated by two judges): tool_routing" in out
+    code, out, _ = run_cli(capsys, sqlite_url, "agreement", run_id, "--json")
+    measure = orjson.loads(out)["case_passed"]
+    assert (measure["items"], measure["reliability"], measure["alpha_interval"]) == (
+        2,
+        "insufficient_data",
+        None,
+    )
+
+
+def test_the_policy_payload_counts_every_shape_of_case_score() -> None:
+    from types import SimpleNamespace
+
+    from evaledger.judging.policy import judge_error_policy_json
+
+    rows: list[Any] = [
+        {"judge_error": True},
+        {"judge_error": False},
+        SimpleNamespace(judge_error=True),
+    ]
+    assert judge_error_policy_json(rows, JudgeErrorPolicy.SCORE_ZERO) == {
+        "judge_errors": 2,
+        "policy": "score_zero",
+        "note": "2 judge errors counted as 0 (judge_errors: score_zero)",
+    }
+    assert judge_error_policy_json([{}], JudgeErrorPolicy.SCORE_ZERO) is None
