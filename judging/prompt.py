@@ -225,6 +225,19 @@ def output_schema(metrics: Sequence[MetricDefinition], with_outcomes: bool) -> d
     }
 
 
+def render_user(case: CaseToJudge, metrics: Sequence[MetricDefinition]) -> str:
+    """The user message: the case's context, its expected outcomes and the transcript."""
+    return _USER.render(
+        case_name=case.test_case.name or case.test_case.key,
+        outcomes=tuple(o.statement for o in case.test_case.expected_outcomes),
+        system_prompt=case.agent.system_prompt,
+        tools=_tools_json(case.agent),
+        override=case.test_case.evaluation_criteria_override,
+        transcript=transcript_lines(case.turns),
+        metric_ids=", ".join(m.name for m in metrics),
+    )
+
+
 def render(case: CaseToJudge, metrics: Sequence[MetricDefinition]) -> RenderedPrompt:
     """The system and user messages for one case and a metric selection (catalogue order kept)."""
     outcomes = tuple(o.statement for o in case.test_case.expected_outcomes)
@@ -245,18 +258,9 @@ def render(case: CaseToJudge, metrics: Sequence[MetricDefinition]) -> RenderedPr
         outcomes=bool(outcomes),
         example=orjson.dumps(example, option=orjson.OPT_INDENT_2).decode(),
     )
-    user = _USER.render(
-        case_name=case.test_case.name or case.test_case.key,
-        outcomes=outcomes,
-        system_prompt=case.agent.system_prompt,
-        tools=_tools_json(case.agent),
-        override=case.test_case.evaluation_criteria_override,
-        transcript=transcript_lines(case.turns),
-        metric_ids=", ".join(m.name for m in metrics),
-    )
     return RenderedPrompt(
         system=system,
-        user=user,
+        user=render_user(case, metrics),
         schema=output_schema(metrics, bool(outcomes)),
         metrics=tuple(metrics),
         outcomes=outcomes,
@@ -277,29 +281,29 @@ class ParsedReply:
     error: str | None = None
 
 
-class _BlockError(ValueError):
+class BlockError(ValueError):
     """A metric block is missing or invalid."""
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
-def _score(value: Any, metric: str) -> int:
-    # Judge scores are truncated to int and clamped to 0..5; a bool is not a score.
+def parse_score(value: Any, metric: str, low: int = 0, high: int = MAX_SCORE) -> int:
+    """A judge's score truncated to int and clamped to low..high (§3.1); a bool is no score."""
     if isinstance(value, bool) or value is None:
-        raise _BlockError(f"metric {metric}: score {value!r} is not a number")
+        raise BlockError(f"metric {metric}: score {value!r} is not a number")
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise _BlockError(f"metric {metric}: score {value!r} is not a number") from None
+            raise BlockError(f"metric {metric}: score {value!r} is not a number") from None
     if not isinstance(value, int | float) or not math.isfinite(value):
-        raise _BlockError(f"metric {metric}: score {value!r} is not a number")
-    return max(0, min(MAX_SCORE, int(value)))
+        raise BlockError(f"metric {metric}: score {value!r} is not a number")
+    return max(low, min(high, int(value)))
 
 
-def _turns(value: Any, turn_count: int) -> list[int]:
-    # Turn indices outside the transcript (a judge miscounting) are dropped, not fatal.
+def parse_turns(value: Any, turn_count: int) -> list[int]:
+    """The valid turn indices, sorted; ones outside the transcript (miscounted) are dropped."""
     if not isinstance(value, list):
         return []
     return sorted(
@@ -307,39 +311,54 @@ def _turns(value: Any, turn_count: int) -> list[int]:
     )
 
 
-def _metric(block: Any, m: MetricDefinition, turn_count: int) -> MetricScore:
-    if not isinstance(block, Mapping):
-        raise _BlockError(f"missing metric block {m.name}")
+def block_fields(block: Mapping[str, Any], metric: str, turn_count: int) -> dict[str, Any]:
+    """A metric block's fields besides its value: justification, failure code, turns (§3.1)."""
     code = block.get("failure_code")
     justification = block.get("justification")
-    common: dict[str, Any] = {
-        "metric": m.name,
+    return {
+        "metric": metric,
         "justification": justification if isinstance(justification, str) else None,
         "failure_code": code if isinstance(code, str) and code.strip() else None,
-        "turns": _turns(block.get("turns"), turn_count),
+        "turns": parse_turns(block.get("turns"), turn_count),
     }
+
+
+def _metric(block: Any, m: MetricDefinition, turn_count: int) -> MetricScore:
+    if not isinstance(block, Mapping):
+        raise BlockError(f"missing metric block {m.name}")
+    common = block_fields(block, m.name, turn_count)
     if m.score_type is ScoreType.BINARY:
         passed = block.get("passed")
         if not isinstance(passed, bool):
-            raise _BlockError(f"metric {m.name}: passed {passed!r} is not true or false")
+            raise BlockError(f"metric {m.name}: passed {passed!r} is not true or false")
         return MetricScore(passed=passed, **common)
-    return MetricScore(score=_score(block.get("score"), m.name), **common)
+    return MetricScore(score=parse_score(block.get("score"), m.name), **common)
 
 
-def _outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
+def parse_outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
+    """One result per expected outcome, in order; a missing or invalid one is a BlockError."""
     if not isinstance(value, list) or len(value) != len(outcomes):
-        raise _BlockError(
+        raise BlockError(
             f"expected_outcomes: expected {len(outcomes)} results, "
             f"got {len(value) if isinstance(value, list) else 'none'}"
         )
-    by_statement = {item.get("statement"): item for item in value if isinstance(item, Mapping)}
+    # Every result of a repeated statement is kept: the k-th occurrence of a statement takes the
+    # judge's k-th result with that statement (one dict per statement would let a later passing
+    # duplicate overwrite a failing one). A judge that rephrased a statement is matched by
+    # position.
+    by_statement: dict[Any, list[Any]] = {}
+    for item in value:
+        if isinstance(item, Mapping):
+            by_statement.setdefault(item.get("statement"), []).append(item)
+    seen: dict[str, int] = {}
     results = []
     for i, statement in enumerate(outcomes):
-        # Matched by statement; a judge that rephrased it is matched by position.
-        item = by_statement.get(statement, value[i])
+        occurrence = seen[statement] = seen.get(statement, -1) + 1
+        matching = by_statement.get(statement, [])
+        item = matching[occurrence] if occurrence < len(matching) else value[i]
         passed = item.get("passed") if isinstance(item, Mapping) else None
         if not isinstance(passed, bool):
-            raise _BlockError(f"expected_outcomes[{i}]: passed {passed!r} is not true or false")
+            raise BlockError(f"expected_outcomes[{i}]: passed {passed!r} is not true or false")
         justification = item.get("justification") if isinstance(item, Mapping) else None
         results.append(
             OutcomeResult(
@@ -368,8 +387,10 @@ def parse_reply(raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedRepl
     try:
         scores = [_metric(data.get(m.name), m, turn_count) for m in prompt.metrics]
         outcomes = (
-            _outcomes(data.get("expected_outcomes"), prompt.outcomes) if prompt.outcomes else []
+            parse_outcomes(data.get("expected_outcomes"), prompt.outcomes)
+            if prompt.outcomes
+            else []
         )
-    except _BlockError as e:
+    except BlockError as e:
         return ParsedReply(ParseStatus.MISSING_METRICS, error=str(e))
     return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)

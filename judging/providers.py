@@ -98,7 +98,54 @@ class Completion:
 
 
 class ProviderError(Exception):
-    """The call failed after the SDK's retries (timeout, 429, 5xx, connection): an error verdict."""
+    """The call failed after the SDK's retries (timeout, 429, 5xx, connection): an error verdict.
+
+    `timed_out`: no answer within the timeout; `reached`: the provider answered over HTTP (a
+    5xx did, a refused connection or a timeout did not).
+    """
+
+    def __init__(self, message: str, *, reached: bool = True, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.reached = reached
+        self.timed_out = timed_out
+
+
+class RateLimitedError(ProviderError):
+    """HTTP 429 after the SDK's own retries: the runner waits `retry_after_s` and asks again."""
+
+    def __init__(self, message: str, retry_after_s: float | None) -> None:
+        super().__init__(message, reached=True)
+        self.retry_after_s = retry_after_s
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a 429 asks to wait: `retry-after-ms`, else `retry-after` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_error(status: int, message: str, headers: Mapping[str, str]) -> ProviderError:
+    if status == 429:
+        return RateLimitedError(f"HTTP 429: {_message(message)}", retry_after(headers))
+    return ProviderError(f"HTTP {status}: {_message(message)}")
 
 
 class ProviderRefusedError(EvaledgerError):
@@ -192,9 +239,11 @@ class OpenAIJudge:
         except openai.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
+            raise _status_error(e.status_code, e.message, e.response.headers) from None
         except openai.APITimeoutError:
-            raise ProviderError("timed out") from None
+            raise ProviderError("timed out", reached=False, timed_out=True) from None
+        except openai.APIConnectionError as e:
+            raise ProviderError(e.message, reached=False) from None
         except openai.APIError as e:
             raise ProviderError(e.message) from None
         message = response.choices[0].message if response.choices else None
@@ -253,9 +302,11 @@ class AnthropicJudge:
         except anthropic.APIStatusError as e:
             if e.status_code in (400, 401, 403, 404, 422):
                 raise _refused(self.ref, e.status_code, e.message) from None
-            raise ProviderError(f"HTTP {e.status_code}: {_message(e.message)}") from None
+            raise _status_error(e.status_code, e.message, e.response.headers) from None
         except anthropic.APITimeoutError:
-            raise ProviderError("timed out") from None
+            raise ProviderError("timed out", reached=False, timed_out=True) from None
+        except anthropic.APIConnectionError as e:
+            raise ProviderError(e.message, reached=False) from None
         except anthropic.APIError as e:
             raise ProviderError(e.message) from None
         text = "".join(getattr(block, "text", "") for block in response.content)

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from evaledger.domain.errors import ValidationError
@@ -26,14 +26,17 @@ from evaledger.domain.events import (
     VerdictInvalidated,
 )
 from evaledger.domain.ledger import Context, Ledger
-from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.metrics import MetricDefinition, ScoreType
+from evaledger.judging.budget import Budget, estimate_tokens
 from evaledger.judging.claims import MODES, answer_lines, parse_claims, render_claims
-from evaledger.judging.prompt import CaseToJudge, RenderedPrompt, parse_reply, render
+from evaledger.judging.prompt import CaseToJudge, ParsedReply, RenderedPrompt, parse_reply, render
 from evaledger.judging.providers import (
+    Completion,
     JudgeRef,
     Provider,
     ProviderError,
     ProviderRefusedError,
+    RateLimitedError,
     ReplayJudge,
     cost_usd,
     default_judges,
@@ -41,9 +44,23 @@ from evaledger.judging.providers import (
     make_provider,
     vendor_of,
 )
+from evaledger.judging.report import Estimate, Failure, FailureKind, JudgeReport
+from evaledger.judging.rubric import (
+    JudgeRubric,
+    check_rubric,
+    parse_rubric_reply,
+    render_with_rubrics,
+    rubric_of,
+)
+
+__all__ = ["JudgeOptions", "JudgeReport", "Plan", "dry_run_prompts", "plan", "run_plan"]
 
 DEFAULT_TEMPERATURE = 0.2
 DEFAULT_MAX_TOKENS = 4096
+RATE_LIMIT_PATIENCE_S = 900.0
+"""Longest total wait for one call's rate limits (429 with Retry-After) before it is an error."""
+RATE_LIMIT_BACKOFF_S = 30.0
+"""Longest wait between two asks when a 429 names no Retry-After (doubling from 1 s)."""
 
 Progress = Callable[[int, int], None]
 
@@ -66,6 +83,12 @@ class JudgeOptions:
     max_retries: int = 3
     claims: str | None = None
     """`grounding` or `attribution`: check claims (ClaimsVerified) instead of scoring metrics."""
+    retry_errors: bool = False
+    """Only cases whose counted verdict is an error (new verdicts are added, old ones kept)."""
+    max_cost_usd: float | None = None
+    """Stop before the pass's cost would exceed this (estimated per call, actual once made)."""
+    rubrics: tuple[JudgeRubric, ...] = ()
+    """Judge these metrics by these rubrics (a registered metric may carry its own)."""
 
 
 @dataclass(frozen=True)
@@ -91,78 +114,26 @@ class Plan:
     params: dict[str, Any]
     prices: dict[str, tuple[float, float]]
     options: JudgeOptions
+    rubrics: dict[str, JudgeRubric] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
         """Judge calls the pass makes."""
         return len(self.cases) * len(self.judges)
 
+    def prompt_of(self, case: PlannedCase) -> RenderedPrompt:
+        """The prompt of one case: a claim check, the rubric template or Connexity's."""
+        if self.options.claims:
+            return render_claims(case.subject, self.options.claims)
+        if self.rubrics:
+            return render_with_rubrics(case.subject, self.metrics, self.rubrics)
+        return render(case.subject, self.metrics)
 
-@dataclass
-class Failure:
-    """One failed judge call (its error verdict is recorded)."""
-
-    case_id: UUID
-    test_case_key: str
-    judge: str
-    error: str
-
-
-@dataclass
-class JudgeReport:
-    """What a judging pass did."""
-
-    run_id: UUID
-    judges: list[str]
-    metrics: list[str]
-    cases: int
-    skipped: int
-    calls: int
-    dry_run: bool
-    self_judged: bool
-    claim_mode: str | None = None
-    verdicts: int = 0
-    parsed: int = 0
-    errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    unpriced_calls: int = 0
-    position: int = 0
-    claims: int = 0
-    failures: list[Failure] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        """The report as plain JSON values."""
-        return {
-            "run_id": str(self.run_id),
-            "judges": self.judges,
-            "metrics": self.metrics,
-            "cases": self.cases,
-            "skipped": self.skipped,
-            "calls": self.calls,
-            "dry_run": self.dry_run,
-            "self_judged": self.self_judged,
-            "verdicts": self.verdicts,
-            "parsed": self.parsed,
-            "errors": self.errors,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
-            "unpriced_calls": self.unpriced_calls,
-            "claims": self.claims,
-            "claim_mode": self.claim_mode,
-            "position": self.position,
-            "failures": [
-                {
-                    "case_id": str(f.case_id),
-                    "test_case_key": f.test_case_key,
-                    "judge": f.judge,
-                    "error": f.error,
-                }
-                for f in self.failures
-            ],
-        }
+    def parse(self, raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedReply:
+        """Parse a metric reply under the template it answered."""
+        if self.rubrics:
+            return parse_rubric_reply(raw, prompt, self.rubrics, turn_count)
+        return parse_reply(raw, prompt, turn_count)
 
 
 def _pair(
@@ -211,13 +182,8 @@ def _pair(
     return refs
 
 
-def plan(
-    ledger: Ledger,
-    run_id: UUID,
-    options: JudgeOptions,
-    env: Mapping[str, str],
-) -> Plan:
-    """Validate a judging pass; raises ValidationError / NotFoundError before anything happens."""
+def _check_options(options: JudgeOptions) -> None:
+    """Refuse bad numbers and modes before anything is read or called."""
     if options.concurrency < 1:
         raise ValidationError(
             f"concurrency: must be at least 1, got {options.concurrency}", field="concurrency"
@@ -232,10 +198,17 @@ def plan(
         raise ValidationError("max_retries: must be between 0 and 10", field="max_retries")
     if options.temperature is not None and not 0 <= options.temperature <= 2:
         raise ValidationError("temperature: must be between 0 and 2", field="temperature")
-    run = ledger.get_run(run_id)
-    created = run.created
-    catalogue = ledger.catalogue(created.project)
-    metric_ids = options.metrics or tuple(m.metric for m in created.spec.metrics)
+    if options.max_cost_usd is not None and not options.max_cost_usd > 0:
+        raise ValidationError("max_cost: must be more than 0 USD", field="max_cost")
+    if options.claims is not None and options.rubrics:
+        raise ValidationError("rubric: a claim check takes no metric rubric", field="rubric")
+
+
+def _metrics(
+    options: JudgeOptions, catalogue: Mapping[str, MetricDefinition], spec_metrics: Sequence[str]
+) -> tuple[tuple[MetricDefinition, ...], dict[str, JudgeRubric]]:
+    """The metrics to score and their rubrics: the given ones, else those their metric carries."""
+    metric_ids = options.metrics or tuple(spec_metrics)
     unknown = [m for m in metric_ids if m not in catalogue]
     if unknown:
         raise ValidationError(
@@ -244,18 +217,36 @@ def plan(
         )
     if len(set(metric_ids)) != len(metric_ids):
         raise ValidationError("metric: a metric is selected twice", field="metric")
-    agent_vendor = vendor_of(created.agent.provider, created.agent.model)
-    judge_cfg = created.config.judge
-    configured = (
-        JudgeRef(judge_cfg.provider, judge_cfg.model)
-        if judge_cfg.provider in ("openai", "anthropic") and judge_cfg.model
-        else None
-    )
-    refs = _pair(options, agent_vendor, configured, env)
+    metrics = tuple(catalogue[m] for m in metric_ids)
+    rubrics: dict[str, JudgeRubric] = {}
+    for m in metrics:
+        carried = rubric_of(m)
+        if carried is not None:
+            rubrics[m.name] = carried
+    for r in options.rubrics:
+        if r.metric not in metric_ids:
+            raise ValidationError(
+                f"rubric: metric {r.metric!r} is not judged in this pass "
+                f"(judged: {', '.join(metric_ids)})",
+                field="rubric",
+            )
+        rubrics[r.metric] = r
+    for m in metrics:
+        if m.name in rubrics:
+            check_rubric(m, rubrics[m.name])
+    return metrics, rubrics
+
+
+def _judges(
+    options: JudgeOptions,
+    refs: Sequence[JudgeRef],
+    env: Mapping[str, str],
+    agent_vendor: str | None,
+) -> tuple[list[Provider], bool]:
+    """The providers of the judges, checked for distinct vendors and self-judging."""
     if options.claims is not None and len(refs) > 1:
         # Claims of several judges would be summed as hallucinations: one checker per pass.
         raise ValidationError("claims: a claim check takes one judge, not a panel", field="judge")
-    prices = load_prices(env)
     judges = [make_provider(r, env, options.timeout_s, options.max_retries) for r in refs]
     vendors = [j.vendor for j in judges]
     if len(judges) > 1 and len(set(vendors)) != len(vendors):
@@ -271,8 +262,51 @@ def plan(
             f"the agent's vendor ({agent_vendor}); self-judging needs --allow-self-judge",
             field="judge",
         )
-    done_by = ClaimsVerified if options.claims else JudgeVerdictRecorded
-    cases, skipped = _cases(ledger, run.case_ids, created.agent, options.missing_only, done_by)
+    return judges, self_judged
+
+
+def plan(
+    ledger: Ledger,
+    run_id: UUID,
+    options: JudgeOptions,
+    env: Mapping[str, str],
+) -> Plan:
+    """Validate a judging pass; raises ValidationError / NotFoundError before anything happens."""
+    _check_options(options)
+    run = ledger.get_run(run_id)
+    created = run.created
+    metrics, rubrics = _metrics(
+        options, ledger.catalogue(created.project), [m.metric for m in created.spec.metrics]
+    )
+    agent_vendor = vendor_of(created.agent.provider, created.agent.model)
+    judge_cfg = created.config.judge
+    configured = (
+        JudgeRef(judge_cfg.provider, judge_cfg.model)
+        if judge_cfg.provider in ("openai", "anthropic") and judge_cfg.model
+        else None
+    )
+    refs = _pair(options, agent_vendor, configured, env)
+    prices = load_prices(env)
+    if options.max_cost_usd is not None:
+        unpriced = [
+            r.label
+            for r in refs
+            if r.provider != "replay" and cost_usd(prices, r.model, 0, 0) is None
+        ]
+        if unpriced:
+            raise ValidationError(
+                f"max_cost: {', '.join(unpriced)} has no price, so no budget can be held; "
+                "add it to the file named by EVALEDGER_JUDGE_PRICES",
+                field="max_cost",
+            )
+    judges, self_judged = _judges(options, refs, env, agent_vendor)
+    selection = _Selection(
+        missing_only=options.missing_only,
+        retry_errors=options.retry_errors,
+        done_by=ClaimsVerified if options.claims else JudgeVerdictRecorded,
+        metrics=metrics,
+    )
+    cases, skipped = _cases(ledger, run.case_ids, created.agent, selection)
     # The flag, else the run config's judge temperature, else Connexity's 0.2.
     temperature = next(
         t
@@ -283,23 +317,70 @@ def plan(
         run_id=run_id,
         judges=judges,
         self_judged=self_judged,
-        metrics=tuple(catalogue[m] for m in metric_ids),
+        metrics=metrics,
         cases=cases,
         skipped=skipped,
         params={"temperature": temperature, "max_tokens": options.max_tokens},
         prices=prices,
         options=options,
+        rubrics=rubrics,
     )
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """Which cases with a transcript a pass judges."""
+
+    missing_only: bool
+    retry_errors: bool
+    done_by: type[JudgeVerdictRecorded | ClaimsVerified]
+    metrics: tuple[MetricDefinition, ...]
+
+    def wants(self, events: Sequence[Any]) -> bool:
+        """Whether a case is judged: all, or those the flags pick (both flags: either).
+
+        --missing-only: not judged yet; --retry-errors: its counted verdict is an error.
+        """
+        if not (self.missing_only or self.retry_errors):
+            return True
+        invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
+        active = [
+            e
+            for e in events
+            if isinstance(e, self.done_by)
+            and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
+        ]
+        if self.missing_only and not active:
+            return True
+        return self.retry_errors and bool(active) and not any(self._valid(e) for e in active)
+
+    def _valid(self, event: JudgeVerdictRecorded | ClaimsVerified) -> bool:
+        # The judge-error rule of scoring (DESIGN §3.1): an error, a reply that did not parse, or
+        # a metric of the pass without its score makes the verdict an error verdict; a case
+        # counts an error verdict only when none of its active verdicts is valid.
+        if event.error is not None:
+            return False
+        if isinstance(event, ClaimsVerified):
+            return True
+        if event.parse_status is not ParseStatus.PARSED:
+            return False
+        by_metric = {m.metric: m for m in event.metric_scores}
+        for metric in self.metrics:
+            found = by_metric.get(metric.name)
+            value = (
+                None
+                if found is None
+                else (found.passed if metric.score_type is ScoreType.BINARY else found.score)
+            )
+            if value is None:
+                return False
+        return True
+
+
 def _cases(
-    ledger: Ledger,
-    case_ids: Sequence[UUID],
-    agent: Any,
-    missing_only: bool,
-    done_by: type[JudgeVerdictRecorded | ClaimsVerified],
+    ledger: Ledger, case_ids: Sequence[UUID], agent: Any, selection: _Selection
 ) -> tuple[list[PlannedCase], int]:
-    """Cases with a transcript (with --missing-only: without a verdict / claim check yet)."""
+    """Cases with a transcript that the selection wants; the others are skipped."""
     planned: list[PlannedCase] = []
     skipped = 0
     for case_id in case_ids:
@@ -307,13 +388,7 @@ def _cases(
         opened = events[0]
         assert isinstance(opened, CaseOpened)
         transcript = next((e for e in events if isinstance(e, TranscriptRecorded)), None)
-        invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
-        done = any(
-            isinstance(e, done_by)
-            and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
-            for e in events
-        )
-        if transcript is None or not transcript.turns or (missing_only and done):
+        if transcript is None or not transcript.turns or not selection.wants(events):
             skipped += 1
             continue
         planned.append(
@@ -344,13 +419,66 @@ def _identity(judge: Provider, params: Mapping[str, Any], version: str | None) -
     )
 
 
+class _Asked(NamedTuple):
+    """A call's reply, or the error it ended in, and how many rate limits it waited out."""
+
+    reply: Completion | None
+    error: ProviderError | None
+    waits: int
+
+
+async def _ask(judge: Provider, prompt: RenderedPrompt, params: Mapping[str, Any]) -> _Asked:
+    """Ask a judge; a 429 is waited out (its Retry-After, else a doubling backoff), not failed."""
+    waited, waits, backoff = 0.0, 0, 1.0
+    while True:
+        try:
+            return _Asked(await judge.complete(prompt, params), None, waits)
+        except RateLimitedError as e:
+            delay = e.retry_after_s if e.retry_after_s is not None else backoff
+            backoff = min(backoff * 2, RATE_LIMIT_BACKOFF_S)
+            if waited + delay > RATE_LIMIT_PATIENCE_S:
+                return _Asked(None, e, waits)
+            waited += delay
+            waits += 1
+            await asyncio.sleep(delay)
+        except ProviderError as e:
+            return _Asked(None, e, waits)
+
+
+class Judged(NamedTuple):
+    """One judge call: the fields of its event and what became of the call."""
+
+    fields: dict[str, Any]
+    failure: FailureKind | None
+    """None when the reply parsed."""
+    attempted: bool
+    """A request was sent (a claim check of an empty answer sends none)."""
+    reached: bool
+    """The provider answered (any HTTP status)."""
+    waits: int = 0
+
+
+_PARSE_FAILURES = {
+    ParseStatus.UNPARSEABLE: FailureKind.UNPARSEABLE,
+    ParseStatus.MISSING_METRICS: FailureKind.MISSING_METRICS,
+}
+
+
+def _provider_failure(error: ProviderError) -> FailureKind:
+    return FailureKind.TIMEOUT if error.timed_out else FailureKind.PROVIDER_ERROR
+
+
+def _usage(reply: Completion) -> Usage:
+    return Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
+
+
 async def _judge_one(
     judge: Provider,
     case: PlannedCase,
     prompt: RenderedPrompt,
     plan_: Plan,
     panel_id: UUID | None,
-) -> dict[str, Any]:
+) -> Judged:
     """One judge call → the fields of its JudgeVerdictRecorded (an error verdict on failure)."""
     params = {**plan_.params, "case_key": case.key, "repetition": case.repetition}
     fields: dict[str, Any] = {
@@ -361,18 +489,20 @@ async def _judge_one(
         "panel_id": panel_id,
         "self_judged": plan_.self_judged and judge.vendor == _agent_vendor(case),
     }
-    try:
-        reply = await judge.complete(prompt, params)
-    except ProviderError as e:
-        return {
+    asked = await _ask(judge, prompt, params)
+    if asked.reply is None:
+        assert asked.error is not None
+        failed = {
             **fields,
             "judge": _identity(judge, plan_.params, None),
             "parse_status": ParseStatus.PROVIDER_ERROR,
-            "error": str(e),
+            "error": str(asked.error),
         }
-    parsed = parse_reply(reply.text, prompt, len(case.subject.turns))
-    cost = _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens)
-    return {
+        kind = _provider_failure(asked.error)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+    reply = asked.reply
+    parsed = plan_.parse(reply.text, prompt, len(case.subject.turns))
+    judged = {
         **fields,
         "judge": _identity(judge, plan_.params, reply.model_version),
         "raw_output": reply.text,
@@ -380,17 +510,16 @@ async def _judge_one(
         "metric_scores": parsed.metric_scores,
         "expected_outcomes": parsed.expected_outcomes,
         "latency_ms": reply.latency_ms,
-        "usage": Usage(
-            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
-        ),
-        "cost_usd": cost,
+        "usage": _usage(reply),
+        "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
         "error": parsed.error,
     }
+    return Judged(judged, _PARSE_FAILURES.get(parsed.status), True, True, asked.waits)
 
 
 async def _check_claims(
     judge: Provider, case: PlannedCase, prompt: RenderedPrompt, plan_: Plan
-) -> dict[str, Any]:
+) -> Judged:
     """One claim check → the fields of its ClaimsVerified (an error on failure, no claims)."""
     fields: dict[str, Any] = {
         "claims": [],
@@ -402,25 +531,29 @@ async def _check_claims(
     }
     if not answer_lines(case.subject.turns):
         # Nothing was answered: no call, an error the scores can count as 0 (DESIGN §10).
-        return {**fields, "error": "empty answer: the agent said nothing to check"}
+        empty = {**fields, "error": "empty answer: the agent said nothing to check"}
+        return Judged(empty, FailureKind.EMPTY_ANSWER, False, False)
     params = {**plan_.params, "case_key": case.key, "repetition": case.repetition}
-    try:
-        reply = await judge.complete(prompt, params)
-    except ProviderError as e:
-        return {**fields, "error": f"extraction error: {e}"}
+    asked = await _ask(judge, prompt, params)
+    if asked.reply is None:
+        assert asked.error is not None
+        failed = {**fields, "error": f"extraction error: {asked.error}"}
+        kind = _provider_failure(asked.error)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+    reply = asked.reply
     parsed = parse_claims(reply.text)
-    return {
+    checked = {
         **fields,
         "claims": parsed.claims,
         "judge": _identity(judge, plan_.params, reply.model_version),
         "raw_output": reply.text,
         "error": parsed.error,
         "latency_ms": reply.latency_ms,
-        "usage": Usage(
-            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
-        ),
+        "usage": _usage(reply),
         "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
     }
+    unparsed = None if parsed.error is None else FailureKind.UNPARSEABLE
+    return Judged(checked, unparsed, True, True, asked.waits)
 
 
 def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
@@ -429,57 +562,88 @@ def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> 
     return cost_usd(plan_.prices, judge.ref.model, prompt_tokens, completion)
 
 
+def _estimated_cost(plan_: Plan, judge: Provider, prompt: RenderedPrompt) -> float | None:
+    tokens = estimate_tokens(prompt, plan_.options.max_tokens)
+    return _cost(judge, plan_, tokens.prompt_tokens, tokens.completion_tokens)
+
+
 def _agent_vendor(case: PlannedCase) -> str | None:
     return vendor_of(case.subject.agent.provider, case.subject.agent.model)
+
+
+class _Pass:
+    """One judging pass in flight: concurrency, the budget, the refusal stop, the report."""
+
+    def __init__(
+        self, ledger: Ledger, plan_: Plan, ctx: Context, progress: Progress | None
+    ) -> None:
+        self.ledger, self.plan, self.ctx, self.progress = ledger, plan_, ctx, progress
+        self.report = _empty_report(plan_)
+        self.semaphore = asyncio.Semaphore(plan_.options.concurrency)
+        self.refused = asyncio.Event()
+        self.lock = asyncio.Lock()
+        limit = plan_.options.max_cost_usd
+        self.budget = None if limit is None else Budget(limit)
+        self.report.max_cost_usd = limit
+        self.done = 0
+
+    async def judge_case(self, case: PlannedCase) -> None:
+        """Every judge's vote on one case, concurrently; each is recorded, errors included."""
+        prompt = self.plan.prompt_of(case)
+        panel_id = uuid4() if len(self.plan.judges) > 1 else None
+        await asyncio.gather(*(self.vote(j, case, prompt, panel_id) for j in self.plan.judges))
+        async with self.lock:
+            self.done += 1
+            if self.progress is not None:
+                self.progress(self.done, len(self.plan.cases))
+
+    async def vote(
+        self, judge: Provider, case: PlannedCase, prompt: RenderedPrompt, panel_id: UUID | None
+    ) -> None:
+        """One call within the concurrency limit and the budget, then its event."""
+        async with self.semaphore:
+            if self.refused.is_set():
+                return
+            estimate = 0.0
+            if self.budget is not None:
+                estimate = _estimated_cost(self.plan, judge, prompt) or 0.0
+                if not await self.budget.reserve(estimate):
+                    async with self.lock:
+                        self.report.budget_stopped = True
+                        self.report.calls_not_made += 1
+                    return
+            actual: float | None = 0.0
+            try:
+                if self.plan.options.claims:
+                    judged = await _check_claims(judge, case, prompt, self.plan)
+                else:
+                    judged = await _judge_one(judge, case, prompt, self.plan, panel_id)
+                actual = judged.fields.get("cost_usd")
+            except ProviderRefusedError:
+                # A refused request (bad key, unknown model) makes no verdict: stop the pass.
+                self.refused.set()
+                raise
+            finally:
+                if self.budget is not None:
+                    await self.budget.settle(estimate, actual)
+        cls = ClaimsVerified if self.plan.options.claims else JudgeVerdictRecorded
+        written = await asyncio.to_thread(
+            self.ledger.record, case.case_id, cls, self.ctx, judged.fields, judgement=True
+        )
+        async with self.lock:
+            _count(self.report, case, judge, judged, written.position)
 
 
 async def _execute(
     ledger: Ledger, plan_: Plan, ctx: Context, progress: Progress | None
 ) -> JudgeReport:
-    report = _empty_report(plan_)
-    semaphore = asyncio.Semaphore(plan_.options.concurrency)
-    refused = asyncio.Event()
-    done = 0
-    lock = asyncio.Lock()
-
-    async def judge_case(case: PlannedCase) -> None:
-        nonlocal done
-        mode = plan_.options.claims
-        prompt = render_claims(case.subject, mode) if mode else render(case.subject, plan_.metrics)
-        panel_id = uuid4() if len(plan_.judges) > 1 else None
-
-        async def vote(judge: Provider) -> None:
-            async with semaphore:
-                if refused.is_set():
-                    return
-                try:
-                    if mode:
-                        fields = await _check_claims(judge, case, prompt, plan_)
-                    else:
-                        fields = await _judge_one(judge, case, prompt, plan_, panel_id)
-                except ProviderRefusedError:
-                    # A refused request (bad key, unknown model) makes no verdict: stop the pass.
-                    refused.set()
-                    raise
-            cls = ClaimsVerified if mode else JudgeVerdictRecorded
-            written = await asyncio.to_thread(
-                ledger.record, case.case_id, cls, ctx, fields, judgement=True
-            )
-            async with lock:
-                _count(report, case, judge, fields, written.position)
-
-        # A panel's judges run concurrently; every vote is recorded, errors included.
-        await asyncio.gather(*(vote(j) for j in plan_.judges))
-        async with lock:
-            done += 1
-            if progress is not None:
-                progress(done, len(plan_.cases))
-
+    running = _Pass(ledger, plan_, ctx, progress)
     try:
-        await asyncio.gather(*(judge_case(c) for c in plan_.cases))
+        await asyncio.gather(*(running.judge_case(c) for c in plan_.cases))
     finally:
         for judge in plan_.judges:
             await judge.close()
+    report = running.report
     report.failures.sort(key=lambda f: (f.test_case_key, f.judge))
     return report
 
@@ -495,15 +659,20 @@ def _empty_report(plan_: Plan) -> JudgeReport:
         dry_run=plan_.options.dry_run,
         self_judged=plan_.self_judged,
         claim_mode=plan_.options.claims,
+        max_cost_usd=plan_.options.max_cost_usd,
     )
 
 
 def _count(
-    report: JudgeReport, case: PlannedCase, judge: Provider, fields: Mapping[str, Any], pos: int
+    report: JudgeReport, case: PlannedCase, judge: Provider, judged: Judged, pos: int
 ) -> None:
+    fields = judged.fields
     report.verdicts += 1
     report.position = max(report.position, pos)
     report.claims += len(fields.get("claims", []))
+    report.attempted_calls += judged.attempted
+    report.reached_calls += judged.reached
+    report.rate_limit_waits += judged.waits
     usage = fields.get("usage")
     if usage is not None:
         report.prompt_tokens += usage.prompt_tokens
@@ -512,22 +681,26 @@ def _count(
             report.unpriced_calls += 1
         else:
             report.cost_usd += fields["cost_usd"]
-    if fields.get("error") is None:
+    if judged.failure is None:
         report.parsed += 1
     else:
         report.errors += 1
         report.failures.append(
-            Failure(case.case_id, case.key, judge.ref.label, str(fields.get("error")))
+            Failure(
+                case.case_id, case.key, judge.ref.label, str(fields.get("error")), judged.failure
+            )
         )
 
 
 def run_plan(
     ledger: Ledger, plan_: Plan, ctx: Context, progress: Progress | None = None
 ) -> JudgeReport:
-    """Run a validated plan (nothing is called or stored on a dry run)."""
+    """Run a validated plan (nothing is called or stored on a dry run: an estimate instead)."""
     if plan_.options.dry_run:
         asyncio.run(_close_all(plan_.judges))
-        return _empty_report(plan_)
+        report = _empty_report(plan_)
+        report.estimate = estimate_plan(plan_)
+        return report
     return asyncio.run(_execute(ledger, plan_, ctx, progress))
 
 
@@ -536,18 +709,45 @@ async def _close_all(judges: Sequence[Provider]) -> None:
         await judge.close()
 
 
+def _case_estimate(plan_: Plan, prompt: RenderedPrompt) -> Estimate:
+    tokens = estimate_tokens(prompt, plan_.options.max_tokens)
+    estimate = Estimate()
+    for judge in plan_.judges:
+        estimate.prompt_tokens += tokens.prompt_tokens
+        estimate.completion_tokens += tokens.completion_tokens
+        cost = _cost(judge, plan_, tokens.prompt_tokens, tokens.completion_tokens)
+        if cost is None:
+            estimate.unpriced_calls += 1
+        else:
+            estimate.cost_usd += cost
+    return estimate
+
+
+def estimate_plan(plan_: Plan) -> Estimate:
+    """Estimated tokens and cost of every planned call (an estimate: see judging/budget.py)."""
+    total = Estimate()
+    for case in plan_.cases:
+        one = _case_estimate(plan_, plan_.prompt_of(case))
+        total.prompt_tokens += one.prompt_tokens
+        total.completion_tokens += one.completion_tokens
+        total.cost_usd += one.cost_usd
+        total.unpriced_calls += one.unpriced_calls
+    return total
+
+
 def dry_run_prompts(plan_: Plan) -> list[dict[str, Any]]:
-    """The prompts a pass would send (dry run), one per case."""
-    return [
-        {
-            "case_id": str(c.case_id),
-            "test_case_key": c.key,
-            "repetition": c.repetition,
-            "prompt": (
-                render_claims(c.subject, plan_.options.claims)
-                if plan_.options.claims
-                else render(c.subject, plan_.metrics)
-            ).text,
-        }
-        for c in plan_.cases
-    ]
+    """The prompts a pass would send (dry run), one per case, with their estimated cost."""
+    planned = []
+    for c in plan_.cases:
+        prompt = plan_.prompt_of(c)
+        planned.append(
+            {
+                "case_id": str(c.case_id),
+                "test_case_key": c.key,
+                "repetition": c.repetition,
+                "prompt": prompt.text,
+                "template_id": prompt.template_id,
+                "estimate": _case_estimate(plan_, prompt).as_json(),
+            }
+        )
+    return planned

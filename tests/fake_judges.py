@@ -33,13 +33,21 @@ class Answer:
 
 
 def well_formed(schema: dict[str, Any], score: int = 4) -> dict[str, Any]:
-    """A valid reply for a requested schema: every metric `score` (binary: passed)."""
+    """A valid reply for a requested schema: every metric `score` (binary: passed; categorical:
+    its first label)."""
     reply: dict[str, Any] = {}
     for name, prop in schema["properties"].items():
         if name == "expected_outcomes":
             reply[name] = []
             continue
-        if "passed" in prop["properties"]:
+        if "label" in prop["properties"]:
+            reply[name] = {
+                "label": prop["properties"]["label"]["enum"][0],
+                "justification": "fits the first label",
+                "failure_code": None,
+                "turns": [],
+            }
+        elif "passed" in prop["properties"]:
             reply[name] = {
                 "passed": True,
                 "justification": "done",
@@ -85,6 +93,65 @@ def default_script(kind: str, body: dict[str, Any]) -> Answer:
     return Answer(text=orjson.dumps(reply).decode())
 
 
+def malformed_script(kind: str, body: dict[str, Any]) -> Answer:
+    """Mode `malformed`: prose instead of JSON (an unparseable reply)."""
+    return Answer(text="The agent did fine, I would say 4 out of 5.")
+
+
+def partial_script(kind: str, body: dict[str, Any]) -> Answer:
+    """Mode `partial`: valid JSON with the first metric's block missing."""
+    reply = orjson.loads(default_script(kind, body).text or "{}")
+    reply.pop(next(iter(reply)))
+    return Answer(text=orjson.dumps(reply).decode())
+
+
+def server_error_script(kind: str, body: dict[str, Any]) -> Answer:
+    """Mode `500`: an internal server error on every call."""
+    return Answer(status=500, body=b'{"error": {"message": "upstream exploded"}}')
+
+
+def rate_limited_once(retry_after_s: float = 0.2) -> Script:
+    """Mode `429`: the first call is rate limited with `Retry-After`, then every call is ok."""
+    seen = {"n": 0}
+    lock = threading.Lock()
+
+    def script(kind: str, body: dict[str, Any]) -> Answer:
+        with lock:
+            seen["n"] += 1
+            first = seen["n"] == 1
+        if first:
+            return Answer(
+                status=429,
+                body=b'{"error": {"message": "rate limited", "type": "rate_limit"}}',
+                headers={"retry-after": str(retry_after_s)},
+            )
+        return default_script(kind, body)
+
+    return script
+
+
+def slow_script(delay_s: float) -> Script:
+    """Mode `slow`: a well-formed verdict after `delay_s` seconds."""
+
+    def script(kind: str, body: dict[str, Any]) -> Answer:
+        answer = default_script(kind, body)
+        answer.delay_s = delay_s
+        return answer
+
+    return script
+
+
+MODES: dict[str, Callable[[], Script]] = {
+    "ok": lambda: default_script,
+    "malformed": lambda: malformed_script,
+    "partial": lambda: partial_script,
+    "500": lambda: server_error_script,
+    "429": rate_limited_once,
+    "slow": lambda: slow_script(1.5),
+}
+"""The provider behaviours tests script by name (issue 22)."""
+
+
 class FakeJudges:
     """The server; `script` decides each answer, `requests` keeps what was asked."""
 
@@ -121,6 +188,10 @@ class FakeJudges:
             "ANTHROPIC_API_KEY": "sk-test-anthropic",
             "ANTHROPIC_BASE_URL": self.anthropic_url,
         }
+
+    def mode(self, name: str) -> None:
+        """Answer every request as mode `name` does (see MODES)."""
+        self.script = MODES[name]()
 
     def calls(self, kind: str | None = None) -> int:
         """Requests received (of one wire format)."""

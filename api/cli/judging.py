@@ -1,8 +1,13 @@
-"""`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts."""
+"""`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts.
+
+`judge` exits 0 only when every planned case got a parsed verdict, 1 when a verdict is an error or
+the budget stopped the pass, 3 when no call reached the provider, 2 on bad input (issue 22).
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaledger.api.agreement import agreement_of
@@ -10,17 +15,25 @@ from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands, resolve_run
 from evaledger.api.console import EXIT_OK, Progress, emit_json, print_table
 from evaledger.domain.ledger import Context
-from evaledger.scoring.agreement import MeasureAgreement
+from evaledger.scoring.agreement import (
+    FEW_ITEMS,
+    MIN_ITEMS,
+    MeasureAgreement,
+    Reliability,
+    shown,
+)
 
 if TYPE_CHECKING:
     from evaledger.judging.runner import JudgeOptions, JudgeReport
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
-    """The judging options of the command line."""
+    """The judging options of the command line (a --rubric file is read here)."""
     # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
+    from evaledger.judging.rubric import load_rubrics
     from evaledger.judging.runner import JudgeOptions
 
+    rubrics = tuple(load_rubrics(Path(args.rubric)).values()) if args.rubric else ()
     return JudgeOptions(
         judges=tuple(args.judge),
         metrics=tuple(args.metric),
@@ -33,6 +46,9 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
         timeout_s=args.timeout,
         max_retries=args.max_retries,
         claims=args.claims,
+        retry_errors=args.retry_errors,
+        max_cost_usd=args.max_cost,
+        rubrics=rubrics,
     )
 
 
@@ -46,10 +62,12 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     planned = plan(services.ledger, run_id, options_from(args), environment())
     if args.dry_run:
         report = run_plan(services.ledger, planned, Context(actor=args.actor))
+        prompts = dry_run_prompts(planned)
         if args.json:
-            emit_json({**report.as_json(), "prompts": dry_run_prompts(planned)})
+            emit_json({**report.as_json(), "prompts": prompts})
         else:
             print_report(report)
+            print_planned_calls(prompts)
         return EXIT_OK
     progress = Progress("judging cases")
     try:
@@ -60,7 +78,19 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
         emit_json(report.as_json())
     else:
         print_report(report)
-    return EXIT_OK
+    return report.exit_code()
+
+
+def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
+    """One line per planned case of a dry run: its estimated tokens and cost."""
+    for p in prompts[:50]:
+        e = p["estimate"]
+        print(
+            f"  would judge {p['test_case_key']}#{p['repetition']}: ~{e['prompt_tokens']} in / "
+            f"~{e['completion_tokens']} out tokens, ~${e['cost_usd']:.4f} (estimate)"
+        )
+    if len(prompts) > 50:
+        print(f"  … and {len(prompts) - 50} more")
 
 
 def print_report(report: JudgeReport) -> None:
@@ -72,6 +102,13 @@ def print_report(report: JudgeReport) -> None:
         + (" [self-judged]" if report.self_judged else "")
     )
     if report.dry_run:
+        if report.estimate is not None:
+            e = report.estimate
+            unpriced = f" (+{e.unpriced_calls} calls without a price)" if e.unpriced_calls else ""
+            print(
+                f"estimate: ~{e.prompt_tokens} input / ~{e.completion_tokens} output tokens, "
+                f"~${e.cost_usd:.4f}{unpriced} — an estimate, not a measurement"
+            )
         return
     cost = f"${report.cost_usd:.4f}"
     if report.unpriced_calls:
@@ -85,10 +122,44 @@ def print_report(report: JudgeReport) -> None:
         f"{what} {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
         f"tokens {report.prompt_tokens} in / {report.completion_tokens} out; cost {cost}"
     )
+    if report.errors:
+        kinds = ", ".join(
+            f"{n} {kind.replace('_', ' ')}" for kind, n in report.error_counts().items() if n
+        )
+        print(f"errors by kind: {kinds}")
     for f in report.failures[:20]:
         print(f"  failed: {f.test_case_key} ({f.judge}): {f.error}")
     if len(report.failures) > 20:
         print(f"  … and {len(report.failures) - 20} more")
+    if report.rate_limit_waits:
+        print(f"rate limited {report.rate_limit_waits} times: waited out (Retry-After)")
+    if report.budget_stopped:
+        print(
+            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): "
+            f"{report.calls_not_made} calls not made; what was judged stays judged"
+        )
+    code = report.exit_code()
+    if code == 3:
+        print(f"no call reached the provider ({report.attempted_calls} attempted): exit 3")
+    elif code == 1:
+        print("not every planned case got a parsed verdict: exit 1 (retry with --retry-errors)")
+
+
+def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
+    """The warnings under the agreement table: which figures are missing or rest on few items."""
+    notes = []
+    missing = [m.measure for m in measures if m.reliability is Reliability.INSUFFICIENT_DATA]
+    few = [m.measure for m in measures if m.reliability is Reliability.FEW_ITEMS]
+    if missing:
+        notes.append(
+            f"insufficient data (fewer than {MIN_ITEMS} items rated by two judges): "
+            + ", ".join(missing)
+        )
+    if few:
+        notes.append(
+            f"warning: fewer than {FEW_ITEMS} items, read the 95% interval: " + ", ".join(few)
+        )
+    return notes
 
 
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
@@ -103,12 +174,21 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
         print(f"self-judged (the agent's own vendor): {', '.join(report.self_judged)}")
 
     def row(m: MeasureAgreement) -> tuple[Any, ...]:
-        return (m.measure, len(m.raters), m.items, m.krippendorff_alpha, m.cohen_kappa)
+        return (
+            m.measure,
+            len(m.raters),
+            m.items,
+            shown(m.krippendorff_alpha, m.reliability, m.alpha_interval),
+            shown(m.cohen_kappa, m.reliability, m.kappa_interval) if len(m.raters) == 2 else None,
+        )
 
+    measures = [*report.metrics, report.case_passed]
     print_table(
-        [*(row(m) for m in report.metrics), row(report.case_passed)],
-        ["measure", "judges", "items", "alpha (ordinal)", "kappa"],
+        [row(m) for m in measures],
+        ["measure", "judges", "n", "alpha (ordinal) [95% CI]", "kappa [95% CI]"],
     )
+    for note in agreement_notes(measures):
+        print(note)
     if report.human:
         print("judge vs human (overrides):")
         print_table(
@@ -124,13 +204,30 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
 def register(commands: Commands) -> None:
     """Add judge and agreement."""
     sub, common = commands.subparsers, commands.common
+    _register_judge(sub, common)
+    p = sub.add_parser(
+        "agreement",
+        parents=[common],
+        help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
+        description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
+        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden; "
+        "bootstrap 95% intervals and n; under 10 items: insufficient data.",
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_agreement)
+
+
+def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "judge",
         parents=[common],
         help="judge a run's transcripts with LLM judges (verdicts are added, never replaced)",
         description="Judge every case with a transcript; each judge call is recorded as a "
         "verdict with its prompt and raw reply. Keys come from OPENAI_API_KEY / "
-        "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL).",
+        "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL). Exit 0: every "
+        "planned case got a parsed verdict; 1: an error verdict or the budget stopped it; 3: no "
+        "call reached the provider.",
     )
     p.add_argument("run", metavar="RUN")
     p.add_argument(
@@ -154,8 +251,29 @@ def register(commands: Commands) -> None:
         help="full mode: every keyed provider of a distinct vendor judges (at least two)",
     )
     p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="only cases whose counted verdict is an error (new verdicts added, old ones kept)",
+    )
+    p.add_argument(
+        "--rubric",
+        metavar="FILE",
+        help="judge rubrics as data (JSON or YAML, format evaledger.rubric/1): criteria, steps, "
+        "scale (binary, 0-5, 1-5, 0-10, categorical with a mapping), examples, reply format",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop before the pass's cost would exceed USD (what was judged stays; exit 1)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="calls in flight (default 4)")
-    p.add_argument("--dry-run", action="store_true", help="plan and render; call nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and render with estimated tokens and cost; call nothing",
+    )
     p.add_argument(
         "--allow-self-judge",
         action="store_true",
@@ -174,14 +292,3 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_judge)
-
-    p = sub.add_parser(
-        "agreement",
-        parents=[common],
-        help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
-        description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
-        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden.",
-    )
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_agreement)

@@ -7,12 +7,15 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import Field
 
 from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.verify import Checkpoint, verify
+from evaledger.judging.rubric import JudgeRubric, check_rubric
 
 router = APIRouter(tags=["config"])
 
@@ -77,9 +80,35 @@ def list_available_metrics(
     return MetricPage(data=page, count=len(page), total=len(every), limit=limit, offset=offset)
 
 
+class MetricRegistration(MetricDefinition):
+    """A custom metric, optionally with its judge rubric as data (criteria, scale, examples)."""
+
+    rubric: str = Field(
+        default="", description="The scoring rubric text; replaced by `judge_rubric` when given."
+    )
+    judge_rubric: JudgeRubric | None = Field(
+        default=None,
+        description="The rubric the judge uses for this metric (format evaledger.rubric/1). "
+        "Stored as the metric's rubric text (canonical JSON); `metric` must be the metric's id.",
+    )
+
+    def definition(self) -> MetricDefinition:
+        """The catalogue entry: the rubric, when given, becomes the rubric text."""
+        fields = self.model_dump(exclude={"judge_rubric"})
+        if self.judge_rubric is not None:
+            if self.judge_rubric.metric != self.name:
+                raise ValidationError(
+                    f"judge_rubric.metric: {self.judge_rubric.metric!r} is not {self.name!r}",
+                    field="judge_rubric.metric",
+                )
+            check_rubric(MetricDefinition(**fields), self.judge_rubric)
+            fields["rubric"] = self.judge_rubric.canonical()
+        return MetricDefinition(**fields)
+
+
 @router.post("/config/metrics", status_code=201, responses=replayed(Written), dependencies=AUTH)
 def register_metric(
-    definition: MetricDefinition,
+    registration: MetricRegistration,
     services: ServicesDep,
     ctx: ContextDep,
     response: Response,
@@ -87,6 +116,7 @@ def register_metric(
 ) -> Written:
     """Register a custom metric in a project's catalogue (as an event; admin scope)."""
     project = project or "default"
+    definition = registration.definition()
     written = Written.of(services.ledger.register_metric(definition, ctx, project))
     created(response, f"/config/available-metrics?project={quote(project)}", written.events)
     return written

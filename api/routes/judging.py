@@ -18,6 +18,8 @@ from evaledger.domain.errors import EvaledgerError, NotFoundError
 from evaledger.domain.ledger import Context
 from evaledger.domain.model import FrozenModel
 from evaledger.judging.providers import environment
+from evaledger.judging.report import FailureKind
+from evaledger.judging.rubric import JudgeRubric
 from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
 from evaledger.scoring.agreement import AgreementReport
 
@@ -52,6 +54,19 @@ class JudgeBody(FrozenModel):
         description="grounding or attribution: check atomic claims (ClaimsVerified) instead of "
         "scoring metrics.",
     )
+    retry_errors: bool = Field(
+        default=False,
+        description="Only cases whose counted verdict is an error (new verdicts added, old kept).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Stop before the pass's cost would exceed this (USD; estimated per call).",
+    )
+    rubrics: list[JudgeRubric] = Field(
+        default_factory=list,
+        description="Judge rubrics as data for metrics of this pass (format evaledger.rubric/1).",
+    )
 
 
 class JobStatus(StrEnum):
@@ -69,6 +84,7 @@ class JudgeFailure(BaseModel):
     test_case_key: str
     judge: str
     error: str
+    kind: FailureKind = Field(description="unparseable, missing_metrics, provider_error, timeout…")
 
 
 class JudgeReportOut(BaseModel):
@@ -93,6 +109,17 @@ class JudgeReportOut(BaseModel):
     claim_mode: str | None = Field(description="grounding or attribution; null for metrics.")
     position: int = Field(description="Log position of the last verdict written.")
     failures: list[JudgeFailure]
+    error_counts: dict[str, int] = Field(description="Error verdicts by kind.")
+    attempted_calls: int = Field(description="Calls sent to a provider.")
+    reached_calls: int = Field(description="Calls the provider answered (any HTTP status).")
+    rate_limit_waits: int = Field(description="429s waited out (Retry-After) before asking again.")
+    max_cost_usd: float | None = Field(description="The budget of the pass, if any (USD).")
+    budget_stopped: bool = Field(description="The budget stopped the pass; calls were left.")
+    calls_not_made: int = Field(description="Calls left because of the budget.")
+    exit_code: int = Field(
+        description="As the CLI: 0 every case parsed, 1 an error verdict or the budget, 3 no call "
+        "reached the provider."
+    )
 
 
 class JudgeJob(BaseModel):
@@ -201,6 +228,9 @@ def judge_run(
         timeout_s=body.timeout_s,
         max_retries=body.max_retries,
         claims=body.claims,
+        retry_errors=body.retry_errors,
+        max_cost_usd=body.max_cost_usd,
+        rubrics=tuple(body.rubrics),
     )
     planned = plan(services.ledger, run_id, options, environment())
     job = JudgeJob(

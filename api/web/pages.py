@@ -31,6 +31,7 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.metrics import ScoreType
+from evaledger.judging.policy import judge_error_note, run_judge_error_note
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import CompareThresholds, render_markdown
@@ -307,6 +308,7 @@ def run_page(
             "rescores": services.reads.stored_rescores(run_id),
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
+            "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
         }
 
     return _render(request, "run.html", build)
@@ -356,6 +358,18 @@ def case_page(request: Request, case_id: UUID, services: SyncedDep, spec: str = 
 
 def _thresholds(**given: str) -> CompareThresholds:
     return CompareThresholds(**{k: _number(v, k) for k, v in given.items()})
+
+
+def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[str, str]]:
+    """(which run, "N judge errors counted as 0 …") for the compared runs that have any."""
+    notes = []
+    for label, run_id in runs.items():
+        policy = services.reads.summary(run_id).spec.judge_errors
+        count = sum(1 for s in services.reads.case_score_objects(run_id) if s.get("judge_error"))
+        note = judge_error_note(count, policy)
+        if note is not None:
+            notes.append((label, note.text))
+    return notes
 
 
 @router.get("/compare", response_class=HTMLResponse)
@@ -410,6 +424,7 @@ def compare_page(
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
+            judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )

@@ -167,3 +167,99 @@ def test_agreement_of_a_run_without_verdicts_is_empty(services: Services) -> Non
     assert [(m.items, m.krippendorff_alpha, m.cohen_kappa) for m in report.metrics] == [
         (0, None, None)
     ] * 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap intervals and reliability (issue 22)
+
+
+def _ratings(n: int, seed: int = 7) -> dict[str, dict[str, float]]:
+    import random
+
+    rng = random.Random(seed)
+    ratings: dict[str, dict[str, float]] = {}
+    for i in range(n):
+        a = float(rng.randint(0, 5))
+        b = a if rng.random() < 0.6 else float(rng.randint(0, 5))
+        ratings[f"u{i}"] = {"judge-a": a, "judge-b": b}
+    return ratings
+
+
+def test_resampled_coefficients_equal_the_scalar_definitions_on_every_resample() -> None:
+    from evaledger.scoring.agreement import (
+        bootstrap_counts,
+        cohen_kappa,
+        interval_of,
+        krippendorff_alpha_ordinal,
+        resampled_alphas,
+        resampled_kappas,
+    )
+
+    units = list(_ratings(25).values())
+    counts = bootstrap_counts(len(units), resamples=300)
+    kappas, alphas = [], []
+    for row in counts:
+        drawn = [unit for unit, times in zip(units, row, strict=True) for _ in range(times)]
+        kappa = cohen_kappa([(u["judge-a"], u["judge-b"]) for u in drawn])
+        alpha = krippendorff_alpha_ordinal({str(i): u for i, u in enumerate(drawn)})
+        kappas += [] if kappa is None else [kappa]
+        alphas += [] if alpha is None else [alpha]
+    pairs = [(u["judge-a"], u["judge-b"]) for u in units]
+    assert resampled_kappas(pairs, counts) == pytest.approx(kappas, abs=1e-12)
+    assert resampled_alphas(units, counts) == pytest.approx(alphas, abs=1e-12)
+    # The interval is the 2.5th / 97.5th percentile of those, 4 dp.
+    ref = sorted(kappas)
+    low = interval_of(resampled_kappas(pairs, counts))
+    assert low is not None and low.resamples == len(ref)
+    assert ref[0] <= low.low <= low.high <= ref[-1]
+
+
+def test_the_interval_brackets_the_estimate_and_shrinks_with_more_items() -> None:
+    from evaledger.scoring.agreement import Reliability
+
+    small = measure_agreement("m", _ratings(12))
+    large = measure_agreement("m", _ratings(400))
+    for m in (small, large):
+        assert m.alpha_interval is not None and m.kappa_interval is not None
+        assert m.krippendorff_alpha is not None and m.cohen_kappa is not None
+        assert m.alpha_interval.low <= m.krippendorff_alpha <= m.alpha_interval.high
+        assert m.kappa_interval.low <= m.cohen_kappa <= m.kappa_interval.high
+    width = {id(m): m.alpha_interval.high - m.alpha_interval.low for m in (small, large)}  # type: ignore[union-attr]
+    assert width[id(large)] < width[id(small)] / 3
+    assert (small.reliability, large.reliability) == (Reliability.FEW_ITEMS, Reliability.OK)
+    # Same ratings, same interval: the resampling seed is fixed.
+    assert measure_agreement("m", _ratings(12)).alpha_interval == small.alpha_interval
+
+
+@pytest.mark.parametrize(
+    ("items", "level", "interval"),
+    [
+        (2, "insufficient_data", False),
+        (9, "insufficient_data", False),
+        (10, "few_items", True),
+        (29, "few_items", True),
+        (30, "ok", True),
+    ],
+)
+def test_below_ten_items_no_figure_below_thirty_a_warning(
+    items: int, level: str, interval: bool
+) -> None:
+    from evaledger.scoring.agreement import shown
+
+    m = measure_agreement("m", _ratings(items))
+    assert m.items == items and m.reliability.value == level
+    assert (m.alpha_interval is not None, m.kappa_interval is not None) == (interval, interval)
+    text = shown(m.krippendorff_alpha, m.reliability, m.alpha_interval)
+    if level == "insufficient_data":
+        assert text == "insufficient data"
+    else:
+        assert text.startswith(f"{m.krippendorff_alpha:.3f} [")
+        assert text.endswith("(few items)") == (level == "few_items")
+
+
+def test_the_two_item_example_of_the_issue_is_insufficient_data() -> None:
+    from evaledger.scoring.agreement import shown
+
+    m = measure_agreement("m", {"u": {"a": 1, "b": 2}, "v": {"a": 2, "b": 1}})
+    assert m.krippendorff_alpha == pytest.approx(-0.5)
+    assert shown(m.krippendorff_alpha, m.reliability, m.alpha_interval) == "insufficient data"
