@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
-from evaledger.client.services import Settings, build_services
+from evaledger.api.file_compare import compare_files as compare_stored_files
 from evaledger.client.validation import build
-from evaledger.domain.errors import ValidationError
-from evaledger.domain.ledger import Context
-from evaledger.importers.load import import_all, open_imports
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
 
 
@@ -35,19 +31,4 @@ def compare_files(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    imports = open_imports([baseline]) + open_imports([candidate])
-    if len(imports) != 2:
-        raise ValidationError("files: each file must hold exactly one run", field="files")
-    first, second = imports
-    if first.run.key == second.run.key and first.run.project == second.run.project:
-        second = second.with_run(key=f"{second.run.key}~candidate")
-    with tempfile.TemporaryDirectory(prefix="evaledger-compare-") as scratch:
-        services = build_services(Settings(db=f"sqlite:///{scratch}/store/"))
-        try:
-            done = import_all(services.ledger, [first, second], Context(actor="compare"))
-            services.sync()
-            return services.reports.compare(
-                done[0].result.run_id, done[1].result.run_id, thresholds
-            )
-        finally:
-            services.close()
+    return compare_stored_files(baseline, candidate, thresholds)

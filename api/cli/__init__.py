@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
 def open_and_run(args: argparse.Namespace) -> int:
     """Run the command on the store, closed after it whatever happens."""
     services: Services | None = None
+    # A command may answer without the store (`compare A.json B.json`: two files, no database).
+    without_store = getattr(args, "without_store", None)
+    if without_store is not None and (code := without_store(args)) is not None:
+        return int(code)
     try:
         settings = Settings.from_env(db=args.db)
         before_open = getattr(args, "before_open", None)

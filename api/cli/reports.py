@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -24,8 +25,9 @@ from evaledger.api.console import (
     print_comparison,
     print_grade,
 )
+from evaledger.api.file_compare import compare_files
 from evaledger.domain.ledger import Context
-from evaledger.scoring.comparison import CompareThresholds, render_markdown
+from evaledger.scoring.comparison import CompareThresholds, RunComparison, render_markdown
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.rollups import render_table
@@ -78,8 +80,10 @@ def _register_compare(commands: Commands) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline)",
+        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline); two result files "
+        "(bundle, Inspect, promptfoo, tau-bench, Connexity) are compared with no store",
     )
+    p.set_defaults(without_store=compare_given_files)
     p.add_argument("--markdown", action="store_true", help="a compact PR comment")
     p.add_argument(
         "--against-baseline", action="store_true", help="compare with the approved baseline"
@@ -127,18 +131,29 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
     services.sync()
     baseline, candidate = compared_runs(services, args)
-    thresholds = CompareThresholds(
+    spec = load_spec(services, args.spec, args.project) if args.spec else None
+    result = services.reports.compare(baseline, candidate, thresholds_of(args), spec)
+    notes = judge_error_notes(services, {"baseline": baseline, "candidate": candidate})
+    return report_comparison(result, args, notes)
+
+
+def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
+    """The comparison thresholds given on the command line (unset ones keep their defaults)."""
+    return CompareThresholds(
         max_pass_rate_drop=args.max_pass_rate_drop,
         max_avg_score_drop=args.max_avg_score_drop,
         max_latency_increase_pct=args.max_latency_increase_pct,
         case_score_delta=args.case_score_delta,
     )
-    spec = load_spec(services, args.spec, args.project) if args.spec else None
-    result = services.reports.compare(baseline, candidate, thresholds, spec)
+
+
+def report_comparison(
+    result: RunComparison, args: argparse.Namespace, notes: dict[str, dict[str, Any] | None]
+) -> int:
+    """Print a comparison as asked (JSON, Markdown or text); its exit code."""
     candidate_agg = result.aggregate.candidate_metrics
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
-    notes = judge_error_notes(services, {"baseline": baseline, "candidate": candidate})
     if args.json:
         emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes})
     elif args.markdown:
@@ -154,6 +169,19 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
         if gate_failures:
             print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
     return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK
+
+
+def compare_given_files(args: argparse.Namespace) -> int | None:
+    """`compare A.json B.json`: two result files compared with no store; None for two runs."""
+    if args.against_baseline or len(args.runs) != 2:
+        return None
+    paths = [Path(r) for r in args.runs]
+    if not all(p.is_file() for p in paths):
+        return None
+    if args.spec:
+        raise UsageError("--spec: not with two files (each is compared under its own spec)")
+    result = compare_files(paths[0], paths[1], thresholds_of(args))
+    return report_comparison(result, args, {})
 
 
 def cmd_gate(services: Services, args: argparse.Namespace) -> int:

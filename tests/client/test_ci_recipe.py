@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
@@ -91,3 +92,53 @@ def test_compare_files_compares_two_bundles_without_a_store(tmp_path: Path) -> N
     assert result.aggregate.candidate_metrics.pass_rate == 0.0
     same = compare_files(tmp_path / "base.json", tmp_path / "base.json")
     assert same.verdict.regression_detected is False
+
+
+def test_the_cli_compares_two_files_without_a_store(tmp_path: Path) -> None:
+    from tests.client.conftest import run_cli
+
+    db = f"sqlite:///{tmp_path}/store/"
+    for key, answer in (("base", "Yes, within 30 days."), ("cand", "No.")):
+        with run_cli_recorder(db, key) as case:
+            case.turn("assistant", answer, latency_ms=100)
+            case.outcome("mentions 30 days", passed="30 days" in answer)
+        exported = run_cli("export", key, "--db", db)
+        assert exported.returncode == 0, exported.stderr
+        (tmp_path / f"{key}.json").write_text(exported.stdout)
+    nowhere = f"sqlite:///{tmp_path}/never/"
+    same = run_cli(
+        "compare", str(tmp_path / "base.json"), str(tmp_path / "base.json"), "--db", nowhere
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+    worse = run_cli(
+        "compare",
+        str(tmp_path / "base.json"),
+        str(tmp_path / "cand.json"),
+        "--markdown",
+        "--db",
+        nowhere,
+    )
+    assert worse.returncode == 1, worse.stdout + worse.stderr
+    assert "regression" in worse.stdout.lower()
+    assert not (tmp_path / "never").exists()  # no store was created or needed
+    refused = run_cli(
+        "compare", str(tmp_path / "base.json"), str(tmp_path / "cand.json"), "--spec", "x.json"
+    )
+    assert refused.returncode == 2 and "--spec" in refused.stderr
+
+
+def run_cli_recorder(db: str, key: str) -> Any:
+    """One case of a one-case run recorded with the client (its `with` block is the case)."""
+    import contextlib
+
+    import evaledger
+
+    @contextlib.contextmanager
+    def recorder() -> Any:
+        with (
+            evaledger.run("qa", agent="bot", key=key, db=db) as run,
+            run.case("refund", input="Refund?") as case,
+        ):
+            yield case
+
+    return recorder()
