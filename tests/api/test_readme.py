@@ -271,3 +271,14 @@ def test_the_example_spec_is_a_valid_run_config() -> None:
         ("tool_routing", 2 / 11),
         ("parameter_extraction", 1 / 11),
     ]
+
+
+def test_the_readme_client_snippet_is_the_one_the_client_tests_run() -> None:
+    # tests/client/test_client.py runs SNIPPET as written (SQLite, PostgreSQL, a live server);
+    # the README shows the same text, so the README's Python never rots either.
+    from tests.client.test_client import SNIPPET
+
+    text = README.read_text()
+    start = text.index("## Record from your own code")
+    _, block = next(iter(code_blocks(text[start:])))
+    assert block == SNIPPET
