@@ -37,7 +37,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
 )
-from evaledger.domain.spec import RunConfig, ScoreGate
+from evaledger.domain.spec import RunConfig, ScoreGate, ScorerInfo
 from evaledger.importers.base import (
     Format,
     PeerImport,
@@ -116,7 +116,10 @@ def open_promptfoo(path: Path) -> PeerImport:
             model=model or None,
         ),
         labels=labels,
-        config=RunConfig(score_gates=(ScoreGate(score=PASS_SCORE, op=">=", value=1.0),)),
+        config=RunConfig(
+            score_gates=(ScoreGate(score=PASS_SCORE, op=">=", value=1.0),),
+            scorers=_scorers(results),
+        ),
         created_at=created,
         completed_at=parse_time(meta.get("exportedAt")),
     )
@@ -129,6 +132,60 @@ def open_promptfoo(path: Path) -> PeerImport:
         run=run,
         cases=lambda: _cases(path, several_prompts),
     )
+
+
+def _scorers(results: Mapping[str, Any]) -> tuple[ScorerInfo, ...]:
+    """Promptfoo's per-prompt metrics: pass rate, average score, each named metric's average.
+
+    With several prompts or providers each one is a variant and its scorers carry it in their
+    name (`promptfoo@openai:gpt-4o/pass_rate`), as promptfoo's viewer shows a column each.
+    """
+    prompts = [p for p in results.get("prompts") or [] if isinstance(p, Mapping)]
+
+    def info(
+        name: str, score: str, metric: str, reported: float, variant: str | None
+    ) -> ScorerInfo:
+        return ScorerInfo(
+            name=name if variant is None else f"{name}@{variant.removesuffix(chr(0x1F))}",
+            score=score,
+            semantics="promptfoo",
+            metrics=(metric,),
+            reported={metric: reported},
+            passes_when="promptfoo's own pass/fail of the row (every assertion passes)",
+            variant=variant,
+        )
+
+    several_prompts = len({p.get("label") or p.get("raw") for p in prompts}) > 1
+    out: list[ScorerInfo] = []
+    for i, p in enumerate(prompts):
+        metrics = p.get("metrics") or {}
+        rows = sum(
+            int(metrics.get(k) or 0) for k in ("testPassCount", "testFailCount", "testErrorCount")
+        )
+        configuration = str(p.get("provider") or "provider")
+        if several_prompts:
+            configuration += f" | {p.get('label') or i}"
+        variant = f"{configuration}\x1f" if len(prompts) > 1 else None
+        named = metrics.get("namedScores") or {}
+        counts = metrics.get("namedScoresCount") or {}
+
+        if rows:
+            out.append(
+                info(
+                    "promptfoo",
+                    PASS_SCORE,
+                    "pass_rate",
+                    metrics.get("testPassCount", 0) / rows,
+                    variant,
+                )
+            )
+            if isinstance(metrics.get("score"), int | float):
+                out.append(info("score", "score", "mean", metrics["score"] / rows, variant))
+        for name, total in named.items():
+            count = counts.get(name) or rows
+            if isinstance(total, int | float) and count:
+                out.append(info(name, name, "mean", total / count, variant))
+    return tuple(out)
 
 
 def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:

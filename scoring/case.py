@@ -36,6 +36,7 @@ from evaledger.scoring.models import (
     TestCaseResult,
 )
 from evaledger.scoring.named import named_score_means
+from evaledger.scoring.scorer_metrics import pass_hat_k, reported_mismatches, scorer_metrics
 from evaledger.scoring.stats import percentile
 
 __all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
@@ -391,10 +392,16 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=None if metrics_pct is None else metrics_pct >= spec.metrics_pass_threshold,
+        # A run that brings its source's scorers (an import) is judged by what the source or the
+        # user configured, not by Connexity's thresholds it never chose (issue 18).
+        metrics_passed=None
+        if metrics_pct is None or spec.scorers
+        else metrics_pct >= spec.metrics_pass_threshold,
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
+        cases_passed=None
+        if cases_pct is None or spec.scorers
+        else cases_pct >= spec.cases_pass_threshold,
         per_metric_means=_per_metric_means(scored, spec),
         coverage=Coverage(
             scored=len(scored),
@@ -405,7 +412,18 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         ),
         self_judged_count=sum(s.self_judged for s in scores),
         named_score_means=named_score_means(scores),
+        **_source_metrics(scores, spec),
     )
+
+
+def _source_metrics(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, Any]:
+    """The source's metrics, its reported figures that differ, and pass^k (issue 18)."""
+    computed = scorer_metrics(scores, spec.scorers)
+    return {
+        "scorer_metrics": computed,
+        "scorer_metrics_mismatched": reported_mismatches(computed, spec.scorers),
+        "pass_hat_k": pass_hat_k(scores),
+    }
 
 
 def _latencies(scores: Iterable[CaseScore]) -> list[float]:

@@ -1,0 +1,122 @@
+"""Issue 18: every imported run's `scorer_metrics` equal what the source tool itself reports.
+
+The expected figures are read back with each tool's own means: Inspect's log reader
+(`read_eval_log(...).results`), promptfoo's per-prompt `metrics` written in its output, and
+tau-bench's own pass^k formula (`run.py`: mean over tasks of C(c, k) / C(n, k), success iff
+reward == 1) applied to the raw records. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import FIXTURES
+
+PEERS = FIXTURES / "peers"
+SCORERS = FIXTURES / "scorers"
+INSPECT_FILES = sorted(
+    [*(PEERS / "inspect_ai").glob("*/*.eval"), *(PEERS / "inspect_ai").glob("*/*.json")]
+) + sorted([*SCORERS.glob("inspect-*")])
+PROMPTFOO_FILES = sorted((PEERS / "promptfoo").glob("*.json"))
+TAU_FILES = sorted((PEERS / "tau-bench").glob("*.json"))
+ALL_FILES = [*INSPECT_FILES, *PROMPTFOO_FILES, *TAU_FILES]
+
+
+def inspect_reported(path: Path) -> dict[str, float]:
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(path), header_only=True)
+    scores = log.results.scores if log.results else []
+    return {
+        f"{s.name}/{k}": float(m.value)
+        for s in scores
+        for k, m in s.metrics.items()
+        if math.isfinite(m.value)
+    }
+
+
+def promptfoo_reported(path: Path) -> dict[str, float]:
+    prompts = json.loads(path.read_text())["results"]["prompts"]
+    several = len(prompts) > 1
+    out: dict[str, float] = {}
+    for p in prompts:
+        m = p["metrics"]
+        at = f"@{p['provider']}" if several else ""
+        rows = m["testPassCount"] + m["testFailCount"] + m["testErrorCount"]
+        out[f"promptfoo{at}/pass_rate"] = m["testPassCount"] / rows
+        out[f"score{at}/mean"] = m["score"] / rows
+        for name, total in m["namedScores"].items():
+            out[f"{name}{at}/mean"] = total / m["namedScoresCount"][name]
+    return out
+
+
+def tau_reported(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    records = json.loads(path.read_text())
+    rewards = [r["reward"] for r in records]
+    trials = len({r["trial"] for r in records})
+    c_per_task: Counter[int] = Counter()
+    for r in records:
+        c_per_task[r["task_id"]] += int(1 - 1e-6 <= r["reward"] <= 1 + 1e-6)
+    pass_hat = {
+        str(k): sum(math.comb(c, k) / math.comb(trials, k) for c in c_per_task.values())
+        / len(c_per_task)
+        for k in range(1, trials + 1)
+    }
+    return {"reward/mean": sum(rewards) / len(rewards)}, pass_hat
+
+
+def source_figures(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    if path in TAU_FILES:
+        return tau_reported(path)
+    if path in PROMPTFOO_FILES:
+        return promptfoo_reported(path), {}
+    return inspect_reported(path), {}
+
+
+def import_and_show(url: str, path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    from evaledger.api.cli import main
+
+    assert main(["import", str(path), "--db", url, "--json"]) == 0
+    (row,) = orjson.loads(capsys.readouterr().out)["imported"]
+    assert main(["show", row["run_id"], "--db", url, "--json"]) == 0
+    shown: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return shown
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
+def test_scorer_metrics_equal_what_the_source_tool_reports(
+    store_url: str, path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected, expected_pass_hat = source_figures(path)
+    agg = import_and_show(store_url, path, capsys)["aggregate"]
+    got = agg.get("scorer_metrics", {})
+    assert got.keys() == expected.keys()
+    for key, figure in expected.items():
+        assert got[key] == pytest.approx(figure, rel=1e-12, abs=1e-12), key
+    assert "scorer_metrics_mismatched" not in agg
+    if expected_pass_hat:
+        assert agg["pass_hat_k"].keys() == expected_pass_hat.keys()
+        for k, figure in expected_pass_hat.items():
+            assert agg["pass_hat_k"][k] == pytest.approx(figure, rel=1e-12, abs=1e-12)
+
+
+def test_the_fixtures_cover_what_inspect_metrics_must_get_right() -> None:
+    """Partial credit, an errored sample, a float scorer, a dict scorer, epochs: all present."""
+    from inspect_ai.log import read_eval_log
+
+    graded = read_eval_log(str(SCORERS / "inspect-graded_qa.eval"))
+    epochs = read_eval_log(str(SCORERS / "inspect-epochs_checks.json"))
+    values = [s.scores["model_graded_qa"].value for s in graded.samples or [] if s.scores]
+    assert "P" in values
+    assert any(s.error is not None for s in graded.samples or [])
+    assert epochs.eval.config.epochs == 2
+    assert any(isinstance(s.scores["checks"].value, dict) for s in epochs.samples or [] if s.scores)
+    overlaps = [s.scores["overlap"].value for s in epochs.samples or [] if s.scores]
+    assert any(isinstance(v, float) and 0 < v < 1 for v in overlaps)
