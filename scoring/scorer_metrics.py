@@ -15,8 +15,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
+from pydantic import Field
+
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScorerInfo
-from evaledger.scoring.models import CaseScore
+from evaledger.scoring.models import CaseScore, RunAggregate
 
 REPORTED_TOLERANCE = 1e-9
 """How far a recomputed figure may sit from the source's own before it is flagged."""
@@ -58,13 +62,13 @@ def _per_sample(scores: Sequence[CaseScore], scorer: ScorerInfo) -> list[float]:
     An Inspect sample that errored has no score, so it is left out as Inspect leaves it out;
     a promptfoo row that errored has its `success` false and counts, as promptfoo counts it.
     """
-    by_key: dict[str, list[float]] = defaultdict(list)
+    by_key: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in scores:
         if scorer.variant is not None and s.variant != scorer.variant:
             continue
         number = s.named_scores.get(scorer.score)
         if number is not None:
-            by_key[s.test_case_key].append(number)
+            by_key[s.test_case_key, s.variant].append(number)
     reduce = _REDUCERS.get(scorer.reducer or "mean", _mean)
     return [reduce(values) for _, values in sorted(by_key.items())]
 
@@ -103,11 +107,12 @@ def pass_hat_k(scores: Sequence[CaseScore]) -> dict[str, float]:
     tau-bench's definition: the mean over test cases of C(c, k) / C(n, k), n decided
     repetitions of which c passed. Pending cases are not decided; an errored one counts failed.
     """
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    # A variant (a promptfoo provider or prompt) is another test, not a repetition.
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for s in scores:
         if s.passed is not None:
-            counts[s.test_case_key][0] += 1
-            counts[s.test_case_key][1] += s.passed
+            counts[s.test_case_key, s.variant][0] += 1
+            counts[s.test_case_key, s.variant][1] += s.passed
     if not counts:
         return {}
     fewest = min(n for n, _ in counts.values())
@@ -117,3 +122,43 @@ def pass_hat_k(scores: Sequence[CaseScore]) -> dict[str, float]:
         str(k): _mean([math.comb(c, k) / math.comb(n, k) for n, c in counts.values()])
         for k in range(1, fewest + 1)
     }
+
+
+class GateCheck(StrictModel):
+    """One command-line gate (`gate --min SCORER/METRIC=VALUE`, `--min-pass-rate X`)."""
+
+    name: str = Field(description='"SCORER/METRIC", or "pass_rate".')
+    value: float = Field(description="The run's figure.")
+    minimum: float = Field(description="The least value that passes.")
+    passed: bool
+
+
+class UnknownMetricError(ValidationError):
+    """A `--min` names a metric the run does not have (a usage error, not a failed gate)."""
+
+    code = "unknown_metric"
+
+
+def gate_checks(
+    aggregate: RunAggregate, minimums: Mapping[str, float], min_pass_rate: float | None
+) -> list[GateCheck]:
+    """Each minimum against the run's figure; the pass rate counts every case (errored too)."""
+    checks: list[GateCheck] = []
+    for name, minimum in minimums.items():
+        value = aggregate.scorer_metrics.get(name)
+        if value is None:
+            known = ", ".join(aggregate.scorer_metrics) or "none"
+            raise UnknownMetricError(
+                f"--min: the run has no metric {name!r} (it has: {known})", field="--min"
+            )
+        checks.append(GateCheck(name=name, value=value, minimum=minimum, passed=value >= minimum))
+    if min_pass_rate is not None:
+        checks.append(
+            GateCheck(
+                name="pass_rate",
+                value=aggregate.pass_rate,
+                minimum=min_pass_rate,
+                passed=aggregate.pass_rate >= min_pass_rate,
+            )
+        )
+    return checks

@@ -180,6 +180,11 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def variant_label(variant: str) -> str:
+    """A case variant as people read it: `configuration / persona` (either may be absent)."""
+    return " / ".join(part for part in variant.split("\x1f") if part)
+
+
 def show_payload(
     services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
@@ -204,6 +209,7 @@ def show_payload(
                 "metric_scores": {m.metric: m.score for m in s.metric_scores},
                 "outcome_results": [o.model_dump(mode="json") for o in s.outcome_results],
                 **({"named_scores": s.named_scores} if s.named_scores else {}),
+                **({"variant": variant_label(s.variant)} if s.variant else {}),
             }
             for s in scores
         ],
@@ -225,9 +231,16 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
         f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
     )
-    print_aggregate(payload["aggregate"], "aggregate:")
-    for name, mean in payload["aggregate"].get("named_score_means", {}).items():
-        print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
+    scorers = run["spec"].get("scorers") or []
+    if scorers:
+        print_source_metrics(payload["aggregate"], run["spec"])
+    else:
+        print_aggregate(payload["aggregate"], "aggregate:")
+        for name, mean in payload["aggregate"].get("named_score_means", {}).items():
+            print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
+    # An imported run's cases show their scorers' values, not the always-empty rubric score.
+    score_columns = list(dict.fromkeys(s["score"] for s in scorers))[:4]
+    variants = any("variant" in c for c in payload["cases"])
     print_table(
         [
             (
@@ -235,19 +248,64 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
                 c["test_case_key"],
                 c["repetition"],
                 c["status"],
-                c["overall_score"],
+                *([c.get("variant", "")] if variants else []),
+                *(
+                    [fmt(c.get("named_scores", {}).get(n), 4) for n in score_columns]
+                    if scorers
+                    else [c["overall_score"]]
+                ),
                 c["gate"],
             )
             for c in payload["cases"]
         ],
-        ["case_id", "test_case_key", "rep", "status", "score", "gate"],
-        fold=("test_case_key", "gate"),
+        [
+            "case_id",
+            "test_case_key",
+            "rep",
+            "status",
+            *(["variant"] if variants else []),
+            *(score_columns if scorers else ["score"]),
+            "gate",
+        ],
+        fold=("test_case_key", "variant", "gate"),
     )
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
         what = f"{status} cases" if status else "cases"
         print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
+
+
+def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> None:
+    """An imported run's figures in its source's terms: its metrics, then the pass rate's parts."""
+    print("source metrics:")
+    for name, value in aggregate.get("scorer_metrics", {}).items():
+        print(f"  {name:<32} {fmt(value, 4)}")
+    for name, value in aggregate.get("scorer_metrics_mismatched", {}).items():
+        print(f"  {name:<32} source reported {fmt(value, 4)}: NOT reproduced from the cases")
+    for k, value in aggregate.get("pass_hat_k", {}).items():
+        print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
+    coverage = aggregate["coverage"]
+    print(
+        f"  {'pass rate':<32} {fmt(aggregate['pass_rate'], 4)} "
+        f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
+        f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
+        f"{coverage['pending']} pending)"
+    )
+    print(f"  {'a case passes when':<32} {passes_when(spec)}")
+
+
+def passes_when(spec: dict[str, Any]) -> str:
+    """The stated pass rule of an imported run: its score gates and what its scorer reads."""
+    rules = {s["score"]: s.get("passes_when") for s in spec.get("scorers") or []}
+    gates = [
+        f"{g['score']} {g['op']} {g['value']:g}"
+        + (f" [{rules[g['score']]}]" if rules.get(g["score"]) else "")
+        for g in spec.get("score_gates") or []
+    ]
+    if gates:
+        return " and ".join(gates)
+    return "; ".join(sorted({r for r in rules.values() if r})) or "its outcomes are met"
 
 
 def cmd_rescore(services: Services, args: argparse.Namespace) -> int:

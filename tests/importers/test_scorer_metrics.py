@@ -120,3 +120,114 @@ def test_the_fixtures_cover_what_inspect_metrics_must_get_right() -> None:
     assert any(isinstance(s.scores["checks"].value, dict) for s in epochs.samples or [] if s.scores)
     overlaps = [s.scores["overlap"].value for s in epochs.samples or [] if s.scores]
     assert any(isinstance(v, float) and 0 < v < 1 for v in overlaps)
+
+
+def run_cli(url: str, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from evaledger.api.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main([*args, "--db", url])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+GRADED = SCORERS / "inspect-graded_qa.eval"
+
+
+def test_an_imported_run_passes_gate_with_nothing_configured_and_fails_below_a_min(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = import_and_show(store_url, GRADED, capsys)["run"]["run_id"]
+    accuracy = inspect_reported(GRADED)["model_graded_qa/accuracy"]
+    code, out, _ = run_cli(store_url, capsys, "gate", run_id)
+    assert code == 0
+    assert "no thresholds configured" in out
+    above, below = (
+        f"model_graded_qa/accuracy={accuracy}",
+        f"model_graded_qa/accuracy={accuracy + 0.01}",
+    )
+    assert run_cli(store_url, capsys, "gate", run_id, "--min", above)[0] == 0
+    code, out, _ = run_cli(store_url, capsys, "gate", run_id, "--min", above, "--min", below)
+    assert code == 1
+    assert "gate: FAILED (model_graded_qa/accuracy)" in out
+    # The pass rate counts the errored sample: 2 of 5 cases pass.
+    assert run_cli(store_url, capsys, "gate", run_id, "--min-pass-rate", "0.4")[0] == 0
+    code, out, _ = run_cli(store_url, capsys, "gate", run_id, "--min-pass-rate", "0.41", "--json")
+    result = orjson.loads(out)
+    assert (code, result["passed"], result["failed"]) == (1, False, ["pass_rate"])
+    assert result["checks"] == [
+        {"name": "pass_rate", "value": 0.4, "minimum": 0.41, "passed": False}
+    ]
+
+
+def test_gate_refuses_an_unknown_metric_or_a_malformed_min_with_exit_2(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = import_and_show(sqlite_url, GRADED, capsys)["run"]["run_id"]
+    code, _, err = run_cli(sqlite_url, capsys, "gate", run_id, "--min", "accuracy=0.5")
+    assert code == 2
+    assert "--min: the run has no metric 'accuracy'" in err
+    assert "model_graded_qa/accuracy" in err
+    code, _, err = run_cli(sqlite_url, capsys, "gate", run_id, "--min", "model_graded_qa/accuracy")
+    assert (code, "expected SCORER/METRIC=VALUE" in err) == (2, True)
+    assert "Traceback" not in err
+
+
+def test_compare_of_two_identical_imported_runs_exits_0(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = import_and_show(sqlite_url, GRADED, capsys)["run"]["run_id"]
+    code, out, err = run_cli(
+        sqlite_url, capsys, "import", str(GRADED), "--run-key", "again", "--json"
+    )
+    assert code == 0, err
+    second = orjson.loads(out)["imported"][0]["run_id"]
+    code, _, err = run_cli(sqlite_url, capsys, "compare", first, second)
+    assert code == 0, err
+
+
+def test_show_leads_with_the_source_metrics_and_each_cases_scorer_values(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = import_and_show(sqlite_url, GRADED, capsys)["run"]["run_id"]
+    code, out, _ = run_cli(sqlite_url, capsys, "show", run_id)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[2] == "source metrics:"
+    assert lines[5].split() == ["model_graded_qa/accuracy", "0.6250"]
+    assert (
+        "pass rate                        0.4000 (2 of 5 cases; 2 failed, 1 errored, 0 pending)"
+        in out
+    )
+    assert "a case passes when               model_graded_qa >= 1" in out
+    assert "weighted_metrics_score_pct" not in out
+    header = next(line for line in lines if line.startswith("case_id"))
+    assert header.split() == [
+        "case_id",
+        "test_case_key",
+        "rep",
+        "status",
+        "model_graded_qa",
+        "overlap",
+        "has_answer",
+        "gate",
+    ]
+    q3 = next(line for line in lines if " q3 " in line)
+    assert q3.split()[3:7] == ["failed", "0.5000", "0.4000", "1.0000"]
+
+
+def test_promptfoo_variants_are_listed_and_are_not_repetitions(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = import_and_show(sqlite_url, PROMPTFOO_FILES[-1], capsys)
+    assert PROMPTFOO_FILES[-1].name == "sample-export.json"
+    assert "pass_hat_k" not in shown["aggregate"]
+    assert sorted((c["test_case_key"], c["variant"]) for c in shown["cases"]) == [
+        ("test-0", "openai:gpt-5"),
+        ("test-0", "openai:gpt-5-mini"),
+        ("test-1", "openai:gpt-5"),
+        ("test-1", "openai:gpt-5-mini"),
+    ]
