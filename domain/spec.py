@@ -238,6 +238,20 @@ class ScoringSpec(PolicyFields):
         return f"spec-{digest[:16]}"
 
 
+def keep_source_scorers(spec: ScoringSpec, own: ScoringSpec) -> ScoringSpec:
+    """A spec given for a run (rescore, compare --spec) over what the run brought from its source.
+
+    An imported run's scorers stay, and so do its score gates unless the spec sets its own:
+    a spec file about rubric metrics must not leave an Inspect run's cases all pending.
+    """
+    changes: dict[str, Any] = {}
+    if own.scorers and not spec.scorers:
+        changes["scorers"] = own.scorers
+    if own.score_gates and not spec.score_gates:
+        changes["score_gates"] = own.score_gates
+    return spec.model_copy(update=changes) if changes else spec
+
+
 def resolve_spec(
     config: RunConfig, catalogue: Mapping[str, MetricDefinition] = BUILTIN_BY_NAME
 ) -> ScoringSpec:

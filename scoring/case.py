@@ -392,16 +392,10 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        # A run that brings its source's scorers (an import) is judged by what the source or the
-        # user configured, not by Connexity's thresholds it never chose (issue 18).
-        metrics_passed=None
-        if metrics_pct is None or spec.scorers
-        else metrics_pct >= spec.metrics_pass_threshold,
+        metrics_passed=threshold_passed(metrics_pct, spec.metrics_pass_threshold, spec),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=None
-        if cases_pct is None or spec.scorers
-        else cases_pct >= spec.cases_pass_threshold,
+        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
         per_metric_means=_per_metric_means(scored, spec),
         coverage=Coverage(
             scored=len(scored),
@@ -416,13 +410,26 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
     )
 
 
+def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:
+    """A run threshold's verdict; None when there is no figure or the threshold does not apply.
+
+    A run that brings its source's scorers (an import) is judged by what the source or the
+    user configured, not by Connexity's thresholds it never chose (issue 18).
+    """
+    if pct is None or spec.scorers:
+        return None
+    return pct >= threshold
+
+
 def _source_metrics(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, Any]:
     """The source's metrics, its reported figures that differ, and pass^k (issue 18)."""
     computed = scorer_metrics(scores, spec.scorers)
     return {
         "scorer_metrics": computed,
         "scorer_metrics_mismatched": reported_mismatches(computed, spec.scorers),
-        "pass_hat_k": pass_hat_k(scores),
+        # Native runs keep pass^k per test case (TestCaseResult); the run figure is the
+        # source's (tau-bench reports it), so it is given where the run has source scorers.
+        "pass_hat_k": pass_hat_k(scores) if spec.scorers else {},
     }
 
 

@@ -40,6 +40,7 @@ from evaledger.scoring.case import (
     _observations,
     _outcome_results,
     score_case,
+    threshold_passed,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
@@ -401,7 +402,8 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     takes the reference path.
     """
     names = [m.metric for m in spec.metrics]
-    if not names or len(set(names)) != len(names):
+    if not names or len(set(names)) != len(names) or spec.scorers:
+        # A source's scorer metrics and pass^k need the case scores: the exact path has them.
         return None
     columns = _columns(inputs, spec)
     decided = _decide_cases(inputs, spec, columns)
@@ -531,10 +533,10 @@ def _aggregate(
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=None if metrics_pct is None else metrics_pct >= spec.metrics_pass_threshold,
+        metrics_passed=threshold_passed(metrics_pct, spec.metrics_pass_threshold, spec),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
+        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
         per_metric_means=_metric_means(inputs, columns, decided),
         coverage=Coverage(
             scored=len(overall_scored),

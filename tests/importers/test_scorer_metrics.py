@@ -231,3 +231,18 @@ def test_promptfoo_variants_are_listed_and_are_not_repetitions(
         ("test-1", "openai:gpt-5"),
         ("test-1", "openai:gpt-5-mini"),
     ]
+
+
+def test_rescore_with_a_spec_file_keeps_the_imported_runs_scorers_and_score_gate(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = import_and_show(sqlite_url, GRADED, capsys)
+    run_id = shown["run"]["run_id"]
+    spec = Path(__file__).parents[2] / "examples" / "spec.strict.json"
+    code, out, err = run_cli(sqlite_url, capsys, "rescore", run_id, "--spec", str(spec), "--json")
+    assert code == 0, err
+    after = orjson.loads(out)["after"]["aggregate"]
+    assert after["coverage"]["pending"] == 0
+    assert after["pass_rate"] == shown["aggregate"]["pass_rate"] == 0.4
+    assert after["scorer_metrics"] == shown["aggregate"]["scorer_metrics"]
+    assert orjson.loads(out)["changed_cases"] == []
