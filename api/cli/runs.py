@@ -31,7 +31,8 @@ from evaledger.api.console import (
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.queries import RunFilter
+from evaledger.projections.queries import RunFilter, Summary
+from evaledger.scoring.scorer_metrics import headline_metric
 
 
 def register(commands: Commands) -> None:
@@ -140,7 +141,8 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             limit=args.limit,
         )
     )
-    aggregates = [services.reads.summary(r.run_id).aggregate for r in rows]
+    summaries = [services.reads.summary(r.run_id) for r in rows]
+    aggregates = [summary.aggregate for summary in summaries]
     if args.json:
         emit_json(
             {
@@ -149,6 +151,7 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                         **r.model_dump(mode="json"),
                         "pass_rate": a.pass_rate,
                         "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
+                        **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
                     }
                     for r, a in zip(rows, aggregates, strict=True)
                 ],
@@ -157,6 +160,8 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
+    # The source's headline column only where a listed run has one (an import).
+    heads = [headline(summary) for summary in summaries]
     print_table(
         [
             (
@@ -168,16 +173,35 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                 r.case_count,
                 percent(a.pass_rate),
                 a.weighted_metrics_score_pct,
+                *([head] if any(heads) else []),
                 r.created_at,
             )
-            for r, a in zip(rows, aggregates, strict=True)
+            for r, a, head in zip(rows, aggregates, heads, strict=True)
         ],
-        ["run_id", "key", "suite", "agent", "status", "cases", "pass", "score", "created_at"],
-        fold=("key", "suite", "agent"),
+        [
+            "run_id",
+            "key",
+            "suite",
+            "agent",
+            "status",
+            "cases",
+            "pass",
+            "score",
+            *(["source metric"] if any(heads) else []),
+            "created_at",
+        ],
+        fold=("key", "suite", "agent", "source metric"),
     )
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
     return EXIT_OK
+
+
+def headline(summary: Summary) -> str:
+    """A run's source headline (`scoring.scorer_metrics.headline_metric`) with its figure."""
+    name = headline_metric(summary.spec)
+    value = None if name is None else summary.aggregate.scorer_metrics.get(name)
+    return "" if name is None else f"{name} {fmt(value, 4)}"
 
 
 def variant_label(variant: str) -> str:

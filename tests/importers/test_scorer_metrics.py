@@ -246,3 +246,42 @@ def test_rescore_with_a_spec_file_keeps_the_imported_runs_scorers_and_score_gate
     assert after["pass_rate"] == shown["aggregate"]["pass_rate"] == 0.4
     assert after["scorer_metrics"] == shown["aggregate"]["scorer_metrics"]
     assert orjson.loads(out)["changed_cases"] == []
+
+
+def test_explain_shows_a_case_in_its_scorers_terms_without_an_empty_rubric_table(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inspect_ai.log import read_eval_log
+
+    sample = next(s for s in read_eval_log(str(GRADED)).samples or [] if s.id == "q3")
+    graded = sample.scores["model_graded_qa"] if sample.scores else None
+    assert graded is not None
+    run_id = import_and_show(sqlite_url, GRADED, capsys)["run"]["run_id"]
+    code, out, err = run_cli(sqlite_url, capsys, "explain", run_id, "q3")
+    assert code == 0, err
+    assert f"scorer model_graded_qa: model_graded_qa = {graded.value}" in out
+    assert f"  answer: {graded.answer!r}" in out
+    assert f"  target: {sample.target!r}" in out
+    assert f"  grader reply: {graded.explanation!r}" in out
+    assert "metric" not in out.split()  # no rubric table header
+    assert "overall_score" not in out
+    payload = orjson.loads(run_cli(sqlite_url, capsys, "explain", run_id, "q3", "--json")[1])
+    first = payload["source_scores"][0]
+    assert (first["scorer"], first["values"], first["grader_reply"]) == (
+        "model_graded_qa",
+        {"model_graded_qa": graded.value},
+        graded.explanation,
+    )
+
+
+def test_runs_lists_an_imported_runs_source_headline(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import_and_show(sqlite_url, GRADED, capsys)
+    accuracy = inspect_reported(GRADED)["model_graded_qa/accuracy"]
+    code, out, _ = run_cli(sqlite_url, capsys, "runs")
+    assert code == 0
+    assert "source metric" in out.splitlines()[0]
+    assert f"model_graded_qa/accuracy {accuracy:.4f}" in out
+    listed = orjson.loads(run_cli(sqlite_url, capsys, "runs", "--json")[1])["data"][0]
+    assert listed["scorer_metrics"]["model_graded_qa/accuracy"] == accuracy
