@@ -10,13 +10,15 @@ many rows the file holds.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 import orjson
+import yaml
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -60,11 +62,34 @@ _ERROR_FAILURE = 2
 """promptfoo's `failureReason` for a provider/runtime error (1 is an assertion failure)."""
 
 
+def is_yaml(path: Path) -> bool:
+    """Whether a file starts like YAML rather than JSON (promptfoo's `-o out.yaml`)."""
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return bool(head) and head[:1] not in (b"{", b"[")
+
+
+def open_output(path: Path) -> BinaryIO:
+    """A promptfoo output as a JSON byte stream: a JSON file as is, a YAML one converted.
+
+    promptfoo writes its YAML output as a YAML dump of the same document as its JSON output,
+    so one reader serves both; a YAML file is loaded whole (PyYAML cannot stream a mapping).
+    """
+    if not is_yaml(path):
+        return path.open("rb")
+    try:
+        with path.open("rb") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise fail(path, f"detected promptfoo YAML output that cannot be read ({e})") from None
+    return io.BytesIO(orjson.dumps(data, default=str))
+
+
 def _header(path: Path) -> dict[str, Any]:
     """Everything but the result rows (and v2's table), in one streaming pass."""
     builder = ijson.ObjectBuilder()
     try:
-        with path.open("rb") as f:
+        with open_output(path) as f:
             for prefix, event, value in ijson.parse(f, use_float=True):
                 if prefix.startswith(_SKIPPED):
                     # Keep the rows' container (an empty list) so the builder stays balanced.
@@ -203,7 +228,7 @@ def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
 
 
 def _cases(path: Path, several_prompts: bool) -> Iterator[BundleCase]:
-    with path.open("rb") as f:
+    with open_output(path) as f:
         try:
             for row in ijson.items(f, ROWS, use_float=True):
                 yield _case(row, several_prompts)

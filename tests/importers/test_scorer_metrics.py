@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from tests.conftest import FIXTURES
 
@@ -24,7 +25,9 @@ SCORERS = FIXTURES / "scorers"
 INSPECT_FILES = sorted(
     [*(PEERS / "inspect_ai").glob("*/*.eval"), *(PEERS / "inspect_ai").glob("*/*.json")]
 ) + sorted([*SCORERS.glob("inspect-*")])
-PROMPTFOO_FILES = sorted((PEERS / "promptfoo").glob("*.json"))
+PROMPTFOO_FILES = sorted((PEERS / "promptfoo").glob("*.json")) + sorted(
+    SCORERS.glob("promptfoo-*.yaml")
+)
 TAU_FILES = sorted((PEERS / "tau-bench").glob("*.json"))
 ALL_FILES = [*INSPECT_FILES, *PROMPTFOO_FILES, *TAU_FILES]
 
@@ -43,7 +46,8 @@ def inspect_reported(path: Path) -> dict[str, float]:
 
 
 def promptfoo_reported(path: Path) -> dict[str, float]:
-    prompts = json.loads(path.read_text())["results"]["prompts"]
+    # YAML is a superset of JSON: one reader for promptfoo's JSON and YAML outputs.
+    prompts = yaml.safe_load(path.read_text())["results"]["prompts"]
     several = len(prompts) > 1
     out: dict[str, float] = {}
     for p in prompts:
@@ -222,8 +226,8 @@ def test_show_leads_with_the_source_metrics_and_each_cases_scorer_values(
 def test_promptfoo_variants_are_listed_and_are_not_repetitions(
     sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shown = import_and_show(sqlite_url, PROMPTFOO_FILES[-1], capsys)
-    assert PROMPTFOO_FILES[-1].name == "sample-export.json"
+    path = PEERS / "promptfoo" / "sample-export.json"
+    shown = import_and_show(sqlite_url, path, capsys)
     assert "pass_hat_k" not in shown["aggregate"]
     assert sorted((c["test_case_key"], c["variant"]) for c in shown["cases"]) == [
         ("test-0", "openai:gpt-5"),
@@ -285,3 +289,37 @@ def test_runs_lists_an_imported_runs_source_headline(
     assert f"model_graded_qa/accuracy {accuracy:.4f}" in out
     listed = orjson.loads(run_cli(sqlite_url, capsys, "runs", "--json")[1])["data"][0]
     assert listed["scorer_metrics"]["model_graded_qa/accuracy"] == accuracy
+
+
+def test_promptfoo_yaml_output_is_detected_by_content_and_imports_like_its_json(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from evaledger.importers.base import Format
+    from evaledger.importers.detect import detect
+
+    yaml_output = SCORERS / "promptfoo-sample-export.yaml"
+    renamed = tmp_path / "out.txt"  # content decides, not the name
+    renamed.write_bytes(yaml_output.read_bytes())
+    assert detect(renamed) is Format.PROMPTFOO
+    from_yaml = import_and_show(sqlite_url, yaml_output, capsys)
+    json_output = PEERS / "promptfoo" / "sample-export.json"
+    from_json = import_and_show(f"sqlite:///{tmp_path}/json-store/", json_output, capsys)
+    assert from_yaml["run"]["run_id"] == from_json["run"]["run_id"]  # the same eval, by its id
+    assert from_yaml["aggregate"] == from_json["aggregate"]
+
+
+def test_compare_markdown_carries_the_source_metrics_and_named_scores(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = import_and_show(sqlite_url, GRADED, capsys)["run"]["run_id"]
+    code, out, err = run_cli(
+        sqlite_url, capsys, "import", str(GRADED), "--run-key", "again", "--json"
+    )
+    assert code == 0, err
+    second = orjson.loads(out)["imported"][0]["run_id"]
+    code, out, err = run_cli(sqlite_url, capsys, "compare", first, second, "--markdown")
+    assert code == 0, err
+    accuracy = inspect_reported(GRADED)["model_graded_qa/accuracy"]
+    assert f"| model_graded_qa/accuracy | {accuracy:.4f} | {accuracy:.4f} | +0.0000 |" in out
+    assert "| Named score | Baseline | Candidate | Δ | paired 95% CI | verdict |" in out
+    assert f"| model_graded_qa | {accuracy:.4f} | {accuracy:.4f} | +0.0000 |" in out
