@@ -8,7 +8,7 @@ from uuid import UUID
 from evaledger.api.bootstrap import Services
 from evaledger.api.schemas import HistoryEntry
 from evaledger.domain.errors import NotFoundError, ValidationError
-from evaledger.domain.events import CaseOpened, DomainEvent
+from evaledger.domain.events import CaseOpened, DomainEvent, NamedScoresRecorded
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.fold import fold_events
 from evaledger.projections.reports import explain_case
@@ -85,7 +85,34 @@ def explain(services: Services, case_id: UUID, spec: ScoringSpec | None = None) 
     run_id = facts.run_id
     if spec is None:
         summary = services.reads.summary(run_id)
-        return explain_case(events, facts, own_score, summary.spec, summary, "run")
-    summary, scores = services.reads.summary_under(run_id, spec)
-    score = next(s for s in scores if s.case_id == case_id)
-    return explain_case(events, facts, score, spec, summary, "given")
+        payload = explain_case(events, facts, own_score, summary.spec, summary, "run")
+    else:
+        summary, scores = services.reads.summary_under(run_id, spec)
+        score = next(s for s in scores if s.case_id == case_id)
+        payload = explain_case(events, facts, score, spec, summary, "given")
+    found = source_scores(events)
+    return {**payload, "source_scores": found} if found else payload
+
+
+def source_scores(events: list[DomainEvent]) -> list[dict[str, Any]]:
+    """Each source scorer's verdict on a case, in its own terms (issue 18).
+
+    Its values, the answer it read, the target, its explanation and any grader conversation.
+    """
+    out = []
+    for e in events:
+        if not isinstance(e, NamedScoresRecorded):
+            continue
+        target = e.metadata.get("target")
+        out.append(
+            {
+                "scorer": e.scorer,
+                "values": {s.name: s.value for s in e.scores},
+                "answer": e.answer,
+                "target": target if isinstance(target, str | None) else str(target),
+                "explanation": e.explanation,
+                "grader_prompt": e.prompt,
+                "grader_reply": e.raw_output,
+            }
+        )
+    return out

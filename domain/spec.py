@@ -150,6 +150,33 @@ def _empty(value: Any) -> bool:
     return not value
 
 
+class ScorerInfo(FrozenModel):
+    """A source's own scorer as its run declared it (issue 18): what it reads, what it reports.
+
+    The ledger recomputes each listed metric from the per-case values with the source's
+    semantics (`scoring.scorer_metrics`); `reported` keeps the figures the source itself wrote,
+    so a mismatch is shown, never hidden.
+    """
+
+    name: str = Field(min_length=1, description="The scorer's name in `SCORER/METRIC` keys.")
+    score: str = Field(min_length=1, description="The named score it reads (`scorer/key`).")
+    semantics: Literal["inspect", "promptfoo", "tau-bench"] = Field(
+        description="Whose definition of the metrics applies."
+    )
+    value_type: Literal["binary", "ordinal", "continuous", "dict", "unknown"] = Field(
+        default="unknown", description="Binary, ordinal (C/P/I), continuous or dict-valued."
+    )
+    metrics: tuple[str, ...] = Field(default=(), description="Metric names the source reports.")
+    reducer: str | None = Field(default=None, description="Epoch reducer (Inspect; None: mean).")
+    reported: dict[str, float] = Field(
+        default_factory=dict, description="Each metric's figure as the source reported it."
+    )
+    passes_when: str | None = Field(default=None, description="When a case passes, in words.")
+    variant: str | None = Field(
+        default=None, description="Only the cases of this variant (promptfoo: per prompt)."
+    )
+
+
 class PolicyFields(FrozenModel):
     """Scoring policy beyond the Connexity config; shared by RunConfig and ScoringSpec."""
 
@@ -168,6 +195,12 @@ class PolicyFields(FrozenModel):
         default=(),
         exclude_if=_empty,
         description="Gates on named scores; when set, a case passes iff all of them hold.",
+    )
+    # Dumped only when set, as score gates are (issue 18: imported runs' own scorers).
+    scorers: tuple[ScorerInfo, ...] = Field(
+        default=(),
+        exclude_if=_empty,
+        description="The source's scorers; their metrics are recomputed as the source does.",
     )
 
 
@@ -203,6 +236,20 @@ class ScoringSpec(PolicyFields):
             orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
         ).hexdigest()
         return f"spec-{digest[:16]}"
+
+
+def keep_source_scorers(spec: ScoringSpec, own: ScoringSpec) -> ScoringSpec:
+    """A spec given for a run (rescore, compare --spec) over what the run brought from its source.
+
+    An imported run's scorers stay, and so do its score gates unless the spec sets its own:
+    a spec file about rubric metrics must not leave an Inspect run's cases all pending.
+    """
+    changes: dict[str, Any] = {}
+    if own.scorers and not spec.scorers:
+        changes["scorers"] = own.scorers
+    if own.score_gates and not spec.score_gates:
+        changes["score_gates"] = own.score_gates
+    return spec.model_copy(update=changes) if changes else spec
 
 
 def resolve_spec(

@@ -6,6 +6,7 @@ streaming parse stopped as soon as the keys decide), so detecting a 1 GB file co
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import ijson
 
 from evaledger.importers.base import Format, fail
+from evaledger.importers.promptfoo import is_yaml
 
 _MAX_EVENTS = 20_000
 """Parse events read before giving up on deciding (the deciding keys come first in practice)."""
@@ -115,6 +117,24 @@ def _describe(kind: str, keys: dict[str, Any]) -> str:
     return f"a JSON {kind} with keys {shown}" if keys else f"a JSON {kind}"
 
 
+_TOP_KEY = re.compile(rb"^([A-Za-z_]\w*):")
+_MAX_YAML_LINES = 200
+"""Lines of a YAML file read to find its top-level keys (promptfoo dumps evalId first)."""
+
+
+def _is_promptfoo_yaml(path: Path) -> bool:
+    """Promptfoo's YAML output (`-o out.yaml`): a top-level `evalId`, found without parsing."""
+    if not is_yaml(path):
+        return False
+    with path.open("rb") as f:
+        keys = {
+            m.group(1)
+            for _, line in zip(range(_MAX_YAML_LINES), f, strict=False)
+            if (m := _TOP_KEY.match(line))
+        }
+    return b"evalId" in keys
+
+
 def detect(path: Path) -> Format:
     """The format of a file, or an error naming what the file was detected to be."""
     if not path.is_file():
@@ -133,6 +153,8 @@ def detect(path: Path) -> Format:
     try:
         kind, keys = _peek_json(path)
     except MalformedJSONError as e:
+        if _is_promptfoo_yaml(path):
+            return Format.PROMPTFOO
         raise fail(
             path, f"malformed JSON (neither JSON nor an .eval archive, or cut off): {e}"
         ) from None

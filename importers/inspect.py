@@ -8,7 +8,9 @@ when a log is read: it takes seconds to import.
 
 from __future__ import annotations
 
+import math
 import zipfile
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +29,7 @@ from evaledger.domain.bundle import (
 )
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TestCaseSnapshot, ToolCall, Turn
-from evaledger.domain.spec import Reducers, RunConfig, ScoreGate
+from evaledger.domain.spec import Reducers, RunConfig, ScoreGate, ScorerInfo
 from evaledger.importers.base import (
     Format,
     PeerImport,
@@ -68,7 +70,7 @@ def open_inspect(path: Path) -> PeerImport:
     except Exception as e:
         raise fail(path, f"detected an Inspect log that cannot be read: {_reason(e)}") from None
     ev = header.eval
-    scorers = [s.name for s in header.results.scores] if header.results else []
+    scorers = _scorers(header.results.scores if header.results else [])
     provider, _, model = ev.model.partition("/")
     labels = {
         "source": "inspect",
@@ -98,8 +100,9 @@ def open_inspect(path: Path) -> PeerImport:
         # The first scorer is the one Inspect reports first; its accuracy is the run's pass rate
         # when a case passes iff that score reads 1 (C, true, 1.0).
         config=RunConfig(
-            score_gates=(ScoreGate(score=scorers[0], op=">=", value=1.0),) if scorers else (),
+            score_gates=(ScoreGate(score=scorers[0].score, op=">=", value=1.0),) if scorers else (),
             reducers=Reducers(k=max(1, ev.config.epochs or 1)),
+            scorers=tuple(scorers),
         ),
         status=status,
         reason=reason,
@@ -114,6 +117,39 @@ def open_inspect(path: Path) -> PeerImport:
         run=run,
         cases=lambda: _cases(path, list(ev.dataset.sample_ids or [])),
     )
+
+
+PASSES_WHEN = "value_to_float(value) == 1 (C, true, 1.0); P reads 0.5, I and N 0"
+"""When a case passes under an imported Inspect scorer (the first one gates the case)."""
+
+
+def _scorers(results: Sequence[Any]) -> list[ScorerInfo]:
+    """Each `EvalScore` as a scorer, its metrics' reported figures kept (finite ones).
+
+    A dict-valued scorer gives one `EvalScore` per key, named by the key; its cases' named
+    scores are `scorer/key` (see `named_scores`).
+    """
+    shared = Counter(s.scorer for s in results)
+    out = []
+    for s in results:
+        is_key = shared[s.scorer] > 1 and s.name != s.scorer
+        out.append(
+            ScorerInfo(
+                name=s.name,
+                score=f"{s.scorer}/{s.name}" if is_key else s.name,
+                semantics="inspect",
+                value_type="dict" if is_key else "unknown",
+                metrics=tuple(s.metrics),
+                reducer=s.reducer,
+                reported={
+                    k: float(m.value)
+                    for k, m in s.metrics.items()
+                    if isinstance(m.value, int | float) and math.isfinite(m.value)
+                },
+                passes_when=PASSES_WHEN,
+            )
+        )
+    return out
 
 
 def _stored_version(path: Path) -> Any:

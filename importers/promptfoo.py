@@ -10,13 +10,15 @@ many rows the file holds.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 import orjson
+import yaml
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -37,7 +39,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
 )
-from evaledger.domain.spec import RunConfig, ScoreGate
+from evaledger.domain.spec import RunConfig, ScoreGate, ScorerInfo
 from evaledger.importers.base import (
     Format,
     PeerImport,
@@ -60,11 +62,34 @@ _ERROR_FAILURE = 2
 """promptfoo's `failureReason` for a provider/runtime error (1 is an assertion failure)."""
 
 
+def is_yaml(path: Path) -> bool:
+    """Whether a file starts like YAML rather than JSON (promptfoo's `-o out.yaml`)."""
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return bool(head) and head[:1] not in (b"{", b"[")
+
+
+def open_output(path: Path) -> BinaryIO:
+    """A promptfoo output as a JSON byte stream: a JSON file as is, a YAML one converted.
+
+    promptfoo writes its YAML output as a YAML dump of the same document as its JSON output,
+    so one reader serves both; a YAML file is loaded whole (PyYAML cannot stream a mapping).
+    """
+    if not is_yaml(path):
+        return path.open("rb")
+    try:
+        with path.open("rb") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise fail(path, f"detected promptfoo YAML output that cannot be read ({e})") from None
+    return io.BytesIO(orjson.dumps(data, default=str))
+
+
 def _header(path: Path) -> dict[str, Any]:
     """Everything but the result rows (and v2's table), in one streaming pass."""
     builder = ijson.ObjectBuilder()
     try:
-        with path.open("rb") as f:
+        with open_output(path) as f:
             for prefix, event, value in ijson.parse(f, use_float=True):
                 if prefix.startswith(_SKIPPED):
                     # Keep the rows' container (an empty list) so the builder stays balanced.
@@ -116,7 +141,10 @@ def open_promptfoo(path: Path) -> PeerImport:
             model=model or None,
         ),
         labels=labels,
-        config=RunConfig(score_gates=(ScoreGate(score=PASS_SCORE, op=">=", value=1.0),)),
+        config=RunConfig(
+            score_gates=(ScoreGate(score=PASS_SCORE, op=">=", value=1.0),),
+            scorers=_scorers(results),
+        ),
         created_at=created,
         completed_at=parse_time(meta.get("exportedAt")),
     )
@@ -129,6 +157,60 @@ def open_promptfoo(path: Path) -> PeerImport:
         run=run,
         cases=lambda: _cases(path, several_prompts),
     )
+
+
+def _scorers(results: Mapping[str, Any]) -> tuple[ScorerInfo, ...]:
+    """Promptfoo's per-prompt metrics: pass rate, average score, each named metric's average.
+
+    With several prompts or providers each one is a variant and its scorers carry it in their
+    name (`promptfoo@openai:gpt-4o/pass_rate`), as promptfoo's viewer shows a column each.
+    """
+    prompts = [p for p in results.get("prompts") or [] if isinstance(p, Mapping)]
+
+    def info(
+        name: str, score: str, metric: str, reported: float, variant: str | None
+    ) -> ScorerInfo:
+        return ScorerInfo(
+            name=name if variant is None else f"{name}@{variant.removesuffix(chr(0x1F))}",
+            score=score,
+            semantics="promptfoo",
+            metrics=(metric,),
+            reported={metric: reported},
+            passes_when="promptfoo's own pass/fail of the row (every assertion passes)",
+            variant=variant,
+        )
+
+    several_prompts = len({p.get("label") or p.get("raw") for p in prompts}) > 1
+    out: list[ScorerInfo] = []
+    for i, p in enumerate(prompts):
+        metrics = p.get("metrics") or {}
+        rows = sum(
+            int(metrics.get(k) or 0) for k in ("testPassCount", "testFailCount", "testErrorCount")
+        )
+        configuration = str(p.get("provider") or "provider")
+        if several_prompts:
+            configuration += f" | {p.get('label') or i}"
+        variant = f"{configuration}\x1f" if len(prompts) > 1 else None
+        named = metrics.get("namedScores") or {}
+        counts = metrics.get("namedScoresCount") or {}
+
+        if rows:
+            out.append(
+                info(
+                    "promptfoo",
+                    PASS_SCORE,
+                    "pass_rate",
+                    metrics.get("testPassCount", 0) / rows,
+                    variant,
+                )
+            )
+            if isinstance(metrics.get("score"), int | float):
+                out.append(info("score", "score", "mean", metrics["score"] / rows, variant))
+        for name, total in named.items():
+            count = counts.get(name) or rows
+            if isinstance(total, int | float) and count:
+                out.append(info(name, name, "mean", total / count, variant))
+    return tuple(out)
 
 
 def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
@@ -146,7 +228,7 @@ def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
 
 
 def _cases(path: Path, several_prompts: bool) -> Iterator[BundleCase]:
-    with path.open("rb") as f:
+    with open_output(path) as f:
         try:
             for row in ijson.items(f, ROWS, use_float=True):
                 yield _case(row, several_prompts)

@@ -25,7 +25,7 @@ from evaledger.domain.events import (
     ToolCall,
     Turn,
 )
-from evaledger.domain.spec import Reducers, RunConfig
+from evaledger.domain.spec import Reducers, RunConfig, ScorerInfo
 from evaledger.importers.base import Format, PeerImport, arguments_of, fail, finite, named_score
 
 REWARD_OUTCOME = (
@@ -65,7 +65,19 @@ def open_tau_bench(path: Path) -> PeerImport:
         suite=SuiteRef(name="tau-bench"),
         agent=AgentSnapshot(name=path.stem, system_prompt=system_prompt),
         labels={"source": "tau-bench"},
-        config=RunConfig(reducers=Reducers(k=max(1, len(trials)))),
+        config=RunConfig(
+            reducers=Reducers(k=max(1, len(trials))),
+            scorers=(
+                ScorerInfo(
+                    name="reward",
+                    score="reward",
+                    semantics="tau-bench",
+                    value_type="binary",
+                    metrics=("mean",),
+                    passes_when="reward == 1 (the task is solved)",
+                ),
+            ),
+        ),
         created_at=UNDATED,
     )
     return PeerImport(

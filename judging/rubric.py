@@ -163,7 +163,7 @@ def load_rubrics(path: Path) -> dict[str, JudgeRubric]:
     try:
         text = path.read_text()
         if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml  # type: ignore[import-untyped]  # (pyyaml: no stubs installed)
+            import yaml
 
             data = yaml.safe_load(text)
         else:

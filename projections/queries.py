@@ -20,7 +20,7 @@ from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
-from evaledger.domain.spec import ScoringSpec
+from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
 from evaledger.projections.projectors import CasesProjection, load_facts, load_scores, upsert
 from evaledger.projections.tables import (
@@ -301,6 +301,7 @@ class ReadModels:
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
         own = self.run_spec(run_id)
+        spec = None if spec is None else keep_source_scorers(spec, own)
         if spec is None or spec.spec_id == own.spec_id:
             scores = self.case_scores(run_id)
             return Summary(own, summarize_run(scores, own), reduce_repetitions(scores, own)), scores
@@ -321,6 +322,7 @@ class ReadModels:
         # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
         own = self._own_spec(run_id)
+        spec = keep_source_scorers(spec, own)
         before = self._stored_own_aggregate(run_id, own)
         inputs = self._run_inputs(run_id)
         if before is None:

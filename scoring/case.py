@@ -37,6 +37,7 @@ from evaledger.scoring.models import (
     TestCaseResult,
 )
 from evaledger.scoring.named import named_score_means
+from evaledger.scoring.scorer_metrics import pass_hat_k, reported_mismatches, scorer_metrics
 from evaledger.scoring.stats import percentile
 
 __all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
@@ -392,13 +393,12 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=meets_threshold(
-            [s.overall_score for s in scored if s.overall_score is not None],
-            spec.metrics_pass_threshold,
+        metrics_passed=metrics_threshold_passed(
+            [s.overall_score for s in scored if s.overall_score is not None], spec
         ),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
+        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
         per_metric_means=_per_metric_means(scored, spec),
         coverage=Coverage(
             scored=len(scored),
@@ -409,7 +409,41 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         ),
         self_judged_count=sum(s.self_judged for s in scores),
         named_score_means=named_score_means(scores),
+        **_source_metrics(scores, spec),
     )
+
+
+def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:
+    """A run threshold's verdict; None when there is no figure or the threshold does not apply.
+
+    A run that brings its source's scorers (an import) is judged by what the source or the
+    user configured, not by Connexity's thresholds it never chose (issue 18).
+    """
+    if pct is None or spec.scorers:
+        return None
+    return pct >= threshold
+
+
+def metrics_threshold_passed(overall_scores: Sequence[float], spec: ScoringSpec) -> bool | None:
+    """The metrics threshold's verdict: the mean at its stated precision, exactly (issue 22).
+
+    None when no case is scored, or when the run brings its source's scorers (`threshold_passed`).
+    """
+    if spec.scorers:
+        return None
+    return meets_threshold(overall_scores, spec.metrics_pass_threshold)
+
+
+def _source_metrics(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, Any]:
+    """The source's metrics, its reported figures that differ, and pass^k (issue 18)."""
+    computed = scorer_metrics(scores, spec.scorers)
+    return {
+        "scorer_metrics": computed,
+        "scorer_metrics_mismatched": reported_mismatches(computed, spec.scorers),
+        # Native runs keep pass^k per test case (TestCaseResult); the run figure is the
+        # source's (tau-bench reports it), so it is given where the run has source scorers.
+        "pass_hat_k": pass_hat_k(scores) if spec.scorers else {},
+    }
 
 
 def _latencies(scores: Iterable[CaseScore]) -> list[float]:

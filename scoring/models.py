@@ -199,6 +199,22 @@ class RunAggregate(StrictModel):
     named_score_means: dict[str, float] = Field(
         default_factory=dict, exclude_if=_empty, description="Mean of each peer named score."
     )
+    scorer_metrics: dict[str, float] = Field(
+        default_factory=dict,
+        exclude_if=_empty,
+        description='The source\'s own metrics, "SCORER/METRIC" → figure, recomputed with its '
+        "semantics (scoring.scorer_metrics).",
+    )
+    scorer_metrics_mismatched: dict[str, float] = Field(
+        default_factory=dict,
+        exclude_if=_empty,
+        description="Figures the source reported that the recomputation does not reproduce.",
+    )
+    pass_hat_k: dict[str, float] = Field(
+        default_factory=dict,
+        exclude_if=_empty,
+        description='pass^k by k ("1", "2", ...) where test cases have repetitions.',
+    )
 
 
 class TestCaseResult(StrictModel):

@@ -40,10 +40,11 @@ from evaledger.scoring.case import (
     P95_MIN_SAMPLES,
     _observations,
     _outcome_results,
+    metrics_threshold_passed,
     score_case,
+    threshold_passed,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
-from evaledger.scoring.exact import meets_threshold
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
 from evaledger.scoring.models import CaseStatus, Coverage, RunAggregate
 from evaledger.scoring.named import named_score_means
@@ -404,7 +405,8 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
     takes the reference path.
     """
     names = [m.metric for m in spec.metrics]
-    if not names or len(set(names)) != len(names):
+    if not names or len(set(names)) != len(names) or spec.scorers:
+        # A source's scorer metrics and pass^k need the case scores: the exact path has them.
         return None
     columns = _columns(inputs, spec)
     decided = _decide_cases(inputs, spec, columns)
@@ -534,10 +536,10 @@ def _aggregate(
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=meets_threshold(overall_scored, spec.metrics_pass_threshold),
+        metrics_passed=metrics_threshold_passed(overall_scored, spec),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,
+        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
         per_metric_means=_metric_means(inputs, columns, decided),
         coverage=Coverage(
             scored=len(overall_scored),

@@ -107,6 +107,21 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def print_source_score(found: dict[str, Any]) -> None:
+    """One source scorer's verdict: values, answer, target, explanation, grader conversation."""
+    values = ", ".join(f"{k} = {v}" for k, v in found["values"].items())
+    print(f"scorer {found['scorer']}: {values}")
+    for label, key in (
+        ("answer", "answer"),
+        ("target", "target"),
+        ("explanation", "explanation"),
+        ("grader prompt", "grader_prompt"),
+        ("grader reply", "grader_reply"),
+    ):
+        if found.get(key):
+            print(f"  {label}: {found[key][:400]!r}")
+
+
 def print_explanation(payload: dict[str, Any]) -> None:
     """Verdicts, weights, the overall score, the gate and the run aggregate, in that order."""
     print(
@@ -125,16 +140,24 @@ def print_explanation(payload: dict[str, Any]) -> None:
             print(f"  error: {v['error']}")
         for c in v["corrections"]:
             print(f"  {c['type']} by {c['actor']} at {c['timestamp']}: {c['reason']}")
-    print_table(
-        [
-            (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
-            for w in payload["weights"]
-        ],
-        ["metric", "score", "label", "weight", "contribution"],
-    )
+    for found in payload.get("source_scores", []):
+        print_source_score(found)
+    # No rubric table of dashes for a case the rubric never scored (an imported one).
+    rubric = any(w["score"] is not None for w in payload["weights"])
+    if rubric or not payload.get("source_scores"):
+        print_table(
+            [
+                (w["metric"], w["score"], w["label"], w["normalised_weight"], w["contribution"])
+                for w in payload["weights"]
+            ],
+            ["metric", "score", "label", "weight", "contribution"],
+        )
     o, g, r = payload["overall_score"], payload["gate"], payload["run_aggregate"]
-    print(f"overall_score {fmt(o['value'])} = {o['formula']}")
+    if rubric or not payload.get("source_scores"):
+        print(f"overall_score {fmt(o['value'])} = {o['formula']}")
     print(f"gate ({g['policy']}): {g['rule']} → {g['status']}: {g['reason']}")
+    if not rubric and payload.get("source_scores"):
+        return
     print(
         f"run aggregate: counts in metric mean: {fmt(r['counts_in_metric_mean'])}; "
         f"counts as {r['counts_as']}; run weighted_metrics_score_pct "

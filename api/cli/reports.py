@@ -31,6 +31,7 @@ from evaledger.scoring.comparison import CompareThresholds, RunComparison, rende
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.rollups import render_table
+from evaledger.scoring.scorer_metrics import gate_checks
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
 """The aggregate's own pass/fail fields: a `False` in either fails the run's thresholds."""
@@ -43,6 +44,20 @@ def register(commands: Commands) -> None:
         "gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold", reads=True
     )
     p.add_argument("run", metavar="RUN")
+    p.add_argument(
+        "--min",
+        action="append",
+        default=[],
+        metavar="SCORER/METRIC=VALUE",
+        help="exit 1 when a source metric (as in show's scorer_metrics) is below VALUE "
+        "(repeatable)",
+    )
+    p.add_argument(
+        "--min-pass-rate",
+        type=float,
+        metavar="X",
+        help="exit 1 when the run's pass rate (a fraction, every case counted) is below X",
+    )
     p = commands.add(
         "baseline",
         cmd_baseline,
@@ -184,29 +199,58 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
     return report_comparison(result, args, {})
 
 
+def _minimums(given: list[str]) -> dict[str, float]:
+    """`--min SCORER/METRIC=VALUE` options as a mapping (exit 2 naming the bad one)."""
+    out: dict[str, float] = {}
+    for item in given:
+        name, sep, value = item.rpartition("=")
+        try:
+            if not (sep and name):
+                raise ValueError(item)
+            out[name] = float(value)
+        except ValueError:
+            raise UsageError(f"--min: expected SCORER/METRIC=VALUE, got {item!r}") from None
+    return out
+
+
 def cmd_gate(services: Services, args: argparse.Namespace) -> int:
-    """Exit 1 when the run fails its metrics or cases threshold."""
+    """Exit 1 when the run fails its thresholds or a --min / --min-pass-rate given here."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
     agg = services.reads.summary(run_id).aggregate
+    checks = gate_checks(agg, _minimums(args.min), args.min_pass_rate)
+    configured = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is not None]
     failed = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is False]
+    failed += [c.name for c in checks if not c.passed]
     if args.json:
         emit_json(
             {
                 "run_id": str(run_id),
                 "passed": not failed,
                 "failed": failed,
+                "configured": bool(configured or checks),
+                "checks": [c.model_dump(mode="json") for c in checks],
                 "aggregate": agg.model_dump(mode="json"),
             }
         )
-    else:
+        return EXIT_FAIL if failed else EXIT_OK
+    if configured:
         print(
             f"metrics: {fmt(agg.weighted_metrics_score_pct)} vs "
             f"{fmt(agg.metrics_pass_threshold)} → "
             f"{fmt(agg.metrics_passed)}; cases: {fmt(agg.cases_pass_rate_pct)} vs "
             f"{fmt(agg.cases_pass_threshold)} → {fmt(agg.cases_passed)}"
         )
-        print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
+    for c in checks:
+        verdict = "ok" if c.passed else "FAILED"
+        print(f"{c.name}: {fmt(c.value, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
+    if not (configured or checks):
+        print(
+            "gate: passed (no thresholds configured for this run; "
+            "give --min SCORER/METRIC=VALUE or --min-pass-rate X)"
+        )
+        return EXIT_OK
+    print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
     return EXIT_FAIL if failed else EXIT_OK
 
 

@@ -31,8 +31,9 @@ from evaledger.api.console import (
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.queries import RunFilter
+from evaledger.projections.queries import RunFilter, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
+from evaledger.scoring.scorer_metrics import headline_metric
 
 
 def register(commands: Commands) -> None:
@@ -141,7 +142,8 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             limit=args.limit,
         )
     )
-    aggregates = [services.reads.summary(r.run_id).aggregate for r in rows]
+    summaries = [services.reads.summary(r.run_id) for r in rows]
+    aggregates = [summary.aggregate for summary in summaries]
     if args.json:
         emit_json(
             {
@@ -150,6 +152,7 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                         **r.model_dump(mode="json"),
                         "pass_rate": a.pass_rate,
                         "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
+                        **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
                     }
                     for r, a in zip(rows, aggregates, strict=True)
                 ],
@@ -158,6 +161,8 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
+    # The source's headline column only where a listed run has one (an import).
+    heads = [headline(summary) for summary in summaries]
     print_table(
         [
             (
@@ -169,16 +174,40 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                 r.case_count,
                 percent(a.pass_rate),
                 a.weighted_metrics_score_pct,
+                *([head] if any(heads) else []),
                 r.created_at,
             )
-            for r, a in zip(rows, aggregates, strict=True)
+            for r, a, head in zip(rows, aggregates, heads, strict=True)
         ],
-        ["run_id", "key", "suite", "agent", "status", "cases", "pass", "score", "created_at"],
-        fold=("key", "suite", "agent"),
+        [
+            "run_id",
+            "key",
+            "suite",
+            "agent",
+            "status",
+            "cases",
+            "pass",
+            "score",
+            *(["source metric"] if any(heads) else []),
+            "created_at",
+        ],
+        fold=("key", "suite", "agent", "source metric"),
     )
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
     return EXIT_OK
+
+
+def headline(summary: Summary) -> str:
+    """A run's source headline (`scoring.scorer_metrics.headline_metric`) with its figure."""
+    name = headline_metric(summary.spec)
+    value = None if name is None else summary.aggregate.scorer_metrics.get(name)
+    return "" if name is None else f"{name} {fmt(value, 4)}"
+
+
+def variant_label(variant: str) -> str:
+    """A case variant as people read it: `configuration / persona` (either may be absent)."""
+    return " / ".join(part for part in variant.split("\x1f") if part)
 
 
 def show_payload(
@@ -208,6 +237,7 @@ def show_payload(
                 "metric_scores": {m.metric: m.score for m in s.metric_scores},
                 "outcome_results": [o.model_dump(mode="json") for o in s.outcome_results],
                 **({"named_scores": s.named_scores} if s.named_scores else {}),
+                **({"variant": variant_label(s.variant)} if s.variant else {}),
             }
             for s in scores
         ],
@@ -229,11 +259,18 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
         f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
     )
-    print_aggregate(payload["aggregate"], "aggregate:")
+    scorers = run["spec"].get("scorers") or []
+    if scorers:
+        print_source_metrics(payload["aggregate"], run["spec"])
+    else:
+        print_aggregate(payload["aggregate"], "aggregate:")
+        for name, mean in payload["aggregate"].get("named_score_means", {}).items():
+            print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     if payload["judge_error_policy"]:
         print(f"  {payload['judge_error_policy']['note']}")
-    for name, mean in payload["aggregate"].get("named_score_means", {}).items():
-        print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
+    # An imported run's cases show their scorers' values, not the always-empty rubric score.
+    score_columns = list(dict.fromkeys(s["score"] for s in scorers))[:4]
+    variants = any("variant" in c for c in payload["cases"])
     print_table(
         [
             (
@@ -241,19 +278,64 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
                 c["test_case_key"],
                 c["repetition"],
                 c["status"],
-                c["overall_score"],
+                *([c.get("variant", "")] if variants else []),
+                *(
+                    [fmt(c.get("named_scores", {}).get(n), 4) for n in score_columns]
+                    if scorers
+                    else [c["overall_score"]]
+                ),
                 c["gate"],
             )
             for c in payload["cases"]
         ],
-        ["case_id", "test_case_key", "rep", "status", "score", "gate"],
-        fold=("test_case_key", "gate"),
+        [
+            "case_id",
+            "test_case_key",
+            "rep",
+            "status",
+            *(["variant"] if variants else []),
+            *(score_columns if scorers else ["score"]),
+            "gate",
+        ],
+        fold=("test_case_key", "variant", "gate"),
     )
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
         what = f"{status} cases" if status else "cases"
         print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
+
+
+def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> None:
+    """An imported run's figures in its source's terms: its metrics, then the pass rate's parts."""
+    print("source metrics:")
+    for name, value in aggregate.get("scorer_metrics", {}).items():
+        print(f"  {name:<32} {fmt(value, 4)}")
+    for name, value in aggregate.get("scorer_metrics_mismatched", {}).items():
+        print(f"  {name:<32} source reported {fmt(value, 4)}: NOT reproduced from the cases")
+    for k, value in aggregate.get("pass_hat_k", {}).items():
+        print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
+    coverage = aggregate["coverage"]
+    print(
+        f"  {'pass rate':<32} {fmt(aggregate['pass_rate'], 4)} "
+        f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
+        f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
+        f"{coverage['pending']} pending)"
+    )
+    print(f"  {'a case passes when':<32} {passes_when(spec)}")
+
+
+def passes_when(spec: dict[str, Any]) -> str:
+    """The stated pass rule of an imported run: its score gates and what its scorer reads."""
+    rules = {s["score"]: s.get("passes_when") for s in spec.get("scorers") or []}
+    gates = [
+        f"{g['score']} {g['op']} {g['value']:g}"
+        + (f" [{rules[g['score']]}]" if rules.get(g["score"]) else "")
+        for g in spec.get("score_gates") or []
+    ]
+    if gates:
+        return " and ".join(gates)
+    return "; ".join(sorted({r for r in rules.values() if r})) or "its outcomes are met"
 
 
 def cmd_rescore(services: Services, args: argparse.Namespace) -> int:

@@ -80,6 +80,7 @@ def render_markdown(
     c = comparison
     lines = _heading(c, gate_failures)
     lines += _delta_table(c.aggregate)
+    lines += _source_rows(c.aggregate)
     lines.append("")
     lines.append(_cases_line(c))
     changes = _config_summary(c.config_diff)
@@ -87,10 +88,45 @@ def render_markdown(
         lines.append("Changes: " + _md("; ".join(changes)))
     lines.append(_statistics_line(c))
     lines += _regressed_cases(c, max_cases)
+    lines += _named_scores(c)
     if c.warnings:
         lines.append("")
         lines.extend(f"> ⚠️ {_md(w)}" for w in c.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _source_rows(agg: AggregateComparison) -> list[str]:
+    """Rows of the delta table for the runs' source metrics (issue 18: `SCORER/METRIC`)."""
+    ba, ca = agg.baseline_metrics.scorer_metrics, agg.candidate_metrics.scorer_metrics
+    rows = []
+    for name in sorted(ba.keys() | ca.keys()):
+        b, c = ba.get(name), ca.get(name)
+        delta = None if b is None or c is None else c - b
+        rows.append(
+            f"| {_md(name)} | {_fmt(b, '.4f', '')} | {_fmt(c, '.4f', '')} "
+            f"| {_fmt(delta, '.4f', '', signed=True)} |"
+        )
+    return rows
+
+
+def _named_scores(c: RunComparison) -> list[str]:
+    """Each named score's means, delta and paired interval (repetitions averaged first)."""
+    if not c.named_scores:
+        return []
+    lines = [
+        "",
+        "| Named score | Baseline | Candidate | Δ | paired 95% CI | verdict |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for n in c.named_scores:
+        ci = n.paired
+        interval = "—" if ci.low is None or ci.high is None else f"[{ci.low:+.4f}, {ci.high:+.4f}]"
+        lines.append(
+            f"| {_md(n.name)} | {_fmt(n.baseline_mean, '.4f', '')} "
+            f"| {_fmt(n.candidate_mean, '.4f', '')} | {_fmt(n.mean_delta, '.4f', '', signed=True)} "
+            f"| {interval} (n={ci.n}) | {n.verdict.replace('_', ' ')} |"
+        )
+    return lines
 
 
 def _heading(c: RunComparison, gate_failures: Sequence[str]) -> list[str]:
