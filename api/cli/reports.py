@@ -24,7 +24,6 @@ from evaledger.api.console import (
     print_grade,
 )
 from evaledger.domain.ledger import Context
-from evaledger.scoring.comparison import CompareThresholds, render_markdown
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.rollups import render_table
 
@@ -111,6 +110,9 @@ def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID, U
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
+    # Here, not at the top: the comparison engine loads numpy, which `runs`/`show` never need.
+    from evaledger.scoring.comparison import CompareThresholds, render_markdown
+
     services.sync()
     baseline, candidate = compared_runs(services, args)
     thresholds = CompareThresholds(
