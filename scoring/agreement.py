@@ -248,7 +248,7 @@ class MeasureAgreement(BaseModel):
     reliability: Reliability = Field(
         default=Reliability.INSUFFICIENT_DATA,
         description="ok (30+ items), few_items (10-29: read the interval), insufficient_data "
-        "(under 10: not reported; the point values above are kept for audit only).",
+        "(under 10: α and κ are null, not reported; `pairs` keeps each pair's κ for audit).",
     )
     alpha_interval: Interval | None = Field(
         default=None, description="Bootstrap 95 % interval of α; null under 10 items."
@@ -286,12 +286,15 @@ def measure_agreement(measure: str, ratings: Ratings) -> MeasureAgreement:
                 cohen_kappa=cohen_kappa(both),
             )
         )
+    # Under MIN_ITEMS items no figure is given (issue 22): a κ of −0.5 over two items reads as a
+    # finding. The per-pair rows keep their counts and values for an auditor who asks.
+    reported = level is not Reliability.INSUFFICIENT_DATA
     return MeasureAgreement(
         measure=measure,
         raters=raters,
         items=len(pairable),
-        krippendorff_alpha=krippendorff_alpha_ordinal(pairable),
-        cohen_kappa=pairs[0].cohen_kappa if len(raters) == 2 else None,
+        krippendorff_alpha=krippendorff_alpha_ordinal(pairable) if reported else None,
+        cohen_kappa=pairs[0].cohen_kappa if reported and len(raters) == 2 else None,
         pairs=pairs,
         reliability=level,
         alpha_interval=alpha_interval,

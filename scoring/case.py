@@ -24,6 +24,7 @@ from evaledger.domain.spec import (
     Severity,
 )
 from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
+from evaledger.scoring.exact import meets_threshold
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 from evaledger.scoring.models import (
     CaseScore,
@@ -391,7 +392,10 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=None if metrics_pct is None else metrics_pct >= spec.metrics_pass_threshold,
+        metrics_passed=meets_threshold(
+            [s.overall_score for s in scored if s.overall_score is not None],
+            spec.metrics_pass_threshold,
+        ),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
         cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,

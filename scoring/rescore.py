@@ -30,6 +30,7 @@ from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring import case as case_module
 from evaledger.scoring import decide as decide_module
+from evaledger.scoring import exact as exact_module
 from evaledger.scoring import facts as facts_module
 from evaledger.scoring import models as models_module
 from evaledger.scoring import named as named_module
@@ -42,6 +43,7 @@ from evaledger.scoring.case import (
     score_case,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
+from evaledger.scoring.exact import meets_threshold
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
 from evaledger.scoring.models import CaseStatus, Coverage, RunAggregate
 from evaledger.scoring.named import named_score_means
@@ -59,6 +61,7 @@ _RULES = (
     sys.modules[__name__],
     case_module,
     decide_module,
+    exact_module,
     facts_module,
     models_module,
     named_module,
@@ -531,7 +534,7 @@ def _aggregate(
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=None if metrics_pct is None else metrics_pct >= spec.metrics_pass_threshold,
+        metrics_passed=meets_threshold(overall_scored, spec.metrics_pass_threshold),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
         cases_passed=None if cases_pct is None else cases_pct >= spec.cases_pass_threshold,

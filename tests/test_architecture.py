@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("domain", "scoring", "projections", "api", "judging", "importers", "bench")
+PACKAGES = ("domain", "scoring", "projections", "api", "judging", "importers", "client", "bench")
 # Layer folders that install under the `evaledger` namespace (pyproject's package-dir mapping).
-INSTALLED = frozenset({"domain", "scoring", "projections", "api", "judging", "importers"})
+INSTALLED = frozenset({"domain", "scoring", "projections", "api", "judging", "importers", "client"})
 
 # Top-level import names a layer must never use (DESIGN §1, "rules of the house").
 FORBIDDEN: dict[str, frozenset[str]] = {
@@ -40,6 +40,12 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     # The judge runner writes through the ledger's commands and reads no read model.
     "judging": frozenset({"api", "projections", "fastapi", "starlette", "uvicorn", "sqlalchemy"}),
     "importers": frozenset({"api", "judging", "fastapi", "starlette", "uvicorn"}),
+    # Nothing in the product depends on the client: it sits on top, beside the API.
+    "api": frozenset({"client"}),
+}
+# The client is the outermost layer: no other layer may import it.
+FORBIDDEN = {
+    name: banned | {"client"} if name != "api" else banned for name, banned in FORBIDDEN.items()
 }
 
 
@@ -307,3 +313,21 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
         "evaledger/__main__.py",
     } <= set(names)
     assert "evaledger/scoring/presets/ifixai-v1.json" in names
+
+
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    # A package missing from pyproject's list installs from a checkout but not from the wheel.
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        module_name(init)
+        for layer_dir in sorted(INSTALLED)
+        if (ROOT / layer_dir).is_dir()
+        for init in (ROOT / layer_dir).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert found, "no package folder found"
+    assert sorted(found - listed) == []

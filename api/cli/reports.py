@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 from uuid import UUID
 
 import pydantic
@@ -25,6 +26,7 @@ from evaledger.api.console import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.scoring.grading import GradingSpec, grading_spec
+from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.rollups import render_table
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
@@ -108,6 +110,18 @@ def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID, U
     return baseline, resolve_run(services, args.runs[1], args.project)
 
 
+def judge_error_notes(
+    services: Services, runs: dict[str, UUID]
+) -> dict[str, dict[str, Any] | None]:
+    """Per side, how many judge errors its own figures count as 0 (issue 22), or None."""
+    return {
+        side: judge_error_policy_json(
+            services.reads.case_score_objects(run_id), services.reads.run_spec(run_id).judge_errors
+        )
+        for side, run_id in runs.items()
+    }
+
+
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
     # Here, not at the top: the comparison engine loads numpy, which `runs`/`show` never need.
@@ -126,12 +140,19 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     candidate_agg = result.aggregate.candidate_metrics
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
+    notes = judge_error_notes(services, {"baseline": baseline, "candidate": candidate})
     if args.json:
-        emit_json(result.model_dump(mode="json"))
+        emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes})
     elif args.markdown:
         sys.stdout.write(render_markdown(result, gate_failures=gate_failures) + "\n")
+        for side, note in notes.items():
+            if note:
+                sys.stdout.write(f"\n_{side}: {note['note']}_\n")
     else:
         print_comparison(result)
+        for side, note in notes.items():
+            if note:
+                print(f"{side}: {note['note']}")
         if gate_failures:
             print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
     return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK

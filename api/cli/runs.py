@@ -32,6 +32,7 @@ from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter
+from evaledger.scoring.judge_errors import judge_error_policy_json
 
 
 def register(commands: Commands) -> None:
@@ -191,6 +192,9 @@ def show_payload(
         "cases_matching": matching,
         "run": run.model_dump(mode="json"),
         "aggregate": summary.aggregate.model_dump(mode="json"),
+        "judge_error_policy": judge_error_policy_json(
+            services.reads.case_score_objects(run_id), summary.spec.judge_errors
+        ),
         "cases": [
             {
                 "case_id": str(s.case_id),
@@ -226,6 +230,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
     )
     print_aggregate(payload["aggregate"], "aggregate:")
+    if payload["judge_error_policy"]:
+        print(f"  {payload['judge_error_policy']['note']}")
     for name, mean in payload["aggregate"].get("named_score_means", {}).items():
         print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     print_table(

@@ -31,11 +31,11 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.metrics import ScoreType
-from evaledger.judging.policy import judge_error_note, run_judge_error_note
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import CompareThresholds, render_markdown
 from evaledger.scoring.grading import preset_names
+from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from evaledger.domain.spec import JudgeErrorPolicy
-from evaledger.judging.policy import judge_error_note
+from evaledger.scoring.judge_errors import judge_error_note
 from tests.fake_judges import Answer, FakeJudges, default_script, serve
 from tests.judging.test_judging_cli import count, import_file, run_cli
 
@@ -182,6 +182,18 @@ def test_the_error_policy_is_said_beside_the_figures(
             assert "2 judge errors counted as 0 (judge_errors: score_zero)" in page.text
     finally:
         services.close()
+    sentence = "2 judge errors counted as 0 (judge_errors: score_zero)"
+    _, out, _ = run_cli(capsys, sqlite_url, "show", run_id)
+    assert sentence in out
+    _, out, _ = run_cli(capsys, sqlite_url, "show", run_id, "--json")
+    shown = orjson.loads(out)
+    assert shown["judge_error_policy"] == {
+        "judge_errors": 2,
+        "policy": "score_zero",
+        "note": sentence,
+    }
+    _, out, _ = run_cli(capsys, sqlite_url, "compare", run_id, run_id, "--no-fail-on-thresholds")
+    assert f"baseline: {sentence}" in out and f"candidate: {sentence}" in out
 
 
 def test_agreement_over_two_items_says_insufficient_data(
@@ -206,7 +218,7 @@ def test_agreement_over_two_items_says_insufficient_data(
 def test_the_policy_payload_counts_every_shape_of_case_score() -> None:
     from types import SimpleNamespace
 
-    from evaledger.judging.policy import judge_error_policy_json
+    from evaledger.scoring.judge_errors import judge_error_policy_json
 
     rows: list[Any] = [
         {"judge_error": True},

@@ -51,6 +51,9 @@ def served(store_url: str) -> Iterator[Served]:
         # An admin of the seeded project: requests get past authentication into the routes.
         token = services.ledger.issue_token("default", TokenScope.ADMIN, "fuzz", Context("ops"))
         app = create_app(services=services)
+        # FastAPI builds the OpenAPI document on first request and caches it; build it here so
+        # schemathesis's 10 s read timeout never meets that one-off cost on a loaded machine.
+        app.openapi()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

@@ -73,8 +73,17 @@ def test_alpha_edge_cases() -> None:
 
 
 def test_measure_agreement_gives_kappa_only_for_two_judges() -> None:
+    # Two items: no headline figure (insufficient data); the pair keeps its κ for audit.
     two = measure_agreement("m", {"u": {"a": 1, "b": 1}, "v": {"a": 2, "b": 1}})
-    assert (two.items, two.cohen_kappa, two.pairs[0].items) == (2, 0.0, 2)
+    assert (two.items, two.cohen_kappa, two.krippendorff_alpha) == (2, None, None)
+    assert (two.pairs[0].items, two.pairs[0].cohen_kappa) == (2, 0.0)
+    # Ten items: the headline κ is the pair's κ (9 of 10 agree, categories 1 and 2 only).
+    ten = measure_agreement(
+        "m", {f"u{i}": {"a": 1 + (i % 2), "b": 1 + (i % 2) if i else 2} for i in range(10)}
+    )
+    both = [(1 + (i % 2), 1 + (i % 2) if i else 2) for i in range(10)]
+    assert ten.items == 10 and ten.cohen_kappa == cohen_kappa(both) == ten.pairs[0].cohen_kappa
+    assert ten.cohen_kappa is not None and ten.krippendorff_alpha is not None
     three = measure_agreement("m", {"u": {"a": 1, "b": 1, "c": 1}, "v": {"a": 2, "c": 2}})
     assert three.cohen_kappa is None and [p.raters for p in three.pairs] == [
         ("a", "b"),
@@ -138,15 +147,24 @@ def test_the_run_report_has_exact_kappa_alpha_and_judge_vs_human(store_services:
     # α (ordinal): n2 = 2, n3 = 1, n4 = 3, n5 = 2; Σoδ² = 2·4 = 8; Σ n_c n_k δ² = 624;
     # α = 1 − 7 · 8 / 624 = 71/78.
     assert (tool.measure, tool.items) == ("tool_routing", 4)
-    assert tool.cohen_kappa == pytest.approx(2 / 3, abs=1e-12)
-    assert tool.krippendorff_alpha == pytest.approx(71 / 78, abs=1e-12)
+    # Four items are too few for a headline figure (issue 22: under 10, insufficient data); the
+    # pair row keeps κ for audit, and α is the ordinal α of the same ratings.
+    assert (tool.reliability.value, tool.cohen_kappa, tool.krippendorff_alpha) == (
+        "insufficient_data",
+        None,
+        None,
+    )
+    assert tool.pairs[0].cohen_kappa == pytest.approx(2 / 3, abs=1e-12)
+    ratings = {
+        f"c{i}": {"A": a, "B": b} for i, (a, b) in enumerate([(4, 4), (4, 3), (2, 2), (5, 5)])
+    }
+    assert krippendorff_alpha_ordinal(ratings) == pytest.approx(71 / 78, abs=1e-12)
     assert tool.pairs[0].percent_agreement == 0.75
     # Case pass/fail (threshold 75): A passes c1, c2, c4; B passes c1, c4.
     # κ = (3/4 − 1/2) / (1 − 1/2) = 1/2; α (binary) = 1 − 7 · 32 / 480 = 8/15.
     passed = report.case_passed
-    assert passed.items == 4
-    assert passed.cohen_kappa == pytest.approx(0.5, abs=1e-12)
-    assert passed.krippendorff_alpha == pytest.approx(8 / 15, abs=1e-12)
+    assert (passed.items, passed.cohen_kappa, passed.krippendorff_alpha) == (4, None, None)
+    assert passed.pairs[0].cohen_kappa == pytest.approx(0.5, abs=1e-12)
     # The human changed A's 4 to 3 on c2 and failed the case A passed.
     human = {(h.judge, h.measure): h for h in report.human}
     assert len(human) == 9
@@ -260,6 +278,8 @@ def test_below_ten_items_no_figure_below_thirty_a_warning(
 def test_the_two_item_example_of_the_issue_is_insufficient_data() -> None:
     from evaledger.scoring.agreement import shown
 
-    m = measure_agreement("m", {"u": {"a": 1, "b": 2}, "v": {"a": 2, "b": 1}})
-    assert m.krippendorff_alpha == pytest.approx(-0.5)
+    ratings = {"u": {"a": 1.0, "b": 2.0}, "v": {"a": 2.0, "b": 1.0}}
+    assert krippendorff_alpha_ordinal(ratings) == pytest.approx(-0.5)
+    m = measure_agreement("m", ratings)
+    assert m.krippendorff_alpha is None and m.cohen_kappa is None
     assert shown(m.krippendorff_alpha, m.reliability, m.alpha_interval) == "insufficient data"

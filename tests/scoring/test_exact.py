@@ -82,7 +82,6 @@ def _case(i: int, overall: float) -> CaseScore:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="wired by the integrator")
 def test_a_run_of_three_46_67_cases_passes_a_46_67_metrics_threshold() -> None:
     spec = resolve_spec(RunConfig(metrics_pass_threshold=46.67))
     aggregate = summarize_run([_case(i, 46.67) for i in range(3)], spec)
