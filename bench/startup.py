@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.repeat):  # interleaved: a load spike hits every command alike
             for name, command in commands.items():
-                wall, cpu = timed(command, env)
-                walls[name].append(wall)
-                cpus[name].append(cpu)
+                one_wall, one_cpu = timed(command, env)
+                walls[name].append(one_wall)
+                cpus[name].append(one_cpu)
     wall = {name: statistics.median(v) for name, v in walls.items()}
     cpu = {name: statistics.median(v) for name, v in cpus.items()}
     base = 'python -c "import pydantic, orjson"'
