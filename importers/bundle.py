@@ -26,7 +26,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any
 
-import ijson
 import pydantic
 
 from evaledger.domain import collector
@@ -156,6 +155,10 @@ def _header(f: IO[bytes]) -> tuple[dict[str, Any], int, bool]:
     16-digit run in the bytes); yajl refuses raw control characters and the scan finds lone
     surrogates, so without either the per-case walk of `unstorable` can be skipped.
     """
+    # ijson is imported by the two functions that parse: the CLI's console imports this module
+    # (for `describe`) on every command, and only `import` reads a bundle (issue 19).
+    import ijson
+
     scan = _Scanning(f)
     builder = ijson.ObjectBuilder()
     count = 0
@@ -203,6 +206,8 @@ def stream_cases(f: IO[bytes], name: str, suspect: bool = True) -> Iterator[Bund
     `suspect=False` (the header pass found no NUL escape and no 16-digit run in the file) skips
     the walk over each case for unstorable values: it could find nothing.
     """
+    import ijson  # see `_header`
+
     i = 0
     try:
         for i, raw in enumerate(ijson.items(f, CASES, use_float=True)):

@@ -35,6 +35,7 @@ from evaledger.projections.tables import (
     case_runs,
     cases,
     custom_metrics,
+    rescore_inputs,
     run_summaries,
     runs,
 )
@@ -42,12 +43,27 @@ from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
+from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 CASE_FACTS = TypeAdapter(list[CaseFacts])
 IN_CHUNK = 500
 MAX_CACHED_SCORES = 50_000
 """Case scores of open runs kept in memory for their summary at close (beyond: read back)."""
+MAX_CACHED_FACTS = 20_000
+"""Scoring facts of open runs kept in memory to store their rescore inputs at close (beyond:
+the run's first rescore builds them from the `scoring` column, as before)."""
+
+
+def closed_inputs_marker(summary_position: int) -> str:
+    """The `rescore_inputs_v1.marker` of a closed run whose summary is at `summary_position`.
+
+    The one definition: the projection writes it at close, `ReadModels` compares it on read.
+    The inputs' format and the cases table's versioned name are part of it, so new code or a
+    new projection version never reads inputs an older one stored.
+    """
+    return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
+
 
 _STATUS_OF: dict[type[Any], str] = {
     RunStarted: "running",
@@ -236,6 +252,10 @@ class CasesProjection:
         # run id → case id → (seq, score), for runs created since the last reset (complete)
         self._scores: dict[str, dict[str, tuple[int, CaseScore]]] = {}
         self._cached = 0
+        # run id → case id → scoring view, for the same runs: at close they become the run's
+        # rescore inputs, so its first rescore is a warm one (issue 19)
+        self._facts: dict[str, dict[str, CaseFacts]] = {}
+        self._cached_facts = 0
 
     def reset(self) -> None:
         """Drop caches (they are rebuilt from the tables)."""
@@ -243,6 +263,8 @@ class CasesProjection:
         self._seq = None
         self._scores.clear()
         self._cached = 0
+        self._facts.clear()
+        self._cached_facts = 0
 
     def _run(self, conn: Connection, run_id: str) -> RunScoring:
         found = self._runs.get(run_id)
@@ -280,6 +302,9 @@ class CasesProjection:
         if self._cached > MAX_CACHED_SCORES:
             self._scores.clear()  # runs left open: their summaries read the scores back
             self._cached = 0
+        if self._cached_facts > MAX_CACHED_FACTS or not self._scores:
+            self._facts.clear()  # their first rescore builds the inputs from the table
+            self._cached_facts = 0
         for run_id, last in sorted(page.dirty_runs.items()):
             self._write_summary(conn, run_id, last)
 
@@ -289,6 +314,7 @@ class CasesProjection:
         run_id, provider = created.oid, event.agent.provider
         self._runs[run_id] = RunScoring(event.spec, provider, "created")
         self._scores[run_id] = {}
+        self._facts[run_id] = {}
         conn.execute(
             case_runs.insert().values(
                 run_id=run_id,
@@ -324,6 +350,12 @@ class CasesProjection:
                 if cid not in kept:
                     self._cached += 1
                 kept[cid] = (seq, score)
+            view = scoring_view(f)
+            kept_facts = self._facts.get(run_id)
+            if kept_facts is not None:
+                if cid not in kept_facts:
+                    self._cached_facts += 1
+                kept_facts[cid] = view
             rows.append(
                 {
                     "case_id": cid,
@@ -333,7 +365,7 @@ class CasesProjection:
                     "variant": f.variant,
                     "seq": seq,
                     "facts": dumps(f),
-                    "scoring": dumps(scoring_view(f)),
+                    "scoring": dumps(view),
                     "score": dumps(score),
                     "status": score.status.value,
                     "overall_score": score.overall_score,
@@ -347,11 +379,13 @@ class CasesProjection:
         spec, _, status = self._run(conn, run_id)
         kept = self._scores.get(run_id)
         if kept is not None:
-            scores = [score for _, score in sorted(kept.values(), key=_by_seq)]
+            ordered = sorted(kept.items(), key=_seq_of)
+            scores = [score for _, (_, score) in ordered]
             if status in CLOSED:
                 # Closed: later changes (overrides) are rare; they read the scores back.
                 self._cached -= len(kept)
                 del self._scores[run_id]
+                self._store_inputs(conn, run_id, ordered, last)
         else:
             scores = load_scores(conn, run_id)
         summary = {
@@ -364,6 +398,33 @@ class CasesProjection:
             "position": last,
         }
         upsert(conn, run_summaries, [summary])
+
+    def _store_inputs(
+        self,
+        conn: Connection,
+        run_id: str,
+        ordered: list[tuple[str, tuple[int, CaseScore]]],
+        last: int,
+    ) -> None:
+        """Store a closing run's rescore inputs from the facts and scores this page has in hand.
+
+        What `ReadModels` would build on the run's first rescore by decoding every case's
+        `scoring` column, built here from the same facts without decoding them again; stored
+        under the marker of the summary written at `last`, so the first rescore reads one row.
+        """
+        facts = self._facts.pop(run_id, None)
+        if facts is None:
+            return
+        self._cached_facts -= len(facts)
+        if len(facts) != len(ordered):
+            return  # not every case was seen here (a restart mid-run): built on first rescore
+        old = {
+            cid: (score.overall_score, score.passed, score.status.value)
+            for cid, (_, score) in ordered
+        }
+        inputs = RunInputs.build([facts[cid] for cid, _ in ordered], old)
+        row = {"run_id": run_id, "marker": closed_inputs_marker(last), "inputs": inputs.to_bytes()}
+        upsert(conn, rescore_inputs, [row])
 
 
 def _load_cases(conn: Connection, batch: DecodedBatch) -> CasePage:
@@ -390,8 +451,8 @@ def _load_cases(conn: Connection, batch: DecodedBatch) -> CasePage:
     return CasePage(facts, seqs, {}, {})
 
 
-def _by_seq(item: tuple[int, CaseScore]) -> int:
-    return item[0]
+def _seq_of(item: tuple[str, tuple[int, CaseScore]]) -> int:
+    return item[1][0]
 
 
 def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:

@@ -22,7 +22,13 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
-from evaledger.projections.projectors import CasesProjection, load_facts, load_scores, upsert
+from evaledger.projections.projectors import (
+    CasesProjection,
+    closed_inputs_marker,
+    load_facts,
+    load_scores,
+    upsert,
+)
 from evaledger.projections.tables import (
     baselines,
     cases,
@@ -523,7 +529,7 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     """
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
-        return CasesMarker(f"{INPUTS_FORMAT} {cases.name} summary {position}", closed=True)
+        return CasesMarker(closed_inputs_marker(position), closed=True)
     tracked = conn.scalar(
         select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
     )

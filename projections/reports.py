@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import orjson
@@ -31,18 +31,19 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.projectors import upsert
 from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.tables import compare_cache, run_summaries
-from evaledger.scoring.comparison import (
-    ComparedRun,
-    CompareThresholds,
-    Comparison,
-    RunColumns,
-    RunComparison,
-    compare_columns,
-)
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
 from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.scoring.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
+
+if TYPE_CHECKING:
+    from evaledger.scoring.comparison import (
+        ComparedRun,
+        CompareThresholds,
+        Comparison,
+        RunColumns,
+        RunComparison,
+    )
 
 COMPARE_CACHE_SIZE = 8
 COLUMNS_CACHED = 16
@@ -96,6 +97,10 @@ class Reports:
 
     def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
         """A run as the comparison sees it."""
+        # The comparison engine (and numpy under it) loads with the first comparison, not
+        # with every CLI command that wires the services (issue 19: start-up).
+        from evaledger.scoring.comparison import ComparedRun
+
         return ComparedRun(
             run_id=str(run.run_id),
             status=run.status,
@@ -135,6 +140,8 @@ class Reports:
         Every total, verdict and statistic covers all matched cases; only the list of
         `test_case_comparisons` is paged (sorted by key).
         """
+        from evaledger.scoring.comparison import CompareThresholds
+
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
         digest = hashlib.sha256(
@@ -199,6 +206,8 @@ class Reports:
         spec: ScoringSpec | None,
         metric_deltas: bool = True,
     ) -> Comparison:
+        from evaledger.scoring.comparison import CompareThresholds
+
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
         return self._entry(runs, key, thresholds, spec, metric_deltas)
@@ -211,6 +220,8 @@ class Reports:
         spec: ScoringSpec | None,
         metric_deltas: bool,
     ) -> Comparison:
+        from evaledger.scoring.comparison import compare_columns
+
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -239,6 +250,8 @@ class Reports:
         return result
 
     def _columns_of(self, results: Sequence[TestCaseResult]) -> RunColumns:
+        from evaledger.scoring.comparison import RunColumns
+
         with self._lock:
             hit = self._columns.get(id(results))
             if hit is not None:

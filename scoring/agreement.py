@@ -14,12 +14,19 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from itertools import combinations
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 from pydantic import BaseModel, Field
 
 from evaledger.scoring.stats import percentile
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import numpy as np
+    import numpy.typing as npt
+
+    Counts: TypeAlias = npt.NDArray[np.int64]
 
 Ratings = Mapping[str, Mapping[str, float]]
 """item → rater → value (ordinal: larger is better; booleans as 0/1)."""
@@ -93,8 +100,6 @@ BOOTSTRAP_SEED = 22
 _CHUNK = 250
 """Resamples per matrix product: bounds memory at `_CHUNK × items` counts."""
 
-Counts = npt.NDArray[np.int64]
-
 
 class Reliability(StrEnum):
     """How far an agreement figure can be read."""
@@ -123,6 +128,8 @@ class Interval(BaseModel):
 
 def bootstrap_counts(items: int, resamples: int = BOOTSTRAP_RESAMPLES) -> Counts:
     """How often each item is drawn in each resample (resamples × items), from the fixed seed."""
+    import numpy as np  # deferred: the projections import this module on every command
+
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     return rng.multinomial(items, np.full(items, 1 / items), size=resamples).astype(np.int64)
 
@@ -138,6 +145,8 @@ def resampled_kappas(pairs: Sequence[tuple[float, float]], counts: Counts) -> li
     Each item is a one-hot cell of a k × k confusion matrix, so a resample's matrix is the
     count-weighted sum: one matrix product per chunk of resamples.
     """
+    import numpy as np  # deferred: the projections import this module on every command
+
     _, index = _codes([v for pair in pairs for v in pair])
     k = len(index)
     cells = np.zeros((len(pairs), k * k))
@@ -161,6 +170,8 @@ def resampled_alphas(units: Sequence[Mapping[str, float]], counts: Counts) -> li
     A unit's coincidences (pairs weighted 1 / (m_u − 1)) add up over the units drawn, so a
     resample's coincidence matrix is a count-weighted sum, as for κ.
     """
+    import numpy as np  # deferred: the projections import this module on every command
+
     categories, index = _codes([v for unit in units for v in unit.values()])
     k = len(categories)
     cells = np.zeros((len(units), k * k))
@@ -180,6 +191,8 @@ def resampled_alphas(units: Sequence[Mapping[str, float]], counts: Counts) -> li
 
 def _alpha_of_coincidences(coincidence: npt.NDArray[np.float64]) -> list[float]:
     """α of each coincidence matrix (ordinal δ² over the categories present in each)."""
+    import numpy as np  # deferred: the projections import this module on every command
+
     totals = coincidence.sum(axis=2)
     n = totals.sum(axis=1)
     cumulative = np.cumsum(totals, axis=1)

@@ -37,7 +37,6 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Literal
 
-import numpy as np
 from pydantic import Field
 
 from evaledger.domain.model import StrictModel
@@ -243,6 +242,10 @@ def _resample_means(values: list[float], resamples: int, seed: int) -> list[floa
     int, to a float. None (the caller draws in Python) when the values don't fit that: exponents
     too far apart, a -0.0, or a total below the normal floats.
     """
+    # Imported here, not at the top: `scoring.case` needs `percentile` on every CLI command's
+    # path, and numpy (~0.1 s) is wanted only by the comparisons that resample (issue 19).
+    import numpy as np
+
     n = len(values)
     data = np.asarray(values, dtype=np.float64)
     if np.signbit(data[data == 0]).any():
@@ -290,6 +293,8 @@ def _normal_interval(values: list[float], mean: float, z: float) -> tuple[float,
     n = len(values)
     if n < 2:
         return round(mean, 4), round(mean, 4)
+    import numpy as np  # see `_resample_means`
+
     half = z * float(np.std(np.asarray(values, dtype=np.float64), ddof=1)) / math.sqrt(n)
     if not (_clear_of_a_tie(mean - half) and _clear_of_a_tie(mean + half)):
         half = z * statistics.stdev(values) / math.sqrt(n)

@@ -13,18 +13,23 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
+from typing import TYPE_CHECKING
 
-from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.api.cli import admin, audit, judging, reports, runs, serve
-from evaledger.api.cli.inputs import EPILOG, Commands, common_options
-from evaledger.api.console import EXIT_OK, closed_pipe_is_not_an_error, fail, failure_of
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
 
-FAMILIES = (serve, runs, audit, admin, reports, judging)
-"""The command families, in the order `evaledger --help` lists their commands."""
+# Start-up (issue 19): this module imports only the standard library, so `evaledger --version`
+# loads nothing of the product; the families (and through them pydantic, SQLAlchemy, the store)
+# are imported when a command is parsed, the composition root when it runs.
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser: every family's commands, then `completion`."""
+    from evaledger.api.cli import admin, audit, judging, reports, runs, serve
+    from evaledger.api.cli.inputs import EPILOG, Commands, common_options
+
+    # The command families, in the order `evaledger --help` lists their commands.
+    families = (serve, runs, audit, admin, reports, judging)
     parser = argparse.ArgumentParser(
         prog="evaledger",
         description="Event-sourced evaluation ledger.",
@@ -34,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"evaledger {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = Commands(sub, common_options())
-    for family in FAMILIES:
+    for family in families:
         family.register(commands)
     p = sub.add_parser(
         "completion",
@@ -66,6 +71,13 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: the command's exit code (0/1/2/3), never a traceback for expected failures."""
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # Answered before the parser exists (building it imports every command family), the
+        # way argparse's own `--version` answers: SystemExit(0).
+        sys.stdout.write(f"evaledger {installed_version()}\n")
+        raise SystemExit(0)
+    from evaledger.api.console import EXIT_OK, closed_pipe_is_not_an_error
+
     parser = build_parser()
     args = parser.parse_args(argv)
     with closed_pipe_is_not_an_error():
@@ -77,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Open the store, run the command, map every expected failure to its exit code."""
+    from evaledger.api.bootstrap import Settings
+    from evaledger.api.console import fail, failure_of
+
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
         return open_and_run(args)
@@ -89,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def open_and_run(args: argparse.Namespace) -> int:
     """Run the command on the store, closed after it whatever happens."""
+    from evaledger.api.bootstrap import Settings, build_services
+
     services: Services | None = None
     # A command may answer without the store (`compare A.json B.json`: two files, no database).
     without_store = getattr(args, "without_store", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import pydantic
@@ -25,13 +25,14 @@ from evaledger.api.console import (
     print_comparison,
     print_grade,
 )
-from evaledger.api.file_compare import compare_files
 from evaledger.domain.ledger import Context
-from evaledger.scoring.comparison import CompareThresholds, RunComparison, render_markdown
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.rollups import render_table
 from evaledger.scoring.scorer_metrics import gate_checks
+
+if TYPE_CHECKING:
+    from evaledger.scoring.comparison import CompareThresholds, RunComparison
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
 """The aggregate's own pass/fail fields: a `False` in either fails the run's thresholds."""
@@ -154,6 +155,9 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
 
 def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
     """The comparison thresholds given on the command line (unset ones keep their defaults)."""
+    # Here, not at the top: the comparison engine loads numpy, which `runs`/`show` never need.
+    from evaledger.scoring.comparison import CompareThresholds
+
     return CompareThresholds(
         max_pass_rate_drop=args.max_pass_rate_drop,
         max_avg_score_drop=args.max_avg_score_drop,
@@ -166,6 +170,8 @@ def report_comparison(
     result: RunComparison, args: argparse.Namespace, notes: dict[str, dict[str, Any] | None]
 ) -> int:
     """Print a comparison as asked (JSON, Markdown or text); its exit code."""
+    from evaledger.scoring.comparison import render_markdown  # numpy: see `thresholds_of`
+
     candidate_agg = result.aggregate.candidate_metrics
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
@@ -195,6 +201,9 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
         return None
     if args.spec:
         raise UsageError("--spec: not with two files (each is compared under its own spec)")
+    # Deferred for start-up: the scratch import loads the importers and the comparison engine.
+    from evaledger.api.file_compare import compare_files
+
     result = compare_files(paths[0], paths[1], thresholds_of(args))
     return report_comparison(result, args, {})
 

@@ -168,3 +168,53 @@ def test_the_cli_starts_without_the_libraries_of_other_commands() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert out.strip() == "[]"
+
+
+COMMAND_ONLY = ("numpy", "ijson", *HEAVY)
+"""Besides HEAVY: numpy (comparisons, agreement) and ijson (bundle files) (issue 19)."""
+
+
+def loaded_by(argv: list[str], watched: Iterable[str]) -> tuple[str, list[str]]:
+    """A fresh interpreter runs `main(argv)`: its stdout, and which of `watched` it imported."""
+    probe = (
+        "import sys\n"
+        "from evaledger.api.cli import main\n"
+        "try:\n"
+        f"    code = main({argv!r})\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        f"print(code, sorted(m for m in {tuple(watched)!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    lines = out.strip().splitlines()
+    return "\n".join(lines[:-1]), [lines[-1]]
+
+
+def test_version_loads_nothing_of_the_product() -> None:
+    watched = ("pydantic", "sqlalchemy", "rich", "eventsourcing", "evaledger.api.bootstrap")
+    out, loaded = loaded_by(["--version"], (*COMMAND_ONLY, *watched))
+    assert out.startswith("evaledger ")
+    assert loaded == ["0 []"]
+
+
+def test_runs_and_show_load_no_library_of_other_commands(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLE_BUNDLE
+
+    db = f"sqlite:///{tmp_path / 'store'}"
+    subprocess.run(
+        [sys.executable, "-m", "evaledger", "import", str(EXAMPLE_BUNDLE), "--db", db],
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+    )
+    out, loaded = loaded_by(["runs", "--db", db], COMMAND_ONLY)
+    assert loaded == ["0 []"]
+    run_id = out.splitlines()[1].split()[0]
+    out, loaded = loaded_by(["show", run_id, "--db", db], COMMAND_ONLY)
+    assert run_id in out
+    assert loaded == ["0 []"]
+    # The probe sees a library a command does load: `compare` needs numpy.
+    _, loaded = loaded_by(["compare", run_id, run_id, "--db", db], ("numpy",))
+    assert loaded[0].endswith("['numpy']")

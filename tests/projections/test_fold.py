@@ -60,6 +60,7 @@ from evaledger.scoring.case import score_case
 from evaledger.scoring.facts import CaseFacts
 from tests.conftest import FIXTURES
 from tests.oracles import fold as reference
+from tests.oracles.rescore_inputs import CACHE_TABLES, check_stored_inputs
 
 GOLDEN = FIXTURES / "golden_events"
 MAPPER = EventMapper(transcoder=OrjsonTranscoder())
@@ -233,6 +234,9 @@ def snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     out: dict[str, list[tuple[Any, ...]]] = {}
     with engine.connect() as conn:
         for table in metadata.sorted_tables:
+            if table.name in CACHE_TABLES:
+                check_stored_inputs(conn)
+                continue
             rows = conn.execute(select(table)).all()
             out[table.name] = sorted((tuple(r) for r in rows), key=repr)
     return out

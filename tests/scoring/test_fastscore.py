@@ -376,3 +376,73 @@ def test_stored_inputs_serve_a_new_reader_and_another_format_is_rebuilt(
 
 def _no_facts(*args: object, **kwargs: object) -> None:
     raise AssertionError("the stored inputs should have been read, not the facts")
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_catch_up_stores_the_inputs_the_first_rescore_would_build(
+    store_url: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 19: the cases projection writes a closing run's rescore inputs while it folds. They
+    # must be byte for byte what the reference path (decode the `scoring` column, build) makes.
+    from bench.common import generate_bundle
+    from evaledger.api.bootstrap import Settings, build_services
+    from evaledger.projections.projectors import closed_inputs_marker, load_facts
+    from evaledger.projections.tables import cases, run_summaries
+
+    services = build_services(Settings(db=store_url))
+    try:
+        data = generate_bundle(80, seed=seed, run_key=f"warm-{seed}")
+        run_id = services.ledger.import_bundle(
+            RunBundle.model_validate(data), Context(actor="t")
+        ).run_id
+        services.sync()
+        key = str(run_id)
+        with services.engine.connect() as conn:
+            stored = conn.execute(
+                select(rescore_inputs.c.marker, rescore_inputs.c.inputs).where(
+                    rescore_inputs.c.run_id == key
+                )
+            ).one()
+            position = conn.scalar(
+                select(run_summaries.c.position).where(run_summaries.c.run_id == key)
+            )
+            old = {
+                r.case_id: (r.overall_score, r.passed, r.status)
+                for r in conn.execute(
+                    select(cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status)
+                )
+            }
+            reference = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
+        assert position is not None
+        assert stored.marker == closed_inputs_marker(position)
+        assert stored.inputs == reference.to_bytes()
+        # The first rescore of the run, in a new process's reader, decodes no facts.
+        spec = _stricter(services, run_id, 85.0)
+        want = _reference_rescore(services, run_id, spec)
+        with monkeypatch.context() as m:
+            m.setattr(queries, "load_facts", _no_facts)
+            assert _observed(ReadModels(services.engine).rescore(run_id, spec)) == want
+    finally:
+        services.close()
+
+
+def test_a_run_closed_without_every_case_seen_stores_no_inputs(services: Services) -> None:
+    # A projection that restarted mid-run has not seen every case: the first rescore builds
+    # the inputs from the table, as before, and still equals the reference.
+    data = bundle()
+    run = RunBundle.model_validate(
+        {**data, "cases": [case(f"k{i}", score=2 + i) for i in range(3)]}
+    )
+    run_id = services.ledger.create_run(run.run, Context(actor="t")).id
+    services.ledger.ingest_cases(run_id, run.cases, Context(actor="t"))
+    services.sync()
+    for projection in services.runner.projections:
+        projection.reset()
+    services.ledger.complete_run(run_id, Context(actor="t"))
+    services.sync()
+    with services.engine.connect() as conn:
+        assert conn.execute(select(rescore_inputs.c.run_id)).all() == []
+    spec = _stricter(services, run_id, 85.0)
+    assert _observed(services.reads.rescore(run_id, spec)) == _reference_rescore(
+        services, run_id, spec
+    )
