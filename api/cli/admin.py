@@ -53,15 +53,17 @@ def _register_token(commands: Commands) -> None:
     tokens = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = tokens.add_parser("create", parents=[store], help="issue a token; prints its secret once")
     p.add_argument("--project", required=True, help="the only project the token can touch")
-    p.add_argument("--scope", required=True, choices=["read", "write", "admin"])
+    p.add_argument(
+        "--scope", required=True, choices=["read", "write", "admin"], help="what it may do"
+    )
     p.add_argument("--name", help="whom it stands for (the actor of what it writes)")
     p.set_defaults(func=cmd_token_create)
     p = tokens.add_parser("list", parents=[store], help="every token, never its secret")
     p.add_argument("--project", help="only this project's tokens")
     p.set_defaults(func=cmd_token_list)
     p = tokens.add_parser("revoke", parents=[store], help="revoke a token by its id")
-    p.add_argument("token_id", metavar="ID")
-    p.add_argument("--reason")
+    p.add_argument("token_id", metavar="ID", help="the token id (evaledger token list)")
+    p.add_argument("--reason", help="why, kept in the log")
     p.set_defaults(func=cmd_token_revoke)
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import orjson
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import (
+    RUN_HELP,
     Commands,
     label_filter,
     load_spec,
@@ -20,6 +22,7 @@ from evaledger.api.cli.inputs import (
 )
 from evaledger.api.console import (
     EXIT_OK,
+    Col,
     Progress,
     emit_json,
     fmt,
@@ -31,13 +34,45 @@ from evaledger.api.console import (
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.queries import RunFilter
+from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.scoring.models import RunAggregate
+
+
+class RunLine(NamedTuple):
+    """One run as `evaledger runs` lists it."""
+
+    run: RunRow
+    aggregate: RunAggregate
+
+
+# The columns of `runs` and `show` in display order, each one line: its header, its drop order
+# on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys, status, pass
+# rate and score stay longest; names, counts and times give way first.
+RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
+    (Col("run_id"), lambda x: str(x.run.run_id)),
+    (Col("key", fold=True), lambda x: x.run.run_key),
+    (Col("suite", drop=5), lambda x: x.run.suite["name"]),
+    (Col("agent", drop=6), lambda x: x.run.agent["name"]),
+    (Col("status", drop=1), lambda x: x.run.status),
+    (Col("cases", drop=4), lambda x: x.run.case_count),
+    (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
+    (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
+    (Col("created_at", drop=7), lambda x: x.run.created_at),
+)
+CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
+    (Col("case_id"), lambda c: c["case_id"]),
+    (Col("test_case_key", fold=True), lambda c: c["test_case_key"]),
+    (Col("rep"), lambda c: c["repetition"]),
+    (Col("status", drop=1), lambda c: c["status"]),
+    (Col("score", drop=2), lambda c: c["overall_score"]),
+    (Col("gate", drop=3), lambda c: c["gate"]),
+)
 
 
 def register(commands: Commands) -> None:
     """Add import, export, runs, show and rescore."""
     p = commands.add("import", cmd_import, "import run bundles and peer result files (idempotent)")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="bundle or peer result files")
     p.add_argument(
         "--from",
         dest="from_format",
@@ -46,17 +81,21 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
     p = commands.add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
-    p.add_argument("--suite")
-    p.add_argument("--agent")
+    p.add_argument("--suite", help="only runs of this suite name")
+    p.add_argument("--agent", help="only runs of this agent name")
     p.add_argument("--key", help="the run key")
-    p.add_argument("--status", choices=[s.value for s in RunStatus])
+    p.add_argument(
+        "--status", choices=[s.value for s in RunStatus], help="only runs in this status"
+    )
     p.add_argument("--label", type=label_filter, help="key=value")
-    p.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    p.add_argument(
+        "--limit", type=positive_int, default=50, metavar="N", help="list at most N runs"
+    )
     p = commands.add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     only = p.add_mutually_exclusive_group()
     only.add_argument("--failed", action="store_true", help="only failed cases")
     only.add_argument("--errored", action="store_true", help="only errored cases")
@@ -67,8 +106,8 @@ def register(commands: Commands) -> None:
         "replay a run under another scoring spec (no judge calls)",
         reads=True,
     )
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--spec", required=True, metavar="FILE")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    p.add_argument("--spec", required=True, metavar="FILE", help="the scoring spec to replay under")
 
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
@@ -159,21 +198,10 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
         return EXIT_OK
     print_table(
         [
-            (
-                str(r.run_id),
-                r.run_key,
-                r.suite["name"],
-                r.agent["name"],
-                r.status,
-                r.case_count,
-                percent(a.pass_rate),
-                a.weighted_metrics_score_pct,
-                r.created_at,
-            )
+            [get(RunLine(r, a)) for _, get in RUN_COLUMNS]
             for r, a in zip(rows, aggregates, strict=True)
         ],
-        ["run_id", "key", "suite", "agent", "status", "cases", "pass", "score", "created_at"],
-        fold=("key", "suite", "agent"),
+        [col for col, _ in RUN_COLUMNS],
     )
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
@@ -229,19 +257,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     for name, mean in payload["aggregate"].get("named_score_means", {}).items():
         print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     print_table(
-        [
-            (
-                c["case_id"],
-                c["test_case_key"],
-                c["repetition"],
-                c["status"],
-                c["overall_score"],
-                c["gate"],
-            )
-            for c in payload["cases"]
-        ],
-        ["case_id", "test_case_key", "rep", "status", "score", "gate"],
-        fold=("test_case_key", "gate"),
+        [[get(c) for _, get in CASE_COLUMNS] for c in payload["cases"]],
+        [col for col, _ in CASE_COLUMNS],
     )
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
