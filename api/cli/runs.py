@@ -46,8 +46,8 @@ class RunLine(NamedTuple):
 
 
 # The columns of `runs` and `show` in display order, each one line: its header, its drop order
-# on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys, status, pass
-# rate and score stay longest; names, counts and times give way first.
+# on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys,
+# status, pass rate and score stay longest; counts, names and times give way first.
 RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("run_id"), lambda x: str(x.run.run_id)),
     (Col("key", fold=True), lambda x: x.run.run_key),
@@ -250,8 +250,7 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     run = payload["run"]
     print(f"run {run['run_id']}  {run['run_key']}  [{run['status']}]")
     print(
-        f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
-        f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
+        f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
     print_aggregate(payload["aggregate"], "aggregate:")
     for name, mean in payload["aggregate"].get("named_score_means", {}).items():
@@ -265,6 +264,12 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         what = f"{status} cases" if status else "cases"
         print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
+
+
+def versioned(ref: dict[str, Any]) -> str:
+    """`name v1`, or the name alone when it has no version (never "vNone")."""
+    version = ref.get("version")
+    return ref["name"] if version is None else f"{ref['name']} v{version}"
 
 
 def cmd_rescore(services: Services, args: argparse.Namespace) -> int:
