@@ -103,6 +103,9 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
     if not close:
         return ""
+    # Only the near-best: a second match far behind the first is noise ("--wide" for "--faild").
+    best = difflib.SequenceMatcher(None, word, close[0]).ratio()
+    close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.1]
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
