@@ -10,11 +10,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
-from sqlalchemy import Engine, create_engine, select
+import orjson
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 
+from evaledger.domain.aggregates import run_id_for
+from evaledger.domain.events.case import CaseOpened
+from evaledger.domain.events.run import RunCreated
+from evaledger.domain.ledger import LedgerApplication
 from evaledger.domain.store.urls import parse_db_url
-from evaledger.projections.tables import cases, runs
+from evaledger.projections.tables import cases, runs, tracking
 
 COMPLETION_TIMEOUT_S = 2
 """A completion that takes longer than this is worse than none."""
@@ -28,8 +35,12 @@ CASE_REF_ARG = "case"
 """The `CASE | RUN TEST_CASE_KEY` positional: a run key first, then one of its case keys."""
 
 
-def run_keys(engine: Engine, project: str) -> list[str]:
-    """The project's run keys, newest first, from the read model."""
+def run_keys(engine: Engine, project: str, *, unprojected: bool = False) -> list[str]:
+    """The project's run keys, newest first, from the read model.
+
+    With `unprojected`, runs the projection has not reached yet come first (an engine of
+    `read_only_views`, which sees the log too).
+    """
     q = (
         select(runs.c.run_key)
         .where(runs.c.project == project)
@@ -37,23 +48,51 @@ def run_keys(engine: Engine, project: str) -> list[str]:
         .limit(MAX_KEYS)
     )
     with engine.connect() as conn:
-        return [r[0] for r in conn.execute(q)]
+        keys = [r[0] for r in conn.execute(q)]
+        fresh = _unprojected(conn, "runs_v2", RunCreated.topic()) if unprojected else []
+    return [*(e["run_key"] for e in fresh if e.get("project") == project), *keys]
 
 
 def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
-    """The distinct test-case keys of the run with this key (or id), from the read model."""
-    run = select(runs.c.run_id).where(
-        (runs.c.project == project) & ((runs.c.run_key == run_ref) | (runs.c.run_id == run_ref))
-    )
+    """The distinct test-case keys of the run with this key (or id), projected or not yet."""
+    run_id = str(run_id_for(project, run_ref)) if not _is_uuid(run_ref) else run_ref
     q = (
         select(cases.c.test_case_key)
-        .where(cases.c.run_id.in_(run.scalar_subquery()))
+        .where(cases.c.run_id == run_id)
         .distinct()
         .order_by(cases.c.test_case_key)
         .limit(MAX_KEYS)
     )
     with engine.connect() as conn:
-        return [r[0] for r in conn.execute(q)]
+        keys = {r[0] for r in conn.execute(q)}
+        fresh = _unprojected(conn, "cases_v3", CaseOpened.topic())
+    keys |= {e["test_case"]["key"] for e in fresh if e.get("run_id") == run_id}
+    return sorted(keys)
+
+
+def _is_uuid(ref: str) -> bool:
+    try:
+        UUID(ref)
+    except ValueError:
+        return False
+    return True
+
+
+def _unprojected(conn: Connection, projection: str, topic: str) -> list[dict[str, Any]]:
+    """The states of `topic` events the projection has not reached (an import not read yet).
+
+    A range read on the log's position (indexed), so cheap however long the log is.
+    """
+    found = conn.execute(select(tracking.c.position).where(tracking.c.name == projection))
+    position = found.scalar() or 0
+    if conn.dialect.name == "sqlite":
+        q = text("SELECT state FROM events.stored_events WHERE rowid > :p AND topic = :t")
+    else:
+        q = text(
+            f"SELECT state FROM {LedgerApplication.name}_events "
+            "WHERE notification_id > :p AND topic = :t"
+        )
+    return [orjson.loads(bytes(r[0])) for r in conn.execute(q, {"p": position, "t": topic})]
 
 
 def read_only_views(db: str) -> Engine | None:
@@ -70,10 +109,20 @@ def read_only_views(db: str) -> Engine | None:
         )
         if not views.is_file():
             return None
-        return create_engine(
+        engine = create_engine(
             f"sqlite:///file:{views.resolve()}?mode=ro&uri=true",
             connect_args={"timeout": COMPLETION_TIMEOUT_S},
         )
+        events_file = views.with_name("events.sqlite") if views.name == "views.sqlite" else path
+
+        @event.listens_for(engine, "connect")
+        def _attach(dbapi_conn: Any, _record: object) -> None:
+            # The log beside the read models, read-only, for runs not projected yet.
+            dbapi_conn.execute(
+                "ATTACH DATABASE ? AS events", (f"file:{events_file.resolve()}?mode=ro",)
+            )
+
+        return engine
     location = parse_db_url(db)
     timeout_ms = COMPLETION_TIMEOUT_S * 1000
     return create_engine(
@@ -106,7 +155,7 @@ def completion_candidates(
             return []
         try:
             if wanted == "runs":
-                return run_keys(engine, project)
+                return run_keys(engine, project, unprojected=True)
             return case_keys(engine, project, positionals[0])
         finally:
             engine.dispose()
