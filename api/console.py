@@ -12,7 +12,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
@@ -389,11 +389,12 @@ AGGREGATE_FIELDS = (
 )
 
 
-def print_aggregate(aggregate: dict[str, Any], title: str) -> None:
-    """The seed's aggregate fields, one per line."""
+def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[str] = ()) -> None:
+    """The seed's aggregate fields, one per line; those in `unknown` as "—" (never a 0)."""
     print(title)
     for name in AGGREGATE_FIELDS:
-        print(f"  {name:<28} {fmt(aggregate.get(name))}")
+        value = None if name in unknown else aggregate.get(name)
+        print(f"  {name:<28} {fmt(value)}")
 
 
 def print_rescore(result: dict[str, Any]) -> None:
@@ -505,8 +506,8 @@ def print_grade(result: Grade) -> None:
     for m in result.mandatory_minimums:
         data = m.model_dump()
         print(
-            f"  mandatory {data.get('test_id')} ≥ {data.get('minimum')}: "
-            f"{data.get('status')} ({fmt(data.get('score'), 4)})"
+            f"  mandatory {fmt(data.get('test_id'))} ≥ {fmt(data.get('minimum'))}: "
+            f"{fmt(data.get('status'))} ({fmt(data.get('score'), 4)})"
         )
     for w in result.warnings[:10]:
         print(f"warning: {w}")

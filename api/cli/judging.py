@@ -111,7 +111,9 @@ def print_report(report: JudgeReport) -> None:
             )
         return
     cost = f"${report.cost_usd:.4f}"
-    if report.unpriced_calls:
+    if report.unpriced_calls and not report.cost_usd:
+        cost = f"— ({report.unpriced_calls} calls without a price)"  # unknown, not $0
+    elif report.unpriced_calls:
         cost += f" (+{report.unpriced_calls} calls without a price)"
     what = (
         f"claim checks ({report.claim_mode}, {report.claims} claims)"

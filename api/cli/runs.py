@@ -80,7 +80,7 @@ def register(commands: Commands) -> None:
         help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
-    p = commands.add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
+    p = commands.add("export", cmd_export, "export a run as a run bundle", reads=True)
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
@@ -153,15 +153,29 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
-    """Export a run as a bundle."""
+    """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
-    data = orjson.dumps(
-        bundle_to_json(export_bundle(services.ledger, run_id)), option=orjson.OPT_INDENT_2
-    )
-    if args.output:
-        Path(args.output).write_bytes(data + b"\n")
+    bundle = export_bundle(services.ledger, run_id)
+    data = orjson.dumps(bundle_to_json(bundle), option=orjson.OPT_INDENT_2) + b"\n"
+    if not args.output:
+        # The bundle is the result: --json changes nothing (it is JSON already).
+        sys.stdout.write(data.decode())
+        return EXIT_OK
+    Path(args.output).write_bytes(data)
+    written = {
+        "path": args.output,
+        "run_id": str(run_id),
+        "run_key": bundle.run.key,
+        "cases": len(bundle.cases),
+        "bytes": len(data),
+    }
+    if args.json:
+        emit_json({"exported": written})
     else:
-        sys.stdout.write(data.decode() + "\n")
+        sys.stderr.write(
+            f"exported run {bundle.run.key} to {args.output}: "
+            f"{written['cases']} cases, {written['bytes']} bytes\n"
+        )
     return EXIT_OK
 
 
@@ -252,7 +266,7 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     print(
         f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
-    print_aggregate(payload["aggregate"], "aggregate:")
+    print_aggregate(payload["aggregate"], "aggregate:", unknown_costs(services, run_id, payload))
     for name, mean in payload["aggregate"].get("named_score_means", {}).items():
         print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     print_table(
@@ -264,6 +278,14 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         what = f"{status} cases" if status else "cases"
         print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
     return EXIT_OK
+
+
+def unknown_costs(services: Services, run_id: UUID, payload: dict[str, Any]) -> set[str]:
+    """`{"total_cost_usd"}` when no case of the run reported a cost: unknown, not $0."""
+    if payload["aggregate"].get("total_cost_usd"):
+        return set()
+    reported = any(s.cost_usd is not None for s in services.reads.case_scores(run_id))
+    return set() if reported else {"total_cost_usd"}
 
 
 def versioned(ref: dict[str, Any]) -> str:
