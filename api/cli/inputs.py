@@ -17,7 +17,7 @@ from uuid import UUID
 import pydantic
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli.keys import run_keys
+from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
@@ -163,13 +163,22 @@ def load_spec(services: Services, path: str, project: str = "default") -> Scorin
 
 
 def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
-    """A run id from an id or a run key."""
+    """A run id from an id, a run key, or the start of an id (as a table shows it)."""
     try:
         return UUID(ref)
     except ValueError:
         pass
     run = services.ledger.find_run(project, ref)
     if run is None:
+        # A key first; else the short id a table showed (`show 3f2a9c1d`), if it names one run.
+        started = run_ids_starting(services.engine, project, ref)
+        if len(started) == 1:
+            return started[0]
+        if started:
+            raise UsageError(
+                f"{ref!r} starts more than one run id in project {project!r}: give more of it",
+                field="RUN",
+            )
         hint = did_you_mean(ref, run_keys(services.engine, project))
         raise NotFoundError(
             f"no run with id or key {ref!r} in project {project!r}{hint}", field="RUN"

@@ -8,6 +8,7 @@ a key it misses because the projections lag is typed by hand); a completion call
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,23 @@ def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
         fresh = _unprojected(conn, "cases_v3", CaseOpened.topic())
     keys |= {e["test_case"]["key"] for e in fresh if e.get("run_id") == run_id}
     return sorted(keys)
+
+
+SHORT_ID = re.compile(r"[0-9a-fA-F]{4,32}")
+"""The start of a run id, as `runs` shows it (8 characters; at least 4, as git)."""
+
+
+def run_ids_starting(engine: Engine, project: str, prefix: str) -> list[UUID]:
+    """The ids (two at most) of the project's runs whose id starts with `prefix`."""
+    if not SHORT_ID.fullmatch(prefix):
+        return []
+    q = (
+        select(runs.c.run_id)
+        .where((runs.c.project == project) & runs.c.run_id.startswith(prefix.lower()))
+        .limit(2)
+    )
+    with engine.connect() as conn:
+        return [UUID(r[0]) for r in conn.execute(q)]
 
 
 def _is_uuid(ref: str) -> bool:

@@ -129,3 +129,10 @@ def test_a_typo_in_a_case_key_gets_the_runs_case_key(cli: Cli) -> None:
 def test_nothing_close_suggests_nothing(cli: Cli) -> None:
     _, _, err = cli("show", "zzzz")
     assert "did you mean" not in err
+
+
+def test_the_short_id_a_table_shows_names_the_run(cli: Cli) -> None:
+    full = cli.json("show", RUN_KEY)["run"]["run_id"]
+    assert cli.json("show", full[:8])["run"]["run_id"] == full
+    code, error = json_failure(cli, "show", "ffff0000")
+    assert (code, error["code"], error["field"]) == (2, "not_found", "RUN")
