@@ -7,16 +7,20 @@ every command family, the demo's among them; the demo importing from there would
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 
 import orjson
 import pydantic
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
@@ -35,7 +39,11 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
 
 class UsageError(Exception):
-    """Bad arguments or input: exit 2."""
+    """Bad arguments or input: exit 2. `field` names the offending argument or field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class Failure(NamedTuple):
@@ -43,6 +51,9 @@ class Failure(NamedTuple):
 
     message: str
     exit_code: int
+    code: str = "usage"
+    """A stable word for scripts: `usage`, or the domain error's code (`not_found`, …)."""
+    field: str | None = None
 
 
 def failure_of(error: Exception, db: str) -> Failure | None:
@@ -51,21 +62,51 @@ def failure_of(error: Exception, db: str) -> Failure | None:
     A driver error about the store `db` (locked, down, corrupt) is exit 3.
     """
     if isinstance(error, UsageError):
-        return Failure(str(error), EXIT_USAGE)
+        return Failure(str(error), EXIT_USAGE, "usage", error.field)
     if isinstance(error, InfrastructureError):
-        return Failure(error.detail, EXIT_INFRA)
+        return Failure(error.detail, EXIT_INFRA, error.code, error.field)
     if isinstance(error, EvaledgerError):
-        return Failure(error.detail, EXIT_USAGE)
+        return Failure(error.detail, EXIT_USAGE, error.code, error.field)
     if isinstance(error, pydantic.ValidationError):
-        return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE)
+        first = error.errors()[0]["loc"] if error.errors() else ()
+        field = ".".join(str(part) for part in first) or None
+        return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE, "invalid", field)
     infra = infrastructure_error(error, db)
-    return None if infra is None else Failure(infra.detail, EXIT_INFRA)
+    return None if infra is None else Failure(infra.detail, EXIT_INFRA, infra.code)
+
+
+def report_failure(failure: Failure, *, as_json: bool = False) -> NoReturn:
+    """End the command: one JSON object on stdout under --json, else one line on stderr."""
+    if as_json:
+        emit_json(
+            {
+                "error": {
+                    "code": failure.code,
+                    "message": failure.message,
+                    "field": failure.field,
+                },
+                "exit_code": failure.exit_code,
+            }
+        )
+    else:
+        sys.stderr.write(f"evaledger: error: {failure.message}\n")
+    raise SystemExit(failure.exit_code)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print an error and exit."""
-    sys.stderr.write(f"evaledger: error: {message}\n")
-    raise SystemExit(code)
+    report_failure(Failure(message, code))
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest candidates by edit similarity, else ``."""
+    close = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    # Only the near-best: a second match far behind the first is noise ("--wide" for "--faild").
+    best = difflib.SequenceMatcher(None, word, close[0]).ratio()
+    close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() >= best - 0.1]
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,42 +156,113 @@ STATUS_STYLE = {
 PLAIN_WIDTH = 10_000
 """Piped output is never wrapped: a script reads whole rows."""
 
+SHORT_ID = 8
+"""A UUID on a terminal shows its first 8 characters, as git shortens hashes."""
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+COLUMN_GAP = 3
+"""Characters between two columns of a terminal table (padding, rule, padding)."""
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column, and how it gives way on a narrow terminal."""
+
+    name: str
+    drop: int = 0
+    """Drop order when the row is wider than the terminal: the highest goes first; 0 never."""
+    fold: bool = False
+    """The cells may wrap (free text) when even the kept columns do not fit."""
+
+
+@dataclass
+class TableMode:
+    """How tables print in this process (`--wide`: every column, ids in full)."""
+
+    wide: bool = False
+
+
+TABLES = TableMode()
+
 
 def print_table(
-    rows: Sequence[Sequence[Any]], header: Sequence[str], *, fold: Sequence[str] = ()
+    rows: Sequence[Sequence[Any]],
+    header: Sequence[str | Col],
+    *,
+    fold: Sequence[str] = (),
 ) -> None:
     """A table on stdout: fitted to the terminal and coloured on a TTY, plain when piped.
 
-    Columns named in `fold` wrap on a narrow terminal; the others (ids) are never cut.
+    On a terminal, columns are dropped by `Col.drop` until the row fits (a note names them,
+    `--wide` shows them); numbers and ids are never cut, UUIDs show 8 characters. A plain
+    header string is a column whose drop order is its position (the first is always kept).
     """
     out = sys.stdout
     tty = out.isatty()
-    cells = [[fmt(c) for c in r] for r in rows]
+    cols = [
+        h if isinstance(h, Col) else Col(h, drop=i, fold=h in fold) for i, h in enumerate(header)
+    ]
+    short = tty and not TABLES.wide
+    cells = [[_cell(c, short) for c in r] for r in rows]
+    width = Console(file=out).width if tty else PLAIN_WIDTH
+    kept = list(range(len(cols))) if not short else _fitting(cols, cells, width)
     t = Table(
         box=box.SIMPLE_HEAD if tty else None,
         show_edge=False,
         pad_edge=False,
         header_style="bold" if tty else "",
     )
-    for i, name in enumerate(header):
+    for i in kept:
         numeric = bool(rows) and all(
             (isinstance(r[i], int | float) and not isinstance(r[i], bool)) or r[i] is None
             for r in rows
         )
         t.add_column(
-            name,
+            cols[i].name,
             justify="right" if numeric else "left",
-            no_wrap=name not in fold,
+            no_wrap=not cols[i].fold,
+            min_width=None if cols[i].fold else _natural(cols[i], cells, i),
             overflow="fold",
         )
     for row in cells:
-        t.add_row(*(Text(c, style=STATUS_STYLE.get(c, "")) if tty else Text(c) for c in row))
+        t.add_row(*(Text(row[i], style=STATUS_STYLE.get(row[i], "") if tty else "") for i in kept))
+    dropped = [cols[i].name for i in range(len(cols)) if i not in kept]
     if tty:
-        Console(file=out, highlight=False).print(t)
+        # --wide: the row's full width, which the terminal itself wraps; nothing is cut.
+        full = _row_width(cols, cells, kept) if TABLES.wide else 0
+        Console(file=out, highlight=False, width=max(width, full)).print(t)
+        if dropped:
+            Console(file=out, highlight=False).print(
+                f"[dim]not shown at {width} columns: {', '.join(dropped)} (--wide shows them)[/]"
+            )
         return
     buffer = io.StringIO()
     Console(file=buffer, width=PLAIN_WIDTH, no_color=True, highlight=False).print(t)
     out.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+
+
+def _cell(value: Any, short: bool) -> str:
+    text = fmt(value)
+    return text[:SHORT_ID] if short and _UUID.fullmatch(text) else text
+
+
+def _natural(col: Col, cells: Sequence[Sequence[str]], i: int) -> int:
+    return max([cell_len(col.name), *(cell_len(r[i]) for r in cells)])
+
+
+def _fitting(cols: Sequence[Col], cells: Sequence[Sequence[str]], width: int) -> list[int]:
+    """The columns kept at `width`: drop the highest `drop` (rightmost first) until they fit."""
+    kept = list(range(len(cols)))
+    for i in sorted(kept, key=lambda i: (cols[i].drop, i), reverse=True):
+        if _row_width(cols, cells, kept) <= width or cols[i].drop == 0:
+            break
+        kept.remove(i)
+    return kept
+
+
+def _row_width(cols: Sequence[Col], cells: Sequence[Sequence[str]], kept: Sequence[int]) -> int:
+    return sum(_natural(cols[i], cells, i) for i in kept) + COLUMN_GAP * (len(kept) - 1)
 
 
 class Progress:
@@ -277,11 +389,12 @@ AGGREGATE_FIELDS = (
 )
 
 
-def print_aggregate(aggregate: dict[str, Any], title: str) -> None:
-    """The seed's aggregate fields, one per line."""
+def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[str] = ()) -> None:
+    """The seed's aggregate fields, one per line; those in `unknown` as "—" (never a 0)."""
     print(title)
     for name in AGGREGATE_FIELDS:
-        print(f"  {name:<28} {fmt(aggregate.get(name))}")
+        value = None if name in unknown else aggregate.get(name)
+        print(f"  {name:<28} {fmt(value)}")
 
 
 def print_rescore(result: dict[str, Any]) -> None:
@@ -393,8 +506,8 @@ def print_grade(result: Grade) -> None:
     for m in result.mandatory_minimums:
         data = m.model_dump()
         print(
-            f"  mandatory {data.get('test_id')} ≥ {data.get('minimum')}: "
-            f"{data.get('status')} ({fmt(data.get('score'), 4)})"
+            f"  mandatory {fmt(data.get('test_id'))} ≥ {fmt(data.get('minimum'))}: "
+            f"{fmt(data.get('status'))} ({fmt(data.get('score'), 4)})"
         )
     for w in result.warnings[:10]:
         print(f"warning: {w}")

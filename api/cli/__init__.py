@@ -19,37 +19,8 @@ if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
 
 # Start-up (issue 19): this module imports only the standard library, so `evaledger --version`
-# loads nothing of the product; the families (and through them pydantic, SQLAlchemy, the store)
-# are imported when a command is parsed, the composition root when it runs.
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: every family's commands, then `completion`."""
-    from evaledger.api.cli import admin, audit, judging, reports, runs, serve
-    from evaledger.api.cli.inputs import EPILOG, Commands, common_options
-
-    # The command families, in the order `evaledger --help` lists their commands.
-    families = (serve, runs, audit, admin, reports, judging)
-    parser = argparse.ArgumentParser(
-        prog="evaledger",
-        description="Event-sourced evaluation ledger.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"evaledger {installed_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands = Commands(sub, common_options())
-    for family in families:
-        family.register(commands)
-    p = sub.add_parser(
-        "completion",
-        help="print a shell completion script",
-        description='bash: eval "$(evaledger completion bash)"; zsh: write it to a file named '
-        "_evaledger on your $fpath",
-    )
-    p.add_argument("shell", choices=["bash", "zsh", "tcsh"])
-    p.set_defaults(func=None)
-    return parser
+# loads nothing of the product; the parser (and through the command families pydantic,
+# SQLAlchemy, the store) is imported when a command is parsed, the composition root when it runs.
 
 
 def installed_version() -> str:
@@ -60,27 +31,48 @@ def installed_version() -> str:
         return "unknown"
 
 
-def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """A completion script for `shell`, generated from the parser itself (shtab)."""
-    # Deferred for start-up: only `completion` needs shtab.
-    import shtab
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: every family's commands, then `completion`."""
+    from evaledger.api.cli import parsing
 
-    script: str = shtab.complete(parser, shell=shell)
-    return script
+    return parsing.build_parser(installed_version())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: the command's exit code (0/1/2/3), never a traceback for expected failures."""
-    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:
         # Answered before the parser exists (building it imports every command family), the
         # way argparse's own `--version` answers: SystemExit(0).
         sys.stdout.write(f"evaledger {installed_version()}\n")
         raise SystemExit(0)
-    from evaledger.api.console import EXIT_OK, closed_pipe_is_not_an_error
+    from evaledger.api.bootstrap import Settings
+    from evaledger.api.cli.keys import completion_candidates
+    from evaledger.api.cli.parsing import COMPLETE_COMMAND, ArgumentsError, completion_script, parse
+    from evaledger.api.console import (
+        EXIT_OK,
+        EXIT_USAGE,
+        TABLES,
+        Failure,
+        closed_pipe_is_not_an_error,
+        report_failure,
+    )
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if words[:1] == [COMPLETE_COMMAND]:
+        default_db = os.environ.get("EVALEDGER_DB") or Settings().db
+        for key in completion_candidates(parser, words[1:], default_db):
+            sys.stdout.write(key + "\n")
+        return EXIT_OK
+    as_json = "--json" in words
     with closed_pipe_is_not_an_error():
+        try:
+            args = parse(parser, words)
+        except ArgumentsError as e:
+            if not as_json:
+                sys.stderr.write(e.usage)
+            report_failure(Failure(str(e), EXIT_USAGE, "usage", e.field), as_json=as_json)
+        TABLES.wide = bool(getattr(args, "wide", False))
         if args.command == "completion":
             sys.stdout.write(completion_script(parser, args.shell))
             return EXIT_OK
@@ -90,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Open the store, run the command, map every expected failure to its exit code."""
     from evaledger.api.bootstrap import Settings
-    from evaledger.api.console import fail, failure_of
+    from evaledger.api.console import failure_of, report_failure
 
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
@@ -99,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         failure = failure_of(e, db)
         if failure is None:
             raise
-        fail(failure.message, failure.exit_code)
+        report_failure(failure, as_json=bool(getattr(args, "json", False)))
 
 
 def open_and_run(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ def register(commands: Commands) -> None:
         "project",
         cmd_project,
         "run the projections (catch up, --follow, --rebuild NAME)",
-        json=False,
     )
     p.add_argument("--follow", action="store_true", help="keep following the log")
     p.add_argument("--rebuild", metavar="NAME", help="rebuild one projection from position 0")
@@ -35,7 +34,6 @@ def register(commands: Commands) -> None:
         "migrate",
         cmd_migrate,
         "create or repair tables, append-only triggers and grants (run as the migration role)",
-        json=False,
     )
     p.add_argument("--app-role", help="PostgreSQL role to grant SELECT/INSERT on the events")
     # Before opening the store: a migration repairs what opening would refuse.
@@ -53,15 +51,17 @@ def _register_token(commands: Commands) -> None:
     tokens = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = tokens.add_parser("create", parents=[store], help="issue a token; prints its secret once")
     p.add_argument("--project", required=True, help="the only project the token can touch")
-    p.add_argument("--scope", required=True, choices=["read", "write", "admin"])
+    p.add_argument(
+        "--scope", required=True, choices=["read", "write", "admin"], help="what it may do"
+    )
     p.add_argument("--name", help="whom it stands for (the actor of what it writes)")
     p.set_defaults(func=cmd_token_create)
     p = tokens.add_parser("list", parents=[store], help="every token, never its secret")
     p.add_argument("--project", help="only this project's tokens")
     p.set_defaults(func=cmd_token_list)
     p = tokens.add_parser("revoke", parents=[store], help="revoke a token by its id")
-    p.add_argument("token_id", metavar="ID")
-    p.add_argument("--reason")
+    p.add_argument("token_id", metavar="ID", help="the token id (evaledger token list)")
+    p.add_argument("--reason", help="why, kept in the log")
     p.set_defaults(func=cmd_token_revoke)
 
 
@@ -72,12 +72,19 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
             reached = services.runner.rebuild(args.rebuild)
         except KeyError as e:
             raise UsageError(str(e.args[0])) from None
-        print(f"rebuilt {args.rebuild} to position {reached}")
+        if args.json:
+            emit_json({"rebuilt": args.rebuild, "position": reached})
+        else:
+            print(f"rebuilt {args.rebuild} to position {reached}")
         return EXIT_OK
     progress = Progress("projecting events")
     reached = services.runner.catch_up(progress=progress)
     progress.done()
-    print(f"projections at position {reached}")
+    if args.json:
+        # With --follow, this first line is the catch-up; following prints nothing more.
+        emit_json({"position": reached})
+    else:
+        print(f"projections at position {reached}")
     if args.follow:
         stop = threading.Event()
         # SIGTERM (a supervisor stopping us) ends the loop between pages, never inside one.
@@ -98,6 +105,16 @@ def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
 
 def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
     """Report the migrated store (the migration itself ran before opening it)."""
+    if args.json:
+        emit_json(
+            {
+                "kind": services.location.kind,
+                "position": services.ledger.position(),
+                "append_only": True,
+                "app_role": args.app_role,
+            }
+        )
+        return EXIT_OK
     granted = f", granted to {args.app_role}" if args.app_role else ""
     print(
         f"migrated: {services.location.kind} store at position {services.ledger.position()}, "
@@ -132,7 +149,10 @@ def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
 def cmd_token_revoke(services: Services, args: argparse.Namespace) -> int:
     """Revoke a token by its id."""
     services.ledger.revoke_token(args.token_id, Context(actor=args.actor), args.reason)
-    print(f"revoked token {args.token_id}")
+    if args.json:
+        emit_json({"revoked": args.token_id})
+    else:
+        print(f"revoked token {args.token_id}")
     return EXIT_OK
 
 

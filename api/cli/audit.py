@@ -131,7 +131,7 @@ def print_explanation(payload: dict[str, Any]) -> None:
     for v in payload["verdicts"]:
         judge = v["judge"]
         print(
-            f"verdict {v['verdict_id']} by {judge.get('provider')}/{judge.get('model')} "
+            f"verdict {v['verdict_id']} by {fmt(judge.get('provider'))}/{fmt(judge.get('model'))} "
             f"[{v['parse_status']}] {'counted' if v['counted'] else 'not counted'}"
         )
         print(f"  prompt: {(v['prompt'] or '')[:160]!r}")

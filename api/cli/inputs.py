@@ -17,7 +17,8 @@ from uuid import UUID
 import pydantic
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.console import UsageError
+from evaledger.api.cli.keys import run_ids_starting, run_keys
+from evaledger.api.console import UsageError, did_you_mean
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json
@@ -42,6 +43,20 @@ shell completion:
   eval "$(evaledger completion bash)"    # or: evaledger completion zsh > ~/.zfunc/_evaledger
 """
 
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written, and every argument's default at the end of its help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+RUN_HELP = "a run id, or a run key of --project"
+
 Command = Callable[[Services, argparse.Namespace], int]
 """A command: the opened store and the parsed arguments in, the exit code out."""
 
@@ -64,7 +79,7 @@ class Commands:
             help=help_,
             description=help_,
             epilog=EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         if json:
             p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -84,6 +99,9 @@ def common_options() -> argparse.ArgumentParser:
         "--project", default="default", help="project of run keys (default: default)"
     )
     common.add_argument("--actor", default="cli", help="who records (default: cli)")
+    common.add_argument(
+        "--wide", action="store_true", help="tables: every column and full ids, never fitted"
+    )
     return common
 
 
@@ -138,20 +156,33 @@ def load_spec(services: Services, path: str, project: str = "default") -> Scorin
     try:
         config = RunConfig.model_validate(data)
     except pydantic.ValidationError as e:
-        raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}") from None
+        first = ".".join(str(x) for x in e.errors()[0]["loc"]) if e.errors() else None
+        raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}", field=first) from None
     catalogue = {m.name: m for m in services.reads.available_metrics(project)}
     return resolve_spec(config, catalogue)
 
 
 def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
-    """A run id from an id or a run key."""
+    """A run id from an id, a run key, or the start of an id (as a table shows it)."""
     try:
         return UUID(ref)
     except ValueError:
         pass
     run = services.ledger.find_run(project, ref)
     if run is None:
-        raise NotFoundError(f"no run with id or key {ref!r} in project {project!r}")
+        # A key first; else the short id a table showed (`show 3f2a9c1d`), if it names one run.
+        started = run_ids_starting(services.engine, project, ref)
+        if len(started) == 1:
+            return started[0]
+        if started:
+            raise UsageError(
+                f"{ref!r} starts more than one run id in project {project!r}: give more of it",
+                field="RUN",
+            )
+        hint = did_you_mean(ref, run_keys(services.engine, project))
+        raise NotFoundError(
+            f"no run with id or key {ref!r} in project {project!r}{hint}", field="RUN"
+        )
     return run.id
 
 
@@ -181,7 +212,12 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
         if s.test_case_key == key and s.repetition == rep
     ]
     if not found:
-        raise NotFoundError(f"no case {key!r} repetition {rep} in run {refs[0]!r}")
+        keys = {s.test_case_key for s in services.reads.case_scores(run_id)}
+        # A known key at a missing repetition is no typo: no key to suggest.
+        hint = "" if key in keys else did_you_mean(key, keys)
+        raise NotFoundError(
+            f"no case {key!r} repetition {rep} in run {refs[0]!r}{hint}", field="TEST_CASE_KEY"
+        )
     if len(found) > 1:
         ids = ", ".join(str(i) for i in found)
         raise UsageError(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli.inputs import Commands, resolve_run
+from evaledger.api.cli.inputs import RUN_HELP, Commands, resolve_run
 from evaledger.api.console import EXIT_OK, Progress, emit_json, print_table
 from evaledger.domain.ledger import Context
 from evaledger.scoring.agreement import (
@@ -111,7 +111,9 @@ def print_report(report: JudgeReport) -> None:
             )
         return
     cost = f"${report.cost_usd:.4f}"
-    if report.unpriced_calls:
+    if report.unpriced_calls and not report.cost_usd:
+        cost = f"— ({report.unpriced_calls} calls without a price)"  # unknown, not $0
+    elif report.unpriced_calls:
         cost += f" (+{report.unpriced_calls} calls without a price)"
     what = (
         f"claim checks ({report.claim_mode}, {report.claims} claims)"
@@ -213,7 +215,7 @@ def register(commands: Commands) -> None:
         "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden; "
         "bootstrap 95% intervals and n; under 10 items: insufficient data.",
     )
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_agreement)
 
@@ -229,7 +231,7 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         "planned case got a parsed verdict; 1: an error verdict or the budget stopped it; 3: no "
         "call reached the provider.",
     )
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--judge",
         action="append",

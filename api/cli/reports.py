@@ -15,7 +15,14 @@ from uuid import UUID
 import pydantic
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli.inputs import Commands, comma_list, load_spec, read_json, resolve_run
+from evaledger.api.cli.inputs import (
+    RUN_HELP,
+    Commands,
+    comma_list,
+    load_spec,
+    read_json,
+    resolve_run,
+)
 from evaledger.api.console import (
     EXIT_FAIL,
     EXIT_OK,
@@ -44,7 +51,7 @@ def register(commands: Commands) -> None:
     p = commands.add(
         "gate", cmd_gate, "exit 1 when the run fails its metrics or cases threshold", reads=True
     )
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--min",
         action="append",
@@ -65,21 +72,21 @@ def register(commands: Commands) -> None:
         "approve, revoke or show the baseline of an (agent, suite)",
         reads=True,
     )
-    p.add_argument("action", choices=["approve", "revoke", "show"])
-    p.add_argument("run", nargs="?", metavar="RUN")
-    p.add_argument("--reason")
-    p.add_argument("--agent")
-    p.add_argument("--suite")
+    p.add_argument("action", choices=["approve", "revoke", "show"], help="what to do")
+    p.add_argument("run", nargs="?", metavar="RUN", help="the run to approve (" + RUN_HELP + ")")
+    p.add_argument("--reason", help="why, kept in the log")
+    p.add_argument("--agent", help="the agent name (baseline show)")
+    p.add_argument("--suite", help="the suite name (baseline show)")
     p = commands.add(
         "grade", cmd_grade, "grade a run (iFixAi rules); exit 1 below --min-score", reads=True
     )
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--spec", metavar="FILE", help="a spec file with a grading section")
     p.add_argument("--preset", help="a shipped grading preset, e.g. ifixai-v1")
-    p.add_argument("--min-score", type=float)
+    p.add_argument("--min-score", type=float, help="exit 1 below this overall score")
     p.add_argument("--strategic", action="store_true", help="grade the strategic subset only")
     p = commands.add("rollup", cmd_rollup, "pivot one or several runs (Voxli rules)", reads=True)
-    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="runs to pivot (ids or keys)")
     p.add_argument("--rows", default="configuration", help="configuration, personality, agent, run")
     p.add_argument("--columns", default="test", help="test, tag, scenario")
     p.add_argument(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import orjson
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import (
+    RUN_HELP,
     Commands,
     label_filter,
     load_spec,
@@ -20,6 +22,7 @@ from evaledger.api.cli.inputs import (
 )
 from evaledger.api.console import (
     EXIT_OK,
+    Col,
     Progress,
     emit_json,
     fmt,
@@ -31,15 +34,76 @@ from evaledger.api.console import (
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.projections.queries import RunFilter, Summary
+from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
+from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.scorer_metrics import headline_metric
+
+
+class RunLine(NamedTuple):
+    """One run as `evaledger runs` lists it."""
+
+    run: RunRow
+    aggregate: RunAggregate
+    headline: str | None = None
+    """An imported run's source headline metric (issue 18), else None."""
+
+
+# The columns of `runs` and `show` in display order, each one line: its header, its drop order
+# on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys,
+# status, pass rate and score stay longest; counts, names and times give way first.
+RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
+    (Col("run_id"), lambda x: str(x.run.run_id)),
+    (Col("key", fold=True), lambda x: x.run.run_key),
+    (Col("suite", drop=5), lambda x: x.run.suite["name"]),
+    (Col("agent", drop=6), lambda x: x.run.agent["name"]),
+    (Col("status", drop=1), lambda x: x.run.status),
+    (Col("cases", drop=4), lambda x: x.run.case_count),
+    (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
+    (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
+    (Col("created_at", drop=7), lambda x: x.run.created_at),
+)
+CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
+    (Col("case_id"), lambda c: c["case_id"]),
+    (Col("test_case_key", fold=True), lambda c: c["test_case_key"]),
+    (Col("rep"), lambda c: c["repetition"]),
+    (Col("status", drop=1), lambda c: c["status"]),
+    (Col("score", drop=2), lambda c: c["overall_score"]),
+    (Col("gate", drop=3), lambda c: c["gate"]),
+)
+SOURCE_METRIC_COLUMN: tuple[Col, Callable[[RunLine], Any]] = (
+    Col("source metric", drop=3, fold=True),
+    lambda x: x.headline,
+)
+"""Listed only when a listed run has one (an import): before `created_at`."""
+VARIANT_COLUMN: tuple[Col, Callable[[dict[str, Any]], Any]] = (
+    Col("variant", drop=4, fold=True),
+    lambda c: c.get("variant", ""),
+)
+
+
+def scorer_column(name: str) -> tuple[Col, Callable[[dict[str, Any]], Any]]:
+    """An imported run's scorer as a case column (its value, not the empty rubric score)."""
+    return Col(name, drop=2), lambda c: fmt(c.get("named_scores", {}).get(name), 4)
+
+
+def case_columns(
+    scorers: list[dict[str, Any]], variants: bool
+) -> list[tuple[Col, Callable[[dict[str, Any]], Any]]]:
+    """The columns of `show`'s case table for this run."""
+    score_names = list(dict.fromkeys(s["score"] for s in scorers))[:4]
+    return [
+        *CASE_COLUMNS[:4],
+        *([VARIANT_COLUMN] if variants else []),
+        *([scorer_column(n) for n in score_names] if scorers else [CASE_COLUMNS[4]]),
+        CASE_COLUMNS[5],
+    ]
 
 
 def register(commands: Commands) -> None:
     """Add import, export, runs, show and rescore."""
     p = commands.add("import", cmd_import, "import run bundles and peer result files (idempotent)")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="bundle or peer result files")
     p.add_argument(
         "--from",
         dest="from_format",
@@ -47,18 +111,22 @@ def register(commands: Commands) -> None:
         help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
-    p = commands.add("export", cmd_export, "export a run as a run bundle", json=False, reads=True)
-    p.add_argument("run", metavar="RUN")
+    p = commands.add("export", cmd_export, "export a run as a run bundle", reads=True)
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
-    p.add_argument("--suite")
-    p.add_argument("--agent")
+    p.add_argument("--suite", help="only runs of this suite name")
+    p.add_argument("--agent", help="only runs of this agent name")
     p.add_argument("--key", help="the run key")
-    p.add_argument("--status", choices=[s.value for s in RunStatus])
+    p.add_argument(
+        "--status", choices=[s.value for s in RunStatus], help="only runs in this status"
+    )
     p.add_argument("--label", type=label_filter, help="key=value")
-    p.add_argument("--limit", type=positive_int, default=50, metavar="N")
+    p.add_argument(
+        "--limit", type=positive_int, default=50, metavar="N", help="list at most N runs"
+    )
     p = commands.add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
-    p.add_argument("run", metavar="RUN")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     only = p.add_mutually_exclusive_group()
     only.add_argument("--failed", action="store_true", help="only failed cases")
     only.add_argument("--errored", action="store_true", help="only errored cases")
@@ -69,8 +137,8 @@ def register(commands: Commands) -> None:
         "replay a run under another scoring spec (no judge calls)",
         reads=True,
     )
-    p.add_argument("run", metavar="RUN")
-    p.add_argument("--spec", required=True, metavar="FILE")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    p.add_argument("--spec", required=True, metavar="FILE", help="the scoring spec to replay under")
 
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
@@ -116,15 +184,29 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
-    """Export a run as a bundle."""
+    """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
-    data = orjson.dumps(
-        bundle_to_json(export_bundle(services.ledger, run_id)), option=orjson.OPT_INDENT_2
-    )
-    if args.output:
-        Path(args.output).write_bytes(data + b"\n")
+    bundle = export_bundle(services.ledger, run_id)
+    data = orjson.dumps(bundle_to_json(bundle), option=orjson.OPT_INDENT_2) + b"\n"
+    if not args.output:
+        # The bundle is the result: --json changes nothing (it is JSON already).
+        sys.stdout.write(data.decode())
+        return EXIT_OK
+    Path(args.output).write_bytes(data)
+    written = {
+        "path": args.output,
+        "run_id": str(run_id),
+        "run_key": bundle.run.key,
+        "cases": len(bundle.cases),
+        "bytes": len(data),
+    }
+    if args.json:
+        emit_json({"exported": written})
     else:
-        sys.stdout.write(data.decode() + "\n")
+        sys.stderr.write(
+            f"exported run {bundle.run.key} to {args.output}: "
+            f"{written['cases']} cases, {written['bytes']} bytes\n"
+        )
     return EXIT_OK
 
 
@@ -163,35 +245,15 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
         return EXIT_OK
     # The source's headline column only where a listed run has one (an import).
     heads = [headline(summary) for summary in summaries]
+    columns = [*RUN_COLUMNS]
+    if any(heads):
+        columns.insert(len(columns) - 1, SOURCE_METRIC_COLUMN)
     print_table(
         [
-            (
-                str(r.run_id),
-                r.run_key,
-                r.suite["name"],
-                r.agent["name"],
-                r.status,
-                r.case_count,
-                percent(a.pass_rate),
-                a.weighted_metrics_score_pct,
-                *([head] if any(heads) else []),
-                r.created_at,
-            )
+            [get(RunLine(r, a, head)) for _, get in columns]
             for r, a, head in zip(rows, aggregates, heads, strict=True)
         ],
-        [
-            "run_id",
-            "key",
-            "suite",
-            "agent",
-            "status",
-            "cases",
-            "pass",
-            "score",
-            *(["source metric"] if any(heads) else []),
-            "created_at",
-        ],
-        fold=("key", "suite", "agent", "source metric"),
+        [col for col, _ in columns],
     )
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
@@ -256,48 +318,23 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     run = payload["run"]
     print(f"run {run['run_id']}  {run['run_key']}  [{run['status']}]")
     print(
-        f"  suite {run['suite']['name']} v{run['suite'].get('version')}"
-        f"  agent {run['agent']['name']} v{run['agent'].get('version')}  spec {run['spec_id']}"
+        f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
     scorers = run["spec"].get("scorers") or []
     if scorers:
         print_source_metrics(payload["aggregate"], run["spec"])
     else:
-        print_aggregate(payload["aggregate"], "aggregate:")
+        print_aggregate(
+            payload["aggregate"], "aggregate:", unknown_costs(services, run_id, payload)
+        )
         for name, mean in payload["aggregate"].get("named_score_means", {}).items():
             print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     if payload["judge_error_policy"]:
         print(f"  {payload['judge_error_policy']['note']}")
-    # An imported run's cases show their scorers' values, not the always-empty rubric score.
-    score_columns = list(dict.fromkeys(s["score"] for s in scorers))[:4]
-    variants = any("variant" in c for c in payload["cases"])
+    columns = case_columns(scorers, any("variant" in c for c in payload["cases"]))
     print_table(
-        [
-            (
-                c["case_id"],
-                c["test_case_key"],
-                c["repetition"],
-                c["status"],
-                *([c.get("variant", "")] if variants else []),
-                *(
-                    [fmt(c.get("named_scores", {}).get(n), 4) for n in score_columns]
-                    if scorers
-                    else [c["overall_score"]]
-                ),
-                c["gate"],
-            )
-            for c in payload["cases"]
-        ],
-        [
-            "case_id",
-            "test_case_key",
-            "rep",
-            "status",
-            *(["variant"] if variants else []),
-            *(score_columns if scorers else ["score"]),
-            "gate",
-        ],
-        fold=("test_case_key", "variant", "gate"),
+        [[get(c) for _, get in columns] for c in payload["cases"]],
+        [col for col, _ in columns],
     )
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
@@ -336,6 +373,20 @@ def passes_when(spec: dict[str, Any]) -> str:
     if gates:
         return " and ".join(gates)
     return "; ".join(sorted({r for r in rules.values() if r})) or "its outcomes are met"
+
+
+def unknown_costs(services: Services, run_id: UUID, payload: dict[str, Any]) -> set[str]:
+    """`{"total_cost_usd"}` when no case of the run reported a cost: unknown, not $0."""
+    if payload["aggregate"].get("total_cost_usd"):
+        return set()
+    reported = any(s.cost_usd is not None for s in services.reads.case_scores(run_id))
+    return set() if reported else {"total_cost_usd"}
+
+
+def versioned(ref: dict[str, Any]) -> str:
+    """`name v1`, or the name alone when it has no version (never "vNone")."""
+    version = ref.get("version")
+    return ref["name"] if version is None else f"{ref['name']} v{version}"
 
 
 def cmd_rescore(services: Services, args: argparse.Namespace) -> int:

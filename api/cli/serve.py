@@ -17,8 +17,10 @@ def register(commands: Commands) -> None:
         "demo", cmd_demo, "load the demo runs and show scores, a what-if rescore and a comparison"
     )
     p = commands.add("serve", cmd_serve, "serve the HTTP API", json=False)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (tokens needed off loopback)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
 
 

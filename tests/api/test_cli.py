@@ -335,9 +335,14 @@ def test_rescore_with_an_invalid_spec_exits_2_naming_the_field(
     path = tmp_path / "spec.json"
     path.write_bytes(orjson.dumps(spec))
     before = stored_events(imported.db)
-    code, out, err = imported("rescore", RUN_KEY, "--spec", str(path), "--json")
+    code, out, err = imported("rescore", RUN_KEY, "--spec", str(path))
     assert (code, out) == (2, "")
     assert err.startswith("evaledger: error: ") and names in err, err
+    # Under --json the same failure is one JSON object on stdout, stderr silent.
+    code, out, err = imported("rescore", RUN_KEY, "--spec", str(path), "--json")
+    assert (code, err) == (2, "")
+    failure = orjson.loads(out)
+    assert failure["exit_code"] == 2 and names in failure["error"]["message"], failure
     assert stored_events(imported.db) == before
 
 

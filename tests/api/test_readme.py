@@ -246,8 +246,13 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
             text=True,
             check=False,
         )
-        assert (proc.returncode, proc.stderr) == (0, ""), command
         want = max((k for k in expected if command.startswith(k)), key=len)
+        # Only `export -o` speaks on stderr: what it wrote (stdout stays the command's output).
+        said = (
+            f"exported run {run_key} to run.json: 3 cases, " if want == "evaledger export" else ""
+        )
+        assert proc.returncode == 0 and proc.stderr.startswith(said), (command, proc.stderr)
+        assert proc.stderr.endswith(" bytes\n") if said else proc.stderr == "", command
         assert expected[want] in proc.stdout, (command, proc.stdout)
         ran.append(want)
     assert set(expected) | {"evaledger serve"} == set(ran), "every tour command ran"
