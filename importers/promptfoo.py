@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import ijson
 import orjson
-import yaml
+import yaml  # type: ignore[import-untyped]  # (pyyaml: no stubs installed)
 
 from evaledger.domain.bundle import (
     BundleCase,
