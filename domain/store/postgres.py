@@ -67,7 +67,12 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         # are left to the caller, which names the store's URL.
         pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         super().__init__(datastore, events_table_name=events_table_name)
-        self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
+        self.chain = ChainWriter(
+            "%s",
+            f'"{datastore.schema}"."{events_table_name}"',
+            "notification_id",
+            f'"{datastore.schema}".{CHAIN_TABLE}',
+        )
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
         # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
         # must not have. Same effect: one inserting transaction at a time, so notification
@@ -209,15 +214,9 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         check_append_only(self)
 
     def create_chain(self) -> None:
-        """Create the chain table; chain the events of a store that predates it (once)."""
-        schema = self.datastore.schema
+        """Create the chain table (never adopting events: `evaledger chain adopt` does)."""
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(postgres_chain_ddl(schema))
-            self.chain.adopt(
-                curs,
-                "SELECT notification_id, originator_id, originator_version, topic, state "
-                f'FROM "{schema}"."{self.events_table_name}" ORDER BY notification_id',
-            )
+            curs.execute(postgres_chain_ddl(self.datastore.schema))
 
 
 # -- PostgreSQL schema: migrations (DDL, triggers, grants) and the start-up check ---------------
@@ -297,8 +296,16 @@ def _migrate(
                 if app_role:
                     role = quote_role(app_role)
                     curs.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
+                    events = recorder.events_table_name
                     for table in _immutable_tables(recorder):
                         curs.execute(f'GRANT SELECT, INSERT ON "{schema}"."{table}" TO {role}')
+                    # Positions come from the sequence only: the app role may not choose one
+                    # (a row forged at position 0 would sit before the chain's first block).
+                    curs.execute(f'REVOKE INSERT ON "{schema}"."{events}" FROM {role}')
+                    curs.execute(
+                        "GRANT INSERT (originator_id, originator_version, topic, state) "
+                        f'ON "{schema}"."{events}" TO {role}'
+                    )
                     curs.execute(
                         f'GRANT USAGE ON SEQUENCE "{schema}"."{recorder.events_table_name}'
                         f'_notification_id_seq" TO {role}'
