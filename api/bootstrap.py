@@ -66,6 +66,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1, description="Larger request bodies get 413."
     )
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="Host names served besides the loopback names (EVALEDGER_ALLOWED_HOSTS, "
+        "comma-separated; `serve --allowed-host`). Set, every request's Host must be one.",
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -86,7 +91,10 @@ class Settings(BaseModel):
         if db:
             values["db"] = db
         values.update(overrides)
-        return cls.model_validate(values)
+        hosts = os.environ.get("EVALEDGER_ALLOWED_HOSTS", "")
+        return cls.model_validate(
+            {**values, "allowed_hosts": tuple(h.strip() for h in hosts.split(",") if h.strip())}
+        )
 
 
 PROGRESS_MIN_EVENTS = 5_000

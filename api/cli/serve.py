@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, UsageError
+from evaledger.api.security import is_loopback
 
 
 def register(commands: Commands) -> None:
@@ -20,16 +20,13 @@ def register(commands: Commands) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost: only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (default: loopback names only)",
+    )
 
 
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
@@ -54,7 +51,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
-    uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
+    hosts = (*services.settings.allowed_hosts, *args.allowed_host)
+    settings = services.settings.model_copy(update={"allowed_hosts": hosts})
+    app = create_app(settings=settings, services=services)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
 
