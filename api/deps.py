@@ -105,7 +105,12 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
 
 
 def _check_kinds(request: Request, services: Services) -> None:
-    """A `{run_id}` names a run and a `{case_id}` a case: any other aggregate is a 404."""
+    """A `{run_id}` names a run and a `{case_id}` a case: any other aggregate is a 404.
+
+    The web pages (`/ui/`) answer a missing run with their own HTML page, so they keep theirs.
+    """
+    if request.url.path.startswith("/ui/"):
+        return
     for name, kind in (("run_id", "run"), ("case_id", "case")):
         value = request.path_params.get(name)
         try:

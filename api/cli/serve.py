@@ -8,7 +8,6 @@ import sys
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, UsageError
-from evaledger.api.security import is_loopback
 
 
 def register(commands: Commands) -> None:
@@ -35,6 +34,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     import uvicorn
 
     from evaledger.api.app import create_app
+    from evaledger.api.security import is_loopback
 
     if not services.tokens_required():
         if not is_loopback(args.host):
