@@ -22,6 +22,7 @@ from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import stored_hash
+from evaledger.domain.store.permissions import warn_if_shared
 
 GENESIS_LINK = "0" * 64
 CHAIN_TABLE = "evaledger_chain"
@@ -88,6 +89,7 @@ def mac_of(key: bytes, last_position: int, link: str) -> str:
 
 def load_key(path: str | Path) -> bytes:
     """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored)."""
+    warn_if_shared(path, "checkpoint key file")
     try:
         key = Path(path).read_bytes().strip()
     except OSError as e:
