@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -115,3 +117,18 @@ def test_run_routes_answer_404_for_aggregates_that_are_not_runs(
                 assert "TokenIssued" not in got.text and "secret" not in got.text
             got = client.get(f"/cases/{aggregate}/history", headers=auth)
             assert got.status_code == 404
+
+
+def test_a_huge_case_offset_is_a_422_naming_it(store_services: Services) -> None:
+    with TestClient(create_app(services=store_services)) as client:
+        for name in ("case_offset", "case_limit"):
+            got = client.get(
+                "/runs/compare",
+                params={
+                    "baseline_run_id": str(uuid4()),
+                    "candidate_run_id": str(uuid4()),
+                    name: 2**63 + 1,
+                },
+            )
+            assert got.status_code == 422, got.text
+            assert name in got.text
