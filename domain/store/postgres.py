@@ -282,9 +282,7 @@ def _migrate(
             with recorder.datastore.transaction(commit=True) as curs:
                 curs.execute(
                     "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
-                    "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
-                    "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; "
-                    "END $$"
+                    f"LANGUAGE plpgsql AS $${REFUSE_BODY}$$"
                 )
                 for table in _immutable_tables(recorder):
                     for name, op, level in _triggers(table):
@@ -312,6 +310,13 @@ def _migrate(
                     )
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+REFUSE_BODY = (
+    " BEGIN RAISE EXCEPTION "
+    "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; END "
+)
+"""The trigger function's body; start-up compares the stored body with it (a no-op swap shows)."""
 
 
 def _triggers(table: str) -> list[tuple[str, str, str]]:
@@ -342,6 +347,22 @@ def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
         )
         # 'O' fires in normal sessions, 'A' always; 'D' is disabled, 'R' fires only on replicas.
         enabled = {row["name"] for row in curs.fetchall() if row["enabled"] in ("O", "A")}
+        # Every trigger must call the one function, whose body must be the migration's.
+        curs.execute(
+            "SELECT count(*) AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND NOT t.tgisinternal "
+            "AND (p.proname <> 'evaledger_refuse_change' OR p.prosrc <> %s)",
+            (schema, list(tables), REFUSE_BODY),
+        )
+        row = curs.fetchone()
+        swapped = bool(row is not None and row["n"])
+    if swapped:
+        raise InfrastructureError(
+            "the events store is not append-only: the immutability trigger function was "
+            "replaced (its body is not the migration's); refusing to serve (re-run `evaledger "
+            "migrate` as the migration role)"
+        )
     missing = sorted(name for name in expected if name not in enabled)
     if missing:
         raise InfrastructureError(

@@ -261,3 +261,22 @@ def test_the_cli_adopts_on_the_record_and_verify_says_so_in_plain_words(
     assert lines[2].endswith(": 'written by 0.3, before the chain'), not when they were written")
     code, _, err = cli("chain", "adopt", "--reason", "again")
     assert code != 0 and "already has commits" in err
+
+
+@pytest.mark.postgres
+def test_two_roles_a_trigger_function_swapped_for_a_no_op_stops_the_app(
+    two_roles: TwoRoles,
+) -> None:
+    from evaledger.api.bootstrap import migrate_store
+
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    build_services(Settings(db=two_roles.app_url)).close()
+    with psycopg.connect(two_roles.migrator_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$"
+        )
+    with pytest.raises(InfrastructureError, match="the immutability trigger function was replaced"):
+        build_services(Settings(db=two_roles.app_url))
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    build_services(Settings(db=two_roles.app_url)).close()
