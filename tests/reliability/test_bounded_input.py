@@ -73,6 +73,18 @@ def test_the_cli_refuses_nested_json_and_a_zip_bomb_with_exit_2(tmp_path: Path) 
         assert "Traceback" not in done.stderr
 
 
+def test_nested_json_on_standard_input_is_refused_with_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(EVALEDGER), "import", "-", "--db", f"sqlite:///{tmp_path}/store/"],
+        input=NESTED,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"-: JSON nested deeper than 64 levels" in done.stderr
+
+
 def _peak_rss(pid: int) -> tuple[int, int]:
     """(current, peak) resident bytes of a process."""
     fields = dict(
