@@ -16,6 +16,7 @@ from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import cases, config, imports, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
+from evaledger.api.security import BrowserGuard
 from evaledger.api.web import pages
 
 
@@ -70,6 +71,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     # Not Starlette's own limiter: it answers a declared oversize body in plain text, and every
     # error here is `{detail, code, status}`.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outermost: a request from a foreign Host, machine or web page is refused before anything.
+    app.add_middleware(BrowserGuard, allowed_hosts=settings.allowed_hosts)
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
     app.include_router(reports.router, dependencies=AUTH)

@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.ledger import Ledger, LedgerApplication
 from evaledger.domain.store.chain import KEY_ENV, load_key
+from evaledger.domain.store.permissions import private_files, warn_if_shared
 from evaledger.domain.store.postgres import connect_postgres
 from evaledger.domain.store.urls import DEFAULT_DB_URL, StorageLocation, parse_db_url
 from evaledger.projections.projectors import all_projections
@@ -66,6 +67,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1, description="Larger request bodies get 413."
     )
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="Host names served besides the loopback names (EVALEDGER_ALLOWED_HOSTS, "
+        "comma-separated; `serve --allowed-host`). Set, every request's Host must be one.",
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -86,7 +92,10 @@ class Settings(BaseModel):
         if db:
             values["db"] = db
         values.update(overrides)
-        return cls.model_validate(values)
+        hosts = os.environ.get("EVALEDGER_ALLOWED_HOSTS", "")
+        return cls.model_validate(
+            {**values, "allowed_hosts": tuple(h.strip() for h in hosts.split(",") if h.strip())}
+        )
 
 
 PROGRESS_MIN_EVENTS = 5_000
@@ -192,7 +201,8 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
     instead of a new empty store. An unreachable, locked or corrupt store is one too.
     """
     url = settings.db
-    with infrastructure_errors(url):
+    # A new SQLite store (folder, files, journals) is the owner's only: umask 077 while opening.
+    with infrastructure_errors(url), private_files():
         if not create:
             require_existing_store(url)
         location = parse_db_url(url)
@@ -204,12 +214,26 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
         ledger = Ledger(location, checkpoint_key=key)
         try:
             engine = make_engine(location.views_url)
+            engine.connect().close()  # creates the views file now, under the umask
+            warn_shared_store(location)
             runner = ProjectionRunner(ledger, engine, all_projections())
         except BaseException:
             ledger.close()
             raise
     reads = ReadModels(engine)
     return Services(settings, location, ledger, engine, runner, reads, Reports(reads))
+
+
+def warn_shared_store(location: StorageLocation) -> None:
+    """Warn about a SQLite store (folder, events, views) that other users can read."""
+    if location.kind != "sqlite" or "mode=memory" in location.events_env["SQLITE_DBNAME"]:
+        return
+    events = Path(location.events_env["SQLITE_DBNAME"])
+    views = Path(location.views_url.removeprefix("sqlite:///"))
+    if events.parent == views.parent and events.name == "events.sqlite":
+        warn_if_shared(events.parent, "the store folder")
+    for path in (events, views):
+        warn_if_shared(path, "the store file")
 
 
 def migrate_store(settings: Settings, app_role: str | None = None) -> None:

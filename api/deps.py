@@ -22,6 +22,7 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import TokenScope
+from evaledger.domain.kinds import kind_of
 from evaledger.domain.ledger import Context
 from evaledger.domain.tokens import OPEN, Principal
 from evaledger.domain.types import MAX_KEY_CHARS, SUSPECT_JSON, unstorable
@@ -85,9 +86,10 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
             f"{request.method} needs a token with the {needed.value} scope "
             f"(this one is {principal.scope.value})"
         )
+    services: Services = request.app.state.services
+    _check_kinds(request, services)
     if principal.project is None:
         return
-    services: Services = request.app.state.services
     for name in SCOPED_IDS:
         values = [request.path_params[name]] if name in request.path_params else []
         values += request.query_params.getlist(name)
@@ -100,6 +102,23 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
             if project is not None and project != principal.project:
                 what = "case" if name == "case_id" else "run"
                 raise NotFoundError(f"no {what} {aggregate_id}")
+
+
+def _check_kinds(request: Request, services: Services) -> None:
+    """A `{run_id}` names a run and a `{case_id}` a case: any other aggregate is a 404.
+
+    The web pages (`/ui/`) answer a missing run with their own HTML page, so they keep theirs.
+    """
+    if request.url.path.startswith("/ui/"):
+        return
+    for name, kind in (("run_id", "run"), ("case_id", "case")):
+        value = request.path_params.get(name)
+        try:
+            aggregate_id = UUID(value) if isinstance(value, str) else value
+        except ValueError:
+            continue  # the route's own validation names it
+        if isinstance(aggregate_id, UUID) and kind_of(services.ledger, aggregate_id) != kind:
+            raise NotFoundError(f"no {kind} {aggregate_id}")
 
 
 async def check_input(request: Request) -> None:

@@ -35,7 +35,7 @@ STATUS: dict[type[EvaledgerError], int] = {
     PermissionDeniedError: 403,
     InfrastructureError: 503,
 }
-HTTP_CODES = {413: "payload_too_large"}
+HTTP_CODES = {413: "payload_too_large", 422: "invalid"}
 """Codes of errors the framework raises itself (others: http_error)."""
 
 

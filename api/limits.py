@@ -7,6 +7,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evaledger.api.errors import HTTP_CODES, error_body
 from evaledger.api.responses import OrjsonResponse
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.input_limits import DepthScanner
 
 
 class BodyLimit:
@@ -32,16 +34,25 @@ class BodyLimit:
             await response(scope, receive, send)
             return
         seen = 0
+        media = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip()
+        # Nesting is checked on the raw bytes as they arrive, before any JSON parser runs.
+        depth = DepthScanner("body", "body") if media.endswith(b"json") else None
 
         async def counting() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
+                body = message.get("body", b"")
+                seen += len(body)
                 if seen > self.max_bytes:
                     # Raised inside the route's body read (FastAPI lets HTTPException through):
                     # the app's error handler answers 413.
                     raise HTTPException(413, self._detail())
+                if depth is not None:
+                    try:
+                        depth.feed(body)
+                    except ValidationError as e:
+                        raise HTTPException(422, e.detail) from None
             return message
 
         await self.app(scope, counting, send)

@@ -228,6 +228,18 @@ class CheckpointOut(BaseModel):
     signed: bool = Field(description="Whether its signature was checked with the checkpoint key.")
 
 
+class AdoptionOut(BaseModel):
+    """Events chained by `evaledger chain adopt`, not when they were written."""
+
+    first_position: int
+    last_position: int
+    events: int
+    actor: str | None
+    timestamp: str | None
+    reason: str | None
+    position: int = Field(description="Where the `ChainAdopted` record is in the log.")
+
+
 class VerifyResult(BaseModel):
     """What a verification of the whole log found (`GET /verify`, `evaledger verify --json`)."""
 
@@ -239,6 +251,10 @@ class VerifyResult(BaseModel):
     keyed: bool = Field(description="Whether signatures were checked (a checkpoint key is set).")
     adopted_until: int | None = Field(
         default=None, description="Events up to here were chained when the chain was introduced."
+    )
+    adoption: AdoptionOut | None = Field(
+        default=None,
+        description="The `chain adopt` record of adopted events (range, actor, time, reason).",
     )
     checkpoint: CheckpointOut | None = Field(
         default=None, description="The last commit up to which the whole log verified."

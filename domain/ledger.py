@@ -214,9 +214,9 @@ class Ledger:
         return self.app.recorder.max_notification_id() or 0
 
     def notifications(
-        self, start: int, limit: int, stop: int | None = None
+        self, start: int | None, limit: int, stop: int | None = None
     ) -> Sequence[Notification]:
-        """Notifications from `start` (inclusive), in log order."""
+        """Notifications from `start` (inclusive; None: from the lowest stored), in log order."""
         return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
@@ -355,10 +355,10 @@ class Ledger:
 
     def has_tokens(self) -> bool:
         """True once any token was ever issued (serving then requires tokens)."""
-        return bool(self.app.recorder.select_notifications(1, 1, topics=[TokenIssued.topic()]))
+        return bool(self.app.recorder.select_notifications(None, 1, topics=[TokenIssued.topic()]))
 
     def _notifications_of(self, topics: Sequence[str]) -> Iterable[Notification]:
-        start = 1
+        start: int | None = None  # every stored row, a forged one below 1 included
         while True:
             page = self.app.recorder.select_notifications(start, 1000, topics=topics)
             if not page:

@@ -21,7 +21,13 @@ from eventsourcing.persistence import Notification
 
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.errors import ValidationError
-from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
+from evaledger.domain.events import (
+    GENESIS_HASH,
+    CasesAttached,
+    ChainAdopted,
+    RunCompleted,
+    stored_hash,
+)
 from evaledger.domain.ledger import Ledger
 from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of
 
@@ -63,6 +69,8 @@ class VerifyReport:
     """Whether signatures were checked (a checkpoint key was given)."""
     adopted_until: int | None = None
     """Events up to here were chained when the chain was introduced, not when written."""
+    adoption: dict[str, object] | None = None
+    """The `ChainAdopted` record of that adoption: range, actor, time and reason."""
     checkpoint: Checkpoint | None = None
     """The last commit up to which the whole log verified (signed when `keyed`)."""
     findings: list[tuple[int, str]] = field(default_factory=list)
@@ -92,6 +100,7 @@ class VerifyReport:
             "commits": self.commits,
             "keyed": self.keyed,
             "adopted_until": self.adopted_until,
+            "adoption": self.adoption,
             "checkpoint": None
             if self.checkpoint is None
             else {
@@ -166,15 +175,16 @@ class _Aggregates:
         return ehash
 
 
-def _pages(fetch: Callable[[int], Sequence[Notification]]) -> Iterator[Notification]:
-    start = 1
+def _pages(fetch: Callable[[int | None], Sequence[Notification]]) -> Iterator[Notification]:
+    # From the lowest stored row, not from 1: a row forged at position 0 or below is read too.
+    start: int | None = None
     while page := fetch(start):
         yield from page
         start = page[-1].id + 1
 
 
 def _blocks(ledger: Ledger) -> Iterator[Block]:
-    after = 0
+    after = -(2**62)  # a chain row forged below position 1 is read too
     while page := ledger.chain_blocks(after, PAGE):
         yield from page
         after = page[-1].last_position
@@ -213,16 +223,45 @@ class _ChainWalk:
         self.found_expected = expect is None
         self.signed_from: int | None = None
         self.prev_link = GENESIS_LINK
+        self.adopted: Block | None = None
 
     def _find(self, position: int, message: str) -> None:
         self.report.findings.append((position, message))
 
     def _uncovered(self, n: Notification) -> None:
+        below = " is below 1, the first position, and" if n.id < 1 else ""
         self._find(
             n.id,
-            f"position {n.id} (aggregate {n.originator_id} version {n.originator_version}): "
-            "not covered by the ledger chain (written outside evaledger)",
+            f"position {n.id} (aggregate {n.originator_id} version {n.originator_version}):"
+            f"{below} not covered by the ledger chain (written outside evaledger)",
         )
+
+    def _adoption_record(self, n: Notification) -> None:
+        """A `ChainAdopted` event must describe the adopted block it was written with."""
+        try:
+            state = orjson.loads(n.state)
+        except orjson.JSONDecodeError:
+            state = None
+        if not isinstance(state, dict):
+            state = {}  # the aggregate check reports the unreadable state
+        block = self.adopted
+        if block is not None and (
+            state.get("first_position"),
+            state.get("last_position"),
+            state.get("events"),
+        ) == (block.first_position, block.last_position, block.events):
+            self.report.adoption = {
+                "first_position": block.first_position,
+                "last_position": block.last_position,
+                "events": block.events,
+                "actor": state.get("actor"),
+                "timestamp": state.get("timestamp"),
+                "reason": state.get("reason"),
+                "position": n.id,
+            }
+            self.adopted = None
+        else:
+            self._find(n.id, f"position {n.id}: a chain adoption record without its adopted block")
 
     def _events_until(self, block: Block) -> list[tuple[int, UUID | str, int, str]]:
         """Check the events up to the block's end; the chain entries of those inside it."""
@@ -230,6 +269,8 @@ class _ChainWalk:
         while self.pending is not None and self.pending.id <= block.last_position:
             n = self.pending
             ehash = self.aggregates.check(n)
+            if n.topic == ChainAdopted.topic():
+                self._adoption_record(n)
             if n.id < block.first_position:
                 self._uncovered(n)
             else:
@@ -254,12 +295,18 @@ class _ChainWalk:
                 f"{where}: the chain link does not match (an event of this commit was "
                 "edited, moved or reordered, or an earlier commit was deleted)",
             )
+        if block.first_position < 1 or block.first_position > block.last_position:
+            self._find(
+                block.first_position,
+                f"{where}: not a range of positions from 1 (a chain row written outside evaledger)",
+            )
         if block.adopted:
             if report.commits:
                 self._find(
                     block.first_position, f"{where}: an adopted block after the first commit"
                 )
             report.adopted_until = block.last_position
+            self.adopted = block
         if self.key is not None:
             self._check_signature(block, self.key, where)
         if self.expect is not None and block.last_position == self.expect.position:
@@ -298,6 +345,24 @@ class _ChainWalk:
             self.aggregates.check(self.pending)
             self._uncovered(self.pending)
             self.pending = next(self.events, None)
+        if self.adopted is not None:
+            self._find(
+                self.adopted.first_position,
+                f"positions {self.adopted.first_position}–{self.adopted.last_position} were "
+                "adopted into the chain without a `chain adopt` record (the chain was rebuilt "
+                "outside evaledger)",
+            )
+        if not report.commits and report.events:
+            # First among the findings at that position: the cause, before its symptoms.
+            report.findings.insert(
+                0,
+                (
+                    min(p for p, _ in report.findings),
+                    f"the ledger chain is empty but the log holds {report.events} events: the "
+                    "chain table was emptied or dropped (a store written before the chain existed "
+                    "is adopted once with `evaledger chain adopt --reason`)",
+                ),
+            )
         if self.key is not None and report.events and self.signed_from is None:
             self._find(
                 1,

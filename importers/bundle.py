@@ -30,6 +30,7 @@ import pydantic
 
 from evaledger.domain import collector
 from evaledger.domain.bundle import BUNDLE_FORMAT, BundleCase, RunBundle
+from evaledger.domain.input_limits import check_json_stream
 from evaledger.domain.types import (
     UnstorableJSONError,
     may_be_unstorable,
@@ -236,6 +237,9 @@ def open_bundle(path: Path) -> PeerImport:
     spool = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the import
     try:
         shutil.copyfileobj(sys.stdin.buffer, spool, _BLOCK * 16)
+        spool.seek(0)
+        check_json_stream(spool, "-")  # nesting depth, as `detect` checks a named file
+        spool.seek(0, 2)
 
         def opened() -> AbstractContextManager[IO[bytes]]:
             spool.seek(0)

@@ -13,6 +13,7 @@ from typing import Any
 
 import ijson
 
+from evaledger.domain.input_limits import check_json_file, check_zip
 from evaledger.importers.base import Format, fail
 from evaledger.importers.promptfoo import is_yaml
 
@@ -145,11 +146,13 @@ def detect(path: Path) -> Format:
         try:
             with zipfile.ZipFile(path) as z:
                 names = set(z.namelist())
-        except zipfile.BadZipFile:
-            raise fail(path, "detected a ZIP archive that is damaged or truncated") from None
-        if "header.json" in names or "_journal/start.json" in names:
-            return Format.INSPECT
+            if "header.json" in names or "_journal/start.json" in names:
+                check_zip(path)  # before Inspect's reader inflates anything
+                return Format.INSPECT
+        except (zipfile.BadZipFile, EOFError, OSError) as e:
+            raise fail(path, f"detected a ZIP archive that is damaged or truncated ({e})") from None
         raise fail(path, "detected a ZIP archive that is not an Inspect log (no header.json)")
+    check_json_file(path)  # nesting depth, before a parser spends memory on it
     try:
         kind, keys = _peek_json(path)
     except MalformedJSONError as e:

@@ -12,6 +12,22 @@ import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
 
+try:
+    from starlette.testclient import TestClient
+
+    _init = TestClient.__init__
+
+    def _loopback_init(
+        self: TestClient, app: object, base_url: str = "http://localhost", *a: object, **k: object
+    ) -> None:
+        # In-process requests come from a loopback name, as a local browser's would: open-mode
+        # servers answer only those (api/security.py), and Starlette's default is "testserver".
+        _init(self, app, base_url, *a, **k)  # type: ignore[arg-type]
+
+    TestClient.__init__ = _loopback_init  # type: ignore[method-assign]
+except ImportError:  # pragma: no cover - the API extras are part of [dev]
+    pass
+
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE_BUNDLE = FIXTURES / "run-bundle.example.json"
 PG_ADMIN_URL = os.environ.get("EVALEDGER_TEST_PG", "")

@@ -178,3 +178,20 @@ class RawStore:
             blocks.append(replace(b, events=len(entries), link=link, mac=mac))
             prev = link
         self.replace_blocks(blocks)
+
+    def insert_at(self, position: int, oid: UUID, version: int, topic: str, state: bytes) -> None:
+        """Insert an event at a chosen position (0 and below included)."""
+        p = self.p
+        self.conn.execute(
+            f"INSERT INTO {self.table} ({self.pos}, originator_id, originator_version, topic, "
+            f"state) VALUES ({p}, {p}, {p}, {p}, {p})",
+            (position, self._oid(oid), version, topic, state),
+        )
+
+    def empty_chain(self) -> None:
+        """DELETE FROM the chain table."""
+        self.conn.execute(f"DELETE FROM {CHAIN_TABLE}")
+
+    def drop_chain(self) -> None:
+        """DROP the chain table."""
+        self.conn.execute(f"DROP TABLE {CHAIN_TABLE}")

@@ -8,7 +8,9 @@ from typing import Any
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands, add_case_ref, load_spec, resolve_case
 from evaledger.api.console import EXIT_FAIL, EXIT_OK, Progress, emit_json, fmt, print_table
-from evaledger.domain.verify import Checkpoint, verify
+from evaledger.domain.adoption import adopt_chain
+from evaledger.domain.ledger import Context
+from evaledger.domain.verify import Checkpoint, VerifyReport, verify
 
 
 def register(commands: Commands) -> None:
@@ -29,6 +31,16 @@ def register(commands: Commands) -> None:
         metavar="POSITION:LINK",
         help="a checkpoint printed by an earlier verify; fail if the log no longer contains it",
     )
+    p = commands.subparsers.add_parser("chain", help="the ledger chain: adopt an unchained store")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser(
+        "adopt",
+        parents=[commands.common],
+        help="chain, once and on the record, the events of a store written before the chain",
+    )
+    p.add_argument("--reason", required=True, help="why the unchained events are trusted")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_chain_adopt, reads=True)
     p = commands.add(
         "explain",
         cmd_explain,
@@ -85,7 +97,41 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
         print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
+    if not args.json:
+        _print_adoption(report)
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def _print_adoption(report: VerifyReport) -> None:
+    """Say in plain words which events were chained when adopted, not when written."""
+    a = report.adoption
+    if a is not None:
+        print(
+            f"adopted: positions {a['first_position']}–{a['last_position']} ({a['events']} "
+            f"events) were chained by `chain adopt` (by {a['actor']} at {a['timestamp']}: "
+            f"{a['reason']!r}), not when they were written"
+        )
+
+
+def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
+    """Adopt the events of a store written before the chain: once, recorded as an event."""
+    adoption = adopt_chain(services.ledger, Context(actor=args.actor), args.reason)
+    if args.json:
+        emit_json(
+            {
+                "first_position": adoption.first_position,
+                "last_position": adoption.last_position,
+                "events": adoption.events,
+                "position": adoption.position,
+            }
+        )
+    else:
+        print(
+            f"adopted positions {adoption.first_position}–{adoption.last_position} "
+            f"({adoption.events} events) into the chain; recorded at position "
+            f"{adoption.position}"
+        )
+    return EXIT_OK
 
 
 def cmd_explain(services: Services, args: argparse.Namespace) -> int:

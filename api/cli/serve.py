@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 
 from evaledger.api.bootstrap import Services
@@ -22,16 +21,13 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost: only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (default: loopback names only)",
+    )
 
 
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
@@ -40,6 +36,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     import uvicorn
 
     from evaledger.api.app import create_app
+    from evaledger.api.security import is_loopback
 
     if not services.tokens_required():
         if not is_loopback(args.host):
@@ -56,7 +53,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
-    uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
+    hosts = (*services.settings.allowed_hosts, *args.allowed_host)
+    settings = services.settings.model_copy(update={"allowed_hosts": hosts})
+    app = create_app(settings=settings, services=services)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return EXIT_OK
 
 

@@ -68,10 +68,12 @@ def compare_runs(
         bool, Query(description="Include each case's per-metric deltas (large on big runs)")
     ] = False,
     case_offset: Annotated[
-        int, Query(ge=0, description="First test case comparison returned (sorted by key)")
+        int,
+        Query(ge=0, le=2**31, description="First test case comparison returned (sorted by key)"),
     ] = 0,
     case_limit: Annotated[
-        int | None, Query(ge=0, description="Test case comparisons returned at most (all)")
+        int | None,
+        Query(ge=0, le=2**31, description="Test case comparisons returned at most (all)"),
     ] = None,
 ) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics.

@@ -36,6 +36,7 @@ from evaledger.domain.events.case import (
 )
 from evaledger.domain.events.project import (
     CatalogueEvent,
+    ChainAdopted,
     IdempotencyKeyUsed,
     MetricRegistered,
     TokenEvent,
@@ -101,6 +102,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     TokenIssued,
     TokenRevoked,
     NamedScoresRecorded,
+    ChainAdopted,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -117,6 +119,7 @@ __all__ = [
     "CaseOpened",
     "CasesAttached",
     "CatalogueEvent",
+    "ChainAdopted",
     "CheckStatus",
     "Claim",
     "ClaimSupport",

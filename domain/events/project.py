@@ -79,3 +79,18 @@ class TokenRevoked(TokenEvent):
     topic_name: ClassVar[str] = "evaledger.token.revoked"
 
     reason: str | None = None
+
+
+class ChainAdopted(DomainEvent):
+    """Events stored before the ledger chain existed were chained, explicitly, by an admin.
+
+    Written in the same commit as the adopted block: `verify` names the range and the reason,
+    since those events were chained when adopted, not when written.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.ledger.chain_adopted"
+
+    reason: str = Field(min_length=1, description="Why the unchained events are trusted.")
+    first_position: int = Field(description="First adopted position.")
+    last_position: int = Field(description="Last adopted position.")
+    events: int = Field(ge=1, description="How many events were adopted.")

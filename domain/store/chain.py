@@ -22,6 +22,7 @@ from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import stored_hash
+from evaledger.domain.store.permissions import warn_if_shared
 
 GENESIS_LINK = "0" * 64
 CHAIN_TABLE = "evaledger_chain"
@@ -88,6 +89,7 @@ def mac_of(key: bytes, last_position: int, link: str) -> str:
 
 def load_key(path: str | Path) -> bytes:
     """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored)."""
+    warn_if_shared(path, "checkpoint key file")
     try:
         key = Path(path).read_bytes().strip()
     except OSError as e:
@@ -109,9 +111,18 @@ class ChainWriter:
     is the one this commit follows, and notification order equals chain order.
     """
 
-    def __init__(self, placeholder: str, qualified_table: str = CHAIN_TABLE) -> None:
+    def __init__(
+        self, placeholder: str, events: str, position: str, qualified_table: str = CHAIN_TABLE
+    ) -> None:
         p = placeholder
         self.key: bytes | None = None
+        self.adopting: str | None = None
+        """Set (to the reason) only by `chain adopt`: the next commit may adopt unchained events."""
+        self.count_before = f"SELECT count(*) AS n FROM {events} WHERE {position} < {p}"
+        self.select_before = (
+            f"SELECT {position} AS notification_id, originator_id, originator_version, topic, "
+            f"state FROM {events} WHERE {position} < {p} ORDER BY {position}"
+        )
         self.select_last = (
             f"SELECT link, mac FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
         )
@@ -135,6 +146,10 @@ class ChainWriter:
             return
         curs.execute(self.select_last)
         row = curs.fetchone()
+        if row is None and not adopted:
+            self._check_nothing_unchained(curs, ids[0])
+            curs.execute(self.select_last)
+            row = curs.fetchone()
         if row is not None and row["mac"] is not None and self.key is None:
             # An unsigned commit after signed ones would fail every later verify: refuse it.
             raise InfrastructureError(
@@ -152,6 +167,26 @@ class ChainWriter:
         mac = mac_of(self.key, ids[-1], link) if self.key is not None else None
         curs.execute(self.insert, (ids[0], ids[-1], len(ids), link, mac, adopted))
 
+    def _check_nothing_unchained(self, curs: Any, first: int) -> None:
+        """Refuse to start a chain over events it would not cover (an emptied chain table)."""
+        curs.execute(self.count_before, (first,))
+        row = curs.fetchone()
+        if not row["n"]:
+            return
+        if self.adopting is None:
+            raise InfrastructureError(
+                f"the ledger chain is empty but {row['n']} events were stored before this "
+                "commit: the chain table was emptied or dropped (or the store predates the "
+                "chain); nothing was written. Run `evaledger verify`; a store written before "
+                "the chain existed is adopted once with `evaledger chain adopt --reason`"
+            )
+        self._adopt(curs, first)
+
+    def is_empty(self, curs: Any) -> bool:
+        """Whether the chain has no block yet."""
+        curs.execute(self.count)
+        return not curs.fetchone()["n"]
+
     def blocks(self, curs: Any, after: int, limit: int) -> list[Block]:
         """The chain's blocks ending after position `after`, in log order."""
         curs.execute(self.select_page, (after, limit))
@@ -167,20 +202,14 @@ class ChainWriter:
             for r in curs.fetchall()
         ]
 
-    def adopt(self, curs: Any, select_events: str) -> None:
-        """Chain a store's existing events in one `adopted` block, when the chain is empty.
+    def _adopt(self, curs: Any, before: int) -> None:
+        """Chain the events stored before position `before` in one `adopted` block.
 
-        Only a store written before the chain existed has unchained events; `verify` reports
-        the adopted range, since those events were chained when adopted, not when written.
+        Only `evaledger chain adopt` sets `adopting`; the same commit records `ChainAdopted`,
+        so an adoption is always in the log (and `verify` says which range it covers).
         """
-        curs.execute(self.count)
-        row = curs.fetchone()
-        if row["n"]:
-            return
-        curs.execute(select_events)
+        curs.execute(self.select_before, (before,))
         rows = curs.fetchall()
-        if not rows:
-            return
         events = [
             StoredEvent(
                 originator_id=r["originator_id"],

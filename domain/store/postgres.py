@@ -67,7 +67,12 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         # are left to the caller, which names the store's URL.
         pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         super().__init__(datastore, events_table_name=events_table_name)
-        self.chain = ChainWriter("%s", f'"{datastore.schema}".{CHAIN_TABLE}')
+        self.chain = ChainWriter(
+            "%s",
+            f'"{datastore.schema}"."{events_table_name}"',
+            "notification_id",
+            f'"{datastore.schema}".{CHAIN_TABLE}',
+        )
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
         # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
         # must not have. Same effect: one inserting transaction at a time, so notification
@@ -209,15 +214,9 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         check_append_only(self)
 
     def create_chain(self) -> None:
-        """Create the chain table; chain the events of a store that predates it (once)."""
-        schema = self.datastore.schema
+        """Create the chain table (never adopting events: `evaledger chain adopt` does)."""
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(postgres_chain_ddl(schema))
-            self.chain.adopt(
-                curs,
-                "SELECT notification_id, originator_id, originator_version, topic, state "
-                f'FROM "{schema}"."{self.events_table_name}" ORDER BY notification_id',
-            )
+            curs.execute(postgres_chain_ddl(self.datastore.schema))
 
 
 # -- PostgreSQL schema: migrations (DDL, triggers, grants) and the start-up check ---------------
@@ -283,9 +282,7 @@ def _migrate(
             with recorder.datastore.transaction(commit=True) as curs:
                 curs.execute(
                     "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
-                    "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION "
-                    "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; "
-                    "END $$"
+                    f"LANGUAGE plpgsql AS $${REFUSE_BODY}$$"
                 )
                 for table in _immutable_tables(recorder):
                     for name, op, level in _triggers(table):
@@ -297,14 +294,29 @@ def _migrate(
                 if app_role:
                     role = quote_role(app_role)
                     curs.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
+                    events = recorder.events_table_name
                     for table in _immutable_tables(recorder):
                         curs.execute(f'GRANT SELECT, INSERT ON "{schema}"."{table}" TO {role}')
+                    # Positions come from the sequence only: the app role may not choose one
+                    # (a row forged at position 0 would sit before the chain's first block).
+                    curs.execute(f'REVOKE INSERT ON "{schema}"."{events}" FROM {role}')
+                    curs.execute(
+                        "GRANT INSERT (originator_id, originator_version, topic, state) "
+                        f'ON "{schema}"."{events}" TO {role}'
+                    )
                     curs.execute(
                         f'GRANT USAGE ON SEQUENCE "{schema}"."{recorder.events_table_name}'
                         f'_notification_id_seq" TO {role}'
                     )
         finally:
             lock_conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+REFUSE_BODY = (
+    " BEGIN RAISE EXCEPTION "
+    "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; END "
+)
+"""The trigger function's body; start-up compares the stored body with it (a no-op swap shows)."""
 
 
 def _triggers(table: str) -> list[tuple[str, str, str]]:
@@ -335,6 +347,22 @@ def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
         )
         # 'O' fires in normal sessions, 'A' always; 'D' is disabled, 'R' fires only on replicas.
         enabled = {row["name"] for row in curs.fetchall() if row["enabled"] in ("O", "A")}
+        # Every trigger must call the one function, whose body must be the migration's.
+        curs.execute(
+            "SELECT count(*) AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND NOT t.tgisinternal "
+            "AND (p.proname <> 'evaledger_refuse_change' OR p.prosrc <> %s)",
+            (schema, list(tables), REFUSE_BODY),
+        )
+        row = curs.fetchone()
+        swapped = bool(row is not None and row["n"])
+    if swapped:
+        raise InfrastructureError(
+            "the events store is not append-only: the immutability trigger function was "
+            "replaced (its body is not the migration's); refusing to serve (re-run `evaledger "
+            "migrate` as the migration role)"
+        )
     missing = sorted(name for name in expected if name not in enabled)
     if missing:
         raise InfrastructureError(

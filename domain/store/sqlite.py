@@ -25,7 +25,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
     ) -> None:
         super().__init__(datastore, events_table_name)
-        self.chain = ChainWriter("?")
+        self.chain = ChainWriter("?", events_table_name, "rowid")
         self._name = f"the SQLite event store {datastore.pool.db_name}"
 
     def construct_create_table_statements(self) -> list[str]:
@@ -33,15 +33,10 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         return [*super().construct_create_table_statements(), SQLITE_CHAIN_DDL]
 
     def create_table(self) -> None:
-        """Create the tables; chain the events of a store that predates the chain (once)."""
+        """Create the tables (a store that predates the chain is adopted only explicitly)."""
         # Opening errors (a corrupt file) are left to the caller, which names the store's URL.
         with self.datastore.transaction(commit=True) as c:
             self._create_table(c)
-            self.chain.adopt(
-                c,
-                f"SELECT rowid AS notification_id, originator_id, originator_version, topic, "
-                f"state FROM {self.events_table_name} ORDER BY rowid",
-            )
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -68,7 +68,7 @@ def parse_db_url(url: str) -> StorageLocation:
             )
         p = Path(path)
         if path.endswith("/") or p.is_dir():
-            p.mkdir(parents=True, exist_ok=True)
+            p.mkdir(mode=0o700, parents=True, exist_ok=True)
             events, views = p / "events.sqlite", p / "views.sqlite"
         else:
             p.parent.mkdir(parents=True, exist_ok=True)

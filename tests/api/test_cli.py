@@ -256,6 +256,7 @@ def test_verify_passes_then_names_the_first_broken_link_after_tampering(imported
         "commits": 1,
         "keyed": False,
         "adopted_until": None,
+        "adoption": None,
         "checkpoint": {"position": 13, "link": link, "signed": False},
         "first_broken_position": None,
         "broken": [],

@@ -37,6 +37,7 @@ from evaledger.domain.events import (
     CaseOpened,
     CasesAttached,
     CatalogueEvent,
+    ChainAdopted,
     CheckStatus,
     Claim,
     ClaimSupport,
@@ -89,6 +90,7 @@ from tests.conftest import FIXTURES
 from tests.helpers import bundle
 
 GOLDEN = FIXTURES / "golden_events"
+CHAIN_ID = UUID("6f1c2a0e-2f33-5b7e-9d0e-3c1f4a5b6c7d")
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
 MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 
@@ -125,6 +127,7 @@ TOPICS = [
     "evaledger.token.issued/v1",
     "evaledger.token.revoked/v1",
     "evaledger.case.named_scores_recorded/v1",
+    "evaledger.ledger.chain_adopted/v1",
 ]
 
 
@@ -358,6 +361,13 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             usage=Usage(prompt_tokens=120, completion_tokens=8),
             cost_usd=0.0001,
         ),
+        ChainAdopted(
+            **_meta(CHAIN_ID, 1),
+            reason="written by 0.3, before the chain",
+            first_position=1,
+            last_position=40,
+            events=40,
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -405,7 +415,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 23
+    assert len(EVENT_CLASSES) == 24
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -464,7 +474,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token)\.([a-z_]+)/v(\d+)", cls.topic()
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger)\.([a-z_]+)/v(\d+)", cls.topic()
     )
     assert match is not None, cls.topic()
     base = {
@@ -473,6 +483,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "catalogue": CatalogueEvent,
         "idempotency": DomainEvent,
         "token": TokenEvent,
+        "ledger": DomainEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1

@@ -1,0 +1,41 @@
+"""Who may read a store's files and the checkpoint key: the owner only (0700 folders, 0600 files).
+
+SQLite stores are created under umask 077; an existing store or key file that other users can
+read is reported once per open (a warning on stderr), not changed behind the owner's back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger("evaledger")
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders created inside are the owner's only (umask 077)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def warn_if_shared(path: str | Path, what: str) -> bool:
+    """Warn when a file or folder is readable or writable by group or others; True if so."""
+    try:
+        mode = stat.S_IMODE(Path(path).stat().st_mode)
+    except OSError:
+        return False
+    if not mode & 0o077:
+        return False
+    tight = "700" if Path(path).is_dir() else "600"
+    log.warning(
+        "%s %s is open to other users (mode %o): chmod %s %s", what, path, mode, tight, path
+    )
+    return True

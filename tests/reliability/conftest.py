@@ -1,0 +1,3 @@
+"""Fixtures shared by the reliability tests: a running `evaledger serve`."""
+
+from tests.api.test_serve import server  # noqa: F401
