@@ -7,6 +7,7 @@ Every page reads through the functions the JSON API uses (`ReadModels`, `Reports
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -16,20 +17,21 @@ from uuid import UUID
 
 import jinja2
 import pydantic
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
-from evaledger.api.deps import OWNER, SyncedDep
+from evaledger.api.deps import SyncedDep, check_input
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
+from evaledger.api.web.session import Viewer, ViewerDep, check_form
 from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.errors import EvaledgerError, ValidationError
+from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.metrics import ScoreType
 from evaledger.judging.policy import judge_error_note, run_judge_error_note
 from evaledger.projections.queries import RunFilter, RunRow
@@ -105,6 +107,13 @@ def fmt_json(value: Any, indent: int = 2) -> str:
     return json.dumps(value, indent=indent or None, ensure_ascii=False, sort_keys=False)
 
 
+def viewer_of(request: Request) -> Viewer | None:
+    """Who the page is for (None on a page served before the viewer was known)."""
+    viewer: Viewer | None = getattr(request.state, "viewer", None)
+    return viewer
+
+
+templates.env.globals["viewer_of"] = viewer_of
 templates.env.filters.update(
     num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
     flag=fmt_flag, pretty=fmt_json,
@@ -115,26 +124,49 @@ templates.env.filters.update(
 # plumbing
 
 
+def error_page(request: Request, status: int, detail: str, code: str) -> Response:
+    """The HTML error page: the message and the status (never raw JSON under /ui)."""
+    return templates.TemplateResponse(
+        request,
+        "error.html",
+        {"title": f"Error {status}", "status": status, "detail": detail, "code": code},
+        status_code=status,
+    )
+
+
 def _render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
     """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
     try:
         context = build()
     except EvaledgerError as e:
-        code = status_of(e)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"title": f"Error {code}", "status": code, "detail": e.detail, "code": e.code},
-            status_code=code,
-        )
+        return error_page(request, status_of(e), e.detail, e.code)
     return templates.TemplateResponse(request, template, context)
 
 
-def _uuid(value: str, field: str) -> UUID:
+def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
+    """A run id or a run key (wherever a run id is accepted), within the viewer's project."""
+    project = viewer.principal.project
     try:
-        return UUID(value)
+        run_id = UUID(value)
     except ValueError:
-        raise ValidationError(f"{field}: not a run id: {value!r}", field=field) from None
+        rows, total = services.reads.list_runs(RunFilter(project=project, key=value, limit=2))
+        if total > 1:
+            raise ValidationError(
+                f"{field}: run key {value!r} is used in several projects; use the run id",
+                field=field,
+            ) from None
+        if not rows:
+            raise NotFoundError(f"{field}: no run with the id or key {value!r}") from None
+        return rows[0].run_id
+    check_scope(services, viewer, run_id, "run")
+    return run_id
+
+
+def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: str) -> None:
+    """Another project's run or case does not exist for this viewer (HTML 404)."""
+    project = viewer.principal.project
+    if project is not None and services.ledger.project_of(aggregate_id) not in (None, project):
+        raise NotFoundError(f"no {what} {aggregate_id}")
 
 
 def _number(value: str, field: str) -> float | None:
@@ -162,8 +194,8 @@ def _metric_names(services: Services, project: str) -> dict[str, str]:
     return {m.name: m.display_name for m in services.reads.available_metrics(project)}
 
 
-def _all_runs(services: Services) -> list[RunRow]:
-    rows, _ = services.reads.list_runs(RunFilter(limit=500))
+def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
+    rows, _ = services.reads.list_runs(RunFilter(project=viewer.principal.project, limit=500))
     return list(rows)
 
 
@@ -184,6 +216,7 @@ def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
 def runs_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     project: str = "",
     suite: str = "",
     agent: str = "",
@@ -210,7 +243,7 @@ def runs_page(
         if status and status not in RUN_STATUSES:
             raise ValidationError(f"status: one of {', '.join(RUN_STATUSES)}", field="status")
         f = RunFilter(
-            project=project or None,
+            project=viewer.principal.project or project or None,
             suite=suite or None,
             agent=agent or None,
             status=status or None,
@@ -222,7 +255,7 @@ def runs_page(
         )
         rows, total = services.reads.list_runs(f)
         listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
-        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
             "pair": default_pair(completed),
@@ -243,8 +276,9 @@ def runs_page(
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
-    run_id: UUID,
+    run_id: str,
     services: SyncedDep,
+    viewer: ViewerDep,
     show: views.Show = views.Show.ALL,
     metric: str = "",
     below: str = "",
@@ -256,11 +290,12 @@ def run_page(
     """A run: aggregate, thresholds, coverage, charts and its cases."""
 
     def build() -> dict[str, Any]:
-        run = services.reads.get_run(run_id)
-        summary = services.reads.summary(run_id)
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        summary = services.reads.summary(rid)
         # 10,000 decoded scores: no cycles, nothing for the collector to find.
         with collector.paused():
-            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
@@ -305,7 +340,7 @@ def run_page(
             "shows": list(views.Show),
             "sorts": list(views.SortKey),
             "metric_names": names,
-            "rescores": services.reads.stored_rescores(run_id),
+            "rescores": services.reads.stored_rescores(rid),
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
@@ -315,10 +350,13 @@ def run_page(
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
-def case_page(request: Request, case_id: UUID, services: SyncedDep, spec: str = "") -> Response:
+def case_page(
+    request: Request, case_id: UUID, services: SyncedDep, viewer: ViewerDep, spec: str = ""
+) -> Response:
     """The audit trail of one case, under the run's own spec or a what-if spec."""
 
     def build() -> dict[str, Any]:
+        check_scope(services, viewer, case_id, "case")
         history = case_history(services, case_id)
         run = services.reads.get_run(UUID(history["run_id"]))
         chain = explain(services, case_id, spec_from_query(services, spec or None, run.project))
@@ -376,6 +414,7 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
 def compare_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     baseline: str = "",
     candidate: str = "",
     show: str = "all",
@@ -393,7 +432,7 @@ def compare_page(
     }
 
     def build() -> dict[str, Any]:
-        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         context: dict[str, Any] = {
             "title": "Compare runs",
             "completed": completed,
@@ -408,7 +447,8 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        b, c = _uuid(baseline, "baseline"), _uuid(candidate, "candidate")
+        b = resolve_run(services, viewer, baseline, "baseline")
+        c = resolve_run(services, viewer, candidate, "candidate")
         try:
             thresholds = _thresholds(**given)
         except pydantic.ValidationError as e:
@@ -436,21 +476,24 @@ def compare_page(
 @router.get("/compare.md", response_class=PlainTextResponse)
 def compare_markdown(
     services: SyncedDep,
-    baseline: UUID,
-    candidate: UUID,
+    viewer: ViewerDep,
+    baseline: str,
+    candidate: str,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
     case_score_delta: str = "",
 ) -> Response:
     """The comparison as the compact Markdown PR comment `evaledger compare --markdown` prints."""
+    b = resolve_run(services, viewer, baseline, "baseline")
+    c = resolve_run(services, viewer, candidate, "candidate")
     thresholds = _thresholds(
         max_pass_rate_drop=max_pass_rate_drop,
         max_avg_score_drop=max_avg_score_drop,
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    result = services.reports.compare(baseline, candidate, thresholds)
+    result = services.reports.compare(b, c, thresholds)
     return PlainTextResponse(render_markdown(result), media_type="text/markdown; charset=utf-8")
 
 
@@ -458,6 +501,7 @@ def compare_markdown(
 def rollup_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     run_id: Annotated[list[str] | None, Query()] = None,
     rows: str = RowDimension.CONFIGURATION.value,
     columns: str = ColumnDimension.TEST.value,
@@ -465,12 +509,12 @@ def rollup_page(
     """A pivot of one or several runs: rows × columns chosen on the page."""
 
     def build() -> dict[str, Any]:
-        chosen = [_uuid(r, "run_id") for r in run_id or []]
+        chosen = [resolve_run(services, viewer, r, "run_id") for r in run_id or []]
         result = services.reports.rollup(chosen, [rows], [columns]) if chosen else None
         cells = {} if result is None else {(c.row, c.column): c.summary for c in result.cells}
         return {
             "title": "Rollup",
-            "runs": _all_runs(services),
+            "runs": _all_runs(services, viewer),
             "chosen": {str(r) for r in chosen},
             "rows": rows,
             "columns": columns,
@@ -490,8 +534,9 @@ def rollup_page(
 @router.get("/runs/{run_id}/scorecard", response_class=HTMLResponse)
 def scorecard_page(
     request: Request,
-    run_id: UUID,
+    run_id: str,
     services: SyncedDep,
+    viewer: ViewerDep,
     preset: str = "",
     min_score: str = "",
     strategic: bool = False,
@@ -499,7 +544,8 @@ def scorecard_page(
     """The run's governance scorecard (iFixAi rules): categories, tests, minimums, cap, grade."""
 
     def build() -> dict[str, Any]:
-        run = services.reads.get_run(run_id)
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
         minimum = _number(min_score, "min_score")
         context: dict[str, Any] = {
             "title": f"Scorecard: {run.name or run.run_key}",
@@ -509,22 +555,28 @@ def scorecard_page(
             "min_score": min_score,
             "strategic": strategic,
             "grade": None,
-            "has_section": bool(services.reads.run_spec(run_id).grading),
+            "has_section": bool(services.reads.run_spec(rid).grading),
         }
         if not (preset or context["has_section"]):
             return context
-        grading = services.reports.grading_for(run_id, preset or None, minimum)
+        grading = services.reports.grading_for(rid, preset or None, minimum)
         context["grading"] = grading
-        context["grade"] = services.reports.grade(run_id, grading, strategic_only=strategic)
+        context["grade"] = services.reports.grade(rid, grading, strategic_only=strategic)
         return context
 
     return _render(request, "scorecard.html", build)
 
 
 def install(app: FastAPI) -> None:
-    """Serve the web report under /ui (pages and their assets) and send `/` there."""
+    """Serve the web report under /ui (pages, sign-in, review, assets) and send `/` there."""
+    from evaledger.api.web import review, signin  # they render with this module's templates
+
+    app.state.web_csrf_key = secrets.token_bytes(32)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    app.include_router(router, dependencies=OWNER)
+    guarded = [Depends(check_form), Depends(check_input)]
+    app.include_router(router, dependencies=guarded)
+    app.include_router(review.router, dependencies=guarded)
+    signin.install(app)
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:
