@@ -134,7 +134,7 @@ def error_page(request: Request, status: int, detail: str, code: str) -> Respons
     )
 
 
-def _render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
+def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
     """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
     try:
         context = build()
@@ -270,7 +270,7 @@ def runs_page(
             "completed": completed,
         }
 
-    return _render(request, "runs.html", build)
+    return render(request, "runs.html", build)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -344,14 +344,21 @@ def run_page(
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
+            # The aggregate sums unknown costs as 0: a run where no case reported one shows "—".
+            "cost_known": any(s.cost_usd is not None for s in scores),
         }
 
-    return _render(request, "run.html", build)
+    return render(request, "run.html", build)
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
 def case_page(
-    request: Request, case_id: UUID, services: SyncedDep, viewer: ViewerDep, spec: str = ""
+    request: Request,
+    case_id: UUID,
+    services: SyncedDep,
+    viewer: ViewerDep,
+    spec: str = "",
+    queue: str = "",
 ) -> Response:
     """The audit trail of one case, under the run's own spec or a what-if spec."""
 
@@ -389,9 +396,37 @@ def case_page(
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),
             "metric_names": _metric_names(services, run.project),
+            "queue": _neighbours(services, viewer, queue, case_id) if queue else None,
         }
 
-    return _render(request, "case.html", build)
+    return render(request, "case.html", build)
+
+
+def _neighbours(services: Services, viewer: Viewer, run: str, case_id: UUID) -> dict[str, Any]:
+    """Where a case opened from its run's review queue sits in it: previous, next, the queue."""
+    run_id = resolve_run(services, viewer, run, "queue")
+    ids = [i.row.case_id for i in queue_of(services, run_id)]
+    at = ids.index(str(case_id)) if str(case_id) in ids else -1
+    return {
+        "run_id": run_id,
+        "position": at + 1,
+        "total": len(ids),
+        "previous": ids[at - 1] if at > 0 else None,
+        "next": ids[at + 1] if 0 <= at < len(ids) - 1 else None,
+    }
+
+
+def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
+    """The run's review queue (from the read models the run page uses)."""
+    summary = services.reads.summary(run_id)
+    with collector.paused():
+        rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+    flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
+    # Mandatory tests: those the run's grading section holds a minimum for (by test id).
+    grading = services.reads.run_spec(run_id).grading or {}
+    minimums = grading.get("mandatory_minimums")
+    mandatory = {str(t) for t in minimums} if isinstance(minimums, dict) else set()
+    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory)
 
 
 def _thresholds(**given: str) -> CompareThresholds:
@@ -470,7 +505,7 @@ def compare_page(
         )
         return context
 
-    return _render(request, "compare.html", build)
+    return render(request, "compare.html", build)
 
 
 @router.get("/compare.md", response_class=PlainTextResponse)
@@ -528,7 +563,7 @@ def rollup_page(
             and len(result.columns) > len(result.rows),
         }
 
-    return _render(request, "rollup.html", build)
+    return render(request, "rollup.html", build)
 
 
 @router.get("/runs/{run_id}/scorecard", response_class=HTMLResponse)
@@ -564,7 +599,7 @@ def scorecard_page(
         context["grade"] = services.reports.grade(rid, grading, strategic_only=strategic)
         return context
 
-    return _render(request, "scorecard.html", build)
+    return render(request, "scorecard.html", build)
 
 
 def install(app: FastAPI) -> None:

@@ -1,4 +1,4 @@
-"""Human review from the case page: override or invalidate a judge verdict (admin scope).
+"""Human review: override or invalidate a judge verdict (admin scope); a run's review queue.
 
 Each form goes through the Ledger's own command with the signed-in principal as actor (a token's
 actor; the open local user is the server's default actor), then back to the case page, whose
@@ -8,14 +8,16 @@ history shows the new event at once (the page reads after a sync).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from evaledger.api.bootstrap import Services
+from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
-from evaledger.api.web.pages import check_scope, error_page
+from evaledger.api.web.pages import check_scope, error_page, queue_of, render, resolve_run
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.events import CaseEvent, VerdictInvalidated, VerdictOverridden
@@ -83,6 +85,7 @@ def _write(
     cls: type[CaseEvent],
     build: Any,
     viewer: Viewer,
+    queue: str,
 ) -> Response:
     try:
         check_scope(services, viewer, case_id, "case")
@@ -90,7 +93,8 @@ def _write(
         services.ledger.record(case_id, cls, _context(services, viewer), body)
     except EvaledgerError as e:
         return error_page(request, status_of(e), e.detail, e.code)
-    return RedirectResponse(f"/ui/cases/{case_id}#corr-h", status_code=303)
+    back = f"?{urlencode({'queue': queue})}" if queue else ""
+    return RedirectResponse(f"/ui/cases/{case_id}{back}#corr-h", status_code=303)
 
 
 @router.post("/cases/{case_id}/override")
@@ -103,6 +107,7 @@ def override_case(
     metric: Text = "",
     score: Text = "",
     reason: Text = "",
+    queue: Text = "",
 ) -> Response:
     """An admin forces a verdict's pass/fail or a metric's score, saying why."""
     services: Services = request.app.state.services
@@ -119,12 +124,17 @@ def override_case(
             body["metric_scores"] = scores
         return body
 
-    return _write(request, services, case_id, VerdictOverridden, build, viewer)
+    return _write(request, services, case_id, VerdictOverridden, build, viewer, queue)
 
 
 @router.post("/cases/{case_id}/invalidate")
 def invalidate_case_verdict(
-    request: Request, case_id: UUID, viewer: ViewerDep, verdict_id: Text = "", reason: Text = ""
+    request: Request,
+    case_id: UUID,
+    viewer: ViewerDep,
+    verdict_id: Text = "",
+    reason: Text = "",
+    queue: Text = "",
 ) -> Response:
     """An admin rules a judge verdict out, saying why."""
     services: Services = request.app.state.services
@@ -135,4 +145,22 @@ def invalidate_case_verdict(
             "reason": require_reason(reason, "an invalidation"),
         }
 
-    return _write(request, services, case_id, VerdictInvalidated, build, viewer)
+    return _write(request, services, case_id, VerdictInvalidated, build, viewer, queue)
+
+
+@router.get("/runs/{run_id}/queue", response_class=HTMLResponse)
+def queue_page(request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep) -> Response:
+    """What needs a person in a run, walked with the keyboard (j/k, Enter opens, then decide)."""
+
+    def build() -> dict[str, Any]:
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        items = queue_of(services, rid)
+        return {
+            "title": f"Review queue: {run.name or run.run_key}",
+            "run": run,
+            "items": items,
+            "open": sum(1 for i in items if not i.reviewed),
+        }
+
+    return render(request, "queue.html", build)

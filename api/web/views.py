@@ -12,7 +12,9 @@ from enum import StrEnum
 from typing import Any
 
 from evaledger.domain.events import GENESIS_HASH
+from evaledger.scoring.facts import CaseFacts, VerdictFact
 from evaledger.scoring.models import CaseStatus
+from evaledger.scoring.rollups import natural_key
 
 PER_PAGE = 50
 
@@ -225,3 +227,75 @@ def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
         links.append(ChainLink(e["version"], e["prev_hash"], e["hash"], e["prev_hash"] == expected))
         expected = e["hash"]
     return links
+
+
+class QueueReason(StrEnum):
+    """Why a case needs a person (the review queue's reasons, most urgent first)."""
+
+    MANDATORY_FAILED = "mandatory test failed"
+    JUDGE_ERROR = "judge error"
+    JUDGES_DISAGREE = "judges disagree"
+    FLAKY = "flaky repetitions"
+
+
+DISAGREEMENT_POINTS = 2
+"""Two judges' 0-5 scores of one metric this far apart (or a binary metric split) disagree."""
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One case in a run's review queue."""
+
+    row: CaseRow
+    reasons: list[QueueReason]
+    reviewed: bool
+    """A human already overrode or invalidated one of its verdicts."""
+
+
+def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
+    """Two counted verdicts of a case split a binary metric or differ by 2+ points on one."""
+    counted = [
+        v for v in verdicts if not v.invalidated and v.error is None and v.parse_status == "parsed"
+    ]
+    values: dict[str, list[float]] = {}
+    for v in counted:
+        for m in v.metric_scores:
+            if m.passed is not None:
+                values.setdefault(m.metric, []).append(1.0 if m.passed else 0.0)
+            elif m.score is not None:
+                values.setdefault(m.metric, []).append(float(m.score) / DISAGREEMENT_POINTS)
+    return any(max(vs) - min(vs) >= 1 for vs in values.values() if len(vs) > 1)
+
+
+def review_queue(
+    rows: Sequence[CaseRow], facts: Sequence[CaseFacts], flaky: set[str], mandatory: set[str]
+) -> list[QueueItem]:
+    """The cases needing a person: unreviewed first, then by reason and key (naturally)."""
+    by_id = {str(f.case_id): f for f in facts}
+    items = []
+    for row in rows:
+        f = by_id.get(row.case_id)
+        if f is None:
+            continue
+        reasons = []
+        if f.test_id in mandatory and row.passed is False:
+            reasons.append(QueueReason.MANDATORY_FAILED)
+        if row.judge_error:
+            reasons.append(QueueReason.JUDGE_ERROR)
+        if judges_disagree(f.verdicts):
+            reasons.append(QueueReason.JUDGES_DISAGREE)
+        if row.test_case_key in flaky:
+            reasons.append(QueueReason.FLAKY)
+        if reasons:
+            reviewed = any(v.overridden or v.invalidated for v in f.verdicts)
+            items.append(QueueItem(row, reasons, reviewed))
+    order = list(QueueReason)
+    items.sort(
+        key=lambda i: (
+            i.reviewed,
+            order.index(i.reasons[0]),
+            natural_key(i.row.test_case_key),
+            i.row.repetition,
+        )
+    )
+    return items
