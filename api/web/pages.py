@@ -32,6 +32,7 @@ from evaledger.api.web.session import Viewer, ViewerDep, check_form
 from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
+from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.judging.policy import judge_error_note, run_judge_error_note
 from evaledger.projections.queries import RunFilter, RunRow
@@ -53,6 +54,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
+COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
 
 
@@ -429,6 +431,26 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory)
 
 
+def _answers(
+    services: Services, runs: dict[str, UUID], rows: list[Any]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(run side, test case key) → the first repetition's case id and final answer, for the
+    rows of one page only (each answer is read from its case's transcript event)."""
+    keys = {t.test_case_key for t in rows}
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for side, run_id in runs.items():
+        for s in services.reads.case_score_objects(run_id):
+            key = s["test_case_key"]
+            if key in keys and (side, key) not in found:
+                found[(side, key)] = {"case_id": s["case_id"], "answer": None}
+    for entry in found.values():
+        for event in services.ledger.events_of(UUID(entry["case_id"])):
+            if isinstance(event, TranscriptRecorded):
+                turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
+                entry["answer"] = views.final_answer(turns)
+    return found
+
+
 def _thresholds(**given: str) -> CompareThresholds:
     return CompareThresholds(**{k: _number(v, k) for k, v in given.items()})
 
@@ -453,6 +475,8 @@ def compare_page(
     baseline: str = "",
     candidate: str = "",
     show: str = "all",
+    q: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
@@ -490,12 +514,25 @@ def compare_page(
             field = str(e.errors()[0]["loc"][0])
             raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
         result = services.reports.compare(b, c, thresholds)
-        cases = [t for t in result.test_case_comparisons if show == "all" or t.status == show]
+        # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
+        needle = q.casefold()
+        cases = [
+            t
+            for t in result.test_case_comparisons
+            if (show == "all" or t.status == show) and needle in t.test_case_key.casefold()
+        ]
+        rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
         runs = {str(r.run_id): r for r in completed}
         query = urlencode({k: v for k, v in given.items() if v})
         context.update(
             result=result,
-            cases=cases,
+            cases=rows,
+            matching=len(cases),
+            page=shown_page,
+            pages=pages,
+            first=first,
+            q=q,
+            answers=_answers(services, {"baseline": b, "candidate": c}, rows),
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from evaledger.domain.events import GENESIS_HASH
 from evaledger.scoring.facts import CaseFacts, VerdictFact
@@ -169,11 +169,20 @@ def select_cases(scores: Sequence[CaseRow], flaky: set[str], query: CaseQuery) -
         kept = present + missing
     elif query.desc:
         kept.reverse()
-    pages = max(1, math.ceil(len(kept) / query.per_page))
-    page = min(max(1, query.page), pages)
-    start = (page - 1) * query.per_page
-    rows = kept[start : start + query.per_page]
-    return CasePage(rows, len(kept), page, pages, start + 1 if rows else 0)
+    rows, page, pages, first = page_of(kept, query.page, query.per_page)
+    return CasePage(rows, len(kept), page, pages, first)
+
+
+T = TypeVar("T")
+
+
+def page_of(items: Sequence[T], page: int, per_page: int) -> tuple[list[T], int, int, int]:
+    """(rows, page, pages, 1-based first row or 0) of one page; a page past the end: the last."""
+    pages = max(1, math.ceil(len(items) / per_page))
+    page = min(max(1, page), pages)
+    start = (page - 1) * per_page
+    rows = list(items[start : start + per_page])
+    return rows, page, pages, start + 1 if rows else 0
 
 
 @dataclass(frozen=True)
@@ -299,3 +308,11 @@ def review_queue(
         )
     )
     return items
+
+
+def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
+    """The last assistant message with text: what a side-by-side comparison shows."""
+    for turn in reversed(turns):
+        if turn.get("role") == "assistant" and turn.get("content"):
+            return str(turn["content"])
+    return None

@@ -145,3 +145,37 @@ def test_judges_disagree_on_a_two_point_gap_or_a_binary_split() -> None:
     assert not views.judges_disagree(
         [verdict(("m", 0, None), invalidated=True), verdict(("m", 5, None))]
     )
+
+
+def answered(key: str, score: int, answer: str) -> dict[str, Any]:
+    c = case(key, score)
+    c["transcript"][-1]["content"] = answer
+    return c
+
+
+def test_compare_pages_filters_and_shows_answers_side_by_side(client: TestClient) -> None:
+    keys = [f"task-{i}" for i in range(130)]
+    base = imported(client, [answered(k, 4, f"old answer to {k}") for k in keys], key="base")
+    cand_cases = [answered(k, 4, f"new answer to {k}") for k in keys]
+    cand_cases[7] = answered("task-7", 1, "I cannot help with <that>")
+    cand = imported(client, cand_cases, key="cand")
+    r = client.get(f"/ui/compare?baseline=base&candidate=cand&page=2")
+    page = html(r)
+    assert len(r.content) < 300_000
+    assert field(page, "case_page").startswith("Test cases 51–100 of 130 · page 2 of 3")
+    shown = re.findall(r'<tr class="answers" data-answers="([^"]+)"', page)
+    assert len(shown) == 50
+    assert 'rel="prev"' in page and 'rel="next"' in page
+    # Filtered server-side, by class and by key; both runs' final answers, escaped.
+    only = html(client.get(f"/ui/compare?baseline={base}&candidate={cand}&show=regression"))
+    assert re.findall(r'data-answers="([^"]+)"', only) == ["task-7"]
+    assert field(only, "baseline_answer") == "old answer to task-7"
+    assert field(only, "candidate_answer") == "I cannot help with &lt;that&gt;"
+    assert field(only, "case_page").startswith("Test cases 1–1 of 1 · page 1 of 1")
+    by_key = html(client.get(f"/ui/compare?baseline={base}&candidate={cand}&q=TASK-12"))
+    assert re.findall(r'data-answers="([^"]+)"', by_key) == [
+        "task-12",
+        *[f"task-12{i}" for i in range(10)],
+    ]
+    past_the_end = html(client.get(f"/ui/compare?baseline={base}&candidate={cand}&page=99"))
+    assert "page 3 of 3" in field(past_the_end, "case_page")
