@@ -434,20 +434,20 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
 def _answers(
     services: Services, runs: dict[str, UUID], rows: list[Any]
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """(run side, test case key) → the first repetition's case id and final answer, for the
-    rows of one page only (each answer is read from its case's transcript event)."""
-    keys = {t.test_case_key for t in rows}
+    """(run side, test case key) → the first repetition's case id and final answer.
+
+    Only for the rows of one page: each answer is read from its case's transcript event.
+    """
+    keys = [t.test_case_key for t in rows]
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for side, run_id in runs.items():
-        for s in services.reads.case_score_objects(run_id):
-            key = s["test_case_key"]
-            if key in keys and (side, key) not in found:
-                found[(side, key)] = {"case_id": s["case_id"], "answer": None}
-    for entry in found.values():
-        for event in services.ledger.events_of(UUID(entry["case_id"])):
-            if isinstance(event, TranscriptRecorded):
-                turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
-                entry["answer"] = views.final_answer(turns)
+        for key, case_id in services.reads.first_cases(run_id, keys).items():
+            answer = None
+            for event in services.ledger.events_of(case_id):
+                if isinstance(event, TranscriptRecorded):
+                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
+                    answer = views.final_answer(turns)
+            found[(side, key)] = {"case_id": str(case_id), "answer": answer}
     return found
 
 

@@ -159,7 +159,7 @@ def test_compare_pages_filters_and_shows_answers_side_by_side(client: TestClient
     cand_cases = [answered(k, 4, f"new answer to {k}") for k in keys]
     cand_cases[7] = answered("task-7", 1, "I cannot help with <that>")
     cand = imported(client, cand_cases, key="cand")
-    r = client.get(f"/ui/compare?baseline=base&candidate=cand&page=2")
+    r = client.get("/ui/compare?baseline=base&candidate=cand&page=2")
     page = html(r)
     assert len(r.content) < 300_000
     assert field(page, "case_page").startswith("Test cases 51–100 of 130 · page 2 of 3")
