@@ -603,6 +603,39 @@ def rollup_page(
     return render(request, "rollup.html", build)
 
 
+@router.get("/runs/{run_id}/matrix", response_class=HTMLResponse)
+def matrix_page(
+    request: Request,
+    run_id: str,
+    services: SyncedDep,
+    viewer: ViewerDep,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    """A run as test case × variant, each cell the answer and pass/fail (promptfoo's view)."""
+
+    def build() -> dict[str, Any]:
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        with collector.paused():
+            rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
+        grid = views.matrix(rows, page)
+        answers = {}
+        for key, cell in grid.cells.items():
+            for event in services.ledger.events_of(UUID(cell.case_id)):
+                if isinstance(event, TranscriptRecorded):
+                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
+                    answers[key] = views.final_answer(turns)
+        return {
+            "title": f"Matrix: {run.name or run.run_key}",
+            "run": run,
+            "grid": grid,
+            "answers": answers,
+            "label": views.variant_label,
+        }
+
+    return render(request, "matrix.html", build)
+
+
 @router.get("/runs/{run_id}/scorecard", response_class=HTMLResponse)
 def scorecard_page(
     request: Request,

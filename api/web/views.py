@@ -316,3 +316,39 @@ def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
         if turn.get("role") == "assistant" and turn.get("content"):
             return str(turn["content"])
     return None
+
+
+def variant_label(variant: str) -> str:
+    """A variant (configuration and persona joined by a unit separator) as a column heading."""
+    if not variant:
+        return "(default)"
+    return " / ".join(part for part in variant.split("\x1f") if part) or "(default)"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A run as test case × variant (prompt/provider/model configuration, persona)."""
+
+    variants: list[str]
+    keys: list[str]
+    """The test case keys of this page, in natural order."""
+    cells: dict[tuple[str, str], CaseRow]
+    """(key, variant) → the first repetition's row."""
+    page: int
+    pages: int
+    total: int
+
+
+def matrix(rows: Sequence[CaseRow], page: int, per_page: int = PER_PAGE) -> Matrix:
+    """The run matrix, one page of test cases (every variant a column)."""
+    cells: dict[tuple[str, str], CaseRow] = {}
+    for r in rows:
+        if (r.test_case_key, r.variant) not in cells or r.repetition < cells[
+            (r.test_case_key, r.variant)
+        ].repetition:
+            cells[(r.test_case_key, r.variant)] = r
+    variants = sorted({r.variant for r in rows}, key=natural_key)
+    keys = sorted({r.test_case_key for r in rows}, key=natural_key)
+    shown, page, pages, _ = page_of(keys, page, per_page)
+    kept = {k: v for k, v in cells.items() if k[0] in set(shown)}
+    return Matrix(variants, shown, kept, page, pages, len(keys))

@@ -179,3 +179,26 @@ def test_compare_pages_filters_and_shows_answers_side_by_side(client: TestClient
     ]
     past_the_end = html(client.get(f"/ui/compare?baseline={base}&candidate={cand}&page=99"))
     assert "page 3 of 3" in field(past_the_end, "case_page")
+
+
+def test_a_run_as_a_matrix_of_test_case_and_variant(client: TestClient) -> None:
+    cells = []
+    for config in ("gpt-4o", "claude"):
+        for key, score in (("task-10", 4), ("task-2", 1)):
+            c = answered(key, score, f"{config} says {key}")
+            c["test_case"]["configuration"] = config
+            cells.append(c)
+    run_id = imported(client, cells)
+    page = html(client.get(f"/ui/runs/{run_id}/matrix"))
+    assert field(page, "matrix_page") == "2 test cases × 2 variants · page 1 of 1"
+    assert re.findall(r'<tr data-key="([^"]+)"', page) == ["task-2", "task-10"]
+    heads = page.split('id="matrix"', 1)[1].split("</thead>", 1)[0]
+    assert re.findall(r'<th scope="col">([^<]+)</th>', heads) == ["Test case", "claude", "gpt-4o"]
+    answers = re.findall(r'data-field="answer">([^<]*)<', page)
+    assert answers == [
+        "claude says task-2",
+        "gpt-4o says task-2",
+        "claude says task-10",
+        "gpt-4o says task-10",
+    ]
+    assert page.count('class="pill s-failed"') == 2
