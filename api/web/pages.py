@@ -7,7 +7,6 @@ Every page reads through the functions the JSON API uses (`ReadModels`, `Reports
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -17,18 +16,17 @@ from uuid import UUID
 
 import jinja2
 import pydantic
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
-from evaledger.api.deps import SyncedDep, check_input
+from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
-from evaledger.api.web.session import Viewer, ViewerDep, check_form
+from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
@@ -670,19 +668,3 @@ def scorecard_page(
         return context
 
     return render(request, "scorecard.html", build)
-
-
-def install(app: FastAPI) -> None:
-    """Serve the web report under /ui (pages, sign-in, review, assets) and send `/` there."""
-    from evaledger.api.web import review, signin  # they render with this module's templates
-
-    app.state.web_csrf_key = secrets.token_bytes(32)
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    guarded = [Depends(check_form), Depends(check_input)]
-    app.include_router(router, dependencies=guarded)
-    app.include_router(review.router, dependencies=guarded)
-    signin.install(app)
-
-    @app.get("/", include_in_schema=False)
-    def home() -> RedirectResponse:
-        return RedirectResponse("/ui/")
