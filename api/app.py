@@ -17,7 +17,7 @@ from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import cases, config, imports, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
-from evaledger.api.web import pages
+from evaledger.api.web import site
 
 
 def operation_id(route: APIRoute) -> str:
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(reports.router, dependencies=AUTH)
     app.include_router(runs.router, dependencies=AUTH)
     app.include_router(cases.router, dependencies=AUTH)
-    pages.install(app)
+    site.install(app)
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)
     return app

@@ -157,19 +157,6 @@ AUTH = [Depends(authorize), Depends(check_input)]
 """Router-level dependencies: `app.include_router(router, dependencies=AUTH)`."""
 
 
-def whole_store(principal: PrincipalDep) -> None:
-    """Pages that list every project (the web report) serve the store's owner only."""
-    if principal.project is not None:
-        raise PermissionDeniedError(
-            "the web report lists every project: it is served without tokens (loopback); "
-            "a project token reads the API"
-        )
-
-
-OWNER = [*AUTH, Depends(whole_store)]
-"""Router-level dependencies of routes that are not scoped to one project (the web report)."""
-
-
 def get_project(
     principal: PrincipalDep,
     project: Annotated[

@@ -341,12 +341,14 @@ class Ledger:
     def authenticate(self, token: str) -> Principal | None:
         """The principal of a valid, unrevoked token; None otherwise."""
         parts = split_token(token)
-        if parts is None:
+        return None if parts is None else self.token_principal(*parts)
+
+    def token_principal(self, token_id: str, secret: str | None = None) -> Principal | None:
+        """An unrevoked token's principal (its secret checked if given; a web session has none)."""
+        found = self._find(ApiToken, token_aggregate_id(token_id))
+        if found is None or found.revoked is not None:
             return None
-        found = self._find(ApiToken, token_aggregate_id(parts[0]))
-        if found is None or found.revoked is not None or not found.matches(parts[1]):
-            return None
-        return found.principal()
+        return found.principal() if secret is None or found.matches(secret) else None
 
     def tokens(self) -> list[TokenInfo]:
         """Every token ever issued, oldest first (read from the log: tokens are few)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -203,6 +203,24 @@ class ReadModels:
         self.get_run(run_id)
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
+
+    def first_cases(self, run_id: UUID, keys: Iterable[str]) -> dict[str, UUID]:
+        """Test case key → the id of its first-opened case in the run, for the keys given only.
+
+        A page showing a few test cases of a 10k-case run reads those rows, not every score.
+        """
+        found: dict[str, UUID] = {}
+        wanted = sorted(set(keys))
+        with self.engine.connect() as conn:
+            for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+                rows = conn.execute(
+                    select(cases.c.test_case_key, cases.c.case_id)
+                    .where(cases.c.run_id == str(run_id), cases.c.test_case_key.in_(chunk))
+                    .order_by(cases.c.seq)
+                )
+                for key, case_id in rows:
+                    found.setdefault(key, UUID(case_id))
+        return found
 
     def case_score_objects(self, run_id: UUID) -> list[dict[str, Any]]:
         """Case scores under the run's own spec as plain JSON objects, in opening order.

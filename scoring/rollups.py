@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from uuid import UUID
@@ -59,6 +60,7 @@ UNTAGGED_LABEL = "(untagged)"
 ALL_LABEL = "all"
 """The single row (or column) label when no row (or column) dimension is chosen."""
 LABEL_SEPARATOR = " / "
+_DIGITS = re.compile(r"(\d+)")
 """Joins the values of several dimensions into one row or column label."""
 
 
@@ -508,7 +510,7 @@ def _run_labels(results: Sequence[RollupInput]) -> dict[UUID, str]:
     }
 
 
-def _values(item: RollupInput, dim: StrEnum, runs: dict[UUID, str]) -> list[str]:
+def _values(item: RollupInput, dim: StrEnum, runs: dict[UUID, str], by_suite: bool) -> list[str]:
     f = item.facts
     value: str | None
     if dim is ColumnDimension.TAG:
@@ -522,22 +524,35 @@ def _values(item: RollupInput, dim: StrEnum, runs: dict[UUID, str]) -> list[str]
     elif dim is RowDimension.RUN:
         value = runs[item.run_id]
     elif dim is ColumnDimension.TEST:
-        value = f.test_case_key
+        # Two suites may use the same key for different cases: never merge them silently.
+        value = f"{item.suite or NONE_LABEL}: {f.test_case_key}" if by_suite else f.test_case_key
     else:  # ColumnDimension.SCENARIO
         value = f.scenario or item.suite
     return [value if value else NONE_LABEL]
 
 
-def _labels(item: RollupInput, dims: Sequence[StrEnum], runs: dict[UUID, str]) -> list[str]:
+def _labels(
+    item: RollupInput, dims: Sequence[StrEnum], runs: dict[UUID, str], by_suite: bool
+) -> list[str]:
     if not dims:
         return [ALL_LABEL]
-    combos = itertools.product(*(_values(item, d, runs) for d in dims))
+    combos = itertools.product(*(_values(item, d, runs, by_suite) for d in dims))
     return list(dict.fromkeys(LABEL_SEPARATOR.join(c) for c in combos))
 
 
-def _sort_key(label: str) -> tuple[tuple[bool, str], ...]:
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key reading digit runs as numbers: `task-2` before `task-10`."""
     return tuple(
-        (part in (NONE_LABEL, UNTAGGED_LABEL), part) for part in label.split(LABEL_SEPARATOR)
+        (0, int(chunk)) if chunk.isdigit() else (1, chunk.casefold())
+        for chunk in _DIGITS.split(text)
+        if chunk
+    )
+
+
+def _sort_key(label: str) -> tuple[tuple[bool, tuple[tuple[int, int | str], ...], str], ...]:
+    return tuple(
+        (part in (NONE_LABEL, UNTAGGED_LABEL), natural_key(part), part)
+        for part in label.split(LABEL_SEPARATOR)
     )
 
 
@@ -580,12 +595,13 @@ def rollup(
         seen.add(r.facts.case_id)
 
     runs = _run_labels(results)
+    by_suite = len({r.suite for r in results}) > 1
     row_members: dict[str, list[int]] = {}
     col_members: dict[str, list[int]] = {}
     cell_members: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(results):
-        item_rows = _labels(item, row_dims, runs)
-        item_cols = _labels(item, col_dims, runs)
+        item_rows = _labels(item, row_dims, runs, by_suite)
+        item_cols = _labels(item, col_dims, runs, by_suite)
         for row in item_rows:
             row_members.setdefault(row, []).append(i)
         for col in item_cols:

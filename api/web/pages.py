@@ -16,20 +16,21 @@ from uuid import UUID
 
 import jinja2
 import pydantic
-from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
-from evaledger.api.deps import OWNER, SyncedDep
+from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
 from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
+from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.errors import EvaledgerError, ValidationError
+from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
+from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.comparison import CaseStatus as CaseClass
@@ -51,6 +52,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
+COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
 
 
@@ -105,6 +107,13 @@ def fmt_json(value: Any, indent: int = 2) -> str:
     return json.dumps(value, indent=indent or None, ensure_ascii=False, sort_keys=False)
 
 
+def viewer_of(request: Request) -> Viewer | None:
+    """Who the page is for (None on a page served before the viewer was known)."""
+    viewer: Viewer | None = getattr(request.state, "viewer", None)
+    return viewer
+
+
+templates.env.globals["viewer_of"] = viewer_of
 templates.env.filters.update(
     num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
     flag=fmt_flag, pretty=fmt_json,
@@ -115,26 +124,49 @@ templates.env.filters.update(
 # plumbing
 
 
-def _render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
+def error_page(request: Request, status: int, detail: str, code: str) -> Response:
+    """The HTML error page: the message and the status (never raw JSON under /ui)."""
+    return templates.TemplateResponse(
+        request,
+        "error.html",
+        {"title": f"Error {status}", "status": status, "detail": detail, "code": code},
+        status_code=status,
+    )
+
+
+def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
     """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
     try:
         context = build()
     except EvaledgerError as e:
-        code = status_of(e)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"title": f"Error {code}", "status": code, "detail": e.detail, "code": e.code},
-            status_code=code,
-        )
+        return error_page(request, status_of(e), e.detail, e.code)
     return templates.TemplateResponse(request, template, context)
 
 
-def _uuid(value: str, field: str) -> UUID:
+def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
+    """A run id or a run key (wherever a run id is accepted), within the viewer's project."""
+    project = viewer.principal.project
     try:
-        return UUID(value)
+        run_id = UUID(value)
     except ValueError:
-        raise ValidationError(f"{field}: not a run id: {value!r}", field=field) from None
+        rows, total = services.reads.list_runs(RunFilter(project=project, key=value, limit=2))
+        if total > 1:
+            raise ValidationError(
+                f"{field}: run key {value!r} is used in several projects; use the run id",
+                field=field,
+            ) from None
+        if not rows:
+            raise NotFoundError(f"{field}: no run with the id or key {value!r}") from None
+        return rows[0].run_id
+    check_scope(services, viewer, run_id, "run")
+    return run_id
+
+
+def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: str) -> None:
+    """Another project's run or case does not exist for this viewer (HTML 404)."""
+    project = viewer.principal.project
+    if project is not None and services.ledger.project_of(aggregate_id) not in (None, project):
+        raise NotFoundError(f"no {what} {aggregate_id}")
 
 
 def _number(value: str, field: str) -> float | None:
@@ -162,8 +194,8 @@ def _metric_names(services: Services, project: str) -> dict[str, str]:
     return {m.name: m.display_name for m in services.reads.available_metrics(project)}
 
 
-def _all_runs(services: Services) -> list[RunRow]:
-    rows, _ = services.reads.list_runs(RunFilter(limit=500))
+def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
+    rows, _ = services.reads.list_runs(RunFilter(project=viewer.principal.project, limit=500))
     return list(rows)
 
 
@@ -184,6 +216,7 @@ def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
 def runs_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     project: str = "",
     suite: str = "",
     agent: str = "",
@@ -210,7 +243,7 @@ def runs_page(
         if status and status not in RUN_STATUSES:
             raise ValidationError(f"status: one of {', '.join(RUN_STATUSES)}", field="status")
         f = RunFilter(
-            project=project or None,
+            project=viewer.principal.project or project or None,
             suite=suite or None,
             agent=agent or None,
             status=status or None,
@@ -222,7 +255,7 @@ def runs_page(
         )
         rows, total = services.reads.list_runs(f)
         listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
-        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
             "pair": default_pair(completed),
@@ -237,14 +270,15 @@ def runs_page(
             "completed": completed,
         }
 
-    return _render(request, "runs.html", build)
+    return render(request, "runs.html", build)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
-    run_id: UUID,
+    run_id: str,
     services: SyncedDep,
+    viewer: ViewerDep,
     show: views.Show = views.Show.ALL,
     metric: str = "",
     below: str = "",
@@ -256,11 +290,12 @@ def run_page(
     """A run: aggregate, thresholds, coverage, charts and its cases."""
 
     def build() -> dict[str, Any]:
-        run = services.reads.get_run(run_id)
-        summary = services.reads.summary(run_id)
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        summary = services.reads.summary(rid)
         # 10,000 decoded scores: no cycles, nothing for the collector to find.
         with collector.paused():
-            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
         flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
@@ -305,20 +340,30 @@ def run_page(
             "shows": list(views.Show),
             "sorts": list(views.SortKey),
             "metric_names": names,
-            "rescores": services.reads.stored_rescores(run_id),
+            "rescores": services.reads.stored_rescores(rid),
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
+            # The aggregate sums unknown costs as 0: a run where no case reported one shows "—".
+            "cost_known": any(s.cost_usd is not None for s in scores),
         }
 
-    return _render(request, "run.html", build)
+    return render(request, "run.html", build)
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
-def case_page(request: Request, case_id: UUID, services: SyncedDep, spec: str = "") -> Response:
+def case_page(
+    request: Request,
+    case_id: UUID,
+    services: SyncedDep,
+    viewer: ViewerDep,
+    spec: str = "",
+    queue: str = "",
+) -> Response:
     """The audit trail of one case, under the run's own spec or a what-if spec."""
 
     def build() -> dict[str, Any]:
+        check_scope(services, viewer, case_id, "case")
         history = case_history(services, case_id)
         run = services.reads.get_run(UUID(history["run_id"]))
         chain = explain(services, case_id, spec_from_query(services, spec or None, run.project))
@@ -351,9 +396,57 @@ def case_page(request: Request, case_id: UUID, services: SyncedDep, spec: str = 
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),
             "metric_names": _metric_names(services, run.project),
+            "queue": _neighbours(services, viewer, queue, case_id) if queue else None,
         }
 
-    return _render(request, "case.html", build)
+    return render(request, "case.html", build)
+
+
+def _neighbours(services: Services, viewer: Viewer, run: str, case_id: UUID) -> dict[str, Any]:
+    """Where a case opened from its run's review queue sits in it: previous, next, the queue."""
+    run_id = resolve_run(services, viewer, run, "queue")
+    ids = [i.row.case_id for i in queue_of(services, run_id)]
+    at = ids.index(str(case_id)) if str(case_id) in ids else -1
+    return {
+        "run_id": run_id,
+        "position": at + 1,
+        "total": len(ids),
+        "previous": ids[at - 1] if at > 0 else None,
+        "next": ids[at + 1] if 0 <= at < len(ids) - 1 else None,
+    }
+
+
+def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
+    """The run's review queue (from the read models the run page uses)."""
+    summary = services.reads.summary(run_id)
+    with collector.paused():
+        rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
+    flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
+    # Mandatory tests: those the run's grading section holds a minimum for (by test id).
+    grading = services.reads.run_spec(run_id).grading or {}
+    minimums = grading.get("mandatory_minimums")
+    mandatory = {str(t) for t in minimums} if isinstance(minimums, dict) else set()
+    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory)
+
+
+def _answers(
+    services: Services, runs: dict[str, UUID], rows: list[Any]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(run side, test case key) → the first repetition's case id and final answer.
+
+    Only for the rows of one page: each answer is read from its case's transcript event.
+    """
+    keys = [t.test_case_key for t in rows]
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for side, run_id in runs.items():
+        for key, case_id in services.reads.first_cases(run_id, keys).items():
+            answer = None
+            for event in services.ledger.events_of(case_id):
+                if isinstance(event, TranscriptRecorded):
+                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
+                    answer = views.final_answer(turns)
+            found[(side, key)] = {"case_id": str(case_id), "answer": answer}
+    return found
 
 
 def _thresholds(**given: str) -> CompareThresholds:
@@ -376,9 +469,12 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
 def compare_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     baseline: str = "",
     candidate: str = "",
     show: str = "all",
+    q: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
@@ -393,7 +489,7 @@ def compare_page(
     }
 
     def build() -> dict[str, Any]:
-        completed = [r for r in _all_runs(services) if r.status == "completed"]
+        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         context: dict[str, Any] = {
             "title": "Compare runs",
             "completed": completed,
@@ -408,19 +504,33 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        b, c = _uuid(baseline, "baseline"), _uuid(candidate, "candidate")
+        b = resolve_run(services, viewer, baseline, "baseline")
+        c = resolve_run(services, viewer, candidate, "candidate")
         try:
             thresholds = _thresholds(**given)
         except pydantic.ValidationError as e:
             field = str(e.errors()[0]["loc"][0])
             raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
         result = services.reports.compare(b, c, thresholds)
-        cases = [t for t in result.test_case_comparisons if show == "all" or t.status == show]
+        # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
+        needle = q.casefold()
+        cases = [
+            t
+            for t in result.test_case_comparisons
+            if (show == "all" or t.status == show) and needle in t.test_case_key.casefold()
+        ]
+        rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
         runs = {str(r.run_id): r for r in completed}
         query = urlencode({k: v for k, v in given.items() if v})
         context.update(
             result=result,
-            cases=cases,
+            cases=rows,
+            matching=len(cases),
+            page=shown_page,
+            pages=pages,
+            first=first,
+            q=q,
+            answers=_answers(services, {"baseline": b, "candidate": c}, rows),
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
@@ -430,27 +540,30 @@ def compare_page(
         )
         return context
 
-    return _render(request, "compare.html", build)
+    return render(request, "compare.html", build)
 
 
 @router.get("/compare.md", response_class=PlainTextResponse)
 def compare_markdown(
     services: SyncedDep,
-    baseline: UUID,
-    candidate: UUID,
+    viewer: ViewerDep,
+    baseline: str,
+    candidate: str,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
     case_score_delta: str = "",
 ) -> Response:
     """The comparison as the compact Markdown PR comment `evaledger compare --markdown` prints."""
+    b = resolve_run(services, viewer, baseline, "baseline")
+    c = resolve_run(services, viewer, candidate, "candidate")
     thresholds = _thresholds(
         max_pass_rate_drop=max_pass_rate_drop,
         max_avg_score_drop=max_avg_score_drop,
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    result = services.reports.compare(baseline, candidate, thresholds)
+    result = services.reports.compare(b, c, thresholds)
     return PlainTextResponse(render_markdown(result), media_type="text/markdown; charset=utf-8")
 
 
@@ -458,6 +571,7 @@ def compare_markdown(
 def rollup_page(
     request: Request,
     services: SyncedDep,
+    viewer: ViewerDep,
     run_id: Annotated[list[str] | None, Query()] = None,
     rows: str = RowDimension.CONFIGURATION.value,
     columns: str = ColumnDimension.TEST.value,
@@ -465,12 +579,12 @@ def rollup_page(
     """A pivot of one or several runs: rows × columns chosen on the page."""
 
     def build() -> dict[str, Any]:
-        chosen = [_uuid(r, "run_id") for r in run_id or []]
+        chosen = [resolve_run(services, viewer, r, "run_id") for r in run_id or []]
         result = services.reports.rollup(chosen, [rows], [columns]) if chosen else None
         cells = {} if result is None else {(c.row, c.column): c.summary for c in result.cells}
         return {
             "title": "Rollup",
-            "runs": _all_runs(services),
+            "runs": _all_runs(services, viewer),
             "chosen": {str(r) for r in chosen},
             "rows": rows,
             "columns": columns,
@@ -484,14 +598,48 @@ def rollup_page(
             and len(result.columns) > len(result.rows),
         }
 
-    return _render(request, "rollup.html", build)
+    return render(request, "rollup.html", build)
+
+
+@router.get("/runs/{run_id}/matrix", response_class=HTMLResponse)
+def matrix_page(
+    request: Request,
+    run_id: str,
+    services: SyncedDep,
+    viewer: ViewerDep,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    """A run as test case × variant, each cell the answer and pass/fail (promptfoo's view)."""
+
+    def build() -> dict[str, Any]:
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        with collector.paused():
+            rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
+        grid = views.matrix(rows, page)
+        answers = {}
+        for key, cell in grid.cells.items():
+            for event in services.ledger.events_of(UUID(cell.case_id)):
+                if isinstance(event, TranscriptRecorded):
+                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
+                    answers[key] = views.final_answer(turns)
+        return {
+            "title": f"Matrix: {run.name or run.run_key}",
+            "run": run,
+            "grid": grid,
+            "answers": answers,
+            "label": views.variant_label,
+        }
+
+    return render(request, "matrix.html", build)
 
 
 @router.get("/runs/{run_id}/scorecard", response_class=HTMLResponse)
 def scorecard_page(
     request: Request,
-    run_id: UUID,
+    run_id: str,
     services: SyncedDep,
+    viewer: ViewerDep,
     preset: str = "",
     min_score: str = "",
     strategic: bool = False,
@@ -499,7 +647,8 @@ def scorecard_page(
     """The run's governance scorecard (iFixAi rules): categories, tests, minimums, cap, grade."""
 
     def build() -> dict[str, Any]:
-        run = services.reads.get_run(run_id)
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
         minimum = _number(min_score, "min_score")
         context: dict[str, Any] = {
             "title": f"Scorecard: {run.name or run.run_key}",
@@ -509,23 +658,13 @@ def scorecard_page(
             "min_score": min_score,
             "strategic": strategic,
             "grade": None,
-            "has_section": bool(services.reads.run_spec(run_id).grading),
+            "has_section": bool(services.reads.run_spec(rid).grading),
         }
         if not (preset or context["has_section"]):
             return context
-        grading = services.reports.grading_for(run_id, preset or None, minimum)
+        grading = services.reports.grading_for(rid, preset or None, minimum)
         context["grading"] = grading
-        context["grade"] = services.reports.grade(run_id, grading, strategic_only=strategic)
+        context["grade"] = services.reports.grade(rid, grading, strategic_only=strategic)
         return context
 
-    return _render(request, "scorecard.html", build)
-
-
-def install(app: FastAPI) -> None:
-    """Serve the web report under /ui (pages and their assets) and send `/` there."""
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    app.include_router(router, dependencies=OWNER)
-
-    @app.get("/", include_in_schema=False)
-    def home() -> RedirectResponse:
-        return RedirectResponse("/ui/")
+    return render(request, "scorecard.html", build)

@@ -9,10 +9,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from evaledger.domain.events import GENESIS_HASH
+from evaledger.scoring.facts import CaseFacts, VerdictFact
 from evaledger.scoring.models import CaseStatus
+from evaledger.scoring.rollups import natural_key
 
 PER_PAGE = 50
 
@@ -167,11 +169,20 @@ def select_cases(scores: Sequence[CaseRow], flaky: set[str], query: CaseQuery) -
         kept = present + missing
     elif query.desc:
         kept.reverse()
-    pages = max(1, math.ceil(len(kept) / query.per_page))
-    page = min(max(1, query.page), pages)
-    start = (page - 1) * query.per_page
-    rows = kept[start : start + query.per_page]
-    return CasePage(rows, len(kept), page, pages, start + 1 if rows else 0)
+    rows, page, pages, first = page_of(kept, query.page, query.per_page)
+    return CasePage(rows, len(kept), page, pages, first)
+
+
+T = TypeVar("T")
+
+
+def page_of(items: Sequence[T], page: int, per_page: int) -> tuple[list[T], int, int, int]:
+    """(rows, page, pages, 1-based first row or 0) of one page; a page past the end: the last."""
+    pages = max(1, math.ceil(len(items) / per_page))
+    page = min(max(1, page), pages)
+    start = (page - 1) * per_page
+    rows = list(items[start : start + per_page])
+    return rows, page, pages, start + 1 if rows else 0
 
 
 @dataclass(frozen=True)
@@ -225,3 +236,119 @@ def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
         links.append(ChainLink(e["version"], e["prev_hash"], e["hash"], e["prev_hash"] == expected))
         expected = e["hash"]
     return links
+
+
+class QueueReason(StrEnum):
+    """Why a case needs a person (the review queue's reasons, most urgent first)."""
+
+    MANDATORY_FAILED = "mandatory test failed"
+    JUDGE_ERROR = "judge error"
+    JUDGES_DISAGREE = "judges disagree"
+    FLAKY = "flaky repetitions"
+
+
+DISAGREEMENT_POINTS = 2
+"""Two judges' 0-5 scores of one metric this far apart (or a binary metric split) disagree."""
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One case in a run's review queue."""
+
+    row: CaseRow
+    reasons: list[QueueReason]
+    reviewed: bool
+    """A human already overrode or invalidated one of its verdicts."""
+
+
+def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
+    """Two counted verdicts of a case split a binary metric or differ by 2+ points on one."""
+    counted = [
+        v for v in verdicts if not v.invalidated and v.error is None and v.parse_status == "parsed"
+    ]
+    values: dict[str, list[float]] = {}
+    for v in counted:
+        for m in v.metric_scores:
+            if m.passed is not None:
+                values.setdefault(m.metric, []).append(1.0 if m.passed else 0.0)
+            elif m.score is not None:
+                values.setdefault(m.metric, []).append(float(m.score) / DISAGREEMENT_POINTS)
+    return any(max(vs) - min(vs) >= 1 for vs in values.values() if len(vs) > 1)
+
+
+def review_queue(
+    rows: Sequence[CaseRow], facts: Sequence[CaseFacts], flaky: set[str], mandatory: set[str]
+) -> list[QueueItem]:
+    """The cases needing a person: unreviewed first, then by reason and key (naturally)."""
+    by_id = {str(f.case_id): f for f in facts}
+    items = []
+    for row in rows:
+        f = by_id.get(row.case_id)
+        if f is None:
+            continue
+        reasons = []
+        if f.test_id in mandatory and row.passed is False:
+            reasons.append(QueueReason.MANDATORY_FAILED)
+        if row.judge_error:
+            reasons.append(QueueReason.JUDGE_ERROR)
+        if judges_disagree(f.verdicts):
+            reasons.append(QueueReason.JUDGES_DISAGREE)
+        if row.test_case_key in flaky:
+            reasons.append(QueueReason.FLAKY)
+        if reasons:
+            reviewed = any(v.overridden or v.invalidated for v in f.verdicts)
+            items.append(QueueItem(row, reasons, reviewed))
+    order = list(QueueReason)
+    items.sort(
+        key=lambda i: (
+            i.reviewed,
+            order.index(i.reasons[0]),
+            natural_key(i.row.test_case_key),
+            i.row.repetition,
+        )
+    )
+    return items
+
+
+def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
+    """The last assistant message with text: what a side-by-side comparison shows."""
+    for turn in reversed(turns):
+        if turn.get("role") == "assistant" and turn.get("content"):
+            return str(turn["content"])
+    return None
+
+
+def variant_label(variant: str) -> str:
+    """A variant (configuration and persona joined by a unit separator) as a column heading."""
+    if not variant:
+        return "(default)"
+    return " / ".join(part for part in variant.split("\x1f") if part) or "(default)"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A run as test case × variant (prompt/provider/model configuration, persona)."""
+
+    variants: list[str]
+    keys: list[str]
+    """The test case keys of this page, in natural order."""
+    cells: dict[tuple[str, str], CaseRow]
+    """(key, variant) → the first repetition's row."""
+    page: int
+    pages: int
+    total: int
+
+
+def matrix(rows: Sequence[CaseRow], page: int, per_page: int = PER_PAGE) -> Matrix:
+    """The run matrix, one page of test cases (every variant a column)."""
+    cells: dict[tuple[str, str], CaseRow] = {}
+    for r in rows:
+        if (r.test_case_key, r.variant) not in cells or r.repetition < cells[
+            (r.test_case_key, r.variant)
+        ].repetition:
+            cells[(r.test_case_key, r.variant)] = r
+    variants = sorted({r.variant for r in rows}, key=natural_key)
+    keys = sorted({r.test_case_key for r in rows}, key=natural_key)
+    shown, page, pages, _ = page_of(keys, page, per_page)
+    kept = {k: v for k, v in cells.items() if k[0] in set(shown)}
+    return Matrix(variants, shown, kept, page, pages, len(keys))

@@ -583,13 +583,19 @@ def test_every_route_but_health_is_behind_the_router_level_auth(tenants: Tenants
     assert len(doc["paths"]) > len(PUBLIC_ROUTES)
 
 
-def test_the_web_report_serves_the_owner_not_a_project_token(
+def test_the_web_report_shows_a_project_token_its_project_only(
     tenants: Tenants, tmp_path: Path
 ) -> None:
-    # It lists every project: with tokens required a project token gets 403 (cookie or header).
+    # Issue 21: a project token sees its own project's runs; another's run is the HTML 404.
     r = tenants.call("a-admin", "GET", "/ui/")
-    assert (r.status_code, r.json()["code"]) == (403, "forbidden")
-    assert tenants.client.get("/ui/").status_code == 401
+    assert r.status_code == 200
+    assert f'data-run-id="{tenants.runs["a"]}"' in r.text
+    assert tenants.runs["b"] not in r.text
+    other = tenants.call("a-admin", "GET", f"/ui/runs/{tenants.runs['b']}")
+    assert (other.status_code, other.headers["content-type"][:9]) == (404, "text/html")
+    # Without a token or a session: the sign-in form.
+    r = tenants.client.get("/ui/", follow_redirects=False)
+    assert (r.status_code, r.headers["location"]) == (303, "/ui/signin?next=%2Fui%2F")
     services = build_services(Settings(db=f"sqlite:///{tmp_path}/open/"))
     try:
         with TestClient(create_app(services=services)) as open_client:

@@ -15,6 +15,7 @@ from evaledger.scoring.rollups import (
     Rollup,
     RollupInput,
     Summary,
+    natural_key,
     render_table,
     result_score,
     rollup,
@@ -518,3 +519,23 @@ def test_render_table_empty_cell_and_custom_value():
     lines = text.splitlines()
     assert lines[2] == "x             | 1500 |   - |    1500"
     assert lines[3] == "y             |    - | n/a |     n/a"
+
+
+def test_keys_sort_naturally_task_2_before_task_10():
+    results = [result("passed", 50.0, test=t) for t in ("task-10", "task-2", "Task-1", "task-1a")]
+    r = rollup(results, [], ["test"])
+    assert r.columns == ["Task-1", "task-1a", "task-2", "task-10"]
+    assert natural_key("task-2") < natural_key("task-10") < natural_key("task-10b")
+
+
+def test_the_same_key_in_two_suites_stays_two_columns():
+    results = [
+        result("passed", 80.0, test="greeting", suite="support"),
+        result("failed", 20.0, test="greeting", suite="sales"),
+    ]
+    r = rollup(results, [], ["test"])
+    assert r.columns == ["sales: greeting", "support: greeting"]
+    assert cell(r, "all", "sales: greeting").score == 20.0
+    assert cell(r, "all", "support: greeting").score == 80.0
+    one_suite = rollup(results[:1], [], ["test"])
+    assert one_suite.columns == ["greeting"]

@@ -1,0 +1,166 @@
+"""Human review: override or invalidate a judge verdict (admin scope); a run's review queue.
+
+Each form goes through the Ledger's own command with the signed-in principal as actor (a token's
+actor; the open local user is the server's default actor), then back to the case page, whose
+history shows the new event at once (the page reads after a sync).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from evaledger.api.bootstrap import Services
+from evaledger.api.deps import SyncedDep
+from evaledger.api.errors import status_of
+from evaledger.api.web.pages import check_scope, error_page, queue_of, render, resolve_run
+from evaledger.api.web.session import Viewer, ViewerDep
+from evaledger.domain.errors import EvaledgerError, ValidationError
+from evaledger.domain.events import CaseEvent, VerdictInvalidated, VerdictOverridden
+from evaledger.domain.ledger import Context, require_reason
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+Text = Annotated[str, Form(max_length=4000)]
+SCORE_MAX = 5
+
+
+def _context(services: Services, viewer: Viewer) -> Context:
+    return Context.of(viewer.principal, services.settings.default_actor)
+
+
+def _verdict_id(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ValidationError(
+            f"verdict_id: not a verdict id: {value!r}", field="verdict_id"
+        ) from None
+
+
+def _passed(value: str) -> bool | None:
+    choices = {"": None, "pass": True, "fail": False}
+    if value not in choices:
+        raise ValidationError("passed: one of pass, fail or empty", field="passed")
+    return choices[value]
+
+
+def _metric_scores(
+    services: Services, case_id: UUID, verdict_id: UUID, metric: str, value: str
+) -> list[dict[str, Any]] | None:
+    """The verdict's metric scores with `metric` set to `value` (an override replaces them all)."""
+    if not metric:
+        return None
+    facts, _ = services.reads.case_score(case_id)
+    verdict = next((v for v in facts.verdicts if v.verdict_id == verdict_id), None)
+    if verdict is None:
+        raise ValidationError(
+            f"verdict_id: no verdict {verdict_id} in this case", field="verdict_id"
+        )
+    scores = [m.model_dump(include={"metric", "score", "passed"}) for m in verdict.metric_scores]
+    new: dict[str, Any] = {"metric": metric}
+    if value in ("pass", "fail"):
+        new["passed"] = value == "pass"
+    else:
+        try:
+            new["score"] = int(value)
+        except ValueError:
+            raise ValidationError(
+                f"score: 0-{SCORE_MAX}, pass or fail; got {value!r}", field="score"
+            ) from None
+        if not 0 <= new["score"] <= SCORE_MAX:
+            raise ValidationError(f"score: 0-{SCORE_MAX}, got {value}", field="score")
+    kept = [m for m in scores if m["metric"] != metric]
+    return [*kept, new]
+
+
+def _write(
+    request: Request,
+    services: Services,
+    case_id: UUID,
+    cls: type[CaseEvent],
+    build: Any,
+    viewer: Viewer,
+    queue: str,
+) -> Response:
+    try:
+        check_scope(services, viewer, case_id, "case")
+        body = build()
+        services.ledger.record(case_id, cls, _context(services, viewer), body)
+    except EvaledgerError as e:
+        return error_page(request, status_of(e), e.detail, e.code)
+    back = f"?{urlencode({'queue': queue})}" if queue else ""
+    return RedirectResponse(f"/ui/cases/{case_id}{back}#corr-h", status_code=303)
+
+
+@router.post("/cases/{case_id}/override")
+def override_case(
+    request: Request,
+    case_id: UUID,
+    viewer: ViewerDep,
+    verdict_id: Text = "",
+    passed: Text = "",
+    metric: Text = "",
+    score: Text = "",
+    reason: Text = "",
+    queue: Text = "",
+) -> Response:
+    """An admin forces a verdict's pass/fail or a metric's score, saying why."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        vid = _verdict_id(verdict_id)
+        why = require_reason(reason, "an override")
+        forced = _passed(passed)
+        scores = _metric_scores(services, case_id, vid, metric, score)
+        if forced is None and scores is None:
+            raise ValidationError("passed: choose pass or fail, or a metric and its score")
+        body: dict[str, Any] = {"verdict_id": vid, "reason": why, "passed": forced}
+        if scores is not None:
+            body["metric_scores"] = scores
+        return body
+
+    return _write(request, services, case_id, VerdictOverridden, build, viewer, queue)
+
+
+@router.post("/cases/{case_id}/invalidate")
+def invalidate_case_verdict(
+    request: Request,
+    case_id: UUID,
+    viewer: ViewerDep,
+    verdict_id: Text = "",
+    reason: Text = "",
+    queue: Text = "",
+) -> Response:
+    """An admin rules a judge verdict out, saying why."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        return {
+            "verdict_id": _verdict_id(verdict_id),
+            "reason": require_reason(reason, "an invalidation"),
+        }
+
+    return _write(request, services, case_id, VerdictInvalidated, build, viewer, queue)
+
+
+@router.get("/runs/{run_id}/queue", response_class=HTMLResponse)
+def queue_page(request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep) -> Response:
+    """What needs a person in a run, walked with the keyboard (j/k, Enter opens, then decide)."""
+
+    def build() -> dict[str, Any]:
+        rid = resolve_run(services, viewer, run_id, "run_id")
+        run = services.reads.get_run(rid)
+        items = queue_of(services, rid)
+        return {
+            "title": f"Review queue: {run.name or run.run_key}",
+            "run": run,
+            "items": items,
+            "open": sum(1 for i in items if not i.reviewed),
+        }
+
+    return render(request, "queue.html", build)
