@@ -24,6 +24,7 @@ from evaledger.api.console import (
     print_grade,
 )
 from evaledger.domain.ledger import Context
+from evaledger.projections.reports import require_closed
 from evaledger.scoring.comparison import CompareThresholds, render_markdown
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.rollups import render_table
@@ -139,6 +140,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
     """Exit 1 when the run fails its metrics or cases threshold."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
+    require_closed(services.reads.get_run(run_id))
     agg = services.reads.summary(run_id).aggregate
     failed = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is False]
     if args.json:
