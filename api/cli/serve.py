@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import sys
+import tempfile
+from typing import Any
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands
@@ -20,6 +23,15 @@ def register(commands: Commands) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="API worker processes (each opens the store; no per-process state is shared)",
+    )
+    p.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one object a line"
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -32,12 +44,28 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+GRACEFUL_SHUTDOWN_S = 30
+"""On SIGTERM, in-flight requests get this long to finish before the server stops."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, got {value}")
+    return value
+
+
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API; open (token-less) serving only on loopback."""
     # Deferred for start-up: every other command runs without loading FastAPI and uvicorn.
     import uvicorn
 
-    from evaledger.api.app import create_app
+    from evaledger.api.app import SETTINGS_ENV, create_app
+    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config
 
     if not services.tokens_required():
         if not is_loopback(args.host):
@@ -46,15 +74,38 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
                 "could read and write every project. Create a token first (evaledger token "
                 "create --project P --scope admin) or bind 127.0.0.1."
             )
-        sys.stderr.write(
-            "evaledger: serving without tokens (loopback only): every local client can read "
-            "and write every project\n"
+        warning = (
+            "serving without tokens (loopback only): every local client can read and write "
+            "every project"
         )
+        if args.log_format == "json":
+            sys.stderr.write(json_line("warning", "evaledger.serve", warning) + "\n")
+        else:
+            sys.stderr.write(f"evaledger: {warning}\n")
     if args.open:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
-    uvicorn.run(create_app(services=services), host=args.host, port=args.port, log_level="info")
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "info",
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
+    config = log_config(args.log_format)
+    if config is not None:
+        options["log_config"] = config
+    if args.workers == 1:
+        uvicorn.run(create_app(services=services), **options)
+        return EXIT_OK
+    # Each worker is a fresh process that opens the store itself from these settings.
+    os.environ[SETTINGS_ENV] = services.settings.model_dump_json()
+    services.close()
+    with tempfile.TemporaryDirectory(prefix="evaledger-metrics-") as metrics_dir:
+        os.environ.setdefault(MULTIPROC_ENV, metrics_dir)
+        uvicorn.run(
+            "evaledger.api.app:app_from_env", factory=True, workers=args.workers, **options
+        )
     return EXIT_OK
 
 
