@@ -19,7 +19,6 @@ from evaledger.api.routes import cases, config, imports, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.web import pages
 
-
 SETTINGS_ENV = "EVALEDGER_SERVE_SETTINGS"
 
 

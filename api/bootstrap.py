@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 import eventsourcing.persistence as es
 import psycopg
@@ -39,6 +39,9 @@ from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.tables import grant_read_models, make_engine
+
+if TYPE_CHECKING:
+    from evaledger.api.jobs import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +156,8 @@ class Services:
     runner: ProjectionRunner
     reads: ReadModels
     reports: Reports
+    job_queue: JobQueue | None = field(default=None)
+    """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
 
     def sync(self, position: int | None = None) -> None:
@@ -181,6 +186,8 @@ class Services:
         """Release connections."""
         if not self._closed:
             self._closed = True
+            if self.job_queue is not None:
+                self.job_queue.close()
             self.ledger.close()
             self.engine.dispose()
 

@@ -94,9 +94,11 @@ def get_ready(request: Request) -> Readiness:
 
 
 def queue_depth(services: Services) -> int | None:
-    """Judge jobs waiting or running, when the store carries the job queue (not yet)."""
-    del services
-    return None
+    """Judge jobs waiting or running, when the store carries the job queue (PostgreSQL)."""
+    from evaledger.api.routes.judging import job_queue
+
+    queue = job_queue(services)
+    return None if queue is None else queue.pending()
 
 
 class StoreCollector(Collector):
@@ -199,7 +201,9 @@ def install(app: FastAPI) -> None:
 
 def json_line(level: str, logger: str, message: str) -> str:
     """A line of the JSON log written outside logging (before the server's logging is set up)."""
-    record = logging.LogRecord(logger, logging.getLevelName(level.upper()), "", 0, message, (), None)
+    record = logging.LogRecord(
+        logger, logging.getLevelName(level.upper()), "", 0, message, (), None
+    )
     return JsonFormatter().format(record)
 
 
@@ -224,7 +228,7 @@ JsonFormatter.converter = time.gmtime
 
 
 def log_config(fmt: str) -> dict[str, Any] | None:
-    """uvicorn's `log_config` for `--log-format` (None keeps uvicorn's own text format)."""
+    """Uvicorn's `log_config` for `--log-format` (None keeps uvicorn's own text format)."""
     if fmt != "json":
         return None
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}

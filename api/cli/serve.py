@@ -15,7 +15,8 @@ from evaledger.api.console import EXIT_OK, UsageError
 
 
 def register(commands: Commands) -> None:
-    """Add demo and serve."""
+    """Add demo, serve and worker."""
+    register_worker(commands)
     commands.add(
         "demo", cmd_demo, "load the demo runs and show scores, a what-if rescore and a comparison"
     )
@@ -32,6 +33,31 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--log-format", choices=("text", "json"), default="text", help="json: one object a line"
     )
+
+
+def register_worker(commands: Commands) -> None:
+    """Add worker."""
+    p = commands.add(
+        "worker", cmd_worker, "run durable judge jobs from the PostgreSQL queue", json=False
+    )
+    p.add_argument(
+        "--concurrency", type=positive_int, default=1, help="jobs run at once by this worker"
+    )
+
+
+def cmd_worker(services: Services, args: argparse.Namespace) -> int:
+    """Run judge jobs until SIGTERM (a running job finishes first)."""
+    if services.location.kind != "postgresql":
+        raise UsageError(
+            "evaledger worker needs a PostgreSQL store (--db postgresql://...): on SQLite the "
+            "server runs judge jobs in its own process"
+        )
+    from evaledger.api.routes.judging import job_queue
+
+    queue = job_queue(services)
+    assert queue is not None
+    queue.run_worker(concurrency=args.concurrency)
+    return EXIT_OK
 
 
 def is_loopback(host: str) -> bool:
@@ -103,9 +129,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     services.close()
     with tempfile.TemporaryDirectory(prefix="evaledger-metrics-") as metrics_dir:
         os.environ.setdefault(MULTIPROC_ENV, metrics_dir)
-        uvicorn.run(
-            "evaledger.api.app:app_from_env", factory=True, workers=args.workers, **options
-        )
+        uvicorn.run("evaledger.api.app:app_from_env", factory=True, workers=args.workers, **options)
     return EXIT_OK
 
 

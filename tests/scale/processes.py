@@ -74,11 +74,20 @@ class Process:
 class Server(Process):
     """`evaledger serve` on a free loopback port, answering /health."""
 
-    def __init__(self, db: str, log: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        db: str,
+        log: Path,
+        *extra: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         super().__init__(
-            ["serve", "--host", "127.0.0.1", "--port", str(self.port), "--db", db, *extra], log
+            ["serve", "--host", "127.0.0.1", "--port", str(self.port), "--db", db, *extra],
+            log,
+            env,
         )
         deadline = time.monotonic() + STARTUP_LIMIT_S
         while True:
