@@ -34,6 +34,7 @@ from evaledger.domain.ledger import Ledger, LedgerApplication
 from evaledger.domain.store.chain import KEY_ENV, load_key
 from evaledger.domain.store.postgres import connect_postgres
 from evaledger.domain.store.urls import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from evaledger.projections.leadership import LeaderProbe
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
@@ -159,6 +160,11 @@ class Services:
     job_queue: JobQueue | None = field(default=None)
     """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
+    leader: LeaderProbe = field(init=False)
+    """Whether an `evaledger project --follow` leads on this store (then reads wait for it)."""
+
+    def __post_init__(self) -> None:
+        self.leader = LeaderProbe(self.engine)
 
     def sync(self, position: int | None = None) -> None:
         """Make reads reflect writes up to `position` (or everything written so far).
@@ -167,7 +173,7 @@ class Services:
         stderr when that is a terminal (`CatchUpProgress`).
         """
         target = self.ledger.position() if position is None else position
-        if self.settings.projections != "inline":
+        if self.settings.projections != "inline" or self.leader.projector_running():
             self.runner.wait_for(target, inline=False)
             return
         progress = CatchUpProgress()

@@ -169,19 +169,25 @@ class Operation:
             if response_started:
                 raise
             status = 503
-            await _send_unavailable(send)
+            await _send_unavailable(send, _store_name(scope))
         finally:
             route = _route_of(scope)
             REQUESTS.labels(scope["method"], route, str(status)).inc()
             LATENCY.labels(scope["method"], route).observe(time.perf_counter() - started)
 
 
-async def _send_unavailable(send: Send) -> None:
-    body = orjson.dumps(
-        error_body(
-            f"the store did not answer within {PROBE_DEADLINE_S} s", "store_unavailable", 503
-        )
-    )
+def _store_name(scope: Scope) -> str:
+    """The store as the store errors name it (`PostgreSQL at host:port/db`)."""
+    services: Services | None = getattr(getattr(scope.get("app"), "state", None), "services", None)
+    if services is None or services.location.kind != "postgresql":
+        return "the store"
+    env = services.location.events_env
+    return f"PostgreSQL at {env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/{env['POSTGRES_DBNAME']}"
+
+
+async def _send_unavailable(send: Send, store: str) -> None:
+    detail = f"{store} is not answering within {PROBE_DEADLINE_S} s (down or hung); retry later"
+    body = orjson.dumps(error_body(detail, "store_unavailable", 503))
     headers = [(b"content-type", b"application/json"), (b"retry-after", b"5")]
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
