@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import Any, Literal, TextIO
 
 import eventsourcing.persistence as es
 import psycopg
@@ -40,9 +40,6 @@ from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.tables import grant_read_models, make_engine
-
-if TYPE_CHECKING:
-    from evaledger.api.jobs import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +154,8 @@ class Services:
     runner: ProjectionRunner
     reads: ReadModels
     reports: Reports
-    job_queue: JobQueue | None = field(default=None)
+    # Any, not JobQueue: api/jobs imports this module (no import circle); routes/judging types it.
+    job_queue: Any = field(default=None)
     """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
     leader: LeaderProbe = field(init=False)

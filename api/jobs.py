@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -79,8 +80,11 @@ class QueuedJob(BaseModel):
 class JobQueue:
     """The judge-job queue of one PostgreSQL store."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(
+        self, services: Services, options_of: Callable[[dict[str, Any]], JudgeOptions]
+    ) -> None:
         self.services = services
+        self.options_of = options_of  # the HTTP body (routes/judging) to the runner's options
         # The store's own URL: procrastinate's tables live beside the events (no broker).
         connector = procrastinate.PsycopgConnector(
             conninfo=services.location.url,
@@ -231,7 +235,7 @@ class JobQueue:
         """The task: run (or finish) one judging pass, judge by judge, skipping what is done."""
         job_id = UUID(kwargs["job_id"])
         try:
-            report = execute(self.services, job_id, kwargs)
+            report = execute(self.services, job_id, kwargs, self.options_of)
         except Exception as e:
             self._save_report(job_id, None, f"{type(e).__name__}: {e}")
             raise
@@ -268,11 +272,14 @@ class JobQueue:
         )
 
 
-def execute(services: Services, job_id: UUID, kwargs: dict[str, Any]) -> dict[str, Any]:
+def execute(
+    services: Services,
+    job_id: UUID,
+    kwargs: dict[str, Any],
+    options_of: Callable[[dict[str, Any]], JudgeOptions],
+) -> dict[str, Any]:
     """Run a job's pass; a judge's verdicts already written by this job are not asked again."""
-    from evaledger.api.routes.judging import JudgeBody  # the HTTP body is the job's argument
-
-    options: JudgeOptions = JudgeBody.model_validate(kwargs["body"]).options()
+    options = options_of(kwargs["body"])
     ledger = services.ledger
     planned = plan(ledger, UUID(kwargs["run_id"]), options, environment())
     ctx = Context(

@@ -190,10 +190,11 @@ class Reports:
         """Both runs (400 unless completed) and the comparison's cache key."""
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
         for role, run in zip(("baseline", "candidate"), runs, strict=True):
-            require_closed(run, f"{role} run", f"{role}_run_id")
             if run.status != "completed":
+                again = " (re-run the import to complete it)" if run.status in OPEN_STATUSES else ""
                 raise StateError(
-                    f"{role} run {run.run_id} is {run.status}; only completed runs are compared",
+                    f"{role} run {run.run_id} is {run.status}; only completed runs are "
+                    f"compared{again}",
                     field=f"{role}_run_id",
                 )
         # The summaries' positions move whenever a run's scores can change (overrides).

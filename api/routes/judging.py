@@ -303,7 +303,9 @@ def job_queue(services: Services) -> JobQueue | None:
     if services.location.kind != "postgresql":
         return None
     if services.job_queue is None:
-        services.job_queue = JobQueue(services)
+        services.job_queue = JobQueue(
+            services, lambda body: JudgeBody.model_validate(body).options()
+        )
     queue: JobQueue = services.job_queue
     return queue
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +23,10 @@ def test_four_workers_serve_one_postgresql_store(pg_url: str, tmp_path: Path) ->
     log = tmp_path / "serve.log"
     server = Server(pg_url, log, "--workers", "4", "--log-format", "json")
     try:
+        deadline = time.monotonic() + 60  # a bound on waiting, never asserted
+        while log.read_text().count("Started server process") < 4:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
         status, imported = request(server.base, "POST", "/bundles", EXAMPLE_BUNDLE.read_bytes())
         assert status == 201, imported
         run_id = imported["run_id"]
