@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 
-from evaledger.api import errors
+from evaledger.api import errors, operation
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
@@ -19,10 +20,20 @@ from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
 from evaledger.api.web import site
 
+SETTINGS_ENV = "EVALEDGER_SERVE_SETTINGS"
+
 
 def operation_id(route: APIRoute) -> str:
     """A route's OpenAPI operationId: its function's name."""
     return route.name
+
+
+def app_from_env() -> FastAPI:
+    """The app of one `evaledger serve --workers N` worker process (uvicorn's factory).
+
+    `serve` passes its settings down in the environment: every worker opens the same store.
+    """
+    return create_app(Settings.model_validate_json(os.environ[SETTINGS_ENV]))
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
@@ -71,6 +82,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     # Not Starlette's own limiter: it answers a declared oversize body in plain text, and every
     # error here is `{detail, code, status}`.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    operation.install(app)  # /ready, /metrics: probe deadlines, request metrics
     # Outermost: a request from a foreign Host, machine or web page is refused before anything.
     app.add_middleware(BrowserGuard, allowed_hosts=settings.allowed_hosts)
     # /health stays public; every other route is authenticated and project-scoped (AUTH).

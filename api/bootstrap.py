@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 import eventsourcing.persistence as es
 import psycopg
@@ -35,6 +35,7 @@ from evaledger.domain.store.chain import KEY_ENV, load_key
 from evaledger.domain.store.permissions import private_files, warn_if_shared
 from evaledger.domain.store.postgres import connect_postgres
 from evaledger.domain.store.urls import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from evaledger.projections.leadership import LeaderProbe
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import Reports
@@ -162,7 +163,15 @@ class Services:
     runner: ProjectionRunner
     reads: ReadModels
     reports: Reports
+    # Any, not JobQueue: api/jobs imports this module (no import circle); routes/judging types it.
+    job_queue: Any = field(default=None)
+    """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
+    leader: LeaderProbe = field(init=False)
+    """Whether an `evaledger project --follow` leads on this store (then reads wait for it)."""
+
+    def __post_init__(self) -> None:
+        self.leader = LeaderProbe(self.engine)
 
     def sync(self, position: int | None = None) -> None:
         """Make reads reflect writes up to `position` (or everything written so far).
@@ -171,7 +180,7 @@ class Services:
         stderr when that is a terminal (`CatchUpProgress`).
         """
         target = self.ledger.position() if position is None else position
-        if self.settings.projections != "inline":
+        if self.settings.projections != "inline" or self.leader.projector_running():
             self.runner.wait_for(target, inline=False)
             return
         progress = CatchUpProgress()
@@ -190,6 +199,8 @@ class Services:
         """Release connections."""
         if not self._closed:
             self._closed = True
+            if self.job_queue is not None:
+                self.job_queue.close()
             self.ledger.close()
             self.engine.dispose()
 

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 import ijson
 import orjson
-import yaml  # type: ignore[import-untyped]  # (pyyaml: no stubs installed)
+import yaml
 
 from evaledger.domain.bundle import (
     BundleCase,

@@ -50,6 +50,23 @@ COLUMNS_CACHED = 16
 """Runs whose comparison columns this process keeps (as many as ReadModels' summaries)."""
 COMPARE_SHARED = 16
 """Serialised answers kept in the store's shared `compare_cache_v1` (newest first)."""
+OPEN_STATUSES = frozenset({"created", "running"})
+"""A run in these states is still being written: an interrupted import leaves one this way."""
+
+
+def require_closed(run: RunRow, role: str = "run", field: str = "run_id") -> None:
+    """Refuse a verdict on an open run: its cases so far are not the run (issue 24).
+
+    An import interrupted mid-way (a killed process) leaves the run open with the chunks written
+    so far; gate, grade and compare would otherwise judge that part as the whole.
+    """
+    if run.status in OPEN_STATUSES:
+        raise StateError(
+            f"{role} {run.run_id} ({run.run_key}) is incomplete: it is {run.status} with "
+            f"{run.case_count} cases so far (an interrupted import leaves it so); re-run the "
+            "import to complete it, or complete the run",
+            field=field,
+        )
 
 
 @functools.cache
@@ -181,8 +198,10 @@ class Reports:
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
         for role, run in zip(("baseline", "candidate"), runs, strict=True):
             if run.status != "completed":
+                again = " (re-run the import to complete it)" if run.status in OPEN_STATUSES else ""
                 raise StateError(
-                    f"{role} run {run.run_id} is {run.status}; only completed runs are compared",
+                    f"{role} run {run.run_id} is {run.status}; only completed runs are "
+                    f"compared{again}",
                     field=f"{role}_run_id",
                 )
         # The summaries' positions move whenever a run's scores can change (overrides).
@@ -331,7 +350,8 @@ class Reports:
         strategic_only: bool = False,
         spec: ScoringSpec | None = None,
     ) -> Grade:
-        """The run graded (iFixAi rules)."""
+        """The run graded (iFixAi rules); an open (incomplete) run is refused."""
+        require_closed(self.reads.get_run(run_id))
         facts = {f.case_id: f for f in self.reads.facts(run_id)}
         _, scores = self.reads.summary_under(run_id, spec)
         return grade(

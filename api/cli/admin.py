@@ -15,6 +15,7 @@ from evaledger.api.console import EXIT_OK, Progress, UsageError, emit_json, prin
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.domain.types import Key
+from evaledger.projections.leadership import follow_as_leader
 
 
 def register(commands: Commands) -> None:
@@ -90,8 +91,13 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
         # SIGTERM (a supervisor stopping us) ends the loop between pages, never inside one.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
-            services.runner.follow(
-                stop, poll_interval=args.poll, safety_interval=args.safety_interval
+            # Several projectors on one PostgreSQL store: one leads, the others stand by.
+            follow_as_leader(
+                services.engine,
+                stop,
+                lambda until: services.runner.follow(
+                    until, poll_interval=args.poll, safety_interval=args.safety_interval
+                ),
             )
         except KeyboardInterrupt:
             stop.set()

@@ -33,6 +33,7 @@ from evaledger.api.console import (
     print_grade,
 )
 from evaledger.domain.ledger import Context
+from evaledger.projections.reports import require_closed
 from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.rollups import render_table
@@ -233,6 +234,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
     """Exit 1 when the run fails its thresholds or a --min / --min-pass-rate given here."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
+    require_closed(services.reads.get_run(run_id))
     agg = services.reads.summary(run_id).aggregate
     checks = gate_checks(agg, _minimums(args.min), args.min_pass_rate)
     configured = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is not None]

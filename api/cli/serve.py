@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+from typing import Any
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands
@@ -11,7 +14,8 @@ from evaledger.api.console import EXIT_OK, UsageError
 
 
 def register(commands: Commands) -> None:
-    """Add demo and serve."""
+    """Add demo, serve and worker."""
+    register_worker(commands)
     commands.add(
         "demo", cmd_demo, "load the demo runs and show scores, a what-if rescore and a comparison"
     )
@@ -28,6 +32,55 @@ def register(commands: Commands) -> None:
         metavar="NAME",
         help="also answer requests whose Host is NAME (default: loopback names only)",
     )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="API worker processes (each opens the store; no per-process state is shared)",
+    )
+    p.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one object a line"
+    )
+
+
+def register_worker(commands: Commands) -> None:
+    """Add worker."""
+    p = commands.add(
+        "worker", cmd_worker, "run durable judge jobs from the PostgreSQL queue", json=False
+    )
+    p.add_argument(
+        "--concurrency", type=positive_int, default=1, help="jobs run at once by this worker"
+    )
+
+
+def cmd_worker(services: Services, args: argparse.Namespace) -> int:
+    """Run judge jobs until SIGTERM (a running job finishes first)."""
+    if services.location.kind != "postgresql":
+        raise UsageError(
+            "evaledger worker needs a PostgreSQL store (--db postgresql://...): on SQLite the "
+            "server runs judge jobs in its own process"
+        )
+    from evaledger.api.routes.judging import job_queue
+
+    queue = job_queue(services)
+    assert queue is not None
+    queue.run_worker(concurrency=args.concurrency)
+    return EXIT_OK
+
+
+GRACEFUL_SHUTDOWN_S = 30
+"""On SIGTERM, in-flight requests get this long to finish before the server stops."""
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, got {value}")
+    return value
 
 
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
@@ -35,7 +88,8 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     # Deferred for start-up: every other command runs without loading FastAPI and uvicorn.
     import uvicorn
 
-    from evaledger.api.app import create_app
+    from evaledger.api.app import SETTINGS_ENV, create_app
+    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config
     from evaledger.api.security import is_loopback
 
     if not services.tokens_required():
@@ -45,18 +99,38 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
                 "could read and write every project. Create a token first (evaledger token "
                 "create --project P --scope admin) or bind 127.0.0.1."
             )
-        sys.stderr.write(
-            "evaledger: serving without tokens (loopback only): every local client can read "
-            "and write every project\n"
+        warning = (
+            "serving without tokens (loopback only): every local client can read and write "
+            "every project"
         )
+        if args.log_format == "json":
+            sys.stderr.write(json_line("warning", "evaledger.serve", warning) + "\n")
+        else:
+            sys.stderr.write(f"evaledger: {warning}\n")
     if args.open:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
     hosts = (*services.settings.allowed_hosts, *args.allowed_host)
     settings = services.settings.model_copy(update={"allowed_hosts": hosts})
-    app = create_app(settings=settings, services=services)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "info",
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
+    config = log_config(args.log_format)
+    if config is not None:
+        options["log_config"] = config
+    if args.workers == 1:
+        uvicorn.run(create_app(settings=settings, services=services), **options)
+        return EXIT_OK
+    # Each worker is a fresh process that opens the store itself from these settings.
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()
+    services.close()
+    with tempfile.TemporaryDirectory(prefix="evaledger-metrics-") as metrics_dir:
+        os.environ.setdefault(MULTIPROC_ENV, metrics_dir)
+        uvicorn.run("evaledger.api.app:app_from_env", factory=True, workers=args.workers, **options)
     return EXIT_OK
 
 

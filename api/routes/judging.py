@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import ContextDep, PrincipalDep, ServicesDep
-from evaledger.domain.errors import EvaledgerError, NotFoundError
+from evaledger.api.jobs import JobQueue, QueuedJob
+from evaledger.domain.errors import EvaledgerError, NotFoundError, StateError
 from evaledger.domain.ledger import Context
 from evaledger.domain.model import FrozenModel
 from evaledger.judging.providers import environment
@@ -68,13 +69,34 @@ class JudgeBody(FrozenModel):
         description="Judge rubrics as data for metrics of this pass (format evaledger.rubric/1).",
     )
 
+    def options(self) -> JudgeOptions:
+        """The runner's options for this body."""
+        return JudgeOptions(
+            judges=tuple(self.judges),
+            metrics=tuple(self.metrics),
+            missing_only=self.missing_only,
+            panel=self.panel,
+            concurrency=self.concurrency,
+            dry_run=self.dry_run,
+            allow_self_judge=self.allow_self_judge,
+            temperature=self.temperature,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            claims=self.claims,
+            retry_errors=self.retry_errors,
+            max_cost_usd=self.max_cost_usd,
+            rubrics=tuple(self.rubrics),
+        )
+
 
 class JobStatus(StrEnum):
     """Where a background job is."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELED = "canceled"
 
 
 class JudgeFailure(BaseModel):
@@ -154,6 +176,11 @@ class JobRegistry:
         with self._lock:
             self._jobs[job_id] = self._jobs[job_id].model_copy(update=changes)
 
+    def all(self) -> list[JudgeJob]:
+        """Every job, newest first."""
+        with self._lock:
+            return sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
+
     def get(self, job_id: UUID) -> JudgeJob:
         """A job, or NotFoundError."""
         with self._lock:
@@ -216,23 +243,14 @@ def judge_run(
     The request is validated before the job starts (run, judges, keys, pairing, metrics,
     concurrency): a bad request is a 4xx and nothing is stored.
     """
-    options = JudgeOptions(
-        judges=tuple(body.judges),
-        metrics=tuple(body.metrics),
-        missing_only=body.missing_only,
-        panel=body.panel,
-        concurrency=body.concurrency,
-        dry_run=body.dry_run,
-        allow_self_judge=body.allow_self_judge,
-        temperature=body.temperature,
-        timeout_s=body.timeout_s,
-        max_retries=body.max_retries,
-        claims=body.claims,
-        retry_errors=body.retry_errors,
-        max_cost_usd=body.max_cost_usd,
-        rubrics=tuple(body.rubrics),
-    )
-    planned = plan(services.ledger, run_id, options, environment())
+    planned = plan(services.ledger, run_id, body.options(), environment())
+    queue = job_queue(services)
+    if queue is not None:
+        project = services.ledger.project_of(run_id) or "default"
+        judges = [j.ref.label for j in planned.judges]
+        body_json = body.model_dump(mode="json")
+        queued = queue.enqueue(body_json, run_id, judges, len(planned.cases), ctx, project)
+        return _from_queue(queue, queued)
     job = JudgeJob(
         job_id=uuid4(),
         run_id=run_id,
@@ -259,6 +277,12 @@ def get_job(
 
     A project token sees the jobs of its own project's runs only (others answer 404).
     """
+    queue = job_queue(services)
+    if queue is not None:
+        queued = queue.get(job_id)
+        if principal.project not in (None, queued.project):
+            raise NotFoundError(f"no job {job_id}")
+        return _from_queue(queue, queued, progress=True)
     job = jobs.get(job_id)
     if principal.project is not None and services.ledger.project_of(job.run_id) not in (
         None,
@@ -272,3 +296,71 @@ def get_job(
 def run_agreement(run_id: UUID, services: ServicesDep) -> AgreementReport:
     """Judge agreement: per metric and case pass/fail, κ (two judges), α (any), judge vs human."""
     return agreement_of(services, run_id)
+
+
+def job_queue(services: Services) -> JobQueue | None:
+    """The durable queue on PostgreSQL; None on SQLite (jobs run in the server's process)."""
+    if services.location.kind != "postgresql":
+        return None
+    if services.job_queue is None:
+        services.job_queue = JobQueue(
+            services, lambda body: JudgeBody.model_validate(body).options()
+        )
+    queue: JobQueue = services.job_queue
+    return queue
+
+
+def _from_queue(queue: JobQueue, queued: QueuedJob, progress: bool = False) -> JudgeJob:
+    """The API's view of a durable job; `progress` counts its cases done (from the ledger)."""
+    report = None
+    if queued.report is not None:
+        report = JudgeReportOut.model_validate(queued.report)
+    done = queue.cases_done(queued) if progress and report is None else 0
+    return JudgeJob(
+        job_id=queued.job_id,
+        run_id=queued.run_id,
+        status=JobStatus(queued.status),
+        cases_total=queued.cases_total,
+        cases_done=report.cases if report is not None else done,
+        created_at=queued.created_at,
+        report=report,
+        error=queued.error,
+    )
+
+
+class JobPage(BaseModel):
+    """Judge jobs, newest first."""
+
+    data: list[JudgeJob]
+    count: int
+
+
+@router.get("/jobs", operation_id="list_jobs")
+def list_jobs(services: ServicesDep, principal: PrincipalDep, jobs: JobsDep) -> JobPage:
+    """Judge jobs (a project token: its project's), newest first; progress on `GET /jobs/{id}`."""
+    queue = job_queue(services)
+    if queue is None:
+        found = jobs.all()
+        if principal.project is not None:
+            found = [j for j in found if services.ledger.project_of(j.run_id) == principal.project]
+    else:
+        found = [_from_queue(queue, q) for q in queue.listed(principal.project)]
+    return JobPage(data=found, count=len(found))
+
+
+@router.post("/jobs/{job_id}/cancel", operation_id="cancel_job")
+def cancel_job(job_id: UUID, services: ServicesDep, principal: PrincipalDep) -> JudgeJob:
+    """Cancel a queued job, or stop a running one (verdicts written so far stay recorded).
+
+    On SQLite, jobs run inside the server's process and cannot be canceled (400).
+    """
+    queue = job_queue(services)
+    if queue is None:
+        raise StateError(
+            "jobs run in the server's process on SQLite and cannot be canceled; "
+            "use PostgreSQL for durable, cancelable jobs"
+        )
+    queued = queue.get(job_id)
+    if principal.project not in (None, queued.project):
+        raise NotFoundError(f"no job {job_id}")
+    return _from_queue(queue, queue.cancel(job_id))

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-import yaml  # type: ignore[import-untyped]  # (pyyaml: no stubs installed)
+import yaml
 
 from tests.conftest import FIXTURES
 

@@ -33,7 +33,7 @@ from tests.helpers import bundle
 pytestmark = pytest.mark.reliability
 
 MAX_EXAMPLES = 8
-NO_INPUT = ["GET /health"]
+NO_INPUT = ["GET /ready", "GET /health"]
 
 
 @dataclass

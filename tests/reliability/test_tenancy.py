@@ -559,7 +559,8 @@ def test_cli_baselines_are_per_project(
     assert "reason: approving a baseline needs a reason" in capsys.readouterr().err
 
 
-PUBLIC_ROUTES = {"/health"}
+PUBLIC_ROUTES = {"/health", "/ready"}
+"""Probes a load balancer sends without a token (issue 24: /ready like /health)."""
 
 
 def test_every_route_but_health_is_behind_the_router_level_auth(tenants: Tenants) -> None:
@@ -608,7 +609,8 @@ def test_a_judging_job_of_b_is_not_found_for_a(tenants: Tenants) -> None:
     from datetime import UTC, datetime
     from uuid import UUID, uuid4
 
-    from evaledger.api.routes.judging import JobStatus, JudgeJob, get_jobs
+    from evaledger.api.routes.judging import JobStatus, JudgeJob, get_jobs, job_queue
+    from evaledger.domain.ledger import Context
 
     t = tenants
     job = JudgeJob(
@@ -624,11 +626,17 @@ def test_a_judging_job_of_b_is_not_found_for_a(tenants: Tenants) -> None:
         app = t.client.app
 
     get_jobs(_Request()).put(job)  # type: ignore[arg-type]
+    queue = job_queue(_Request.app.state.services)  # type: ignore[attr-defined]
+    if queue is not None:  # PostgreSQL: the durable queue holds the jobs (issue 24)
+        ctx = Context(actor="b", project="tenant-b")
+        queued = queue.enqueue({}, job.run_id, ["openai:gpt-4.1"], 3, ctx, "tenant-b")
+        job = job.model_copy(update={"job_id": queued.job_id, "cases_done": 0})
     r = t.call("a-admin", "GET", f"/jobs/{job.job_id}")
     assert (r.status_code, r.json()["code"]) == (404, "not_found"), r.text
     own = t.call("b-admin", "GET", f"/jobs/{job.job_id}")
+    assert own.status_code == 200, own.text
     assert (own.status_code, own.json()["cases_done"], own.json()["run_id"]) == (
         200,
-        1,
+        job.cases_done,
         t.runs["b"],
     )

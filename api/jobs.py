@@ -1,0 +1,316 @@
+"""Durable judge jobs on PostgreSQL: procrastinate's queue in the store's own database.
+
+`POST /runs/{id}/judge` enqueues; `evaledger worker` (any number, any machine) runs jobs; a job
+outlives the server that took it. A worker killed mid-job leaves its job `doing`; the living
+workers retry jobs whose worker stopped beating (STALLED_AFTER_S), and the retry skips what is
+done: every verdict of a job carries the idempotency key `judge-job:<job>:<judge>`, recorded on
+the case aggregate itself, so the ledger refuses a second verdict of one job and judge on one
+case, whichever worker writes it (per-case progress is the ledger's own idempotent write).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import orjson
+import procrastinate
+from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.jobs import Job
+from procrastinate.types import JSONValue
+from pydantic import BaseModel, Field
+
+from evaledger.api.bootstrap import Services
+from evaledger.domain.errors import NotFoundError, StateError
+from evaledger.domain.events import TokenScope
+from evaledger.domain.ledger import Context
+from evaledger.domain.store.postgres import connect_postgres
+from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS
+from evaledger.judging.providers import environment
+from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
+
+log = logging.getLogger(__name__)
+
+QUEUE = "judge"
+TASK = "evaledger.judge"
+HEARTBEAT_S = 2.0
+"""How often a worker says it is alive."""
+STALLED_AFTER_S = 10.0
+"""A worker silent this long is dead: its running jobs are retried by another."""
+RECOVERY_CRON = "* * * * * */5"
+"""Every 5 s a worker looks for stalled jobs (a dead worker's job restarts within seconds)."""
+REPORTS = "evaledger_job_reports"
+"""The report of each finished job (procrastinate keeps no task result)."""
+
+STATUS = {
+    "todo": "queued",
+    "doing": "running",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "cancelled": "canceled",
+    "aborting": "canceled",
+    "aborted": "canceled",
+}
+
+
+def job_key(job_id: UUID, judge: str) -> str:
+    """The idempotency key of one judge's verdicts in one job."""
+    return f"judge-job:{job_id}:{judge}"
+
+
+class QueuedJob(BaseModel):
+    """A durable job as the queue holds it."""
+
+    job_id: UUID
+    run_id: UUID
+    project: str
+    status: str = Field(description="queued, running, succeeded, failed or canceled.")
+    judges: list[str] = Field(description="The judges of the pass (provider:model).")
+    cases_total: int
+    created_at: datetime
+    attempts: int = Field(description="Times a worker started it (a retry after a crash adds one).")
+    report: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class JobQueue:
+    """The judge-job queue of one PostgreSQL store."""
+
+    def __init__(
+        self, services: Services, options_of: Callable[[dict[str, Any]], JudgeOptions]
+    ) -> None:
+        self.services = services
+        self.options_of = options_of  # the HTTP body (routes/judging) to the runner's options
+        # The store's own URL: procrastinate's tables live beside the events (no broker).
+        connector = procrastinate.PsycopgConnector(
+            conninfo=services.location.url,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT, "options": POSTGRES_OPTIONS},
+        )
+        self.app = procrastinate.App(connector=connector)
+        self.task = self.app.task(name=TASK, queue=QUEUE, pass_context=False)(self._run)
+        self.app.periodic(cron=RECOVERY_CRON, periodic_id="recover")(
+            self.app.task(name="evaledger.recover_stalled", queue=QUEUE)(self._recover)
+        )
+        self._opened = False
+
+    # -- the schema --------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create procrastinate's tables and the reports table once (under an advisory lock)."""
+        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext('evaledger.jobs.schema'))")
+            try:
+                found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+                if found is None or found[0] is None:
+                    conn.execute(self.app.schema_manager.get_schema())
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {REPORTS} "
+                    "(job_id uuid PRIMARY KEY, report jsonb, error text)"
+                )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext('evaledger.jobs.schema'))")
+
+    def open(self) -> JobQueue:
+        """Connect (synchronously, for the API's routes)."""
+        if not self._opened:
+            self.ensure_schema()
+            self.app.open()
+            self._opened = True
+        return self
+
+    def close(self) -> None:
+        """Release the queue's connections."""
+        if self._opened:
+            self.app.close()
+            self._opened = False
+
+    # -- the API side ------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        body: dict[str, Any],
+        run_id: UUID,
+        judges: list[str],
+        cases_total: int,
+        ctx: Context,
+        project: str,
+    ) -> QueuedJob:
+        """Put a validated judging pass (its HTTP body, its plan's judges) on the queue."""
+        job_id = uuid4()
+        created_at = datetime.now(UTC)
+        self.open()
+        try:
+            self.task.configure(lock=str(job_id), queueing_lock=str(job_id)).defer(
+                job_id=str(job_id),
+                run_id=str(run_id),
+                judges=list[JSONValue](judges),
+                project=project,
+                body=body,
+                actor=ctx.actor,
+                ctx_project=ctx.project,
+                scope=ctx.scope.value,
+                cases_total=cases_total,
+                created_at=created_at.isoformat(),
+            )
+        except AlreadyEnqueued:  # a fresh uuid4: cannot happen twice
+            raise StateError(f"job {job_id} is already queued") from None
+        return self.get(job_id)
+
+    def _job(self, job_id: UUID) -> Job:
+        self.open()
+        found = self.app.job_manager.list_jobs(lock=str(job_id), task=TASK)
+        if not found:
+            raise NotFoundError(f"no job {job_id}")
+        return found[0]
+
+    def get(self, job_id: UUID) -> QueuedJob:
+        """A job's state, and its report once finished."""
+        return self._describe(self._job(job_id))
+
+    def listed(self, project: str | None) -> list[QueuedJob]:
+        """Every judge job (of one project), newest first."""
+        self.open()
+        jobs = [self._describe(j) for j in self.app.job_manager.list_jobs(task=TASK)]
+        jobs = [j for j in jobs if project is None or j.project == project]
+        return sorted(jobs, key=lambda j: j.created_at, reverse=True)
+
+    def cancel(self, job_id: UUID) -> QueuedJob:
+        """Cancel a queued job, or ask a running one to stop (between cases)."""
+        job = self._job(job_id)
+        assert job.id is not None
+        if job.status in ("todo", "doing"):
+            self.app.job_manager.cancel_job_by_id(job.id, abort=True)
+        return self.get(job_id)
+
+    def pending(self) -> int:
+        """Judge jobs queued or running."""
+        self.open()
+        return sum(
+            len(self.app.job_manager.list_jobs(task=TASK, status=status))
+            for status in ("todo", "doing")
+        )
+
+    def _describe(self, job: Job) -> QueuedJob:
+        kwargs = job.task_kwargs
+        job_id = UUID(str(kwargs["job_id"]))
+        report, error = self._report(job_id)
+        return QueuedJob(
+            job_id=job_id,
+            run_id=UUID(str(kwargs["run_id"])),
+            project=str(kwargs["project"]),
+            status=STATUS.get(str(job.status), str(job.status)),
+            judges=[str(j) for j in kwargs["judges"]],  # type: ignore[union-attr]
+            cases_total=int(str(kwargs["cases_total"])),
+            created_at=datetime.fromisoformat(str(kwargs["created_at"])),
+            attempts=job.attempts,
+            report=report,
+            error=error,
+        )
+
+    def _report(self, job_id: UUID) -> tuple[dict[str, Any] | None, str | None]:
+        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT report, error FROM {REPORTS} WHERE job_id = %s", (job_id,)
+            ).fetchone()
+        if row is None:
+            return None, None
+        return row[0], row[1]
+
+    def cases_done(self, job: QueuedJob) -> int:
+        """Cases every judge of the job has a verdict of this job for (from the ledger)."""
+        keys = [job_key(job.job_id, j) for j in job.judges]
+        run = self.services.ledger.get_run(job.run_id)
+        return sum(
+            all(k in self.services.ledger.get_case(cid).idempotency for k in keys)
+            for cid in run.case_ids
+        )
+
+    # -- the worker side ---------------------------------------------------------------------
+
+    def _run(self, **kwargs: Any) -> None:
+        """The task: run (or finish) one judging pass, judge by judge, skipping what is done."""
+        job_id = UUID(kwargs["job_id"])
+        try:
+            report = execute(self.services, job_id, kwargs, self.options_of)
+        except Exception as e:
+            self._save_report(job_id, None, f"{type(e).__name__}: {e}")
+            raise
+        self._save_report(job_id, report, None)
+
+    def _save_report(self, job_id: UUID, report: dict[str, Any] | None, error: str | None) -> None:
+        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
+            conn.execute(
+                f"INSERT INTO {REPORTS} (job_id, report, error) VALUES (%s, %s, %s) "
+                "ON CONFLICT (job_id) DO UPDATE SET report = excluded.report, "
+                "error = excluded.error",
+                (job_id, None if report is None else orjson.dumps(report).decode(), error),
+            )
+
+    async def _recover(self, timestamp: int) -> None:
+        """Retry the jobs of workers that stopped beating (killed, or their machine lost)."""
+        del timestamp
+        stalled = await self.app.job_manager.get_stalled_jobs(
+            queue=QUEUE, task_name=TASK, seconds_since_heartbeat=STALLED_AFTER_S
+        )
+        for job in stalled:
+            log.warning("judge job %s: its worker stopped; retrying it", job.id)
+            await self.app.job_manager.retry_job(job, retry_at=datetime.now(UTC) - timedelta(1))
+
+    def run_worker(self, concurrency: int = 1) -> None:
+        """Run jobs until SIGTERM / SIGINT (a running job finishes first: graceful)."""
+        self.ensure_schema()
+        self.app.run_worker(
+            queues=[QUEUE],
+            concurrency=concurrency,
+            update_heartbeat_interval=HEARTBEAT_S,
+            stalled_worker_timeout=STALLED_AFTER_S,
+            delete_jobs="never",
+        )
+
+
+def execute(
+    services: Services,
+    job_id: UUID,
+    kwargs: dict[str, Any],
+    options_of: Callable[[dict[str, Any]], JudgeOptions],
+) -> dict[str, Any]:
+    """Run a job's pass; a judge's verdicts already written by this job are not asked again."""
+    options = options_of(kwargs["body"])
+    ledger = services.ledger
+    planned = plan(ledger, UUID(kwargs["run_id"]), options, environment())
+    ctx = Context(
+        actor=str(kwargs["actor"]),
+        project=kwargs.get("ctx_project"),
+        scope=TokenScope(kwargs["scope"]),
+    )
+    reports = []
+    for judge in planned.judges:
+        key = job_key(job_id, judge.ref.label)
+        todo = [c for c in planned.cases if key not in ledger.get_case(c.case_id).idempotency]
+        one = dataclasses.replace(planned, judges=[judge], cases=todo)
+        reports.append(run_plan(ledger, one, dataclasses.replace(ctx, idempotency_key=key)))
+    return merged(planned, [r.as_json() for r in reports])
+
+
+def merged(planned: Plan, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of a job run judge by judge: counts added, lists joined, flags or-ed."""
+    total = dict(reports[0])
+    for report in reports[1:]:
+        for name, value in report.items():
+            mine = total[name]
+            if isinstance(value, bool):
+                total[name] = mine or value
+            elif isinstance(value, int | float) and isinstance(mine, int | float):
+                highest = name in ("position", "exit_code")
+                total[name] = max(mine, value) if highest else mine + value
+            elif isinstance(value, list) and name != "metrics":
+                total[name] = mine + value
+            elif isinstance(value, dict):
+                total[name] = {k: mine.get(k, 0) + value.get(k, 0) for k in {*mine, *value}}
+    # Of the whole pass, not of what the last attempt still had to do.
+    total.update(cases=len(planned.cases), skipped=planned.skipped)
+    return total
