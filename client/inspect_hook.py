@@ -8,6 +8,7 @@ log afterwards writes nothing new.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -33,21 +34,35 @@ def run_header(start: TaskStart) -> BundleRun:
     The importer reads a log file; the task's header is written to a scratch log as it will read
     when the task succeeds (that is what the run's labels say), and read back by the importer.
     """
-    from inspect_ai.log import EvalLog, EvalResults, EvalScore, write_eval_log
+    from inspect_ai.log import EvalLog, EvalMetric, EvalResults, EvalScore, write_eval_log
 
     from evaledger.importers.inspect import open_inspect
 
-    scorers = [s.name for s in (start.spec.scorers or [])]
+    scores = [
+        # The metrics' names as the task declares them; their figures come only at the end.
+        EvalScore(
+            name=s.name,
+            scorer=s.name,
+            metrics={m: EvalMetric(name=m, value=math.nan) for m in declared_metrics(s)},
+        )
+        for s in (start.spec.scorers or [])
+    ]
     header = EvalLog(
         eval=start.spec.model_copy(deep=True),
         plan=start.plan.model_copy(deep=True),
         status=SUCCESS,
-        results=EvalResults(scores=[EvalScore(name=name, scorer=name) for name in scorers]),
+        results=EvalResults(scores=scores),
     )
     with tempfile.TemporaryDirectory(prefix="evaledger-inspect-") as scratch:
         path = Path(scratch) / "header.json"
         write_eval_log(header, str(path), format="json")
         return open_inspect(path).run
+
+
+def declared_metrics(scorer: Any) -> list[str]:
+    """The metric names a task's scorer declares (`inspect_ai/accuracy` → `accuracy`)."""
+    declared = scorer.metrics if isinstance(scorer.metrics, list) else []
+    return [str(m.name).rpartition("/")[2] for m in declared if hasattr(m, "name")]
 
 
 @hooks(name="evaledger", description="Records each sample into an evaledger ledger as it ends.")

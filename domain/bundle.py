@@ -246,8 +246,17 @@ class BundleRun(FrozenModel):
         return self
 
     def creation_body(self) -> dict[str, Any]:
-        """The part of the run that RunCreated fixes (lifecycle fields excluded)."""
-        return self.model_dump(mode="json", exclude={"status", "reason", "completed_at"})
+        """The part of the run that RunCreated fixes: its identity for "same run, same body".
+
+        Lifecycle fields are excluded, and so is what a source knows of its scorers only when it
+        ends (their metrics' names and figures, the epoch reducer): a run recorded live (the
+        Inspect hook) is created before them, and importing its log later is the same run.
+        """
+        body = self.model_dump(mode="json", exclude={"status", "reason", "completed_at"})
+        for scorer in (body.get("config") or {}).get("scorers") or ():
+            for known_at_the_end in ("metrics", "reported", "reducer"):
+                scorer.pop(known_at_the_end, None)
+        return body
 
 
 class RunBundle(FrozenModel):
