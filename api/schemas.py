@@ -149,6 +149,12 @@ class ReasonBody(FrozenModel):
     reason: str | None = None
 
 
+class FailBody(FrozenModel):
+    """POST /runs/{id}/fail: why the run failed as a whole."""
+
+    reason: str = Field(min_length=1, description="Why the run failed (e.g. the harness's error).")
+
+
 class CompleteBody(FrozenModel):
     """POST /runs/{id}/complete."""
 

@@ -63,7 +63,11 @@ class Backend(Protocol):
         ...
 
     def cancel_run(self, run_id: UUID, reason: str, key: str) -> None:
-        """Close the run as canceled, with why (a run left by an exception)."""
+        """Close the run as canceled, with why."""
+        ...
+
+    def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
+        """Close the run as failed, with why (a run left by an exception)."""
         ...
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
@@ -138,8 +142,12 @@ class LocalBackend:
         self.services.ledger.complete_run(run_id, self._ctx(key))
 
     def cancel_run(self, run_id: UUID, reason: str, key: str) -> None:
-        """Cancel the run with the reason (the server offers cancel, not fail: same meaning)."""
+        """Cancel the run with the reason."""
         self.services.ledger.cancel_run(run_id, self._ctx(key), reason)
+
+    def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
+        """Fail the run with the reason (RunFailed)."""
+        self.services.ledger.fail_run(run_id, self._ctx(key), reason)
 
     def _synced(self) -> Services:
         with self._sync_lock:
@@ -266,6 +274,10 @@ class HttpBackend:
     def cancel_run(self, run_id: UUID, reason: str, key: str) -> None:
         """POST /runs/{id}/cancel with the reason."""
         self._send("POST", f"/runs/{run_id}/cancel", body={"reason": reason}, key=key)
+
+    def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
+        """POST /runs/{id}/fail with the reason."""
+        self._send("POST", f"/runs/{run_id}/fail", body={"reason": reason}, key=key)
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
         """GET /runs."""

@@ -3,7 +3,7 @@
 A case's facts are gathered as they are given (each checked at once) and written when its
 `with` block ends, in one transaction: one event per fact, nothing half-stored. Every write
 carries an idempotency key derived from the run and case ids, so a retried write stores nothing
-new. A case or run left by an exception is recorded as errored or canceled with the error text;
+new. A case left by an exception is recorded as errored, a run as failed, with the error text;
 the exception still propagates.
 """
 
@@ -187,12 +187,12 @@ class RunRecorder:
         return self
 
     def end(self, error: BaseException | None = None) -> None:
-        """Complete and seal the run, or cancel it with the error's text; then disconnect."""
+        """Complete and seal the run, or fail it with the error's text; then disconnect."""
         try:
             if error is None:
                 self.backend.complete_run(self.id, f"complete-{self.id}")
             else:
-                self.backend.cancel_run(self.id, error_text(error), f"cancel-{self.id}")
+                self.backend.fail_run(self.id, error_text(error), f"fail-{self.id}")
         finally:
             self._disconnect()
 

@@ -15,6 +15,7 @@ from evaledger.api.schemas import (
     BundleImported,
     CasePage,
     CompleteBody,
+    FailBody,
     ReasonBody,
     Rescored,
     RunDetail,
@@ -122,6 +123,12 @@ def cancel_run(
 ) -> Written:
     """Cancel the run."""
     return Written.of(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
+
+
+@router.post("/runs/{run_id}/fail")
+def fail_run(run_id: UUID, services: ServicesDep, ctx: ContextDep, body: FailBody) -> Written:
+    """Mark the run failed as a whole (its harness crashed), with why."""
+    return Written.of(services.ledger.fail_run(run_id, ctx, body.reason))
 
 
 @router.post("/runs/{run_id}/cases", status_code=201, responses=replayed(Written))

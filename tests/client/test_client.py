@@ -88,7 +88,7 @@ def test_the_snippet_on_every_target(target: Target) -> None:
     ]
 
 
-def test_an_exception_in_a_case_is_recorded_errored_and_the_run_canceled(target: Target) -> None:
+def test_an_exception_in_a_case_is_recorded_errored_and_the_run_failed(target: Target) -> None:
     def record() -> None:
         with evaledger.run("errs", agent="bot", key="errs-1", **target.kwargs) as run:
             with run.case("ok") as case:
@@ -101,7 +101,7 @@ def test_an_exception_in_a_case_is_recorded_errored_and_the_run_canceled(target:
         record()
     with evaledger.open(**target.kwargs) as reader:
         report = reader.show("errs-1")
-    assert (report.run.status, report.run.reason) == ("canceled", "RuntimeError: tool crashed")
+    assert (report.run.status, report.run.reason) == ("failed", "RuntimeError: tool crashed")
     by_key = {c.test_case_key: c for c in report.cases}
     assert by_key["boom"].status.value == "errored"
     assert by_key["ok"].status.value == "pending"  # ran, but nothing judged it yet
