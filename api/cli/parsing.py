@@ -10,7 +10,12 @@ import re
 from collections.abc import Iterator
 from typing import NoReturn
 
-from evaledger.api.cli import admin, audit, judging, reports, runs, serve
+import evaledger.api.cli.admin as admin
+import evaledger.api.cli.audit as audit
+import evaledger.api.cli.judging as judging
+import evaledger.api.cli.reports as reports
+import evaledger.api.cli.runs as runs
+import evaledger.api.cli.serve as serve
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
 from evaledger.api.cli.keys import (
     CASE_REF_ARG,

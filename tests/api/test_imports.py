@@ -105,7 +105,8 @@ def a_cycle(graph: Graph) -> list[str] | None:
 
 def test_api_has_no_import_circle() -> None:
     graph = import_graph(api_sources())
-    assert "evaledger.api.cli.runs" in graph["evaledger.api.cli"]
+    # The graph sees the families, which the parser module imports (so the checker has edges).
+    assert "evaledger.api.cli.runs" in graph["evaledger.api.cli.parsing"]
     assert a_cycle(graph) is None, " → ".join(a_cycle(graph) or [])
 
 

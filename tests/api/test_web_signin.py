@@ -26,7 +26,7 @@ from tests.api.test_web import field, html, rows_of
 from tests.helpers import bundle, case, event_count
 
 OWNER = Context(actor="ops")
-ORIGIN = {"Origin": "http://testserver"}
+ORIGIN = {"Origin": "http://localhost"}
 TOKENS = {
     "a-read": ("alpha", "read"),
     "a-write": ("alpha", "write"),
