@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -194,6 +195,23 @@ def _refused(ref: JudgeRef, status: int, message: str) -> ProviderRefusedError:
     )
 
 
+@contextmanager
+def _sdk_errors(sdk: Any, ref: JudgeRef) -> Iterator[None]:
+    """The provider SDKs' errors (OpenAI's and Anthropic's share one hierarchy) as ours."""
+    try:
+        yield
+    except sdk.APIStatusError as e:
+        if e.status_code in (400, 401, 403, 404, 422):
+            raise _refused(ref, e.status_code, e.message) from None
+        raise _status_error(e.status_code, e.message, e.response.headers) from None
+    except sdk.APITimeoutError:
+        raise ProviderError("timed out", reached=False, timed_out=True) from None
+    except sdk.APIConnectionError as e:
+        raise ProviderError(e.message, reached=False) from None
+    except sdk.APIError as e:
+        raise ProviderError(e.message) from None
+
+
 class OpenAIJudge:
     """OpenAI-compatible chat completions with strict JSON-schema structured output."""
 
@@ -218,7 +236,7 @@ class OpenAIJudge:
         import openai
 
         started = time.perf_counter()
-        try:
+        with _sdk_errors(openai, self.ref):
             response = await self.client.chat.completions.create(
                 model=self.ref.model,
                 messages=[
@@ -236,16 +254,6 @@ class OpenAIJudge:
                     },
                 },
             )
-        except openai.APIStatusError as e:
-            if e.status_code in (400, 401, 403, 404, 422):
-                raise _refused(self.ref, e.status_code, e.message) from None
-            raise _status_error(e.status_code, e.message, e.response.headers) from None
-        except openai.APITimeoutError:
-            raise ProviderError("timed out", reached=False, timed_out=True) from None
-        except openai.APIConnectionError as e:
-            raise ProviderError(e.message, reached=False) from None
-        except openai.APIError as e:
-            raise ProviderError(e.message) from None
         message = response.choices[0].message if response.choices else None
         text = (message.content or message.refusal or "") if message is not None else ""
         usage = response.usage
@@ -291,7 +299,7 @@ class AnthropicJudge:
         import anthropic
 
         started = time.perf_counter()
-        try:
+        with _sdk_errors(anthropic, self.ref):
             response = await self.client.messages.create(
                 model=self.ref.model,
                 max_tokens=params["max_tokens"],
@@ -299,16 +307,6 @@ class AnthropicJudge:
                 messages=[{"role": "user", "content": prompt.user}],
                 output_config={"format": {"type": "json_schema", "schema": prompt.schema}},
             )
-        except anthropic.APIStatusError as e:
-            if e.status_code in (400, 401, 403, 404, 422):
-                raise _refused(self.ref, e.status_code, e.message) from None
-            raise _status_error(e.status_code, e.message, e.response.headers) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError("timed out", reached=False, timed_out=True) from None
-        except anthropic.APIConnectionError as e:
-            raise ProviderError(e.message, reached=False) from None
-        except anthropic.APIError as e:
-            raise ProviderError(e.message) from None
         text = "".join(getattr(block, "text", "") for block in response.content)
         return Completion(
             text=text,
