@@ -48,7 +48,7 @@ from tests.api.test_serve import free_port
 from tests.conftest import example_bundle_data
 from tests.fake_judges import serve as fake_judges
 from tests.judging.test_judging import unjudged_bundle
-from tests.scale.processes import Process, Server, request
+from tests.scale.processes import Process, Server, hanging_proxy, request
 from tests.scale.test_jobs import verdicts
 
 ADMIN = os.environ.get("EVALEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -307,6 +307,30 @@ def raw_calls_per_second(url: str, bodies: list[dict[str, Any]]) -> float:
     return len(bodies) / (time.perf_counter() - started)
 
 
+def hung_write_seconds(tmp: Path) -> float:
+    """Seconds a write takes to answer 503 once PostgreSQL hangs (a proxy stops forwarding)."""
+    url, name = fresh_db()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    try:
+        with hanging_proxy(port) as proxy:
+            server = Server(url.replace(f":{port}/", f":{proxy.port}/"), tmp / "serve-hung.log")
+            try:
+                data: Any = copy.deepcopy(example_bundle_data())
+                assert request(server.base, "POST", "/bundles", orjson.dumps(data))[0] == 201
+                data["run"]["key"] = "during-hang"
+                proxy.hang()
+                started = time.perf_counter()
+                status, answer = request(server.base, "POST", "/bundles", orjson.dumps(data))
+                elapsed = time.perf_counter() - started
+                assert status == 503, answer
+                return elapsed
+            finally:
+                proxy.resume()
+                server.stop()
+    finally:
+        drop_db(name)
+
+
 def row(figure: str, value: float, baseline: float, unit: str = "") -> str:
     """A table row: the figure, its same-run raw baseline, the ratio."""
     return f"| {figure} | {value:,.1f}{unit} | {baseline:,.1f}{unit} | {value / baseline:.2f} |"
@@ -330,6 +354,7 @@ def main() -> None:
             print(row(f"GET /runs/{{id}}/s, {n} API workers, 8 clients", rate, raw), flush=True)
         rate, raw = judge_calls_per_second(Path(tmp))
         print(row("judge calls/s, 1 worker, concurrency 4 (fake provider)", rate, raw))
+        print(f"a write answers 503 {hung_write_seconds(Path(tmp)):.1f} s into a hang")
     print(f"load average at end: {os.getloadavg()}")
 
 
