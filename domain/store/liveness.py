@@ -94,6 +94,12 @@ class Watchdog:
         with self._lock:
             self._waits.pop(token, None)
 
+    def saw_hang(self) -> bool:
+        """Whether a server of this process failed a probe a moment ago (`HUNG_FOR_S`)."""
+        now = time.monotonic()
+        with self._lock:
+            return any(until > now for until in self._hung_until.values())
+
     def _watch(self) -> None:
         while True:
             time.sleep(TICK_S)

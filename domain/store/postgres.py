@@ -23,7 +23,7 @@ from psycopg.sql import SQL, Identifier
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.store.chain import CHAIN_TABLE, ChainWriter, postgres_chain_ddl
 from evaledger.domain.store.errors import first_line, store_errors
-from evaledger.domain.store.liveness import BoundedConnection
+from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection
 from evaledger.domain.store.recorder import LedgerRecorder
 from evaledger.domain.store.urls import (
     CONNECT_TIMEOUT,
@@ -94,12 +94,15 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         eventsourcing retries connection errors 10 times, each waiting for the pool: minutes
         when the server is down. One retry after dropping broken idle connections is enough to
         ride over a restart; after that the store is reported down (503 / exit 3) in seconds.
+        No retry when the liveness watchdog has just found the server hung.
         """
         func = getattr(method, "__wrapped__", method)
         with store_errors(self._name):
             try:
                 return func(self, *args, **kwargs)
             except (OperationalError, InterfaceError):
+                if WATCHDOG.saw_hang():
+                    raise  # the watchdog broke the call: a retry would only wait again
                 self.datastore.pool.check()
                 return func(self, *args, **kwargs)
 
