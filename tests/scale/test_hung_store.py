@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
+from evaledger.domain.store.liveness import SILENT_AFTER_S, WATCHDOG, BoundedConnection
+from evaledger.domain.store.urls import POSTGRES_CONNECT_KWARGS
 from tests.api.test_serve import EVALEDGER
 from tests.helpers import bundle
 from tests.scale.processes import Server, hanging_proxy, request
@@ -131,3 +134,28 @@ def test_a_cli_import_against_a_hung_store_exits_3_without_a_traceback(
     )
     assert runs.returncode == 0, runs.stderr
     assert [run["run_key"] for run in json.loads(runs.stdout)["data"]] == ["cli-before-hang"]
+
+
+@pytest.mark.postgres
+def test_a_slow_statement_on_a_live_server_is_not_cut_by_the_watchdog(pg_url: str) -> None:
+    # Longer than the watchdog's silence: it probes, the server answers, the statement goes on.
+    assert SILENT_AFTER_S + 1 < 4
+    with BoundedConnection.connect(pg_url, **POSTGRES_CONNECT_KWARGS) as conn:
+        row = conn.execute("SELECT pg_sleep(4), 'finished'").fetchone()
+        assert row is not None and row[1] == "finished"
+        assert not WATCHDOG.saw_hang()
+
+
+@pytest.mark.postgres
+def test_the_watchdog_breaks_a_call_waiting_on_a_hung_server(pg_url: str) -> None:
+    port = urlsplit(pg_url).port or 5432
+    with hanging_proxy(port) as proxy:
+        conn = BoundedConnection.connect(via(pg_url, proxy.port), **POSTGRES_CONNECT_KWARGS)
+        try:
+            proxy.hang()
+            with pytest.raises(psycopg.OperationalError):
+                conn.execute("SELECT 1")
+            assert WATCHDOG.saw_hang()
+        finally:
+            proxy.resume()
+            conn.close()
