@@ -29,7 +29,7 @@ from evaledger.domain.errors import NotFoundError, StateError
 from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.postgres import connect_postgres
-from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS
+from evaledger.domain.store.urls import POSTGRES_CONNECT_KWARGS
 from evaledger.judging.providers import environment
 from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
 
@@ -88,7 +88,7 @@ class JobQueue:
         # The store's own URL: procrastinate's tables live beside the events (no broker).
         connector = procrastinate.PsycopgConnector(
             conninfo=services.location.url,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT, "options": POSTGRES_OPTIONS},
+            kwargs=dict(POSTGRES_CONNECT_KWARGS),
         )
         self.app = procrastinate.App(connector=connector)
         self.task = self.app.task(name=TASK, queue=QUEUE, pass_context=False)(self._run)

@@ -6,6 +6,8 @@ rows and tracking position are written in one transaction.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
@@ -27,8 +29,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import ExceptionContext
 
 from evaledger.domain.errors import InfrastructureError
+from evaledger.domain.store.liveness import BoundedConnection
 from evaledger.domain.store.postgres import quote_role
-from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS
+from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_CONNECT_KWARGS
 
 metadata = MetaData()
 
@@ -201,8 +204,14 @@ def make_engine(url: str) -> Engine:
             max_overflow=10,
             pool_timeout=CONNECT_TIMEOUT,
             pool_pre_ping=True,
-            connect_args={"connect_timeout": CONNECT_TIMEOUT, "options": POSTGRES_OPTIONS},
+            connect_args=dict(POSTGRES_CONNECT_KWARGS),
         )
+
+        @event.listens_for(engine, "do_connect")
+        def bounded(dialect: Any, record: Any, cargs: Any, cparams: Any) -> Any:
+            # Every call under the client-side bound of domain/store/liveness.py.
+            return BoundedConnection.connect(*cargs, **cparams)
+
         _report_store_errors(engine, f"PostgreSQL read models at {engine.url.host}")
         with engine.begin() as conn:
             # Concurrent start-ups race on DDL: one at a time.

@@ -250,6 +250,7 @@ def test_the_store_rule_has_modules_to_hold() -> None:
     assert drivers == {
         "evaledger.api.bootstrap",
         "evaledger.domain.store.errors",
+        "evaledger.domain.store.liveness",
         "evaledger.domain.store.postgres",
         "evaledger.domain.store.sqlite",
     }

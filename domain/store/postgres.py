@@ -23,8 +23,13 @@ from psycopg.sql import SQL, Identifier
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.store.chain import CHAIN_TABLE, ChainWriter, postgres_chain_ddl
 from evaledger.domain.store.errors import first_line, store_errors
+from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection
 from evaledger.domain.store.recorder import LedgerRecorder
-from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS, RECONNECT_TIMEOUT
+from evaledger.domain.store.urls import (
+    CONNECT_TIMEOUT,
+    POSTGRES_CONNECT_KWARGS,
+    RECONNECT_TIMEOUT,
+)
 
 T = TypeVar("T")
 
@@ -55,9 +60,10 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
     def __init__(
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
     ) -> None:
-        # Before super() opens the pool: every connection gets the timeouts.
+        # Before super() opens the pool: every connection gets the time bounds.
         pool: Any = datastore.pool
-        pool.kwargs.update(connect_timeout=CONNECT_TIMEOUT, options=POSTGRES_OPTIONS)
+        pool.kwargs.update(POSTGRES_CONNECT_KWARGS)
+        pool.connection_class = BoundedConnection
         pool.reconnect_timeout = RECONNECT_TIMEOUT
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
@@ -88,12 +94,15 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         eventsourcing retries connection errors 10 times, each waiting for the pool: minutes
         when the server is down. One retry after dropping broken idle connections is enough to
         ride over a restart; after that the store is reported down (503 / exit 3) in seconds.
+        No retry when the liveness watchdog has just found the server hung.
         """
         func = getattr(method, "__wrapped__", method)
         with store_errors(self._name):
             try:
                 return func(self, *args, **kwargs)
             except (OperationalError, InterfaceError):
+                if WATCHDOG.saw_hang():
+                    raise  # the watchdog broke the call: a retry would only wait again
                 self.datastore.pool.check()
                 return func(self, *args, **kwargs)
 
@@ -231,13 +240,17 @@ def _immutable_tables(recorder: ChunkedPostgresApplicationRecorder) -> tuple[str
 
 def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
     """A plain psycopg connection to the store named by `events_env` (outside the pool)."""
-    return psycopg.connect(
+    return BoundedConnection.connect(
         dbname=env["POSTGRES_DBNAME"],
         host=env["POSTGRES_HOST"],
         port=env["POSTGRES_PORT"],
         user=env["POSTGRES_USER"],
         password=env["POSTGRES_PASSWORD"] or None,
-        **{"connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")), **kwargs},
+        **{
+            **POSTGRES_CONNECT_KWARGS,
+            "connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
+            **kwargs,
+        },
     )
 
 

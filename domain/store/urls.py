@@ -40,6 +40,19 @@ so recovery after an outage never waits on a long exponential backoff."""
 
 POSTGRES_OPTIONS = f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
 
+POSTGRES_CONNECT_KWARGS: dict[str, str | int] = {
+    "connect_timeout": CONNECT_TIMEOUT,
+    "options": POSTGRES_OPTIONS,
+    # A peer that stops acknowledging (a host gone, a path black-holed) ends the connection in
+    # ~10 s instead of the kernel's ~15 min; `domain/store/liveness.py` bounds the rest.
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10_000,
+}
+"""libpq settings of every PostgreSQL connection: the time bounds (DESIGN §13, issue 24)."""
+
 
 def parse_db_url(url: str) -> StorageLocation:
     """`sqlite:///dir/` or `sqlite:///file.db` or `postgresql://user@host:port/db`.

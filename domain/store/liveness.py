@@ -1,0 +1,160 @@
+"""A client-side bound on every PostgreSQL call: a hung server's connections are broken in seconds.
+
+A server-side `statement_timeout` cannot end a call the server never receives: when the database
+host freezes or a network path black-holes packets, libpq waits for an answer forever (the audit
+measured writes blocked 45 s). TCP keepalives and `tcp_user_timeout` (`CONNECT_KWARGS`) end a
+connection whose packets go unacknowledged, but not one whose peer's kernel still acknowledges
+them (a stopped PostgreSQL, a stuck proxy).
+
+So every connection the ledger opens is a `BoundedConnection`: while it waits on the server, a
+watchdog thread knows it. A wait longer than `SILENT_AFTER_S` makes the watchdog probe the server
+with a fresh connection (same settings, `PROBE_TIMEOUT_S`); a server that does not finish the
+handshake in time is hung, and every connection waiting on it is broken (its socket shut down):
+the call fails with the driver's own "connection lost" error, the transaction is not committed,
+and the caller reports the store unavailable (503 / exit 3). A slow statement on a live server is
+left alone: the probe answers, and the server's `statement_timeout` bounds it. For a moment after
+a failed probe (`HUNG_FOR_S`) further waits on that server are broken without probing again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+SILENT_AFTER_S = 2.0
+"""A wait on the server longer than this makes the watchdog check the server is alive."""
+PROBE_TIMEOUT_S = 2
+"""Seconds a probe connection may take (libpq's `connect_timeout`: whole seconds, at least 2)."""
+HUNG_FOR_S = 1.0
+"""After a failed probe, waits on that server are broken at once for this long."""
+TICK_S = 0.2
+"""How often the watchdog looks at the waits."""
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose every wait on the server is watched (see the module)."""
+
+    _probe_args: tuple[str, dict[str, Any]] = ("", {})
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+        """Connect, remembering the settings so the watchdog can probe the same server."""
+        conn = super().connect(conninfo, **kwargs)
+        conn._probe_args = (conninfo, kwargs)
+        return conn
+
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        """The driver's wait, registered with the watchdog for its duration."""
+        token = WATCHDOG.enter(self)
+        try:
+            return super().wait(gen, *args, **kwargs)
+        finally:
+            WATCHDOG.leave(token)
+
+
+@dataclass
+class _Wait:
+    conn: BoundedConnection
+    server: tuple[str, str, str]
+    started: float = field(default_factory=time.monotonic)
+
+
+class Watchdog:
+    """The waits of this process's bounded connections, and the thread that bounds them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits: dict[int, _Wait] = {}
+        self._next = 0
+        self._pid = 0
+        self._hung_until: dict[tuple[str, str, str], float] = {}
+        self._alive_until: dict[tuple[str, str, str], float] = {}
+
+    def enter(self, conn: BoundedConnection) -> int:
+        """Register a wait on the server (starting the thread in this process if needed)."""
+        info = conn.info
+        server = (str(info.host), str(info.port), str(info.dbname))
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child without the thread
+                self._pid = os.getpid()
+                self._waits.clear()
+                threading.Thread(target=self._watch, name="pg-watchdog", daemon=True).start()
+            self._next += 1
+            self._waits[self._next] = _Wait(conn, server)
+            return self._next
+
+    def leave(self, token: int) -> None:
+        """The wait ended."""
+        with self._lock:
+            self._waits.pop(token, None)
+
+    def saw_hang(self) -> bool:
+        """Whether a server of this process failed a probe a moment ago (`HUNG_FOR_S`)."""
+        now = time.monotonic()
+        with self._lock:
+            return any(until > now for until in self._hung_until.values())
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(TICK_S)
+            self.check()
+
+    def check(self) -> None:
+        """Probe the servers of long waits; break the waits on a server that does not answer."""
+        now = time.monotonic()
+        with self._lock:
+            long = [
+                (token, w) for token, w in self._waits.items() if now - w.started > SILENT_AFTER_S
+            ]
+            recent = [
+                (token, w)
+                for token, w in self._waits.items()
+                if now - w.started > TICK_S and self._hung_until.get(w.server, 0.0) > now
+            ]
+        hung = {w.server for _, w in recent}
+        for server in {w.server for _, w in long} - hung:
+            if self._alive_until.get(server, 0.0) > now:
+                continue  # answered a probe a moment ago: a slow statement, not a hung server
+            waiter = next(w for _, w in long if w.server == server)
+            if _answers(waiter.conn):
+                self._alive_until[server] = time.monotonic() + SILENT_AFTER_S
+                continue
+            hung.add(server)
+            with self._lock:
+                self._hung_until[server] = time.monotonic() + HUNG_FOR_S
+        with self._lock:
+            doomed = [w for token, w in self._waits.items() if w.server in hung]
+        for w in doomed:
+            _break(w.conn)
+
+
+def _answers(conn: BoundedConnection) -> bool:
+    """Whether the server of `conn` completes a new connection's handshake in time."""
+    conninfo, kwargs = conn._probe_args
+    try:
+        with psycopg.connect(conninfo, **{**kwargs, "connect_timeout": PROBE_TIMEOUT_S}):
+            return True
+    except psycopg.OperationalError as e:
+        # A refusal of the login (password, too many clients) is an answer: the server is alive.
+        message = str(e).lower()
+        return not any(word in message for word in ("timeout", "timed out", "refused", "closed"))
+
+
+def _break(conn: BoundedConnection) -> None:
+    """Shut the connection's socket down: its wait ends with the driver's connection error."""
+    try:
+        fd = conn.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, psycopg.Error):
+        pass  # already closed
+
+
+WATCHDOG = Watchdog()
+"""The process's one watchdog (its thread starts with the first wait)."""
