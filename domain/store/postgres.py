@@ -21,7 +21,12 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from psycopg.sql import SQL, Identifier
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
-from evaledger.domain.store.chain import CHAIN_TABLE, ChainWriter, postgres_chain_ddl
+from evaledger.domain.store.chain import (
+    CHAIN_TABLE,
+    VERIFIED_TABLE,
+    ChainWriter,
+    postgres_chain_ddl,
+)
 from evaledger.domain.store.errors import first_line, store_errors
 from evaledger.domain.store.recorder import LedgerRecorder
 from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_OPTIONS, RECONNECT_TIMEOUT
@@ -251,10 +256,11 @@ def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-            "AND to_regprocedure(%s) IS NOT NULL AS ready",
+            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL AS ready",
             (
                 f'"{schema}"."{recorder.events_table_name}"',
                 f'"{schema}".{CHAIN_TABLE}',
+                f'"{schema}".{VERIFIED_TABLE}',
                 f'"{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS})',
             ),
         )
@@ -317,6 +323,7 @@ def _migrate(
                         f'REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON "{schema}".{CHAIN_TABLE} '
                         f"FROM {role}"
                     )
+                    curs.execute(f'GRANT SELECT, INSERT ON "{schema}".{VERIFIED_TABLE} TO {role}')
                     curs.execute(
                         f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
                         f"({CHAIN_APPEND_ARGS}) TO {role}"

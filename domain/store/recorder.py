@@ -35,6 +35,21 @@ class LedgerRecorder:
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
             return self.chain.blocks(curs, after, limit)
 
+    def last_verified(self) -> tuple[int, str, str] | None:
+        """(position, link, signature) of the last checkpoint a keyed `verify` recorded."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.chain.select_verified)
+            row = curs.fetchone()
+        return None if row is None else (row["position"], row["link"], row["mac"])
+
+    def record_verified(self, position: int, link: str, mac: str, at: str) -> None:
+        """Remember a verified checkpoint (a later one only; the table only grows)."""
+        last = self.last_verified()
+        if last is not None and last[0] >= position:
+            return
+        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+            curs.execute(self.chain.insert_verified, (position, link, mac, at))
+
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""
         found: dict[UUID, tuple[str, bytes]] = {}

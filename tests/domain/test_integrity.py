@@ -328,9 +328,13 @@ def test_a_deleted_chain_row_leaves_its_events_uncovered(story: Story) -> None:
 def test_a_rolled_back_tail_is_caught_against_a_remembered_checkpoint(story: Story) -> None:
     earlier = story.verify().checkpoint
     assert earlier is not None and earlier.position == 23
-    # The attacker removes the last commit and its chain row: what is left is a valid prefix...
+    # The attacker removes the last commit and its chain row: the verified checkpoint the
+    # keyed verify recorded no longer stands...
     story.raw.delete(*range(18, 24))
     story.raw.delete_block(23)
+    _assert_broken(story.verify(), 23, f"checkpoint 23:{earlier.link[:12]}")
+    # ...and without that record, what is left is a valid prefix...
+    story.raw.forget_verified()
     assert story.verify().ok
     # ...which only a checkpoint remembered outside the database can tell from the real log.
     _assert_broken(
@@ -370,17 +374,26 @@ def test_the_cli_checks_signatures_and_a_remembered_checkpoint(
 ) -> None:
     cli = Cli(capsys, story.services.settings.db)
     link = story.verify().checkpoint.link  # type: ignore[union-attr]
-    assert _verify_cli(story, cli, monkeypatch) == (
+    assert _verify_cli(story, cli, monkeypatch, "--full") == (
         0,
         "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained, signatures checked\n"
         f"checkpoint: 23:{link}\n",
+        "",
+    )
+    # By default a keyed verify resumes from the checkpoint the last one recorded.
+    assert _verify_cli(story, cli, monkeypatch) == (
+        0,
+        "ok: 0 new events since the verified checkpoint 23 in 0 aggregates, 0 sealed runs, "
+        "0 commits chained, signatures checked (incremental: `verify --full` re-checks every "
+        f"event)\ncheckpoint: 23:{link}\n",
         "",
     )
     code, out, _ = _verify_cli(story, cli, monkeypatch, key=False)
     assert (code, out) == (
         0,
         "ok: 23 events in 7 aggregates, 1 sealed runs, 5 commits chained "
-        f"(unsigned: no checkpoint key)\ncheckpoint: 23:{link}\n",
+        "(unsigned: no checkpoint key, so every event checked, none resumed)\n"
+        f"checkpoint: 23:{link}\n",
     )
     assert _verify_cli(story, cli, monkeypatch, "--expect", "23:nonsense") == (
         2,
@@ -390,6 +403,7 @@ def test_the_cli_checks_signatures_and_a_remembered_checkpoint(
     )
     story.raw.delete(*range(18, 24))
     story.raw.delete_block(23)
+    story.raw.forget_verified()  # the attacker removes the recorded checkpoint too
     assert _verify_cli(story, cli, monkeypatch)[0] == 0
     assert _verify_cli(story, cli, monkeypatch, "--expect", f"23:{link}") == (
         1,
@@ -416,6 +430,7 @@ def test_get_verify_remembers_its_checkpoint_and_health_reports_it(story: Story)
             "verified_at": first["verified_at"],
             "checkpoint": {"position": 23, "link": first["checkpoint"]["link"], "signed": True},
             "first_broken_position": None,
+            "views": None,
         }
         # The tail is cut back: in-database checks alone see a valid prefix; the server doesn't.
         story.raw.delete(*range(18, 24))
