@@ -12,6 +12,7 @@ column, live value and rebuilt value. Caches (`rescore_inputs_v1`, `compare_cach
 from __future__ import annotations
 
 import tempfile
+from contextlib import closing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
@@ -80,7 +81,7 @@ class ViewsReport:
             if d is None
             else {
                 "table": d.table,
-                "key": {k: _plain(v) for k, v in d.key.items()},
+                "key": {str(k): _plain(v) for k, v in d.key.items()},
                 "column": d.column,
                 "live": _plain(d.live),
                 "rebuilt": _plain(d.rebuilt),
@@ -106,7 +107,8 @@ def check_views(
     at the position every live projection reached.
     """
     with live.connect() as conn:
-        positions = dict(conn.execute(select(tracking.c.name, tracking.c.position)).tuples())
+        rows = conn.execute(select(tracking.c.name, tracking.c.position)).all()
+        positions = {str(name): int(pos) for name, pos in rows}
     folded = list(projections())
     names = [p.name for p in folded]
     position = min((positions.get(n, 0) for n in names), default=0)
@@ -155,8 +157,11 @@ def _ordered(conn: Connection, table: Table) -> Iterator[tuple[tuple[Any, ...], 
         c.collate("C") if conn.dialect.name == "postgresql" and _is_text(c) else c for c in keys
     ]
     result = conn.execution_options(yield_per=PAGE).execute(select(table).order_by(*order))
-    for row in result.mappings():
-        yield tuple(row[c.name] for c in keys), dict(row)
+    try:
+        for row in result.mappings():
+            yield tuple(row[c.name] for c in keys), dict(row)
+    finally:
+        result.close()  # a server-side cursor left at the first drift
 
 
 def _is_text(column: Any) -> bool:
@@ -167,8 +172,14 @@ def _compare(
     left: Connection, right: Connection, table: Table, report: ViewsReport
 ) -> Drift | None:
     """The first differing row of one table, or None."""
-    names = [c.name for c in table.primary_key.columns]
-    rows = zip_longest(_ordered(left, table), _ordered(right, table))
+    names = [str(c.name) for c in table.primary_key.columns]
+    with closing(_ordered(left, table)) as lefts, closing(_ordered(right, table)) as rights:
+        return _first_difference(table, names, zip_longest(lefts, rights), report)
+
+
+def _first_difference(
+    table: Table, names: list[str], rows: Iterator[tuple[Any, Any]], report: ViewsReport
+) -> Drift | None:
     for live, rebuilt in rows:
         report.rows += 1
         if live is None or rebuilt is None or live[0] != rebuilt[0]:
