@@ -12,8 +12,8 @@ column, live value and rebuilt value. Caches (`rescore_inputs_v1`, `compare_cach
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -150,7 +150,9 @@ class _Until:
         return self.ledger.notifications(start, limit, stop=self.head)
 
 
-def _ordered(conn: Connection, table: Table) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+def _ordered(
+    conn: Connection, table: Table
+) -> Generator[tuple[tuple[Any, ...], dict[str, Any]], None, None]:
     """The table's rows in primary-key order (byte order for text keys on every dialect)."""
     keys = list(table.primary_key.columns)
     order = [
