@@ -94,33 +94,6 @@ def test_an_override_forged_at_minus_1_on_a_sealed_run_is_caught(story: Story) -
     ), report.broken
 
 
-def test_a_chain_row_forged_below_1_is_caught(story: Story) -> None:
-    forge_override(story, 0)
-    blocks = story.raw.blocks()
-    from dataclasses import replace
-
-    from evaledger.domain.store.chain import GENESIS_LINK, link_of, mac_of
-
-    row = story.raw.row(0)
-    from evaledger.domain.events import stored_hash
-
-    link = link_of(
-        GENESIS_LINK, [(0, row.originator_id, row.version, stored_hash(row.topic, row.state))]
-    )
-    forged = replace(
-        blocks[0],
-        first_position=0,
-        last_position=0,
-        events=1,
-        link=link,
-        mac=mac_of(story.key, 0, link),
-    )
-    story.raw.replace_blocks([forged, *blocks])
-    report = verify(story.services.ledger)
-    assert report.first_broken_position == 0
-    assert any("not a range of positions from 1" in b for b in report.broken)
-
-
 def _emptied(story: Story, how: str) -> None:
     if how == "delete":
         story.raw.empty_chain()
@@ -177,18 +150,6 @@ def test_chain_adopt_is_explicit_recorded_and_once(story: Story) -> None:
     # Writers go on after it.
     _import(story.services, "after", "running", case("e", 2))
     assert verify(ledger).ok
-
-
-def test_an_adopted_block_without_its_record_is_caught(story: Story) -> None:
-    story.raw.empty_chain()
-    adopt_chain(story.services.ledger, Context("admin"), "legacy")
-    story.raw.delete(24)
-    story.raw.delete_block(24)
-    report = verify(story.services.ledger)
-    assert report.broken[0] == (
-        "positions 1–23 were adopted into the chain without a `chain adopt` record (the chain "
-        "was rebuilt outside evaledger)"
-    )
 
 
 def test_the_state_of_a_chain_adopted_event_matches_its_block(story: Story) -> None:
