@@ -5,12 +5,19 @@ The chain, the seal's last hashes, the schema's readiness: each store's recorder
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
+import psycopg
+from eventsourcing.persistence import PersistenceError
+
 from evaledger.domain.store.chain import Block, ChainWriter
 from evaledger.domain.store.errors import store_errors
+
+log = logging.getLogger("evaledger")
 
 
 class LedgerRecorder:
@@ -42,13 +49,22 @@ class LedgerRecorder:
             row = curs.fetchone()
         return None if row is None else (row["position"], row["link"], row["mac"])
 
-    def record_verified(self, position: int, link: str, mac: str, at: str) -> None:
-        """Remember a verified checkpoint (a later one only; the table only grows)."""
+    def record_verified(self, position: int, link: str, mac: str, at: str) -> bool:
+        """Remember a verified checkpoint (a later one only); False when this role cannot.
+
+        Best effort: a verifier with read-only access (an auditor's role, a replica) still
+        verifies; its next run is a full one.
+        """
         last = self.last_verified()
         if last is not None and last[0] >= position:
-            return
-        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
-            curs.execute(self.chain.insert_verified, (position, link, mac, at))
+            return True
+        try:
+            with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+                curs.execute(self.chain.insert_verified, (position, link, mac, at))
+        except (PersistenceError, sqlite3.Error, psycopg.Error) as e:
+            log.warning("could not record the verified checkpoint %s: %s", position, e)
+            return False
+        return True
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""

@@ -7,11 +7,16 @@ seal depends on. What it does not: an earlier event nothing new depends on (`--f
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import psycopg
 import pytest
 
+from evaledger.api.bootstrap import Settings, build_services, migrate_store
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
-from tests.domain.test_integrity import Story, _import, _override
+from tests.api.test_operation import TwoRoles
+from tests.domain.test_integrity import KEY, Story, _import, _override
 from tests.helpers import case
 
 pytestmark = pytest.mark.reliability
@@ -123,3 +128,28 @@ def test_without_a_key_verify_says_it_checked_everything(story: Story) -> None:
     report = verify(story.services.ledger)
     assert (report.ok, report.resumption, report.resumed_from) == (True, "unsigned", None)
     assert report.events == 23
+
+
+@pytest.mark.postgres
+def test_a_verifier_that_cannot_record_still_verifies_in_full(
+    two_roles: TwoRoles, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text(KEY)
+    key_file.chmod(0o600)
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    writer = build_services(Settings(db=two_roles.app_url, checkpoint_key_file=str(key_file)))
+    try:
+        _import(writer, "run", "completed", case("a", 4))
+    finally:
+        writer.close()
+    with psycopg.connect(two_roles.migrator_url, autocommit=True) as conn:
+        conn.execute(f'REVOKE INSERT ON evaledger_verified FROM "{two_roles.app_role}"')
+    auditor = build_services(Settings(db=two_roles.app_url, checkpoint_key_file=str(key_file)))
+    try:
+        first = verify(auditor.ledger)
+        again = verify(auditor.ledger)
+    finally:
+        auditor.close()
+    assert (first.ok, first.resumption) == (True, "full")
+    assert (again.ok, again.resumption, again.events) == (True, "full", first.events)
