@@ -6,16 +6,12 @@ The chain, the seal's last hashes, the schema's readiness: each store's recorder
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
-import psycopg
-from eventsourcing.persistence import PersistenceError
-
 from evaledger.domain.store.chain import Block, ChainWriter
-from evaledger.domain.store.errors import store_errors
+from evaledger.domain.store.errors import STATEMENT_ERRORS, store_errors
 
 log = logging.getLogger("evaledger")
 
@@ -61,7 +57,7 @@ class LedgerRecorder:
         try:
             with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
                 curs.execute(self.chain.insert_verified, (position, link, mac, at))
-        except (PersistenceError, sqlite3.Error, psycopg.Error) as e:
+        except STATEMENT_ERRORS as e:
             log.warning("could not record the verified checkpoint %s: %s", position, e)
             return False
         return True
