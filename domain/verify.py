@@ -373,6 +373,7 @@ class _ChainWalk:
             self.report.resumed_from, self.report.resumption = resume.position, "incremental"
             self.report.checkpoint = Checkpoint(resume.position, resume.link, signed=True)
             prior = _Prior(ledger, _first_versions(ledger, start))
+            self._below_first(ledger)
             if expect is not None and expect.position <= resume.position:
                 block = next(iter(ledger.chain_blocks(expect.position - 1, 1)), None)
                 self.found_expected = (
@@ -383,6 +384,20 @@ class _ChainWalk:
         self.aggregates = _Aggregates(self.report, prior)
         self.events = _pages(lambda at: ledger.notifications(at, PAGE), start)
         self.pending = next(self.events, None)
+
+    def _below_first(self, ledger: Ledger) -> None:
+        """Resuming: rows and chain rows below position 1 are still looked for (index reads)."""
+        lowest = ledger.notifications(None, 1)
+        if lowest and lowest[0].id < 1:
+            for n in _pages(lambda at: ledger.notifications(at, PAGE, stop=0)):
+                self._uncovered(n)
+        block = next(iter(ledger.chain_blocks(-(2**62), 1)), None)
+        if block is not None and block.first_position < 1:
+            self._find(
+                block.first_position,
+                f"positions {block.first_position}–{block.last_position} (one commit): not a "
+                "range of positions from 1 (a chain row written outside evaledger)",
+            )
 
     def _find(self, position: int, message: str) -> None:
         self.report.findings.append((position, message))

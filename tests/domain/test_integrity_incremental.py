@@ -7,16 +7,20 @@ seal depends on. What it does not: an earlier event nothing new depends on (`--f
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Settings, build_services, migrate_store
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
 from tests.api.test_operation import TwoRoles
 from tests.domain.test_integrity import KEY, Story, _import, _override
+from tests.domain.test_integrity_positions import forge_admin_token
 from tests.helpers import case
 
 pytestmark = pytest.mark.reliability
@@ -153,3 +157,45 @@ def test_a_verifier_that_cannot_record_still_verifies_in_full(
         auditor.close()
     assert (first.ok, first.resumption) == (True, "full")
     assert (again.ok, again.resumption, again.events) == (True, "full", first.events)
+
+
+def test_rows_forged_below_position_1_after_the_checkpoint_are_still_caught(
+    story: Story,
+) -> None:
+    _recorded(story)
+    forge_admin_token(story, 0)
+    report = verify(story.services.ledger)
+    assert (report.resumed_from, report.first_broken_position) == (23, 0)
+    assert report.broken[0].endswith(
+        "is below 1, the first position, and not covered by the ledger chain (written outside "
+        "evaledger)"
+    )
+    blocks = story.raw.blocks()
+    story.raw.replace_blocks([replace(blocks[0], first_position=-5, last_position=-5), *blocks])
+    report = verify(story.services.ledger)
+    assert report.resumed_from == 23
+    assert any(
+        b.startswith("positions -5–-5 (one commit): not a range of positions from 1")
+        for b in report.broken
+    )
+
+
+def test_get_verify_resumes_and_full_1_rechecks_everything(story: Story) -> None:
+    with TestClient(create_app(services=story.services)) as client:
+        first = client.get("/verify").json()
+        assert (first["resumption"], first["events"]) == ("full", 23)
+        again = client.get("/verify").json()
+        assert (again["resumption"], again["resumed_from"], again["events"]) == (
+            "incremental",
+            23,
+            0,
+        )
+        story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
+        assert client.get("/verify").json()["ok"] is True  # nothing new depends on it
+        full = client.get("/verify", params={"full": 1}).json()
+        assert (full["ok"], full["resumption"], full["first_broken_position"]) == (
+            False,
+            "full",
+            1,
+        )
+        assert client.get("/health").json()["status"] == "degraded"
