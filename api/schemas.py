@@ -246,6 +246,30 @@ class AdoptionOut(BaseModel):
     position: int = Field(description="Where the `ChainAdopted` record is in the log.")
 
 
+class ViewDriftOut(BaseModel):
+    """The first row where a live read model departs from a rebuild from the log."""
+
+    table: str
+    key: dict[str, Any] = Field(description="The row's primary key.")
+    column: str | None = Field(description="The differing column; null: the row is on one side.")
+    live: Any = Field(description="The live value (true: a row only the live table has).")
+    rebuilt: Any = Field(description="The rebuilt value (true: a row the live table lacks).")
+    message: str
+
+
+class ViewsOut(BaseModel):
+    """`verify --views`: the read models compared with a rebuild from the log."""
+
+    ok: bool
+    position: int = Field(description="The log position both sides were compared at.")
+    tables: int
+    rows: int
+    behind: list[str] = Field(
+        default_factory=list, description="Projections stopped before that position."
+    )
+    drift: ViewDriftOut | None = None
+
+
 class VerifyResult(BaseModel):
     """What a verification of the whole log found (`GET /verify`, `evaledger verify --json`)."""
 
@@ -270,6 +294,17 @@ class VerifyResult(BaseModel):
         description="The lowest log position where the log departs from what was written.",
     )
     broken: list[str] = Field(default_factory=list, description="Every finding, first first.")
+    resumed_from: int | None = Field(
+        default=None,
+        description="Incremental: the signed checkpoint this verification resumed from.",
+    )
+    resumption: str = Field(
+        default="full",
+        description="incremental, full, or unsigned (no checkpoint key: every event checked).",
+    )
+    views: ViewsOut | None = Field(
+        default=None, description="With views=1: the read models against a rebuild."
+    )
     verified_at: str = Field(description="When this verification ran (UTC, ISO 8601).")
 
 
@@ -280,6 +315,9 @@ class LastVerification(BaseModel):
     verified_at: str
     checkpoint: CheckpointOut | None = None
     first_broken_position: int | None = None
+    views: ViewsOut | None = Field(
+        default=None, description="The last read-model comparison (`GET /verify?views=1`)."
+    )
 
 
 class ProjectionFailure(BaseModel):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
 from uuid import UUID
 
 import orjson
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, StoredEvent
 
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.errors import ValidationError
@@ -29,7 +31,7 @@ from evaledger.domain.events import (
     stored_hash,
 )
 from evaledger.domain.ledger import Ledger
-from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of
+from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of, verified_mac
 
 PAGE = 5000
 
@@ -73,6 +75,10 @@ class VerifyReport:
     """The `ChainAdopted` record of that adoption: range, actor, time and reason."""
     checkpoint: Checkpoint | None = None
     """The last commit up to which the whole log verified (signed when `keyed`)."""
+    resumed_from: int | None = None
+    """Incremental: the signed checkpoint this verify resumed from (events up to it not re-read)."""
+    resumption: str = "full"
+    """`incremental`, `full` (asked, or nothing to resume from) or `unsigned` (no key: full)."""
     findings: list[tuple[int, str]] = field(default_factory=list)
 
     @property
@@ -110,14 +116,17 @@ class VerifyReport:
             },
             "first_broken_position": self.first_broken_position,
             "broken": self.broken,
+            "resumed_from": self.resumed_from,
+            "resumption": self.resumption,
         }
 
 
 class _Aggregates:
     """Per-aggregate chains and run seals."""
 
-    def __init__(self, report: VerifyReport) -> None:
+    def __init__(self, report: VerifyReport, prior: _Prior | None = None) -> None:
         self.report = report
+        self.prior = prior
         self.last_hash: dict[str, str] = {}
         self.last_version: dict[str, int] = {}
         self.run_cases: dict[str, list[UUID]] = {}
@@ -126,6 +135,8 @@ class _Aggregates:
 
     def check(self, n: Notification) -> str:
         oid = str(n.originator_id)
+        if self.prior is not None and oid not in self.last_hash:
+            self._resume(oid, n)
         try:
             state = orjson.loads(n.state)
             if not isinstance(state, dict):
@@ -159,10 +170,7 @@ class _Aggregates:
                     (n.id, f"run {oid} (position {n.id}): malformed case ids")
                 )
         elif n.topic == self.completed:
-            hashes = {
-                cid: self.last_hash.get(str(cid), GENESIS_HASH)
-                for cid in self.run_cases.get(oid, [])
-            }
+            hashes = {cid: self._case_hash(cid) for cid in self.run_cases.get(oid, [])}
             if seal_of(hashes) != state.get("seal"):
                 self.report.findings.append(
                     (n.id, f"run {oid} (position {n.id}): seal does not match its cases' hashes")
@@ -174,17 +182,82 @@ class _Aggregates:
         self.report.events += 1
         return ehash
 
+    def _resume(self, oid: str, n: Notification) -> None:
+        """Incremental: the aggregate's last event before the checkpoint, and a run's cases."""
+        assert self.prior is not None
+        found = self.prior.before(n.originator_id, n.originator_version)
+        if found is not None:
+            self.last_version[oid], self.last_hash[oid] = found
+        cases = self.prior.attached(n.originator_id, n.originator_version)
+        if cases:
+            self.run_cases[oid] = cases
 
-def _pages(fetch: Callable[[int | None], Sequence[Notification]]) -> Iterator[Notification]:
+    def _case_hash(self, cid: UUID) -> str:
+        """A case's last hash now (in the walk), or, resuming, its last before the checkpoint."""
+        known = self.last_hash.get(str(cid))
+        if known is not None or self.prior is None:
+            return known or GENESIS_HASH
+        found = self.prior.last_before_checkpoint(cid)
+        return GENESIS_HASH if found is None else found[1]
+
+
+class _Prior:
+    """Incremental verify: what the events before the checkpoint say, read per aggregate.
+
+    Each aggregate met after the checkpoint costs one query for its previous event (hashed
+    here, so an edit to it breaks the new event's `prev_hash`); a run sealed after the
+    checkpoint reads its earlier attachments and its cases' last events.
+    """
+
+    def __init__(self, ledger: Ledger, first_new: dict[str, int]) -> None:
+        self.select = cast(Any, ledger.recorder).select_events
+        self.first_new = first_new
+        """Lowest version of each aggregate after the checkpoint."""
+
+    def before(self, oid: UUID | str, version: int) -> tuple[int, str] | None:
+        """(version, hash) of the aggregate's last event below `version`."""
+        if version <= 1:
+            return None
+        found = self.select(oid, lte=version - 1, desc=True, limit=1)
+        return None if not found else (found[0].originator_version, _hash(found[0]))
+
+    def attached(self, oid: UUID | str, version: int) -> list[UUID]:
+        """The case ids a run attached before `version` (empty for anything else)."""
+        cases: list[UUID] = []
+        if version <= 1:
+            return cases
+        for e in self.select(oid, lte=version - 1):
+            if e.topic == CasesAttached.topic():
+                try:
+                    cases.extend(UUID(c) for c in orjson.loads(e.state)["case_ids"])
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue  # before the checkpoint: a full verify reports it
+        return cases
+
+    def last_before_checkpoint(self, cid: UUID) -> tuple[int, str] | None:
+        """(version, hash) of a case's last event at or before the checkpoint."""
+        first = self.first_new.get(str(cid))
+        if first is not None:
+            return self.before(cid, first)
+        found = self.select(cid, desc=True, limit=1)
+        return None if not found else (found[0].originator_version, _hash(found[0]))
+
+
+def _hash(e: StoredEvent) -> str:
+    return stored_hash(e.topic, bytes(e.state))
+
+
+def _pages(
+    fetch: Callable[[int | None], Sequence[Notification]], start: int | None = None
+) -> Iterator[Notification]:
     # From the lowest stored row, not from 1: a row forged at position 0 or below is read too.
-    start: int | None = None
     while page := fetch(start):
         yield from page
         start = page[-1].id + 1
 
 
-def _blocks(ledger: Ledger) -> Iterator[Block]:
-    after = -(2**62)  # a chain row forged below position 1 is read too
+def _blocks(ledger: Ledger, after: int = -(2**62)) -> Iterator[Block]:
+    # By default from the lowest: a chain row forged below position 1 is read too.
     while page := ledger.chain_blocks(after, PAGE):
         yield from page
         after = page[-1].last_position
@@ -194,36 +267,137 @@ def verify(
     ledger: Ledger,
     progress: Callable[[int, int], None] | None = None,
     expect: Checkpoint | None = None,
+    *,
+    full: bool = False,
 ) -> VerifyReport:
-    """Walk the whole log once, checking all three layers; `expect` is an earlier checkpoint.
+    """Check all three layers; `expect` is an earlier checkpoint that must still be in the log.
 
     With the ledger's checkpoint key, every commit from the first signed one on must carry a
     valid signature, and at least one must. Without it, signatures are not checked (a rewrite
     that recomputes every hash is then undetectable; the report says `keyed: false`).
+
+    With the key and unless `full`, the walk resumes from the last checkpoint a keyed verify
+    recorded (`evaledger_verified`, signed with the key): that record's signature and the
+    chain block it names (same link, valid signature) are re-checked, then only the events
+    and blocks after it, so the cost follows the new events. Events before it are read only
+    where a new event or seal depends on them; an edit elsewhere before it waits for `full`.
+    An ok keyed walk records its checkpoint for the next one.
     """
     head = ledger.position()
-    walk = _ChainWalk(ledger, expect)
-    for block in _blocks(ledger):
+    key = ledger.checkpoint_key
+    resume = None if full or key is None else _resume_point(ledger, key)
+    walk = _ChainWalk(ledger, expect, resume)
+    if key is None:
+        walk.report.resumption = "unsigned"
+    after = walk.report.resumed_from
+    for block in _blocks(ledger, -(2**62) if after is None else after):
         walk.check_block(block)
         if progress is not None:
             progress(block.last_position, head)
-    return walk.finish()
+    report = walk.finish()
+    checkpoint = report.checkpoint
+    if key is not None and report.ok and checkpoint is not None and checkpoint.signed:
+        ledger.recorder.record_verified(
+            checkpoint.position,
+            checkpoint.link,
+            verified_mac(key, checkpoint.position, checkpoint.link),
+            datetime.now(UTC).isoformat(),
+        )
+    return report
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """A signed verified checkpoint whose chain block still stands: where a walk resumes."""
+
+    position: int
+    link: str
+    findings: list[tuple[int, str]]
+    """Why the record cannot be used (then the walk is full and reports them)."""
+
+
+def _resume_point(ledger: Ledger, key: bytes) -> _Resume | None:
+    """The last verified checkpoint, if its record and its chain block are intact."""
+    found = ledger.recorder.last_verified()
+    if found is None:
+        return None
+    position, link, mac = found
+    bad: list[tuple[int, str]] = []
+    block = next(iter(ledger.chain_blocks(position - 1, 1)), None)
+    if mac != verified_mac(key, position, link):
+        bad.append(
+            (position, f"the verified checkpoint {position}:{link[:12]}… is not signed with the "
+             "checkpoint key (a forged resumption point)")
+        )  # fmt: skip
+    elif block is None or block.last_position != position or block.link != link:
+        bad.append(
+            (position, f"checkpoint {position}:{link[:12]}… verified earlier is no longer in the "
+             "log (the log was rolled back or rewritten)")
+        )  # fmt: skip
+    elif block.mac is None or block.mac != mac_of(key, position, block.link):
+        bad.append(
+            (position, f"the chain block ending at the verified checkpoint {position} lost its "
+             "signature or carries another one (the chain was rewritten)")
+        )  # fmt: skip
+    return _Resume(position, link, bad)
+
+
+def _first_versions(ledger: Ledger, start: int) -> dict[str, int]:
+    """The lowest version of each aggregate written from `start` on (one pass, ids only kept)."""
+    first: dict[str, int] = {}
+    for n in _pages(lambda at: ledger.notifications(at, PAGE), start):
+        first.setdefault(str(n.originator_id), n.originator_version)
+    return first
 
 
 class _ChainWalk:
     """One pass over the log and the chain's blocks side by side, in log order."""
 
-    def __init__(self, ledger: Ledger, expect: Checkpoint | None) -> None:
+    def __init__(
+        self, ledger: Ledger, expect: Checkpoint | None, resume: _Resume | None = None
+    ) -> None:
         self.key = ledger.checkpoint_key
         self.report = VerifyReport(keyed=self.key is not None)
-        self.aggregates = _Aggregates(self.report)
-        self.events = _pages(lambda start: ledger.notifications(start, PAGE))
-        self.pending = next(self.events, None)
         self.expect = expect
         self.found_expected = expect is None
         self.signed_from: int | None = None
         self.prev_link = GENESIS_LINK
         self.adopted: Block | None = None
+        start: int | None = None
+        prior = None
+        if resume is not None and resume.findings:
+            self.report.findings.extend(resume.findings)  # and walk the whole log
+        elif resume is not None:
+            start = resume.position + 1
+            self.prev_link, self.signed_from = resume.link, resume.position
+            self.report.resumed_from, self.report.resumption = resume.position, "incremental"
+            self.report.checkpoint = Checkpoint(resume.position, resume.link, signed=True)
+            prior = _Prior(ledger, _first_versions(ledger, start))
+            self._below_first(ledger)
+            if expect is not None and expect.position <= resume.position:
+                block = next(iter(ledger.chain_blocks(expect.position - 1, 1)), None)
+                self.found_expected = (
+                    block is not None
+                    and block.last_position == expect.position
+                    and block.link == expect.link
+                )
+        self.aggregates = _Aggregates(self.report, prior)
+        self.events = _pages(lambda at: ledger.notifications(at, PAGE), start)
+        self.pending = next(self.events, None)
+
+    def _below_first(self, ledger: Ledger) -> None:
+        """Resuming: rows and chain rows below position 1 are still looked for (index reads)."""
+        lowest = ledger.notifications(None, 1)
+        if lowest and lowest[0].id < 1:
+            for n in _pages(lambda at: ledger.notifications(at, PAGE, stop=0)):
+                self._uncovered(n)
+        block = next(iter(ledger.chain_blocks(-(2**62), 1)), None)
+        if block is not None and block.first_position < 1:
+            self._find(
+                block.first_position,
+                f"positions {block.first_position}–{block.last_position} (one commit): not a "
+                "range of positions from 1 (a chain row written outside evaledger)",
+            )
 
     def _find(self, position: int, message: str) -> None:
         self.report.findings.append((position, message))
@@ -301,7 +475,7 @@ class _ChainWalk:
                 f"{where}: not a range of positions from 1 (a chain row written outside evaledger)",
             )
         if block.adopted:
-            if report.commits:
+            if report.commits or report.resumed_from is not None:
                 self._find(
                     block.first_position, f"{where}: an adopted block after the first commit"
                 )
@@ -352,7 +526,7 @@ class _ChainWalk:
                 "adopted into the chain without a `chain adopt` record (the chain was rebuilt "
                 "outside evaledger)",
             )
-        if not report.commits and report.events:
+        if not report.commits and report.events and report.resumed_from is None:
             # First among the findings at that position: the cause, before its symptoms.
             report.findings.insert(
                 0,
@@ -371,10 +545,12 @@ class _ChainWalk:
             )
         if not self.found_expected:
             assert self.expect is not None
-            self._find(
+            lost = (
                 self.expect.position,
                 f"checkpoint {self.expect.position}:{self.expect.link[:12]}… verified earlier "
                 "is no longer in the log (the log was rolled back or rewritten)",
             )
+            if lost not in report.findings:  # the recorded checkpoint may have said it already
+                self._find(*lost)
         report.aggregates = len(self.aggregates.last_hash)
         return report

@@ -12,7 +12,13 @@ import orjson
 from evaledger.api.bootstrap import Services
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
-from evaledger.domain.store.chain import CHAIN_TABLE, GENESIS_LINK, link_of, mac_of
+from evaledger.domain.store.chain import (
+    CHAIN_TABLE,
+    GENESIS_LINK,
+    VERIFIED_TABLE,
+    link_of,
+    mac_of,
+)
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,10 @@ class RawStore:
     def empty_chain(self) -> None:
         """DELETE FROM the chain table."""
         self.conn.execute(f"DELETE FROM {CHAIN_TABLE}")
+
+    def forget_verified(self) -> None:
+        """DELETE FROM the verified checkpoints (the next keyed verify walks the whole log)."""
+        self.conn.execute(f"DELETE FROM {VERIFIED_TABLE}")
 
     def drop_chain(self) -> None:
         """DROP the chain table."""

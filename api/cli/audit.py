@@ -11,6 +11,7 @@ from evaledger.api.console import EXIT_FAIL, EXIT_OK, Progress, emit_json, fmt, 
 from evaledger.domain.adoption import adopt_chain
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import Checkpoint, VerifyReport, verify
+from evaledger.projections.drift import ViewsReport, check_views
 
 
 def register(commands: Commands) -> None:
@@ -30,6 +31,16 @@ def register(commands: Commands) -> None:
         "--expect",
         metavar="POSITION:LINK",
         help="a checkpoint printed by an earlier verify; fail if the log no longer contains it",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="re-check every event (by default a keyed verify resumes from its last checkpoint)",
+    )
+    p.add_argument(
+        "--views",
+        action="store_true",
+        help="also rebuild every read model from the log in a scratch store and compare them",
     )
     p = commands.subparsers.add_parser("chain", help="the ledger chain: adopt an unchained store")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -78,28 +89,71 @@ def cmd_history(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
-    """Recompute every hash chain and seal."""
+    """Recompute every hash chain and seal (from the last signed checkpoint unless --full)."""
     progress = Progress("verifying events")
     expect = Checkpoint.parse(args.expect) if args.expect else None
-    report = verify(services.ledger, progress, expect=expect)
+    report = verify(services.ledger, progress, expect=expect, full=args.full)
     progress.done()
+    views = _check_views(services) if args.views else None
     if args.json:
-        emit_json(report.as_json())
-    elif report.ok:
-        print(
-            f"ok: {report.events} events in {report.aggregates} aggregates, "
-            f"{report.runs_sealed} sealed runs, {report.commits} commits chained"
-            + (", signatures checked" if report.keyed else " (unsigned: no checkpoint key)")
-        )
+        emit_json(report.as_json() | ({} if views is None else {"views": views.as_json()}))
+        return EXIT_OK if report.ok and (views is None or views.ok) else EXIT_FAIL
+    if report.ok:
+        print(_ok_line(report))
         if report.checkpoint is not None:
             print(f"checkpoint: {report.checkpoint}")
     else:
         print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
             print(f"  also: {line}")
-    if not args.json:
-        _print_adoption(report)
-    return EXIT_OK if report.ok else EXIT_FAIL
+    _print_adoption(report)
+    if views is not None:
+        _print_views(views)
+    return EXIT_OK if report.ok and (views is None or views.ok) else EXIT_FAIL
+
+
+def _ok_line(report: VerifyReport) -> str:
+    """What an ok verify checked: every event, or those after the checkpoint it resumed from."""
+    signed = (
+        ", signatures checked"
+        if report.keyed
+        else " (unsigned: no checkpoint key, so every event checked, none resumed)"
+    )
+    counts = (
+        f"in {report.aggregates} aggregates, {report.runs_sealed} sealed runs, "
+        f"{report.commits} commits chained{signed}"
+    )
+    if report.resumed_from is None:
+        return f"ok: {report.events} events {counts}"
+    return (
+        f"ok: {report.events} new events since the verified checkpoint {report.resumed_from} "
+        f"{counts} (incremental: `verify --full` re-checks every event)"
+    )
+
+
+def _check_views(services: Services) -> ViewsReport:
+    """Bring the read models up to the log, then compare them with a rebuild from it."""
+    services.sync()
+    progress = Progress("rebuilding read models")
+    try:
+        return check_views(services.ledger, services.engine, progress)
+    finally:
+        progress.done()
+
+
+def _print_views(views: ViewsReport) -> None:
+    if views.behind:
+        print(
+            f"views: not comparable: {', '.join(views.behind)} stopped before position "
+            f"{views.position} (see `evaledger status`/health)"
+        )
+    elif views.drift is not None:
+        print(f"views: DRIFT at position {views.position}: {views.drift}")
+    else:
+        print(
+            f"views: ok: {views.tables} tables, {views.rows} rows match a rebuild from the log "
+            f"at position {views.position}"
+        )
 
 
 def _print_adoption(report: VerifyReport) -> None:

@@ -16,6 +16,7 @@ from evaledger.domain.errors import ValidationError
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.verify import Checkpoint, verify
 from evaledger.judging.rubric import JudgeRubric, check_rubric
+from evaledger.projections.drift import check_views
 
 router = APIRouter(tags=["config"])
 
@@ -35,7 +36,13 @@ def get_health(request: Request, services: ServicesDep) -> Health:
     positions = services.runner.positions()
     failures = services.runner.failures()
     last = getattr(request.app.state, "verification", None)
-    degraded = bool(failures) or (last is not None and not last["ok"])
+    # Drift of the read models counts until a later `GET /verify?views=1` finds none.
+    views = getattr(request.app.state, "views", None)
+    degraded = (
+        bool(failures)
+        or (last is not None and not last["ok"])
+        or (views is not None and not views["ok"])
+    )
     return Health.model_validate(
         {
             "status": "degraded" if degraded else "ok",
@@ -46,23 +53,38 @@ def get_health(request: Request, services: ServicesDep) -> Health:
             "projection_failures": failures,
             "verify": None
             if last is None
-            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")},
+            else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")}
+            | {"views": views},
         }
     )
 
 
 @router.get("/verify", responses=UNAVAILABLE, dependencies=AUTH)
-def verify_log(request: Request, services: ServicesDep) -> VerifyResult:
-    """Recompute every hash chain, run seal and ledger-chain signature; name the first break.
+def verify_log(
+    request: Request,
+    services: ServicesDep,
+    full: Annotated[bool, Query(description="Re-check every event, not only new ones.")] = False,
+    views: Annotated[
+        bool, Query(description="Also rebuild the read models from the log and compare.")
+    ] = False,
+) -> VerifyResult:
+    """Check hash chains, run seals and chain signatures; name the first break.
 
-    The last checkpoint verified by this server is remembered: a later log that no longer
-    contains it (rolled back, rewritten) fails.
+    With the checkpoint key it resumes from the last signed checkpoint a verification recorded
+    (`full=1`: every event). The last checkpoint verified by this server is remembered: a later
+    log that no longer contains it (rolled back, rewritten) fails. With `views=1` the read
+    models are rebuilt in a scratch store and compared; `/health` reports drift it found.
     """
     expect: Checkpoint | None = getattr(request.app.state, "verified_checkpoint", None)
-    report = verify(services.ledger, expect=expect)
+    report = verify(services.ledger, expect=expect, full=full)
     if report.ok and report.checkpoint is not None:
         request.app.state.verified_checkpoint = report.checkpoint
     result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
+    if views:
+        services.sync()
+        found = check_views(services.ledger, services.engine).as_json()
+        request.app.state.views = found
+        result["views"] = found
     request.app.state.verification = result
     return VerifyResult.model_validate(result)
 

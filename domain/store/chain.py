@@ -26,6 +26,8 @@ from evaledger.domain.store.permissions import warn_if_shared
 
 GENESIS_LINK = "0" * 64
 CHAIN_TABLE = "evaledger_chain"
+VERIFIED_TABLE = "evaledger_verified"
+"""Checkpoints a keyed `verify` reached, signed: where the next `verify` resumes."""
 KEY_ENV = "EVALEDGER_CHECKPOINT_KEY_FILE"
 MIN_KEY_BYTES = 32
 
@@ -87,6 +89,12 @@ def mac_of(key: bytes, last_position: int, link: str) -> str:
     return hmac.new(key, f"{last_position}\x1f{link}".encode(), hashlib.sha256).hexdigest()
 
 
+def verified_mac(key: bytes, position: int, link: str) -> str:
+    """The signature of a verified checkpoint (domain-separated: no block's mac is one)."""
+    message = f"verified\x1f{position}\x1f{link}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
 def load_key(path: str | Path) -> bytes:
     """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored)."""
     warn_if_shared(path, "checkpoint key file")
@@ -136,6 +144,13 @@ class ChainWriter:
             f"INSERT INTO {qualified_table} "
             "(first_position, last_position, events, link, mac, adopted) "
             f"VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+        )
+        verified = qualified_table.replace(CHAIN_TABLE, VERIFIED_TABLE)
+        self.select_verified = (
+            f"SELECT position, link, mac FROM {verified} ORDER BY position DESC LIMIT 1"
+        )
+        self.insert_verified = (
+            f"INSERT INTO {verified} (position, link, mac, verified_at) VALUES ({p}, {p}, {p}, {p})"
         )
 
     def append(
@@ -229,10 +244,20 @@ SQLITE_CHAIN_DDL = (
 )
 
 
+SQLITE_VERIFIED_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {VERIFIED_TABLE} ("
+    "position INTEGER PRIMARY KEY, link TEXT NOT NULL, mac TEXT NOT NULL, "
+    "verified_at TEXT NOT NULL)"
+)
+
+
 def postgres_chain_ddl(schema: str) -> str:
-    """The chain table on PostgreSQL."""
+    """The chain table (and the verified checkpoints) on PostgreSQL."""
     return (
         f'CREATE TABLE IF NOT EXISTS "{schema}".{CHAIN_TABLE} ('
         "last_position bigint PRIMARY KEY, first_position bigint NOT NULL, "
-        "events integer NOT NULL, link text NOT NULL, mac text, adopted boolean NOT NULL)"
+        "events integer NOT NULL, link text NOT NULL, mac text, adopted boolean NOT NULL); "
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{VERIFIED_TABLE} ('
+        "position bigint PRIMARY KEY, link text NOT NULL, mac text NOT NULL, "
+        "verified_at text NOT NULL)"
     )

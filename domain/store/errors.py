@@ -7,9 +7,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from eventsourcing.persistence import DatabaseError, InterfaceError, InternalError, OperationalError
+from eventsourcing.persistence import (
+    DatabaseError,
+    InterfaceError,
+    InternalError,
+    OperationalError,
+    PersistenceError,
+)
 
 from evaledger.domain.errors import InfrastructureError
+
+STATEMENT_ERRORS: tuple[type[Exception], ...] = (PersistenceError, sqlite3.Error, psycopg.Error)
+"""Whatever a driver raises for a statement (a missing privilege, a read-only store)."""
 
 
 def first_line(e: BaseException) -> str:

@@ -21,7 +21,12 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from psycopg.sql import SQL, Identifier
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
-from evaledger.domain.store.chain import CHAIN_TABLE, ChainWriter, postgres_chain_ddl
+from evaledger.domain.store.chain import (
+    CHAIN_TABLE,
+    VERIFIED_TABLE,
+    ChainWriter,
+    postgres_chain_ddl,
+)
 from evaledger.domain.store.errors import first_line, store_errors
 from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection
 from evaledger.domain.store.recorder import LedgerRecorder
@@ -78,6 +83,10 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             f'"{datastore.schema}"."{events_table_name}"',
             "notification_id",
             f'"{datastore.schema}".{CHAIN_TABLE}',
+        )
+        # Chain rows go through the owner's checking function: the app role has no INSERT.
+        self.chain.insert = (
+            f'SELECT "{datastore.schema}".{CHAIN_APPEND}(%s, %s, %s, %s, %s, %s) AS appended'
         )
         # Writers serialise on a transaction-scoped advisory lock instead of eventsourcing's
         # `LOCK TABLE … IN EXCLUSIVE MODE`, which needs UPDATE/DELETE privileges the app role
@@ -259,8 +268,14 @@ def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool
     schema = recorder.datastore.schema
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
-            "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AS ready",
-            (f'"{schema}"."{recorder.events_table_name}"', f'"{schema}".{CHAIN_TABLE}'),
+            "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
+            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL AS ready",
+            (
+                f'"{schema}"."{recorder.events_table_name}"',
+                f'"{schema}".{CHAIN_TABLE}',
+                f'"{schema}".{VERIFIED_TABLE}',
+                f'"{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS})',
+            ),
         )
         row = curs.fetchone()
     return bool(row is not None and row["ready"])
@@ -297,6 +312,11 @@ def _migrate(
                     "CREATE OR REPLACE FUNCTION evaledger_refuse_change() RETURNS trigger "
                     f"LANGUAGE plpgsql AS $${REFUSE_BODY}$$"
                 )
+                curs.execute(chain_append_ddl(schema, recorder.events_table_name))
+                curs.execute(
+                    f'REVOKE ALL ON FUNCTION "{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS}) '
+                    "FROM PUBLIC"
+                )
                 for table in _immutable_tables(recorder):
                     for name, op, level in _triggers(table):
                         curs.execute(
@@ -310,6 +330,17 @@ def _migrate(
                     events = recorder.events_table_name
                     for table in _immutable_tables(recorder):
                         curs.execute(f'GRANT SELECT, INSERT ON "{schema}"."{table}" TO {role}')
+                    # Chain rows only through the owner's checking function (SECURITY DEFINER):
+                    # a row the app role wrote itself could block every later writer.
+                    curs.execute(
+                        f'REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON "{schema}".{CHAIN_TABLE} '
+                        f"FROM {role}"
+                    )
+                    curs.execute(f'GRANT SELECT, INSERT ON "{schema}".{VERIFIED_TABLE} TO {role}')
+                    curs.execute(
+                        f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
+                        f"({CHAIN_APPEND_ARGS}) TO {role}"
+                    )
                     # Positions come from the sequence only: the app role may not choose one
                     # (a row forged at position 0 would sit before the chain's first block).
                     curs.execute(f'REVOKE INSERT ON "{schema}"."{events}" FROM {role}')
@@ -330,6 +361,65 @@ REFUSE_BODY = (
     "'evaledger events are immutable: % refused on %', TG_OP, TG_TABLE_NAME; END "
 )
 """The trigger function's body; start-up compares the stored body with it (a no-op swap shows)."""
+
+
+CHAIN_APPEND = "evaledger_chain_append"
+CHAIN_APPEND_ARGS = "bigint, bigint, integer, text, text, boolean"
+
+
+def chain_append_body(schema: str, events_table: str) -> str:
+    """The body of the function every chain row is written by (the owner's, SECURITY DEFINER).
+
+    A row must cover exactly events this transaction inserted (an adopted block: every event
+    before them, over an empty chain), after the last row; a signed row may follow unsigned
+    ones only when the owner writes it. So the app role cannot write a row that blocks others:
+    no row ahead of the sequence, none without its events, no signature on an unsigned chain.
+    """
+    chain, events = f'"{schema}".{CHAIN_TABLE}', f'"{schema}"."{events_table}"'
+    return f"""
+DECLARE prev_last bigint; prev_mac text; stored bigint; mine bigint; lo bigint; hi bigint;
+BEGIN
+  SELECT last_position, mac INTO prev_last, prev_mac FROM {chain}
+    ORDER BY last_position DESC LIMIT 1;
+  IF p_first < 1 OR p_first > p_last OR p_first <= coalesce(prev_last, 0) THEN
+    RAISE EXCEPTION 'evaledger chain: positions % to % do not follow the last commit (%)',
+      p_first, p_last, prev_last;
+  END IF;
+  SELECT count(*), count(*) FILTER (WHERE xmin = pg_current_xact_id()::xid),
+    min(notification_id), max(notification_id)
+    INTO stored, mine, lo, hi FROM {events} WHERE notification_id BETWEEN p_first AND p_last;
+  IF stored <> p_events OR stored < 1 OR lo <> p_first OR hi <> p_last THEN
+    RAISE EXCEPTION 'evaledger chain: % events claimed, % stored at positions % to %',
+      p_events, stored, p_first, p_last;
+  END IF;
+  IF p_adopted THEN
+    IF prev_last IS NOT NULL OR EXISTS (SELECT 1 FROM {events} WHERE notification_id < p_first)
+    THEN
+      RAISE EXCEPTION 'evaledger chain: an adoption covers every event over an empty chain';
+    END IF;
+  ELSIF mine <> stored THEN
+    RAISE EXCEPTION 'evaledger chain: positions % to % were not written by this transaction',
+      p_first, p_last;
+  END IF;
+  IF prev_last IS NOT NULL AND prev_mac IS NULL AND p_mac IS NOT NULL
+     AND session_user <> current_user THEN
+    RAISE EXCEPTION 'evaledger chain: only the owner signs a commit after unsigned ones';
+  END IF;
+  INSERT INTO {chain} (first_position, last_position, events, link, mac, adopted)
+    VALUES (p_first, p_last, p_events, p_link, p_mac, p_adopted);
+  RETURN true;
+END
+"""
+
+
+def chain_append_ddl(schema: str, events_table: str) -> str:
+    """Create (or repair) the chain's writing function."""
+    return (
+        f'CREATE OR REPLACE FUNCTION "{schema}".{CHAIN_APPEND}(p_first bigint, p_last bigint, '
+        "p_events integer, p_link text, p_mac text, p_adopted boolean) RETURNS boolean "
+        "LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp "
+        f"AS $${chain_append_body(schema, events_table)}$$"
+    )
 
 
 def _triggers(table: str) -> list[tuple[str, str, str]]:
@@ -370,6 +460,20 @@ def check_append_only(recorder: ChunkedPostgresApplicationRecorder) -> None:
         )
         row = curs.fetchone()
         swapped = bool(row is not None and row["n"])
+        curs.execute(
+            "SELECT p.prosrc AS body, p.prosecdef AS definer FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s "
+            "AND p.proname = %s",
+            (schema, CHAIN_APPEND),
+        )
+        appends = curs.fetchall()
+    body = chain_append_body(schema, recorder.events_table_name)
+    if [(r["body"], r["definer"]) for r in appends] != [(body, True)]:
+        raise InfrastructureError(
+            f"the ledger chain's writing function {CHAIN_APPEND} is missing or was replaced "
+            "(its body is not the migration's); refusing to serve (re-run `evaledger migrate` "
+            "as the migration role)"
+        )
     if swapped:
         raise InfrastructureError(
             "the events store is not append-only: the immutability trigger function was "

@@ -5,12 +5,15 @@ The chain, the seal's last hashes, the schema's readiness: each store's recorder
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
 from evaledger.domain.store.chain import Block, ChainWriter
-from evaledger.domain.store.errors import store_errors
+from evaledger.domain.store.errors import STATEMENT_ERRORS, store_errors
+
+log = logging.getLogger("evaledger")
 
 
 class LedgerRecorder:
@@ -34,6 +37,30 @@ class LedgerRecorder:
         """Blocks ending after position `after`, in log order."""
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
             return self.chain.blocks(curs, after, limit)
+
+    def last_verified(self) -> tuple[int, str, str] | None:
+        """(position, link, signature) of the last checkpoint a keyed `verify` recorded."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.chain.select_verified)
+            row = curs.fetchone()
+        return None if row is None else (row["position"], row["link"], row["mac"])
+
+    def record_verified(self, position: int, link: str, mac: str, at: str) -> bool:
+        """Remember a verified checkpoint (a later one only); False when this role cannot.
+
+        Best effort: a verifier with read-only access (an auditor's role, a replica) still
+        verifies; its next run is a full one.
+        """
+        last = self.last_verified()
+        if last is not None and last[0] >= position:
+            return True
+        try:
+            with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+                curs.execute(self.chain.insert_verified, (position, link, mac, at))
+        except STATEMENT_ERRORS as e:
+            log.warning("could not record the verified checkpoint %s: %s", position, e)
+            return False
+        return True
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""

@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
-from evaledger.domain.store.chain import SQLITE_CHAIN_DDL, ChainWriter
+from evaledger.domain.store.chain import SQLITE_CHAIN_DDL, SQLITE_VERIFIED_DDL, ChainWriter
 from evaledger.domain.store.errors import store_errors
 from evaledger.domain.store.recorder import LedgerRecorder
 
@@ -29,8 +29,12 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         self._name = f"the SQLite event store {datastore.pool.db_name}"
 
     def construct_create_table_statements(self) -> list[str]:
-        """The events table and the chain."""
-        return [*super().construct_create_table_statements(), SQLITE_CHAIN_DDL]
+        """The events table, the chain and the verified checkpoints."""
+        return [
+            *super().construct_create_table_statements(),
+            SQLITE_CHAIN_DDL,
+            SQLITE_VERIFIED_DDL,
+        ]
 
     def create_table(self) -> None:
         """Create the tables (a store that predates the chain is adopted only explicitly)."""

@@ -246,7 +246,8 @@ def test_verify_passes_then_names_the_first_broken_link_after_tampering(imported
     assert (code, out) == (
         0,
         "ok: 13 events in 4 aggregates, 1 sealed runs, 1 commits chained "
-        f"(unsigned: no checkpoint key)\ncheckpoint: 13:{link}\n",
+        "(unsigned: no checkpoint key, so every event checked, none resumed)\n"
+        f"checkpoint: 13:{link}\n",
     )
     assert report == {
         "ok": True,
@@ -260,6 +261,8 @@ def test_verify_passes_then_names_the_first_broken_link_after_tampering(imported
         "checkpoint": {"position": 13, "link": link, "signed": False},
         "first_broken_position": None,
         "broken": [],
+        "resumed_from": None,
+        "resumption": "unsigned",
     }
     # Someone edits what the agent said in the first case's transcript (its version 2).
     _tamper(imported.db, CASE_IDS[0], 2, b"Yes please.", b"Yes PLEASE.")

@@ -94,33 +94,6 @@ def test_an_override_forged_at_minus_1_on_a_sealed_run_is_caught(story: Story) -
     ), report.broken
 
 
-def test_a_chain_row_forged_below_1_is_caught(story: Story) -> None:
-    forge_override(story, 0)
-    blocks = story.raw.blocks()
-    from dataclasses import replace
-
-    from evaledger.domain.store.chain import GENESIS_LINK, link_of, mac_of
-
-    row = story.raw.row(0)
-    from evaledger.domain.events import stored_hash
-
-    link = link_of(
-        GENESIS_LINK, [(0, row.originator_id, row.version, stored_hash(row.topic, row.state))]
-    )
-    forged = replace(
-        blocks[0],
-        first_position=0,
-        last_position=0,
-        events=1,
-        link=link,
-        mac=mac_of(story.key, 0, link),
-    )
-    story.raw.replace_blocks([forged, *blocks])
-    report = verify(story.services.ledger)
-    assert report.first_broken_position == 0
-    assert any("not a range of positions from 1" in b for b in report.broken)
-
-
 def _emptied(story: Story, how: str) -> None:
     if how == "delete":
         story.raw.empty_chain()
@@ -177,18 +150,6 @@ def test_chain_adopt_is_explicit_recorded_and_once(story: Story) -> None:
     # Writers go on after it.
     _import(story.services, "after", "running", case("e", 2))
     assert verify(ledger).ok
-
-
-def test_an_adopted_block_without_its_record_is_caught(story: Story) -> None:
-    story.raw.empty_chain()
-    adopt_chain(story.services.ledger, Context("admin"), "legacy")
-    story.raw.delete(24)
-    story.raw.delete_block(24)
-    report = verify(story.services.ledger)
-    assert report.broken[0] == (
-        "positions 1–23 were adopted into the chain without a `chain adopt` record (the chain "
-        "was rebuilt outside evaledger)"
-    )
 
 
 def test_the_state_of_a_chain_adopted_event_matches_its_block(story: Story) -> None:
@@ -277,6 +238,80 @@ def test_two_roles_a_trigger_function_swapped_for_a_no_op_stops_the_app(
             "LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$"
         )
     with pytest.raises(InfrastructureError, match="the immutability trigger function was replaced"):
+        build_services(Settings(db=two_roles.app_url))
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    build_services(Settings(db=two_roles.app_url)).close()
+
+
+def _chain_own_event_signed(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """As the app role: insert an event and chain it with a (made-up) signature."""
+    with conn.transaction():
+        row = conn.execute(
+            "INSERT INTO evaledger_events (originator_id, originator_version, topic, state) "
+            "VALUES (gen_random_uuid(), 1, 'x', '{}') RETURNING notification_id"
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "SELECT evaledger_chain_append(%s, %s, 1, %s, %s, false)",
+            (row[0], row[0], "0" * 64, "f" * 64),
+        )
+
+
+@pytest.mark.postgres
+def test_two_roles_the_app_cannot_write_a_chain_row_that_blocks_later_writers(
+    two_roles: TwoRoles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23 item 3: chain rows only through the owner's checking function."""
+    cli = Cli(capsys, two_roles.app_url)
+    assert cli("migrate", "--app-role", two_roles.app_role, db=two_roles.migrator_url)[0] == 0
+    assert cli("import", str(EXAMPLE_BUNDLE))[0] == 0
+    with psycopg.connect(two_roles.app_url, autocommit=True) as conn:
+        # The audit's blocking row: a signed block ahead of the sequence, without events.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            conn.execute(
+                "INSERT INTO evaledger_chain (first_position, last_position, events, link, mac, "
+                "adopted) VALUES (14, 14, 1, repeat('0', 64), repeat('f', 64), false)"
+            )
+        # Nor through the function: it takes only the events this transaction wrote.
+        for args, error in [
+            ((14, 14, 1, None, False), "events claimed"),
+            ((14, 14, 0, None, False), "events claimed"),
+            ((13, 10**9, 1, None, False), "do not follow the last commit"),
+            ((1, 13, 13, None, False), "do not follow the last commit"),
+            ((14, 10**9, 0, "f" * 64, False), "events claimed"),
+            ((1, 13, 13, None, True), "do not follow|an adoption covers"),
+        ]:
+            first, last, count, mac, adopted = args
+            with pytest.raises(psycopg.errors.RaiseException, match=error):
+                conn.execute(
+                    "SELECT evaledger_chain_append(%s, %s, %s, %s, %s, %s)",
+                    (first, last, count, "0" * 64, mac, adopted),
+                )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            conn.execute("DELETE FROM evaledger_chain")
+        # Its own event, chained with a signature on an unsigned chain: refused too (an
+        # unkeyed writer would refuse to follow it).
+        with pytest.raises(psycopg.errors.RaiseException, match="only the owner signs"):
+            _chain_own_event_signed(conn)
+    # Appends through the ledger still work, and the log verifies.
+    assert cli("import", str(EXAMPLE_BUNDLE), "--run-key", "second")[0] in (0,)
+    code, out, _ = cli("verify")
+    assert code == 0 and out.startswith("ok: "), out
+
+
+@pytest.mark.postgres
+def test_two_roles_a_replaced_chain_function_stops_the_app(two_roles: TwoRoles) -> None:
+    from evaledger.api.bootstrap import migrate_store
+
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    build_services(Settings(db=two_roles.app_url)).close()
+    with psycopg.connect(two_roles.migrator_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION evaledger_chain_append(p_first bigint, p_last bigint, "
+            "p_events integer, p_link text, p_mac text, p_adopted boolean) RETURNS boolean "
+            "LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN RETURN true; END $$"
+        )
+    with pytest.raises(InfrastructureError, match="writing function evaledger_chain_append"):
         build_services(Settings(db=two_roles.app_url))
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
     build_services(Settings(db=two_roles.app_url)).close()

@@ -1,0 +1,118 @@
+"""Issue 23 item 4: read models are checkable (`verify --views`, `GET /verify?views=1`).
+
+The read models are rebuilt from the same log in a scratch store and compared table by table;
+an edited row is named (table, key, column, both values) on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from evaledger.api.app import create_app
+from evaledger.projections.drift import check_views
+from tests.api.test_cli import Cli
+from tests.domain.test_integrity import Story
+
+pytestmark = pytest.mark.reliability
+
+
+def _flip_passed(story: Story) -> str:
+    """Edit case b's passed flag in the live read model; returns the case id."""
+    case_id = str(story.ids["b"])
+    with story.services.engine.begin() as conn:
+        flipped = conn.execute(
+            text("UPDATE cases_v3 SET passed = NOT passed WHERE case_id = :c"), {"c": case_id}
+        ).rowcount
+    assert flipped == 1
+    return case_id
+
+
+def test_untouched_read_models_match_a_rebuild(story: Story) -> None:
+    story.services.sync()
+    report = check_views(story.services.ledger, story.services.engine)
+    assert report.ok, report.drift
+    assert (report.position, report.tables) == (23, 8)
+    assert report.rows > 10
+
+
+def test_an_edited_passed_flag_is_named_with_both_values(story: Story) -> None:
+    story.services.sync()
+    case_id = _flip_passed(story)
+    report = check_views(story.services.ledger, story.services.engine)
+    assert report.drift is not None
+    d = report.drift
+    assert (d.table, d.key, d.column, d.live, d.rebuilt) == (
+        "cases_v3",
+        {"case_id": case_id},
+        "passed",
+        False,
+        True,
+    )
+    assert str(d) == (
+        f"cases_v3 row (case_id={case_id}) column passed: live False, rebuilt from the log True"
+    )
+
+
+def test_an_edited_run_pass_rate_and_a_deleted_row_are_named(story: Story) -> None:
+    story.services.sync()
+    run_id = str(story.ids["sealed"])
+    with story.services.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE run_summaries_v3 SET aggregate = :a WHERE run_id = :r"),
+            {"a": '{"cases_pass_rate_pct": 100.0}', "r": run_id},
+        )
+    d = check_views(story.services.ledger, story.services.engine).drift
+    assert d is not None and (d.table, d.key, d.column) == (
+        "run_summaries_v3",
+        {"run_id": run_id},
+        "aggregate",
+    )
+    assert d.live == '{"cases_pass_rate_pct": 100.0}'
+    with story.services.engine.begin() as conn:
+        conn.execute(text("DELETE FROM runs_v2 WHERE run_id = :r"), {"r": run_id})
+    d = check_views(story.services.ledger, story.services.engine).drift
+    assert d is not None and (d.table, d.key, d.column) == ("runs_v2", {"run_id": run_id}, None)
+    assert str(d).endswith("missing from the live table (not what the log folds to)")
+
+
+def test_the_cli_exits_1_naming_the_row_and_0_when_untouched(
+    story: Story, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = Cli(capsys, story.services.settings.db)
+    code, out, _ = cli("verify", "--views")
+    assert code == 0, out
+    assert out.splitlines()[-1] == (
+        "views: ok: 8 tables, "
+        + out.split("views: ok: 8 tables, ")[1].split(" rows")[0]
+        + " rows match a rebuild from the log at position 23"
+    )
+    case_id = _flip_passed(story)
+    code, out, _ = cli("verify", "--views")
+    assert code == 1
+    assert out.splitlines()[0].startswith("ok: ")  # the log itself is whole
+    assert out.splitlines()[-1] == (
+        f"views: DRIFT at position 23: cases_v3 row (case_id={case_id}) column passed: "
+        "live False, rebuilt from the log True"
+    )
+    code, out, _ = cli("verify", "--views", "--json")
+    assert code == 1
+    assert '"column":"passed"' in out.replace(" ", "")
+
+
+def test_health_reports_drift_found_by_get_verify_views(story: Story) -> None:
+    with TestClient(create_app(services=story.services)) as client:
+        first = client.get("/verify", params={"views": 1}).json()
+        assert (first["ok"], first["views"]["ok"]) == (True, True)
+        assert client.get("/health").json()["status"] == "ok"
+        case_id = _flip_passed(story)
+        # A verify without views leaves the last comparison's verdict in place.
+        second = client.get("/verify", params={"views": 1}).json()
+        assert (second["ok"], second["views"]["ok"]) == (True, False)
+        assert second["views"]["drift"]["key"] == {"case_id": case_id}
+        health = client.get("/health").json()
+        assert health["status"] == "degraded"
+        assert health["verify"]["views"]["drift"]["column"] == "passed"
+        assert client.get("/verify").json()["ok"] is True
+        assert client.get("/health").json()["status"] == "degraded"
