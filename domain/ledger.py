@@ -53,8 +53,11 @@ from evaledger.domain.errors import (
 )
 from evaledger.domain.events import (
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
+    CaseUnflagged,
     DomainEvent,
+    HumanLabelRecorded,
     RunCreated,
     TokenIssued,
     TokenRevoked,
@@ -89,6 +92,8 @@ from evaledger.domain.tokens import (
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
 MAX_RETRIES = 25
+REVIEW_ACTS: tuple[type[CaseEvent], ...] = (HumanLabelRecorded, CaseFlagged, CaseUnflagged)
+"""A reviewer's acts on a case (write scope): allowed on a closed run, like corrections."""
 
 
 def utcnow() -> datetime:
@@ -124,6 +129,13 @@ class Context:
         """Outside the token's project the target does not exist (no existence leak)."""
         if self.project is not None and project != self.project:
             raise NotFoundError(f"no {what}")
+
+    def check_write(self, what: str) -> None:
+        """Human labels and flags need the write scope (a read token only looks)."""
+        if not self.scope.allows(TokenScope.WRITE):
+            raise PermissionDeniedError(
+                f"{what} needs a token with the write scope (this one is {self.scope.value})"
+            )
 
     def check_admin(self, what: str) -> None:
         """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
@@ -688,9 +700,11 @@ class Ledger:
         correction it is allowed on a closed run: it is a fact about the transcript, not a new
         execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
         """
-        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
+        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated, *REVIEW_ACTS)
         if cls in (VerdictOverridden, VerdictInvalidated):
             ctx.check_admin("recording overrides or invalidations")
+        if cls in REVIEW_ACTS:
+            ctx.check_write("labelling or flagging a case")
 
         def command() -> Written:
             case = self.get_case(case_id)

@@ -22,10 +22,13 @@ from evaledger.domain.events.base import (
 )
 from evaledger.domain.events.case import (
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
+    CaseUnflagged,
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
@@ -103,6 +106,9 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     TokenRevoked,
     NamedScoresRecorded,
     ChainAdopted,
+    HumanLabelRecorded,
+    CaseFlagged,
+    CaseUnflagged,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -116,7 +122,9 @@ __all__ = [
     "BaselineApproved",
     "BaselineRevoked",
     "CaseEvent",
+    "CaseFlagged",
     "CaseOpened",
+    "CaseUnflagged",
     "CasesAttached",
     "CatalogueEvent",
     "ChainAdopted",
@@ -128,6 +136,7 @@ __all__ = [
     "ExecutionCanceled",
     "ExecutionErrored",
     "ExpectedOutcome",
+    "HumanLabelRecorded",
     "IdempotencyKeyUsed",
     "JudgeIdentity",
     "JudgeVerdictRecorded",
