@@ -16,7 +16,9 @@ from evaledger.api.schemas import (
     CaseHistory,
     ClaimsBody,
     ErrorBody,
+    FlagBody,
     InvalidateBody,
+    LabelBody,
     OverrideBody,
     ReasonBody,
     RunHistory,
@@ -27,9 +29,12 @@ from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
 from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.events import (
     CaseEvent,
+    CaseFlagged,
+    CaseUnflagged,
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     JudgeVerdictRecorded,
     OutcomeEvaluated,
     StructuralCheckRecorded,
@@ -38,7 +43,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from evaledger.domain.ledger import Context, jsonable
+from evaledger.domain.ledger import Context, jsonable, require_reason
 
 router = APIRouter(tags=["cases"])
 
@@ -143,6 +148,38 @@ def invalidate_verdict(
 ) -> Written:
     """Rule a verdict out; it stays in the history."""
     return _record(services, case_id, VerdictInvalidated, ctx, dict(body), response)
+
+
+@router.post("/cases/{case_id}/labels", status_code=201, responses=replayed(Written))
+def label_case(
+    case_id: UUID, body: LabelBody, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
+    """A reviewer's own label (pass/fail, metric scores, a comment); feeds judge-vs-human."""
+    fields = body.model_dump(exclude_none=True)
+    fields["metric_scores"] = body.metric_scores
+    return _record(services, case_id, HumanLabelRecorded, ctx, fields, response)
+
+
+@router.post("/cases/{case_id}/flag", status_code=201, responses=replayed(Written))
+def flag_case(
+    case_id: UUID, body: FlagBody, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
+    """Flag the case for review with a reason: it joins the run's review queue."""
+    fields = {"reason": require_reason(body.reason, "a flag")}
+    return _record(services, case_id, CaseFlagged, ctx, fields, response)
+
+
+@router.post("/cases/{case_id}/unflag", status_code=201, responses=replayed(Written))
+def unflag_case(
+    case_id: UUID,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+    body: ReasonBody | None = None,
+) -> Written:
+    """Clear the case's flag (409 when it is not flagged)."""
+    fields = {"reason": body.reason if body else None}
+    return _record(services, case_id, CaseUnflagged, ctx, fields, response)
 
 
 @router.get("/cases/{case_id}")

@@ -33,6 +33,7 @@ from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationErr
 from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.projections.votes import reviewed_cases
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import CompareThresholds, render_markdown
 from evaledger.scoring.grading import preset_names
@@ -393,6 +394,9 @@ def case_page(
             "corrections": [
                 e for e in events if e["type"] in ("VerdictOverridden", "VerdictInvalidated")
             ],
+            "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
+            "flag": views.standing_flag(events),
+            "label_metrics": services.reads.run_spec(run.run_id).metrics,
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),
             "metric_names": _metric_names(services, run.project),
@@ -426,7 +430,9 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     grading = services.reads.run_spec(run_id).grading or {}
     minimums = grading.get("mandatory_minimums")
     mandatory = {str(t) for t in minimums} if isinstance(minimums, dict) else set()
-    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory)
+    flags, labelled = reviewed_cases(services.engine, run_id)
+    review = views.CaseReview(flags, frozenset(labelled))
+    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory, review)
 
 
 def _answers(
