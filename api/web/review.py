@@ -1,5 +1,6 @@
-"""Human review: override or invalidate a judge verdict (admin scope); label or flag a case
-(write scope); a run's review queue.
+"""Human review: verdict corrections (admin), labels and flags (write), a run's review queue.
+
+An admin overrides or invalidates a judge verdict; a write-scope reviewer labels or flags a case.
 
 Each form goes through the Ledger's own command with the signed-in principal as actor (a token's
 actor; the open local user is the server's default actor), then back to the case page, whose
