@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from pydantic import Field, TypeAdapter
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, cast, func, select
+from sqlalchemy.dialects.postgresql import JSONB
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
@@ -129,6 +130,7 @@ class ReadModels:
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
         self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
         self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
+        self._judge_errors: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -234,6 +236,32 @@ class ReadModels:
                 select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
             ).all()
         return [encoding.loads(t) for t in texts]
+
+    def judge_error_count(self, run_id: UUID) -> int:
+        """How many of the run's cases count a judge error verdict under its own spec.
+
+        Counted by the database from the stored scores (no row decoded here), and kept per
+        state of the run's cases: a 10k-case run's compare page reads no score to say it.
+        """
+        key = str(run_id)
+        with self.engine.connect() as conn:
+            marker, _ = _cases_marker(conn, key)
+            with self._lock:
+                hit = self._judge_errors.get(key)
+            if hit is not None and hit[0] == marker:
+                return hit[1]
+            flagged = _json_true(conn, cases.c.score, "judge_error")
+            count = int(
+                conn.scalar(
+                    select(func.count()).select_from(cases).where(cases.c.run_id == key, flagged)
+                )
+                or 0
+            )
+        with self._lock:
+            self._judge_errors[key] = (marker, count)
+            while len(self._judge_errors) > INPUTS_CACHED:
+                self._judge_errors.popitem(last=False)
+        return count
 
     def case_page(
         self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
@@ -535,6 +563,13 @@ class ReadModels:
                 .order_by(custom_metrics.c.name)
             ).all()
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
+
+
+def _json_true(conn: Connection, column: Any, name: str) -> Any:
+    """SQL: the JSON text in `column` has `name` set to true (SQLite or PostgreSQL)."""
+    if conn.dialect.name == "postgresql":
+        return cast(column, JSONB)[name].astext == "true"
+    return func.json_extract(column, f"$.{name}") == 1
 
 
 def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:

@@ -464,8 +464,7 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
     notes = []
     for label, run_id in runs.items():
         policy = services.reads.summary(run_id).spec.judge_errors
-        count = sum(1 for s in services.reads.case_score_objects(run_id) if s.get("judge_error"))
-        note = judge_error_note(count, policy)
+        note = judge_error_note(services.reads.judge_error_count(run_id), policy)
         if note is not None:
             notes.append((label, note.text))
     return notes
