@@ -35,7 +35,11 @@ from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases
 from evaledger.scoring.comparison import CaseStatus as CaseClass
-from evaledger.scoring.comparison import CompareThresholds, render_markdown
+from evaledger.scoring.comparison import (
+    CompareThresholds,
+    render_markdown,
+    source_metric_deltas,
+)
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
@@ -540,6 +544,7 @@ def compare_page(
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
             judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
+            source_deltas=source_metric_deltas(result.aggregate),
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )

@@ -1,22 +1,32 @@
 """The compare page reads no more than a page needs: the judge-error note of each run is counted
-by the database (no score decoded) and follows every change of the run's cases; on SQLite and
-PostgreSQL.
+by the database (no score decoded) and follows every change of the run's cases (SQLite and
+PostgreSQL). Where the runs carry the source's own scores (issue 18), the page shows each source
+metric in both runs with its delta and each named score with its paired interval, as the
+comparison engine gives them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
+import orjson
+import pytest
 from fastapi.testclient import TestClient
 
-from evaledger.api.bootstrap import Services
+from evaledger.api.app import create_app
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.web.pages import fmt_num, fmt_signed
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import VerdictOverridden
 from evaledger.domain.ledger import Context
 from tests.api.test_web import client as client  # the fixture
 from tests.api.test_web import field, html, imported
+from tests.conftest import FIXTURES
 from tests.helpers import bundle, case, scores
+
+GRADED = FIXTURES / "scorers" / "inspect-graded_qa.eval"
 
 
 def judge_error(key: str) -> dict[str, Any]:
@@ -60,3 +70,60 @@ def test_the_compare_page_says_each_runs_judge_errors(client: TestClient) -> Non
         "baseline: 1 judge error counted as 0 (judge_errors: score_zero)"
     )
     assert 'data-field="judge_error_policy.candidate"' not in page
+
+
+def _cells(page: str, table: str) -> dict[str, dict[str, str]]:
+    body = page.split(f'id="{table}"', 1)[1].split("</tbody>", 1)[0]
+    out: dict[str, dict[str, str]] = {}
+    for metric, row in re.findall(r'<tr data-metric="([^"]+)">(.*?)</tr>', body, re.S):
+        cells = re.findall(r'data-field="([^"]+)">(.*?)</td>', row, re.S)
+        out[metric] = {k: re.sub(r"<[^>]+>", "", v).strip() for k, v in cells}
+    return out
+
+
+def test_compare_of_two_imported_inspect_runs_shows_the_named_scores_with_paired_intervals(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evaledger.api.cli import main
+
+    runs = []
+    for key in ("graded-a", "graded-b"):
+        assert main(["import", str(GRADED), "--run-key", key, "--db", sqlite_url, "--json"]) == 0
+        runs.append(orjson.loads(capsys.readouterr().out)["imported"][0]["run_id"])
+    services = build_services(Settings(db=sqlite_url))
+    try:
+        with TestClient(create_app(services=services), base_url="http://localhost") as client:
+            page = html(client.get(f"/ui/compare?baseline={runs[0]}&candidate={runs[1]}"))
+            compared = client.get(
+                f"/runs/compare?baseline_run_id={runs[0]}&candidate_run_id={runs[1]}"
+            ).json()
+    finally:
+        services.close()
+    agg = compared["aggregate"]
+    base, cand = (
+        agg["baseline_metrics"]["scorer_metrics"],
+        agg["candidate_metrics"]["scorer_metrics"],
+    )
+    assert "model_graded_qa/accuracy" in base
+    source = _cells(page, "source-metrics")
+    assert set(source) == set(base) | set(cand)
+    for name, cells in source.items():
+        assert cells["baseline"] == fmt_num(base.get(name), 4)
+        assert cells["candidate"] == fmt_num(cand.get(name), 4)
+        assert cells["delta"] == fmt_signed(cand[name] - base[name], 4)
+    named = _cells(page, "named-scores")
+    assert [n["name"] for n in compared["named_scores"]] == list(named)
+    for n in compared["named_scores"]:
+        cells, ci = named[n["name"]], n["paired"]
+        assert cells["baseline"] == fmt_num(n["baseline_mean"], 4)
+        assert cells["delta"] == fmt_signed(n["mean_delta"], 4)
+        interval = f"[{fmt_signed(ci['low'], 4)}, {fmt_signed(ci['high'], 4)}] (n={ci['n']})"
+        assert cells["ci"] == interval
+        assert cells["verdict"] == n["verdict"].replace("_", " ")
+
+
+def test_runs_without_source_scores_show_no_source_section(client: TestClient) -> None:
+    baseline = imported(client, [case("a", 4)], key="base")
+    candidate = imported(client, [case("a", 2)], key="cand")
+    page = html(client.get(f"/ui/compare?baseline={baseline}&candidate={candidate}"))
+    assert 'id="source-h"' not in page
