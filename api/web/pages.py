@@ -42,6 +42,7 @@ from evaledger.scoring.comparison import (
 )
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
+from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent
@@ -199,6 +200,16 @@ def _metric_names(services: Services, project: str) -> dict[str, str]:
     return {m.name: m.display_name for m in services.reads.available_metrics(project)}
 
 
+def run_cost(services: Services, run_id: UUID, aggregate: RunAggregate) -> float | None:
+    """The run's total cost; None ("—") when no case reported one.
+
+    The aggregate sums unknown costs as 0, so a zero total is asked of the cases' scores.
+    """
+    if aggregate.total_cost_usd or services.reads.cost_reported(run_id):
+        return aggregate.total_cost_usd
+    return None
+
+
 def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
     rows, _ = services.reads.list_runs(RunFilter(project=viewer.principal.project, limit=500))
     return list(rows)
@@ -259,7 +270,11 @@ def runs_page(
             offset=offset,
         )
         rows, total = services.reads.list_runs(f)
-        listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
+        listed = []
+        for r in rows:
+            aggregate = services.reads.summary(r.run_id).aggregate
+            cost = run_cost(services, r.run_id, aggregate)
+            listed.append({"run": r, "aggregate": aggregate, "total_cost": cost})
         completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
@@ -349,8 +364,7 @@ def run_page(
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
-            # The aggregate sums unknown costs as 0: a run where no case reported one shows "—".
-            "cost_known": any(s.cost_usd is not None for s in scores),
+            "total_cost": run_cost(services, rid, summary.aggregate),
         }
 
     return render(request, "run.html", build)

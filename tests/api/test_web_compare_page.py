@@ -1,6 +1,6 @@
-"""The compare page reads no more than a page needs: the judge-error note of each run is counted
-by the database (no score decoded) and follows every change of the run's cases (SQLite and
-PostgreSQL). Where the runs carry the source's own scores (issue 18), the page shows each source
+"""The compare page reads no more than a page needs: the judge-error note of each run (and whether
+a run's cost is known) is counted by the database (no score decoded) and follows every change of
+the run's cases (SQLite and PostgreSQL). Where the runs carry the source's own scores (issue 18), the page shows each source
 metric in both runs with its delta and each named score with its paired interval, as the
 comparison engine gives them.
 """
@@ -60,6 +60,21 @@ def test_the_judge_error_count_is_the_scores_own_and_follows_an_override(
     store_services.ledger.record(case_id, VerdictOverridden, ops, body)
     store_services.sync()
     assert reads.judge_error_count(run_id) == reference() == 1
+
+
+def test_a_cost_is_reported_when_any_case_gave_one_even_zero(store_services: Services) -> None:
+    ops = Context(actor="ops")
+    found = {}
+    for key, cost in (("unknown", None), ("zero", 0.0), ("paid", 0.5)):
+        data = bundle(key=key)
+        data["cases"] = [case("a", 4), case("b", 4)]
+        if cost is not None:
+            data["cases"][1]["cost_usd"] = cost
+        run = store_services.ledger.import_bundle(RunBundle.model_validate(data), ops).run_id
+        found[key] = run
+    store_services.sync()
+    reported = {k: store_services.reads.cost_reported(r) for k, r in found.items()}
+    assert reported == {"unknown": False, "zero": True, "paid": True}
 
 
 def test_the_compare_page_says_each_runs_judge_errors(client: TestClient) -> None:
