@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from evaledger.api.agreement import agreement_of
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ConflictError, PermissionDeniedError, ValidationError
 from evaledger.domain.events import CaseFlagged, CaseUnflagged, HumanLabelRecorded, TokenScope
@@ -27,6 +27,7 @@ from tests.api.test_web_signin import team as team  # the fixture
 from tests.helpers import bundle, case, event_count
 
 WRITER = "a-write"
+OPS = Context(actor="ops")
 
 
 def _label_form(team: Team, key: str = "good", **given: str) -> tuple[str, dict[str, str]]:
@@ -239,3 +240,27 @@ def test_labels_and_flags_on_both_stores(store_services: Services) -> None:
     ledger.record(case_id, CaseUnflagged, writer, {})
     store_services.sync()
     assert reviewed_cases(store_services.engine, run_id)[0] == {}
+
+
+def test_the_agreement_command_shows_judge_vs_human_from_a_label(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evaledger.api.cli import main
+
+    services = build_services(Settings(db=sqlite_url))
+    try:
+        data = bundle(key="labelled")
+        data["cases"] = [case("a", 4)]
+        run_id = services.ledger.import_bundle(RunBundle.model_validate(data), OPS).run_id
+        services.sync()
+        case_id = next(iter(services.reads.first_cases(run_id, ["a"]).values()))
+        writer = Context(actor="reviewer", project="default", scope=TokenScope.WRITE)
+        services.ledger.record(case_id, HumanLabelRecorded, writer, {"passed": False})
+    finally:
+        services.close()
+    capsys.readouterr()
+    assert main(["agreement", str(run_id), "--db", sqlite_url]) == 0
+    out = capsys.readouterr().out
+    human = out.split("judge vs human (overrides and reviewers' labels):", 1)[1]
+    row = next(line for line in human.splitlines() if "case_passed" in line)
+    assert row.split()[:3] == ["anthropic:claude", "case_passed", "1"]
