@@ -140,13 +140,17 @@ def error_page(request: Request, status: int, detail: str, code: str) -> Respons
     )
 
 
-def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
-    """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
+def guarded(request: Request, act: Callable[[], Response]) -> Response:
+    """What `act` answers; a domain error becomes the HTML error page (pages and forms alike)."""
     try:
-        context = build()
+        return act()
     except EvaledgerError as e:
         return error_page(request, status_of(e), e.detail, e.code)
-    return templates.TemplateResponse(request, template, context)
+
+
+def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
+    """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
+    return guarded(request, lambda: templates.TemplateResponse(request, template, build()))
 
 
 def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
@@ -173,6 +177,22 @@ def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: st
     project = viewer.principal.project
     if project is not None and services.ledger.project_of(aggregate_id) not in (None, project):
         raise NotFoundError(f"no {what} {aggregate_id}")
+
+
+def viewed_run(services: Services, viewer: Viewer, value: str) -> tuple[UUID, RunRow]:
+    """The run a page is about (its id or key in the path), within the viewer's project."""
+    rid = resolve_run(services, viewer, value, "run_id")
+    return rid, services.reads.get_run(rid)
+
+
+def answer_of(services: Services, case_id: UUID) -> str | None:
+    """A case's final answer, read from its transcript event (for the few cases of one page)."""
+    for event in services.ledger.events_of(case_id):
+        if isinstance(event, TranscriptRecorded):
+            return views.final_answer(
+                [t.model_dump(include={"role", "content"}) for t in event.turns]
+            )
+    return None
 
 
 def _number(value: str, field: str) -> float | None:
@@ -310,8 +330,7 @@ def run_page(
     """A run: aggregate, thresholds, coverage, charts and its cases."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         summary = services.reads.summary(rid)
         # 10,000 decoded scores: no cycles, nothing for the collector to find.
         with collector.paused():
@@ -464,12 +483,7 @@ def _answers(
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for side, run_id in runs.items():
         for key, case_id in services.reads.first_cases(run_id, keys).items():
-            answer = None
-            for event in services.ledger.events_of(case_id):
-                if isinstance(event, TranscriptRecorded):
-                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
-                    answer = views.final_answer(turns)
-            found[(side, key)] = {"case_id": str(case_id), "answer": answer}
+            found[(side, key)] = {"case_id": str(case_id), "answer": answer_of(services, case_id)}
     return found
 
 
@@ -636,17 +650,11 @@ def matrix_page(
     """A run as test case × variant, each cell the answer and pass/fail (promptfoo's view)."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         with collector.paused():
             rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
         grid = views.matrix(rows, page)
-        answers = {}
-        for key, cell in grid.cells.items():
-            for event in services.ledger.events_of(UUID(cell.case_id)):
-                if isinstance(event, TranscriptRecorded):
-                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
-                    answers[key] = views.final_answer(turns)
+        answers = {key: answer_of(services, UUID(cell.case_id)) for key, cell in grid.cells.items()}
         return {
             "title": f"Matrix: {run.name or run.run_key}",
             "run": run,
@@ -671,8 +679,7 @@ def scorecard_page(
     """The run's governance scorecard (iFixAi rules): categories, tests, minimums, cap, grade."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         minimum = _number(min_score, "min_score")
         context: dict[str, Any] = {
             "title": f"Scorecard: {run.name or run.run_key}",

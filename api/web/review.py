@@ -19,10 +19,9 @@ from starlette.datastructures import FormData
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
-from evaledger.api.errors import status_of
-from evaledger.api.web.pages import check_scope, error_page, queue_of, render, resolve_run
+from evaledger.api.web.pages import check_scope, guarded, queue_of, render, viewed_run
 from evaledger.api.web.session import Viewer, ViewerDep
-from evaledger.domain.errors import EvaledgerError, ValidationError
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     CaseEvent,
     CaseFlagged,
@@ -100,15 +99,16 @@ def _write(
     viewer: Viewer,
     queue: str,
 ) -> Response:
-    try:
+    """Record one review act through the ledger, then back to the case (or the error page)."""
+
+    def act() -> Response:
         check_scope(services, viewer, case_id, "case")
-        body = build()
-        services.ledger.record(case_id, cls, _context(services, viewer), body)
-    except EvaledgerError as e:
-        return error_page(request, status_of(e), e.detail, e.code)
-    back = f"?{urlencode({'queue': queue})}" if queue else ""
-    anchor = "labels-h" if cls in REVIEW_ACTS else "corr-h"
-    return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
+        services.ledger.record(case_id, cls, _context(services, viewer), build())
+        back = f"?{urlencode({'queue': queue})}" if queue else ""
+        anchor = "labels-h" if cls in REVIEW_ACTS else "corr-h"
+        return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
+
+    return guarded(request, act)
 
 
 @router.post("/cases/{case_id}/override")
@@ -232,8 +232,7 @@ def queue_page(request: Request, run_id: str, services: SyncedDep, viewer: Viewe
     """What needs a person in a run, walked with the keyboard (j/k, Enter opens, then decide)."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         items = queue_of(services, rid)
         return {
             "title": f"Review queue: {run.name or run.run_key}",
