@@ -52,18 +52,14 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import (
+    HUMAN_ACTS,
     CaseEvent,
-    CaseFlagged,
     CaseOpened,
-    CaseUnflagged,
     DomainEvent,
-    HumanLabelRecorded,
     RunCreated,
     TokenIssued,
     TokenRevoked,
     TokenScope,
-    VerdictInvalidated,
-    VerdictOverridden,
     case_digest,
     check_storable,
     request_digest,
@@ -92,8 +88,6 @@ from evaledger.domain.tokens import (
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
 MAX_RETRIES = 25
-REVIEW_ACTS: tuple[type[CaseEvent], ...] = (HumanLabelRecorded, CaseFlagged, CaseUnflagged)
-"""A reviewer's acts on a case (write scope): allowed on a closed run, like corrections."""
 
 
 def utcnow() -> datetime:
@@ -130,19 +124,9 @@ class Context:
         if self.project is not None and project != self.project:
             raise NotFoundError(f"no {what}")
 
-    def check_write(self, what: str) -> None:
-        """Human labels and flags need the write scope (a read token only looks)."""
-        if not self.scope.allows(TokenScope.WRITE):
-            raise PermissionDeniedError(
-                f"{what} needs a token with the write scope (this one is {self.scope.value})"
-            )
-
     def check_admin(self, what: str) -> None:
         """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
-        if not self.scope.allows(TokenScope.ADMIN):
-            raise PermissionDeniedError(
-                f"{what} needs a token with the admin scope (this one is {self.scope.value})"
-            )
+        self.scope.require(TokenScope.ADMIN, what)
 
 
 def require_reason(reason: str | None, what: str) -> str:
@@ -700,11 +684,10 @@ class Ledger:
         correction it is allowed on a closed run: it is a fact about the transcript, not a new
         execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
         """
-        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated, *REVIEW_ACTS)
-        if cls in (VerdictOverridden, VerdictInvalidated):
-            ctx.check_admin("recording overrides or invalidations")
-        if cls in REVIEW_ACTS:
-            ctx.check_write("labelling or flagging a case")
+        act = HUMAN_ACTS.get(cls)  # a person's act: corrections, labels, flags
+        overrides = judgement or act is not None
+        if act is not None:
+            ctx.scope.require(*act)
 
         def command() -> Written:
             case = self.get_case(case_id)

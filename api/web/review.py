@@ -30,7 +30,7 @@ from evaledger.domain.events import (
     VerdictInvalidated,
     VerdictOverridden,
 )
-from evaledger.domain.ledger import REVIEW_ACTS, Context, require_reason
+from evaledger.domain.ledger import Context, require_reason
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -105,7 +105,7 @@ def _write(
         check_scope(services, viewer, case_id, "case")
         services.ledger.record(case_id, cls, _context(services, viewer), build())
         back = f"?{urlencode({'queue': queue})}" if queue else ""
-        anchor = "labels-h" if cls in REVIEW_ACTS else "corr-h"
+        anchor = "corr-h" if cls in (VerdictOverridden, VerdictInvalidated) else "labels-h"
         return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
 
     return guarded(request, act)

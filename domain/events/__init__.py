@@ -21,6 +21,7 @@ from evaledger.domain.events.base import (
     stored_hash,
 )
 from evaledger.domain.events.case import (
+    HUMAN_ACTS,
     CaseEvent,
     CaseFlagged,
     CaseOpened,
@@ -118,6 +119,7 @@ __all__ = [
     "EVENT_CLASSES",
     "GENESIS_HASH",
     "GRADE_VALUES",
+    "HUMAN_ACTS",
     "AgentSnapshot",
     "BaselineApproved",
     "BaselineRevoked",

@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.project import TokenScope
 from evaledger.domain.events.values import (
     CheckStatus,
     Claim,
@@ -225,3 +226,14 @@ class CaseUnflagged(CaseEvent):
     topic_name: ClassVar[str] = "evaledger.case.unflagged"
 
     reason: str | None = None
+
+
+HUMAN_ACTS: dict[type[CaseEvent], tuple[TokenScope, str]] = {
+    VerdictOverridden: (TokenScope.ADMIN, "recording overrides or invalidations"),
+    VerdictInvalidated: (TokenScope.ADMIN, "recording overrides or invalidations"),
+    HumanLabelRecorded: (TokenScope.WRITE, "labelling or flagging a case"),
+    CaseFlagged: (TokenScope.WRITE, "labelling or flagging a case"),
+    CaseUnflagged: (TokenScope.WRITE, "labelling or flagging a case"),
+}
+"""A person's acts on a case, allowed on a closed run: the scope each needs, and the act named
+in the refusal. Corrections are an admin's; labels and flags a reviewer's (write)."""
