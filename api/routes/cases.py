@@ -166,7 +166,9 @@ def flag_case(
 ) -> Written:
     """Flag the case for review with a reason: it joins the run's review queue."""
     fields = {"reason": require_reason(body.reason, "a flag")}
-    return _record(services, case_id, CaseFlagged, ctx, fields, response)
+    return _record(
+        services, case_id, CaseFlagged, _toggle(services, case_id, ctx), fields, response
+    )
 
 
 @router.post("/cases/{case_id}/unflag", status_code=201, responses=replayed(Written))
@@ -179,7 +181,20 @@ def unflag_case(
 ) -> Written:
     """Clear the case's flag (409 when it is not flagged)."""
     fields = {"reason": body.reason if body else None}
+    ctx = _toggle(services, case_id, ctx)
     return _record(services, case_id, CaseUnflagged, ctx, fields, response)
+
+
+def _toggle(services: Any, case_id: UUID, ctx: Context) -> Context:
+    """The derived idempotency key of a flag or unflag: it names the case's version.
+
+    A flag toggles, so without a client key the same body sent again after an unflag is a new
+    act; a resent request meets the flag it made (409), never a silent replay.
+    """
+    if ctx.idempotency_key is not None:
+        return ctx
+    version = services.ledger.get_case(case_id).version
+    return dataclasses.replace(ctx, idempotency_key=f"auto:toggle:{case_id}:v{version}")
 
 
 @router.get("/cases/{case_id}")

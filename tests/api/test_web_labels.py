@@ -196,6 +196,13 @@ def test_the_api_labels_and_flags_with_the_same_validation(team: Team) -> None:
     assert team.client.post(f"/cases/{case_id}/unflag", headers=writer).status_code == 201
     again = team.client.post(f"/cases/{case_id}/unflag", json={"reason": "x"}, headers=writer)
     assert again.status_code == 409
+    # The same flag again after the unflag is a new act, not a replay of the first.
+    reflag = team.client.post(f"/cases/{case_id}/flag", json={"reason": "odd"}, headers=writer)
+    assert reflag.status_code == 201, reflag.text
+    queue = html(team.client.get(f"/ui/runs/{team.runs['alpha']}/queue", headers=writer))
+    assert queue_rows(queue) == [(case_id, "flagged by a reviewer", "reviewed")]
+    resent = team.client.post(f"/cases/{case_id}/flag", json={"reason": "odd"}, headers=writer)
+    assert resent.status_code == 409
 
 
 def test_a_label_replaces_an_override_of_the_same_case_judge_and_measure() -> None:
