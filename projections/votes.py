@@ -212,6 +212,12 @@ def _scores_json(scores: Any) -> str:
     )
 
 
+def standing_flag(engine: Engine, case_id: UUID) -> Any | None:
+    """A case's standing flag (reason, actor, position), None when it is not flagged."""
+    with engine.connect() as conn:
+        return conn.execute(select(flags).where(flags.c.case_id == str(case_id))).first()
+
+
 def reviewed_cases(engine: Engine, run_id: UUID) -> tuple[dict[str, str], set[str]]:
     """One run's flagged cases (case id → the reason of its standing flag), labelled cases."""
     with engine.connect() as conn:

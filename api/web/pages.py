@@ -33,7 +33,7 @@ from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationErr
 from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
-from evaledger.projections.votes import reviewed_cases
+from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
@@ -432,7 +432,7 @@ def case_page(
                 e for e in events if e["type"] in ("VerdictOverridden", "VerdictInvalidated")
             ],
             "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
-            "flag": views.standing_flag(events),
+            "flag": standing_flag(services.engine, case_id),
             "label_metrics": services.reads.run_spec(run.run_id).metrics,
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),

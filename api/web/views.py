@@ -331,17 +331,6 @@ def review_queue(
     return items
 
 
-def standing_flag(events: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The case's flag as its history leaves it: the last CaseFlagged, unless unflagged since."""
-    flag = None
-    for e in events:
-        if e["type"] == "CaseFlagged":
-            flag = e
-        elif e["type"] == "CaseUnflagged":
-            flag = None
-    return flag
-
-
 def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
     """The last assistant message with text: what a side-by-side comparison shows."""
     for turn in reversed(turns):

@@ -143,7 +143,10 @@ def test_a_flagged_case_leads_the_review_queue_until_unflagged(team: Team) -> No
     case_id, form = _label_form(team, key="good", reason="the caller asked for a human twice")
     r = team.client.post(f"/ui/cases/{case_id}/flag", data=form, headers=ORIGIN)
     page = html(r)
-    assert "Flagged for review" in page and "the caller asked for a human twice" in page
+    status = page.split('id="flag-status">', 1)[1].split("</p>", 1)[0]
+    actor = f"a-write (token {team.token_ids['a-write']})"
+    assert f"Flagged for review</strong> by {actor}" in status
+    assert "the caller asked for a human twice" in status
     queue = html(team.client.get(f"/ui/runs/{run_id}/queue"))
     assert queue_rows(queue) == [(case_id, "flagged by a reviewer", "to do")]
     assert field(queue, "flag") == "the caller asked for a human twice"
