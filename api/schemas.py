@@ -190,6 +190,34 @@ class InvalidateBody(FrozenModel):
     reason: str = Field(min_length=1)
 
 
+class LabelBody(FrozenModel):
+    """POST /cases/{id}/labels: a reviewer's own label of the case (write scope)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "passed": False,
+                    "metric_scores": [{"metric": "tool_routing", "score": 2}],
+                    "comment": "Promised a refund before looking the order up.",
+                }
+            ]
+        },
+    )
+
+    passed: StrictBool = Field(description="The reviewer's pass/fail for the case.")
+    metric_scores: list[MetricScore] = Field(
+        default_factory=list, description="Optional scores of metrics (0-5, or passed)."
+    )
+    comment: str | None = Field(default=None, max_length=4000)
+
+
+class FlagBody(FrozenModel):
+    """POST /cases/{id}/flag: flag the case for review, saying why."""
+
+    reason: str = Field(min_length=1, max_length=4000)
+
+
 class HistoryEntry(BaseModel):
     """One event in a case's or run's history."""
 

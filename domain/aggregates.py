@@ -26,12 +26,15 @@ from evaledger.domain.events import (
     BaselineApproved,
     BaselineRevoked,
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
     CasesAttached,
+    CaseUnflagged,
     CatalogueEvent,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     IdempotencyKeyUsed,
     JudgeVerdictRecorded,
     MetricRegistered,
@@ -315,6 +318,8 @@ class Case(Aggregate):
     errored: bool
     canceled: bool
     verdict_ids: set[UUID]
+    flag: str | None
+    """The reason of the case's standing flag (None: not flagged)."""
 
     @classmethod
     def open(
@@ -333,6 +338,7 @@ class Case(Aggregate):
             self.errored = False
             self.canceled = False
             self.verdict_ids = set()
+            self.flag = None
         elif isinstance(event, TranscriptRecorded):
             self.turn_count = len(event.turns)
             self.has_transcript = True
@@ -342,6 +348,10 @@ class Case(Aggregate):
             self.canceled = True
         elif isinstance(event, JudgeVerdictRecorded):
             self.verdict_ids.add(event.verdict_id)
+        elif isinstance(event, CaseFlagged):
+            self.flag = event.reason
+        elif isinstance(event, CaseUnflagged):
+            self.flag = None
 
     @property
     def run_id(self) -> UUID:
@@ -378,7 +388,17 @@ class Case(Aggregate):
                 )
             if fields.get("metric_scores") is not None:
                 self._check_scores(fields["metric_scores"], catalogue, "metric_scores")
+        if cls is HumanLabelRecorded:
+            self._check_scores(fields.get("metric_scores") or [], catalogue, "metric_scores")
+        self._check_flag(cls)
         return self._trigger_with(cls, meta, dumped, fields)
+
+    def _check_flag(self, cls: type[CaseEvent]) -> None:
+        """A case is flagged once until unflagged; only a flagged case can be unflagged."""
+        if cls is CaseFlagged and self.flag is not None:
+            raise ConflictError(f"case {self.id} is already flagged: {self.flag}", field="reason")
+        if cls is CaseUnflagged and self.flag is None:
+            raise ConflictError(f"case {self.id} is not flagged", field="reason")
 
     def _check_scores(
         self, scores: Sequence[MetricScore], catalogue: Mapping[str, MetricDefinition], where: str

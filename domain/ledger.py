@@ -52,6 +52,7 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import (
+    HUMAN_ACTS,
     CaseEvent,
     CaseOpened,
     DomainEvent,
@@ -59,8 +60,6 @@ from evaledger.domain.events import (
     TokenIssued,
     TokenRevoked,
     TokenScope,
-    VerdictInvalidated,
-    VerdictOverridden,
     case_digest,
     check_storable,
     request_digest,
@@ -127,10 +126,7 @@ class Context:
 
     def check_admin(self, what: str) -> None:
         """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
-        if not self.scope.allows(TokenScope.ADMIN):
-            raise PermissionDeniedError(
-                f"{what} needs a token with the admin scope (this one is {self.scope.value})"
-            )
+        self.scope.require(TokenScope.ADMIN, what)
 
 
 def require_reason(reason: str | None, what: str) -> str:
@@ -688,9 +684,10 @@ class Ledger:
         correction it is allowed on a closed run: it is a fact about the transcript, not a new
         execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
         """
-        overrides = judgement or cls in (VerdictOverridden, VerdictInvalidated)
-        if cls in (VerdictOverridden, VerdictInvalidated):
-            ctx.check_admin("recording overrides or invalidations")
+        act = HUMAN_ACTS.get(cls)  # a person's act: corrections, labels, flags
+        overrides = judgement or act is not None
+        if act is not None:
+            ctx.scope.require(*act)
 
         def command() -> Written:
             case = self.get_case(case_id)

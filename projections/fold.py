@@ -17,13 +17,16 @@ from pydantic import BaseModel
 
 from evaledger.domain.events import (
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
+    CaseUnflagged,
     CheckStatus,
     ClaimSupport,
     ClaimsVerified,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScore,
     NamedScoresRecorded,
@@ -63,6 +66,9 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     VerdictOverridden: 1,
     VerdictInvalidated: 1,
     NamedScoresRecorded: 1,
+    HumanLabelRecorded: 1,
+    CaseFlagged: 1,
+    CaseUnflagged: 1,
 }
 """Every case topic and the class version its fold reads. Older stored versions reach the fold
 upcast to the current one (`store.codec.decode_state`); a class whose version moves on fails
@@ -321,6 +327,10 @@ def _invalidated(facts: CaseFacts, data: State) -> None:
         v.invalidated = True
 
 
+def _unscored(facts: CaseFacts, data: State) -> None:
+    """An event that changes no fact scoring reads."""
+
+
 _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     TranscriptRecorded: _transcript,
     ExecutionErrored: _errored,
@@ -332,6 +342,11 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     VerdictOverridden: _overridden,
     VerdictInvalidated: _invalidated,
     NamedScoresRecorded: _named_scores,
+    # A reviewer's label and flags score nothing: agreement and the review queue read them
+    # from `judge_votes_v1`'s tables (projections/votes.py).
+    HumanLabelRecorded: _unscored,
+    CaseFlagged: _unscored,
+    CaseUnflagged: _unscored,
 }
 
 

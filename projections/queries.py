@@ -10,11 +10,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from pydantic import Field, TypeAdapter
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, cast, func, select
+from sqlalchemy.dialects.postgresql import JSONB
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
@@ -49,6 +50,10 @@ SUMMARIES_CACHED = 16
 """Decoded materialised run summaries kept in memory (a 10,000-case run's is ~10 MB)."""
 
 INPUTS_CACHED = 4
+ScoreFlag = Literal["judge_error", "cost_usd"]
+"""A case score field counted in SQL: a judge error verdict; a reported cost."""
+COUNTS_CACHED = 256
+"""Per-run counts kept in memory (a few ints each): a page of runs and their compares."""
 """Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
 SPECS_CACHED = 256
 """Runs whose own spec is kept in memory for rescores."""
@@ -129,6 +134,7 @@ class ReadModels:
         self._summaries: OrderedDict[tuple[str, int, str], Summary] = OrderedDict()
         self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
         self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
+        self._counts: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -234,6 +240,40 @@ class ReadModels:
                 select(cases.c.score).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
             ).all()
         return [encoding.loads(t) for t in texts]
+
+    def judge_error_count(self, run_id: UUID) -> int:
+        """How many of the run's cases count a judge error verdict under its own spec."""
+        return self._score_count(run_id, "judge_error")
+
+    def cost_reported(self, run_id: UUID) -> bool:
+        """Whether any case of the run reported a cost (else its total is unknown, not $0)."""
+        return self._score_count(run_id, "cost_usd") > 0
+
+    def _score_count(self, run_id: UUID, name: ScoreFlag) -> int:
+        """How many of the run's case scores have `name` true (a flag) or given (a value).
+
+        Counted by the database from the stored scores (no row decoded here), and kept per
+        state of the run's cases: a page about a 10k-case run reads no score to say it.
+        """
+        key = str(run_id)
+        with self.engine.connect() as conn:
+            marker, _ = _cases_marker(conn, key)
+            with self._lock:
+                hit = self._counts.get((key, name))
+            if hit is not None and hit[0] == marker:
+                return hit[1]
+            condition = _json_test(conn, cases.c.score, name)
+            count = int(
+                conn.scalar(
+                    select(func.count()).select_from(cases).where(cases.c.run_id == key, condition)
+                )
+                or 0
+            )
+        with self._lock:
+            self._counts[(key, name)] = (marker, count)
+            while len(self._counts) > COUNTS_CACHED:
+                self._counts.popitem(last=False)
+        return count
 
     def case_page(
         self, run_id: UUID, status: str | None = None, limit: int | None = None, offset: int = 0
@@ -535,6 +575,15 @@ class ReadModels:
                 .order_by(custom_metrics.c.name)
             ).all()
         return [*BUILTIN_METRICS, *(MetricDefinition.model_validate_json(t) for t in texts)]
+
+
+def _json_test(conn: Connection, column: Any, name: ScoreFlag) -> Any:
+    """SQL: the JSON text in `column` has `name` true (judge_error) or not null (cost_usd)."""
+    if conn.dialect.name == "postgresql":
+        text = cast(column, JSONB)[name].astext
+        return text == "true" if name == "judge_error" else text.is_not(None)
+    value = func.json_extract(column, f"$.{name}")  # SQLite: true is 1, null is NULL
+    return value == 1 if name == "judge_error" else value.is_not(None)
 
 
 def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:

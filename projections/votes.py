@@ -21,12 +21,16 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    delete,
     select,
     update,
 )
 
 from evaledger.domain.events import (
+    CaseFlagged,
     CaseOpened,
+    CaseUnflagged,
+    HumanLabelRecorded,
     JudgeIdentity,
     JudgeVerdictRecorded,
     ParseStatus,
@@ -40,7 +44,9 @@ from evaledger.projections.tables import metadata
 from evaledger.scoring.agreement import (
     AgreementReport,
     HumanAgreement,
+    HumanValue,
     human_agreement,
+    judge_vs_human_pairs,
     measure_agreement,
 )
 from evaledger.scoring.case import score_case
@@ -72,6 +78,29 @@ votes = Table(
 )
 Index("ix_judge_votes_v1_run", votes.c.run_id, votes.c.position)
 
+labels = Table(
+    "judge_votes_v1_labels",
+    metadata,
+    Column("position", Integer, primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as labelled
+)
+Index("ix_judge_votes_v1_labels_run", labels.c.run_id, labels.c.position)
+
+flags = Table(
+    "judge_votes_v1_flags",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
 
 def judge_label(judge: JudgeIdentity) -> str:
     """`provider:model` (or the judge kind when there is no provider)."""
@@ -79,10 +108,14 @@ def judge_label(judge: JudgeIdentity) -> str:
 
 
 class JudgeVotesProjection:
-    """Folds verdicts, overrides and invalidations into `judge_votes_v1` (from state dicts)."""
+    """Folds verdicts, overrides, invalidations, human labels and flags into `judge_votes_v1`.
+
+    (From state dicts.) Labels and flags have their own tables, added after the projection
+    shipped: no stored event of their topics existed before, so no rebuild is needed.
+    """
 
     name = "judge_votes_v1"
-    tables: Sequence[Table] = (votes, vote_cases)
+    tables: Sequence[Table] = (votes, vote_cases, labels, flags)
 
     def reset(self) -> None:
         """Nothing cached."""
@@ -102,6 +135,15 @@ class JudgeVotesProjection:
                 conn.execute(votes.insert(), new_votes)
                 new_votes.clear()
 
+        def run_of(cid: str) -> str:
+            found = runs.get(cid)
+            if found is None:
+                found = conn.execute(
+                    select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
+                ).scalar_one()
+                runs[cid] = found
+            return found
+
         for position, decoded in batch:
             cls = decoded.cls
             if cls not in _TOPICS:
@@ -112,13 +154,10 @@ class JudgeVotesProjection:
                 runs[cid] = run_id
                 new_cases.append({"case_id": cid, "run_id": run_id})
             elif cls is JudgeVerdictRecorded:
-                found = runs.get(cid)
-                if found is None:
-                    found = conn.execute(
-                        select(vote_cases.c.run_id).where(vote_cases.c.case_id == cid)
-                    ).scalar_one()
-                    runs[cid] = found
-                new_votes.append(vote_row(decoded, found, position))
+                new_votes.append(vote_row(decoded, run_of(cid), position))
+            elif cls in _REVIEW_TOPICS:
+                flush()
+                _review_act(conn, decoded, run_of(cid), position)
             else:
                 values = correction_values(decoded)
                 if values:
@@ -130,7 +169,66 @@ class JudgeVotesProjection:
         flush()
 
 
-_TOPICS = frozenset({CaseOpened, JudgeVerdictRecorded, VerdictInvalidated, VerdictOverridden})
+_REVIEW_TOPICS = frozenset({HumanLabelRecorded, CaseFlagged, CaseUnflagged})
+_TOPICS = frozenset(
+    {CaseOpened, JudgeVerdictRecorded, VerdictInvalidated, VerdictOverridden, *_REVIEW_TOPICS}
+)
+
+
+def _review_act(conn: Connection, act: Decoded, run_id: str, position: int) -> None:
+    """A label is added; a flag replaces the case's flag; an unflag removes it."""
+    data, cid = act.data, act.oid
+    if act.cls is HumanLabelRecorded:
+        conn.execute(
+            labels.insert().values(
+                position=position,
+                case_id=cid,
+                run_id=run_id,
+                actor=data.get("actor") or "",
+                passed=bool(data["passed"]),
+                metric_scores=_scores_json(data.get("metric_scores") or ()),
+            )
+        )
+        return
+    conn.execute(delete(flags).where(flags.c.case_id == cid))
+    if act.cls is CaseFlagged:
+        conn.execute(
+            flags.insert().values(
+                case_id=cid,
+                run_id=run_id,
+                reason=data["reason"],
+                actor=data.get("actor") or "",
+                position=position,
+            )
+        )
+
+
+def _scores_json(scores: Any) -> str:
+    return encoding.dumps(
+        [
+            {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
+            for m in scores
+        ]
+    )
+
+
+def standing_flag(engine: Engine, case_id: UUID) -> Any | None:
+    """A case's standing flag (reason, actor, position), None when it is not flagged."""
+    with engine.connect() as conn:
+        return conn.execute(select(flags).where(flags.c.case_id == str(case_id))).first()
+
+
+def reviewed_cases(engine: Engine, run_id: UUID) -> tuple[dict[str, str], set[str]]:
+    """One run's flagged cases (case id → the reason of its standing flag), labelled cases."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(flags.c.case_id, flags.c.reason).where(flags.c.run_id == str(run_id))
+        )
+        flagged = {r.case_id: r.reason for r in rows}
+        labelled = set(
+            conn.scalars(select(labels.c.case_id).where(labels.c.run_id == str(run_id)).distinct())
+        )
+    return flagged, labelled
 
 
 def vote_row(verdict: Decoded, run_id: str, position: int) -> dict[str, Any]:
@@ -150,12 +248,7 @@ def vote_row(verdict: Decoded, run_id: str, position: int) -> dict[str, Any]:
         "valid": data.get("error") is None
         and data.get("parse_status", ParseStatus.PARSED) == ParseStatus.PARSED,
         "invalidated": False,
-        "metric_scores": encoding.dumps(
-            [
-                {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
-                for m in data.get("metric_scores") or ()
-            ]
-        ),
+        "metric_scores": _scores_json(data.get("metric_scores") or ()),
         "outcomes": encoding.dumps(
             [
                 {"statement": o["statement"], "passed": o["passed"]}
@@ -176,12 +269,7 @@ def correction_values(correction: Decoded) -> dict[str, Any]:
     values: dict[str, Any] = {}
     scores = data.get("metric_scores")
     if scores is not None:
-        values["human_scores"] = encoding.dumps(
-            [
-                {"metric": m["metric"], "score": m.get("score"), "passed": m.get("passed")}
-                for m in scores
-            ]
-        )
+        values["human_scores"] = _scores_json(scores)
     if data.get("passed") is not None:
         values["human_passed"] = data["passed"]
     return values
@@ -229,6 +317,13 @@ def agreement_report(
                 .order_by(votes.c.position)
             )
         )
+        # A case's latest label is its reviewers' word (an earlier one stays in the history).
+        case_labels = {
+            row.case_id: row
+            for row in conn.execute(
+                select(labels).where(labels.c.run_id == str(run_id)).order_by(labels.c.position)
+            )
+        }
     by_case = {str(f.case_id): f for f in facts}
     # A judge that judged a case twice (re-judging) counts with its latest valid verdict.
     latest: dict[tuple[str, str], Any] = {}
@@ -248,7 +343,7 @@ def agreement_report(
             passed = _passed_alone(row, case_facts, spec)
             if passed is not None:
                 passed_ratings.setdefault(case_id, {})[judge] = 1.0 if passed else 0.0
-    human = _human(rows, spec, by_case)
+    human = _human(rows, latest, case_labels, spec, by_case)
     return AgreementReport(
         run_id=str(run_id),
         judges=sorted({judge for _, judge in latest}),
@@ -260,10 +355,14 @@ def agreement_report(
 
 
 def _human(
-    rows: Sequence[Any], spec: ScoringSpec, by_case: dict[str, CaseFacts]
+    rows: Sequence[Any],
+    latest: dict[tuple[str, str], Any],
+    case_labels: dict[str, Any],
+    spec: ScoringSpec,
+    by_case: dict[str, CaseFacts],
 ) -> list[HumanAgreement]:
-    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     selected = {m.metric for m in spec.metrics}
+    corrections: list[HumanValue] = []
     for row in rows:
         if not row.valid:
             continue
@@ -272,14 +371,25 @@ def _human(
             for m in encoding.loads(row.human_scores):
                 before, after = judged.get(m["metric"]), _value(m)
                 if m["metric"] in selected and before is not None and after is not None:
-                    pairs.setdefault((row.judge, m["metric"]), []).append((before, after))
-        case_facts = by_case.get(row.case_id)
-        if row.human_passed is not None and case_facts is not None:
-            passed = _passed_alone(row, case_facts, spec)
-            if passed is not None:
-                pairs.setdefault((row.judge, "case_passed"), []).append(
-                    (1.0 if passed else 0.0, 1.0 if row.human_passed else 0.0)
-                )
+                    corrections.append((row.case_id, row.judge, m["metric"], before, after))
+        passed = _passed_of(row, by_case, spec) if row.human_passed is not None else None
+        if passed is not None:
+            human = 1.0 if row.human_passed else 0.0
+            corrections.append((row.case_id, row.judge, "case_passed", passed, human))
+    labelled: list[HumanValue] = []
+    for (case_id, judge), row in latest.items():
+        label = case_labels.get(case_id)
+        if label is None:
+            continue
+        judged = {m["metric"]: _value(m) for m in encoding.loads(row.metric_scores)}
+        for m in encoding.loads(label.metric_scores):
+            before, after = judged.get(m["metric"]), _value(m)
+            if m["metric"] in selected and before is not None and after is not None:
+                labelled.append((case_id, judge, m["metric"], before, after))
+        passed = _passed_of(row, by_case, spec)
+        if passed is not None:
+            labelled.append((case_id, judge, "case_passed", passed, 1.0 if label.passed else 0.0))
+    pairs = judge_vs_human_pairs(corrections, labelled)
     order = {m.metric: i for i, m in enumerate(spec.metrics)}
     return [
         human_agreement(judge, measure, values)
@@ -287,3 +397,10 @@ def _human(
             pairs.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], len(order)))
         )
     ]
+
+
+def _passed_of(row: Any, by_case: dict[str, CaseFacts], spec: ScoringSpec) -> float | None:
+    """Case pass/fail (1/0) as this verdict alone decides it, None when it decides nothing."""
+    case_facts = by_case.get(row.case_id)
+    passed = None if case_facts is None else _passed_alone(row, case_facts, spec)
+    return None if passed is None else (1.0 if passed else 0.0)

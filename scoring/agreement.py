@@ -11,7 +11,7 @@ flagged, below `MIN_ITEMS` it is not reported at all (`insufficient_data`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from itertools import combinations
 from typing import TYPE_CHECKING
@@ -315,12 +315,12 @@ def shown(value: float | None, level: Reliability, interval: Interval | None) ->
 
 
 class HumanAgreement(BaseModel):
-    """A judge's original values against the human corrections of its verdicts."""
+    """A judge's original values against a human's: overrides of its verdicts, reviewers' labels."""
 
-    judge: str = Field(description="provider:model of the judge that was overridden.")
+    judge: str = Field(description="provider:model of the judge compared with a human.")
     measure: str = Field(description="A metric id, or `case_passed`.")
-    items: int = Field(description="Corrected values compared.")
-    percent_agreement: float | None = Field(description="Share the human left unchanged.")
+    items: int = Field(description="Values compared (overridden verdicts and labelled cases).")
+    percent_agreement: float | None = Field(description="Share where the human agreed.")
     cohen_kappa: float | None = Field(description="Cohen's κ judge vs human; null if undefined.")
 
 
@@ -337,6 +337,30 @@ def human_agreement(
     )
 
 
+HumanValue = tuple[str, str, str, float, float]
+"""(case id, judge, measure, the judge's value, the human's value)."""
+
+
+def judge_vs_human_pairs(
+    corrections: Iterable[HumanValue], labels: Iterable[HumanValue]
+) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(judge, measure) → (judge value, human value) pairs, from overrides and labels.
+
+    A reviewer's label says what the case deserved, so where a case has one it replaces the
+    override pairs of that case for the same judge and measure: one human value per case.
+    """
+    labelled: dict[tuple[str, str, str], tuple[float, float]] = {
+        (case, judge, measure): (judged, human) for case, judge, measure, judged, human in labels
+    }
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for case, judge, measure, judged, human in corrections:
+        if (case, judge, measure) not in labelled:
+            pairs[(judge, measure)].append((judged, human))
+    for (_, judge, measure), pair in labelled.items():
+        pairs[(judge, measure)].append(pair)
+    return dict(pairs)
+
+
 class AgreementReport(BaseModel):
     """Agreement figures of one run."""
 
@@ -351,5 +375,5 @@ class AgreementReport(BaseModel):
         description="Case pass/fail as each judge's verdict alone decides it under the run's spec."
     )
     human: list[HumanAgreement] = Field(
-        description="Judge vs human, where verdicts were overridden."
+        description="Judge vs human, where verdicts were overridden or reviewers labelled cases."
     )

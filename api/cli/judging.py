@@ -192,7 +192,7 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     for note in agreement_notes(measures):
         print(note)
     if report.human:
-        print("judge vs human (overrides):")
+        print("judge vs human (overrides and reviewers' labels):")
         print_table(
             [
                 (h.judge, h.measure, h.items, h.percent_agreement, h.cohen_kappa)
@@ -212,8 +212,8 @@ def register(commands: Commands) -> None:
         parents=[common],
         help="judge agreement of a run: Cohen's kappa, Krippendorff's alpha, judge vs human",
         description="Per metric and for case pass/fail: Cohen's kappa for two judges, "
-        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden; "
-        "bootstrap 95% intervals and n; under 10 items: insufficient data.",
+        "Krippendorff's alpha (ordinal) for any number, judge vs human where overridden or "
+        "labelled; bootstrap 95% intervals and n; under 10 items: insufficient data.",
     )
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -16,7 +16,9 @@ from evaledger.api.schemas import (
     CaseHistory,
     ClaimsBody,
     ErrorBody,
+    FlagBody,
     InvalidateBody,
+    LabelBody,
     OverrideBody,
     ReasonBody,
     RunHistory,
@@ -27,9 +29,12 @@ from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
 from evaledger.domain.case_opening import verdict_fields
 from evaledger.domain.events import (
     CaseEvent,
+    CaseFlagged,
+    CaseUnflagged,
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     JudgeVerdictRecorded,
     OutcomeEvaluated,
     StructuralCheckRecorded,
@@ -38,7 +43,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
     request_digest,
 )
-from evaledger.domain.ledger import Context, jsonable
+from evaledger.domain.ledger import Context, jsonable, require_reason
 
 router = APIRouter(tags=["cases"])
 
@@ -143,6 +148,53 @@ def invalidate_verdict(
 ) -> Written:
     """Rule a verdict out; it stays in the history."""
     return _record(services, case_id, VerdictInvalidated, ctx, dict(body), response)
+
+
+@router.post("/cases/{case_id}/labels", status_code=201, responses=replayed(Written))
+def label_case(
+    case_id: UUID, body: LabelBody, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
+    """A reviewer's own label (pass/fail, metric scores, a comment); feeds judge-vs-human."""
+    fields = body.model_dump(exclude_none=True)
+    fields["metric_scores"] = body.metric_scores
+    return _record(services, case_id, HumanLabelRecorded, ctx, fields, response)
+
+
+@router.post("/cases/{case_id}/flag", status_code=201, responses=replayed(Written))
+def flag_case(
+    case_id: UUID, body: FlagBody, services: ServicesDep, ctx: ContextDep, response: Response
+) -> Written:
+    """Flag the case for review with a reason: it joins the run's review queue."""
+    fields = {"reason": require_reason(body.reason, "a flag")}
+    return _record(
+        services, case_id, CaseFlagged, _toggle(services, case_id, ctx), fields, response
+    )
+
+
+@router.post("/cases/{case_id}/unflag", status_code=201, responses=replayed(Written))
+def unflag_case(
+    case_id: UUID,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+    body: ReasonBody | None = None,
+) -> Written:
+    """Clear the case's flag (409 when it is not flagged)."""
+    fields = {"reason": body.reason if body else None}
+    ctx = _toggle(services, case_id, ctx)
+    return _record(services, case_id, CaseUnflagged, ctx, fields, response)
+
+
+def _toggle(services: Any, case_id: UUID, ctx: Context) -> Context:
+    """The derived idempotency key of a flag or unflag: it names the case's version.
+
+    A flag toggles, so without a client key the same body sent again after an unflag is a new
+    act; a resent request meets the flag it made (409), never a silent replay.
+    """
+    if ctx.idempotency_key is not None:
+        return ctx
+    version = services.ledger.get_case(case_id).version
+    return dataclasses.replace(ctx, idempotency_key=f"auto:toggle:{case_id}:v{version}")
 
 
 @router.get("/cases/{case_id}")

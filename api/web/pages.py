@@ -33,10 +33,16 @@ from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationErr
 from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.comparison import CaseStatus as CaseClass
-from evaledger.scoring.comparison import CompareThresholds, render_markdown
+from evaledger.scoring.comparison import (
+    CompareThresholds,
+    render_markdown,
+    source_metric_deltas,
+)
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
+from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
 
 HERE = Path(__file__).parent
@@ -134,13 +140,17 @@ def error_page(request: Request, status: int, detail: str, code: str) -> Respons
     )
 
 
-def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
-    """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
+def guarded(request: Request, act: Callable[[], Response]) -> Response:
+    """What `act` answers; a domain error becomes the HTML error page (pages and forms alike)."""
     try:
-        context = build()
+        return act()
     except EvaledgerError as e:
         return error_page(request, status_of(e), e.detail, e.code)
-    return templates.TemplateResponse(request, template, context)
+
+
+def render(request: Request, template: str, build: Callable[[], dict[str, Any]]) -> Response:
+    """Render `template` with what `build` returns; a domain error becomes an HTML error page."""
+    return guarded(request, lambda: templates.TemplateResponse(request, template, build()))
 
 
 def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
@@ -169,6 +179,22 @@ def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: st
         raise NotFoundError(f"no {what} {aggregate_id}")
 
 
+def viewed_run(services: Services, viewer: Viewer, value: str) -> tuple[UUID, RunRow]:
+    """The run a page is about (its id or key in the path), within the viewer's project."""
+    rid = resolve_run(services, viewer, value, "run_id")
+    return rid, services.reads.get_run(rid)
+
+
+def answer_of(services: Services, case_id: UUID) -> str | None:
+    """A case's final answer, read from its transcript event (for the few cases of one page)."""
+    for event in services.ledger.events_of(case_id):
+        if isinstance(event, TranscriptRecorded):
+            return views.final_answer(
+                [t.model_dump(include={"role", "content"}) for t in event.turns]
+            )
+    return None
+
+
 def _number(value: str, field: str) -> float | None:
     if not value.strip():
         return None
@@ -192,6 +218,16 @@ def _day(value: str, field: str, end: bool) -> datetime | None:
 
 def _metric_names(services: Services, project: str) -> dict[str, str]:
     return {m.name: m.display_name for m in services.reads.available_metrics(project)}
+
+
+def run_cost(services: Services, run_id: UUID, aggregate: RunAggregate) -> float | None:
+    """The run's total cost; None ("—") when no case reported one.
+
+    The aggregate sums unknown costs as 0, so a zero total is asked of the cases' scores.
+    """
+    if aggregate.total_cost_usd or services.reads.cost_reported(run_id):
+        return aggregate.total_cost_usd
+    return None
 
 
 def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
@@ -254,7 +290,11 @@ def runs_page(
             offset=offset,
         )
         rows, total = services.reads.list_runs(f)
-        listed = [{"run": r, "aggregate": services.reads.summary(r.run_id).aggregate} for r in rows]
+        listed = []
+        for r in rows:
+            aggregate = services.reads.summary(r.run_id).aggregate
+            cost = run_cost(services, r.run_id, aggregate)
+            listed.append({"run": r, "aggregate": aggregate, "total_cost": cost})
         completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
@@ -290,8 +330,7 @@ def run_page(
     """A run: aggregate, thresholds, coverage, charts and its cases."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         summary = services.reads.summary(rid)
         # 10,000 decoded scores: no cycles, nothing for the collector to find.
         with collector.paused():
@@ -344,8 +383,7 @@ def run_page(
             "test_case_count": len(summary.test_cases),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
-            # The aggregate sums unknown costs as 0: a run where no case reported one shows "—".
-            "cost_known": any(s.cost_usd is not None for s in scores),
+            "total_cost": run_cost(services, rid, summary.aggregate),
         }
 
     return render(request, "run.html", build)
@@ -393,6 +431,9 @@ def case_page(
             "corrections": [
                 e for e in events if e["type"] in ("VerdictOverridden", "VerdictInvalidated")
             ],
+            "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
+            "flag": standing_flag(services.engine, case_id),
+            "label_metrics": services.reads.run_spec(run.run_id).metrics,
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),
             "metric_names": _metric_names(services, run.project),
@@ -426,7 +467,9 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     grading = services.reads.run_spec(run_id).grading or {}
     minimums = grading.get("mandatory_minimums")
     mandatory = {str(t) for t in minimums} if isinstance(minimums, dict) else set()
-    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory)
+    flags, labelled = reviewed_cases(services.engine, run_id)
+    review = views.CaseReview(flags, frozenset(labelled))
+    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory, review)
 
 
 def _answers(
@@ -440,12 +483,7 @@ def _answers(
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for side, run_id in runs.items():
         for key, case_id in services.reads.first_cases(run_id, keys).items():
-            answer = None
-            for event in services.ledger.events_of(case_id):
-                if isinstance(event, TranscriptRecorded):
-                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
-                    answer = views.final_answer(turns)
-            found[(side, key)] = {"case_id": str(case_id), "answer": answer}
+            found[(side, key)] = {"case_id": str(case_id), "answer": answer_of(services, case_id)}
     return found
 
 
@@ -458,8 +496,7 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
     notes = []
     for label, run_id in runs.items():
         policy = services.reads.summary(run_id).spec.judge_errors
-        count = sum(1 for s in services.reads.case_score_objects(run_id) if s.get("judge_error"))
-        note = judge_error_note(count, policy)
+        note = judge_error_note(services.reads.judge_error_count(run_id), policy)
         if note is not None:
             notes.append((label, note.text))
     return notes
@@ -535,6 +572,7 @@ def compare_page(
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
             judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
+            source_deltas=source_metric_deltas(result.aggregate),
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )
@@ -612,17 +650,11 @@ def matrix_page(
     """A run as test case × variant, each cell the answer and pass/fail (promptfoo's view)."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         with collector.paused():
             rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
         grid = views.matrix(rows, page)
-        answers = {}
-        for key, cell in grid.cells.items():
-            for event in services.ledger.events_of(UUID(cell.case_id)):
-                if isinstance(event, TranscriptRecorded):
-                    turns = [t.model_dump(include={"role", "content"}) for t in event.turns]
-                    answers[key] = views.final_answer(turns)
+        answers = {key: answer_of(services, UUID(cell.case_id)) for key, cell in grid.cells.items()}
         return {
             "title": f"Matrix: {run.name or run.run_key}",
             "run": run,
@@ -647,8 +679,7 @@ def scorecard_page(
     """The run's governance scorecard (iFixAi rules): categories, tests, minimums, cap, grade."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         minimum = _number(min_score, "min_score")
         context: dict[str, Any] = {
             "title": f"Scorecard: {run.name or run.run_key}",

@@ -1,4 +1,6 @@
-"""Human review: override or invalidate a judge verdict (admin scope); a run's review queue.
+"""Human review: verdict corrections (admin), labels and flags (write), a run's review queue.
+
+An admin overrides or invalidates a judge verdict; a write-scope reviewer labels or flags a case.
 
 Each form goes through the Ledger's own command with the signed-in principal as actor (a token's
 actor; the open local user is the server's default actor), then back to the case page, whose
@@ -11,16 +13,23 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 from uuid import UUID
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.datastructures import FormData
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
-from evaledger.api.errors import status_of
-from evaledger.api.web.pages import check_scope, error_page, queue_of, render, resolve_run
+from evaledger.api.web.pages import check_scope, guarded, queue_of, render, viewed_run
 from evaledger.api.web.session import Viewer, ViewerDep
-from evaledger.domain.errors import EvaledgerError, ValidationError
-from evaledger.domain.events import CaseEvent, VerdictInvalidated, VerdictOverridden
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import (
+    CaseEvent,
+    CaseFlagged,
+    CaseUnflagged,
+    HumanLabelRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
 from evaledger.domain.ledger import Context, require_reason
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -49,6 +58,21 @@ def _passed(value: str) -> bool | None:
     return choices[value]
 
 
+def _score(metric: str, value: str, field: str = "score") -> dict[str, Any]:
+    """One metric's value as typed: pass or fail (a binary metric), else an integer 0-5."""
+    if value in ("pass", "fail"):
+        return {"metric": metric, "passed": value == "pass"}
+    try:
+        score = int(value)
+    except ValueError:
+        raise ValidationError(
+            f"{field}: 0-{SCORE_MAX}, pass or fail; got {value!r}", field=field
+        ) from None
+    if not 0 <= score <= SCORE_MAX:
+        raise ValidationError(f"{field}: 0-{SCORE_MAX}, got {value}", field=field)
+    return {"metric": metric, "score": score}
+
+
 def _metric_scores(
     services: Services, case_id: UUID, verdict_id: UUID, metric: str, value: str
 ) -> list[dict[str, Any]] | None:
@@ -62,20 +86,8 @@ def _metric_scores(
             f"verdict_id: no verdict {verdict_id} in this case", field="verdict_id"
         )
     scores = [m.model_dump(include={"metric", "score", "passed"}) for m in verdict.metric_scores]
-    new: dict[str, Any] = {"metric": metric}
-    if value in ("pass", "fail"):
-        new["passed"] = value == "pass"
-    else:
-        try:
-            new["score"] = int(value)
-        except ValueError:
-            raise ValidationError(
-                f"score: 0-{SCORE_MAX}, pass or fail; got {value!r}", field="score"
-            ) from None
-        if not 0 <= new["score"] <= SCORE_MAX:
-            raise ValidationError(f"score: 0-{SCORE_MAX}, got {value}", field="score")
     kept = [m for m in scores if m["metric"] != metric]
-    return [*kept, new]
+    return [*kept, _score(metric, value)]
 
 
 def _write(
@@ -87,14 +99,16 @@ def _write(
     viewer: Viewer,
     queue: str,
 ) -> Response:
-    try:
+    """Record one review act through the ledger, then back to the case (or the error page)."""
+
+    def act() -> Response:
         check_scope(services, viewer, case_id, "case")
-        body = build()
-        services.ledger.record(case_id, cls, _context(services, viewer), body)
-    except EvaledgerError as e:
-        return error_page(request, status_of(e), e.detail, e.code)
-    back = f"?{urlencode({'queue': queue})}" if queue else ""
-    return RedirectResponse(f"/ui/cases/{case_id}{back}#corr-h", status_code=303)
+        services.ledger.record(case_id, cls, _context(services, viewer), build())
+        back = f"?{urlencode({'queue': queue})}" if queue else ""
+        anchor = "corr-h" if cls in (VerdictOverridden, VerdictInvalidated) else "labels-h"
+        return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
+
+    return guarded(request, act)
 
 
 @router.post("/cases/{case_id}/override")
@@ -148,13 +162,77 @@ def invalidate_case_verdict(
     return _write(request, services, case_id, VerdictInvalidated, build, viewer, queue)
 
 
+async def _form(request: Request) -> FormData:
+    """The posted form (already read and cached by the CSRF check)."""
+    return await request.form()
+
+
+SCORE_FIELD = "score."
+"""A label form's metric score fields: `score.<metric id>` (blank: not scored)."""
+
+
+@router.post("/cases/{case_id}/label")
+def label_case(
+    request: Request,
+    case_id: UUID,
+    viewer: ViewerDep,
+    form: Annotated[FormData, Depends(_form)],
+    passed: Text = "",
+    comment: Text = "",
+    queue: Text = "",
+) -> Response:
+    """A write-scope reviewer labels the case: pass/fail, optional metric scores, a comment."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        verdict = _passed(passed)
+        if verdict is None:
+            raise ValidationError("passed: choose pass or fail", field="passed")
+        scores = [
+            _score(name.removeprefix(SCORE_FIELD), value.strip(), name)
+            for name, value in form.multi_items()
+            if name.startswith(SCORE_FIELD) and isinstance(value, str) and value.strip()
+        ]
+        body: dict[str, Any] = {"passed": verdict, "metric_scores": scores}
+        if comment.strip():
+            body["comment"] = comment.strip()
+        return body
+
+    return _write(request, services, case_id, HumanLabelRecorded, build, viewer, queue)
+
+
+@router.post("/cases/{case_id}/flag")
+def flag_case(
+    request: Request, case_id: UUID, viewer: ViewerDep, reason: Text = "", queue: Text = ""
+) -> Response:
+    """A write-scope reviewer flags the case for review, saying why (it joins the queue)."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        return {"reason": require_reason(reason, "a flag")}
+
+    return _write(request, services, case_id, CaseFlagged, build, viewer, queue)
+
+
+@router.post("/cases/{case_id}/unflag")
+def unflag_case(
+    request: Request, case_id: UUID, viewer: ViewerDep, reason: Text = "", queue: Text = ""
+) -> Response:
+    """A write-scope reviewer clears the case's flag."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        return {"reason": reason.strip() or None}
+
+    return _write(request, services, case_id, CaseUnflagged, build, viewer, queue)
+
+
 @router.get("/runs/{run_id}/queue", response_class=HTMLResponse)
 def queue_page(request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep) -> Response:
     """What needs a person in a run, walked with the keyboard (j/k, Enter opens, then decide)."""
 
     def build() -> dict[str, Any]:
-        rid = resolve_run(services, viewer, run_id, "run_id")
-        run = services.reads.get_run(rid)
+        rid, run = viewed_run(services, viewer, run_id)
         items = queue_of(services, rid)
         return {
             "title": f"Review queue: {run.name or run.run_key}",

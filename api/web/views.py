@@ -6,8 +6,8 @@ Pure functions over the read models' results (no I/O), so they are unit-tested w
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -241,6 +241,7 @@ def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
 class QueueReason(StrEnum):
     """Why a case needs a person (the review queue's reasons, most urgent first)."""
 
+    FLAGGED = "flagged by a reviewer"
     MANDATORY_FAILED = "mandatory test failed"
     JUDGE_ERROR = "judge error"
     JUDGES_DISAGREE = "judges disagree"
@@ -252,13 +253,23 @@ DISAGREEMENT_POINTS = 2
 
 
 @dataclass(frozen=True)
+class CaseReview:
+    """What reviewers did to a run's cases: standing flags (case id → reason), labelled cases."""
+
+    flags: Mapping[str, str] = field(default_factory=dict)
+    labelled: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class QueueItem:
     """One case in a run's review queue."""
 
     row: CaseRow
     reasons: list[QueueReason]
     reviewed: bool
-    """A human already overrode or invalidated one of its verdicts."""
+    """A human already overrode or invalidated one of its verdicts, or labelled the case."""
+    flag: str | None = None
+    """The reason a reviewer flagged it, while the flag stands."""
 
 
 def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
@@ -277,16 +288,24 @@ def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
 
 
 def review_queue(
-    rows: Sequence[CaseRow], facts: Sequence[CaseFacts], flaky: set[str], mandatory: set[str]
+    rows: Sequence[CaseRow],
+    facts: Sequence[CaseFacts],
+    flaky: set[str],
+    mandatory: set[str],
+    review: CaseReview | None = None,
 ) -> list[QueueItem]:
     """The cases needing a person: unreviewed first, then by reason and key (naturally)."""
     by_id = {str(f.case_id): f for f in facts}
+    review = review or CaseReview()
     items = []
     for row in rows:
         f = by_id.get(row.case_id)
         if f is None:
             continue
         reasons = []
+        flag = review.flags.get(row.case_id)
+        if flag is not None:
+            reasons.append(QueueReason.FLAGGED)
         if f.test_id in mandatory and row.passed is False:
             reasons.append(QueueReason.MANDATORY_FAILED)
         if row.judge_error:
@@ -296,8 +315,10 @@ def review_queue(
         if row.test_case_key in flaky:
             reasons.append(QueueReason.FLAKY)
         if reasons:
-            reviewed = any(v.overridden or v.invalidated for v in f.verdicts)
-            items.append(QueueItem(row, reasons, reviewed))
+            reviewed = row.case_id in review.labelled or any(
+                v.overridden or v.invalidated for v in f.verdicts
+            )
+            items.append(QueueItem(row, reasons, reviewed, flag))
     order = list(QueueReason)
     items.sort(
         key=lambda i: (

@@ -21,11 +21,15 @@ from evaledger.domain.events.base import (
     stored_hash,
 )
 from evaledger.domain.events.case import (
+    HUMAN_ACTS,
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
+    CaseUnflagged,
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
@@ -103,6 +107,9 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     TokenRevoked,
     NamedScoresRecorded,
     ChainAdopted,
+    HumanLabelRecorded,
+    CaseFlagged,
+    CaseUnflagged,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -112,11 +119,14 @@ __all__ = [
     "EVENT_CLASSES",
     "GENESIS_HASH",
     "GRADE_VALUES",
+    "HUMAN_ACTS",
     "AgentSnapshot",
     "BaselineApproved",
     "BaselineRevoked",
     "CaseEvent",
+    "CaseFlagged",
     "CaseOpened",
+    "CaseUnflagged",
     "CasesAttached",
     "CatalogueEvent",
     "ChainAdopted",
@@ -128,6 +138,7 @@ __all__ = [
     "ExecutionCanceled",
     "ExecutionErrored",
     "ExpectedOutcome",
+    "HumanLabelRecorded",
     "IdempotencyKeyUsed",
     "JudgeIdentity",
     "JudgeVerdictRecorded",

@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.project import TokenScope
 from evaledger.domain.events.values import (
     CheckStatus,
     Claim,
@@ -193,3 +194,46 @@ class NamedScoresRecorded(CaseEvent):
     metadata: JsonObject = Field(default_factory=dict, description="Everything else it kept.")
     usage: Usage | None = None
     cost_usd: float | None = Field(default=None, ge=0)
+
+
+class HumanLabelRecorded(CaseEvent):
+    """A reviewer's own judgement of the case: pass/fail, optional metric scores, a comment.
+
+    A label is not a verdict and scores nothing: it is what judge-vs-human agreement compares
+    the judges with. A later label by anyone replaces an earlier one there; both stay here.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.human_label_recorded"
+
+    passed: StrictBool = Field(description="The reviewer's pass/fail for the case.")
+    metric_scores: list[MetricScore] = Field(
+        default_factory=list, description="The reviewer's score of some metrics (0-5 or passed)."
+    )
+    comment: str | None = Field(default=None, description="What the reviewer noted.")
+
+
+class CaseFlagged(CaseEvent):
+    """A reviewer flagged the case for a person to look at (it joins the run's review queue)."""
+
+    topic_name: ClassVar[str] = "evaledger.case.flagged"
+
+    reason: str = Field(min_length=1)
+
+
+class CaseUnflagged(CaseEvent):
+    """A flag was cleared (the case leaves the review queue unless another reason keeps it)."""
+
+    topic_name: ClassVar[str] = "evaledger.case.unflagged"
+
+    reason: str | None = None
+
+
+HUMAN_ACTS: dict[type[CaseEvent], tuple[TokenScope, str]] = {
+    VerdictOverridden: (TokenScope.ADMIN, "recording overrides or invalidations"),
+    VerdictInvalidated: (TokenScope.ADMIN, "recording overrides or invalidations"),
+    HumanLabelRecorded: (TokenScope.WRITE, "labelling or flagging a case"),
+    CaseFlagged: (TokenScope.WRITE, "labelling or flagging a case"),
+    CaseUnflagged: (TokenScope.WRITE, "labelling or flagging a case"),
+}
+"""A person's acts on a case, allowed on a closed run: the scope each needs, and the act named
+in the refusal. Corrections are an admin's; labels and flags a reviewer's (write)."""

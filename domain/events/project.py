@@ -10,6 +10,7 @@ from pydantic import (
     Field,
 )
 
+from evaledger.domain.errors import PermissionDeniedError
 from evaledger.domain.events.base import DomainEvent
 from evaledger.domain.metrics import MetricDefinition
 
@@ -55,6 +56,13 @@ class TokenScope(StrEnum):
     def allows(self, needed: TokenScope) -> bool:
         """True when this scope includes `needed`."""
         return self.rank >= needed.rank
+
+    def require(self, needed: TokenScope, what: str) -> None:
+        """Refuse `what` (403) unless this scope includes `needed`."""
+        if not self.allows(needed):
+            raise PermissionDeniedError(
+                f"{what} needs a token with the {needed.value} scope (this one is {self.value})"
+            )
 
 
 class TokenEvent(DomainEvent):

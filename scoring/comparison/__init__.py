@@ -45,7 +45,11 @@ from evaledger.scoring.comparison.engine import (
     compare_results,
     compare_runs,
 )
-from evaledger.scoring.comparison.markdown import MAX_MARKDOWN_CASES, render_markdown
+from evaledger.scoring.comparison.markdown import (
+    MAX_MARKDOWN_CASES,
+    render_markdown,
+    source_metric_deltas,
+)
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
     CaseStatus,
@@ -91,5 +95,6 @@ __all__ = [
     "config_diff",
     "prompt_diff",
     "render_markdown",
+    "source_metric_deltas",
     "tool_diff",
 ]

@@ -95,13 +95,24 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _source_rows(agg: AggregateComparison) -> list[str]:
-    """Rows of the delta table for the runs' source metrics (issue 18: `SCORER/METRIC`)."""
+SourceDelta = tuple[str, float | None, float | None, float | None]
+"""A source metric (`SCORER/METRIC`): its baseline and candidate values and the delta."""
+
+
+def source_metric_deltas(agg: AggregateComparison) -> list[SourceDelta]:
+    """Every source metric either run reports, by name: values and candidate − baseline."""
     ba, ca = agg.baseline_metrics.scorer_metrics, agg.candidate_metrics.scorer_metrics
-    rows = []
+    rows: list[SourceDelta] = []
     for name in sorted(ba.keys() | ca.keys()):
         b, c = ba.get(name), ca.get(name)
-        delta = None if b is None or c is None else c - b
+        rows.append((name, b, c, None if b is None or c is None else c - b))
+    return rows
+
+
+def _source_rows(agg: AggregateComparison) -> list[str]:
+    """Rows of the delta table for the runs' source metrics (issue 18: `SCORER/METRIC`)."""
+    rows = []
+    for name, b, c, delta in source_metric_deltas(agg):
         rows.append(
             f"| {_md(name)} | {_fmt(b, '.4f', '')} | {_fmt(c, '.4f', '')} "
             f"| {_fmt(delta, '.4f', '', signed=True)} |"

@@ -4,7 +4,9 @@
 issues an admin token for one, and `evaledger serve` then requires tokens. In the browser: sign
 in with the token, see only its project, fail to open the other project's run, override a
 failing case with a reason and see the aggregate change and the history name the principal, a
-forged form refused, the review queue walked with the keyboard, answers side by side in compare.
+forged form refused, the review queue walked with the keyboard, answers side by side in compare;
+a write-scope reviewer labels a case (agreement's judge-vs-human moves) and flags one (it leads the
+queue), and a forged label form without the CSRF token stores nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class TeamSite:
     token: str
     token_id: str
     other_run: str
+    writer: str
+    """A write-scope reviewer's token (labels and flags, no overrides)."""
+    writer_id: str
 
     def api(self, path: str) -> Any:
         request = urllib.request.Request(
@@ -69,6 +74,10 @@ def team_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamSite]:
         _run(root, env, "token", "create", "--db", db, "--project", "default",
              "--scope", "admin", "--name", "reviewer", "--json")
     )  # fmt: skip
+    writer = json.loads(
+        _run(root, env, "token", "create", "--db", db, "--project", "default",
+             "--scope", "write", "--name", "labeller", "--json")
+    )  # fmt: skip
     listed = json.loads(_run(root, env, "runs", "--db", db, "--project", "other-team", "--json"))
     other_run = str(listed["data"][0]["run_id"])
     port = free_port()
@@ -95,7 +104,14 @@ def team_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamSite]:
             if time.monotonic() > deadline:
                 pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
             time.sleep(0.1)
-        yield TeamSite(base, created["token"], created["token_id"], other_run)
+        yield TeamSite(
+            base,
+            created["token"],
+            created["token_id"],
+            other_run,
+            writer["token"],
+            writer["token_id"],
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -142,10 +158,10 @@ def page(chromium: Any, team_site: TeamSite) -> Iterator[Any]:
     assert errors == [], f"JavaScript errors: {errors}"
 
 
-def sign_in(page: Any, site: TeamSite, start: str = "/ui/") -> None:
+def sign_in(page: Any, site: TeamSite, start: str = "/ui/", token: str = "") -> None:
     page.goto(site.base + start)
     page.wait_for_url("**/ui/signin?**")
-    page.locator("#token").fill(site.token)
+    page.locator("#token").fill(token or site.token)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"**{start}")
 
@@ -268,3 +284,83 @@ def test_compare_shows_both_answers_side_by_side(team_site: TeamSite, page: Any)
     left, right = side[0].bounding_box(), side[1].bounding_box()
     assert left["y"] == right["y"] and left["x"] < right["x"]  # side by side, not stacked
     shot(page, "team-4-compare")
+
+
+def _human_items(site: TeamSite, run_id: str) -> dict[tuple[str, str], int]:
+    return {
+        (h["judge"], h["measure"]): h["items"]
+        for h in site.api(f"/runs/{run_id}/agreement")["human"]
+    }
+
+
+def test_a_write_reviewer_labels_a_case_and_agreement_changes(
+    team_site: TeamSite, page: Any
+) -> None:
+    sign_in(page, team_site, token=team_site.writer)
+    run = runs(team_site)["cs-agent-v1-nightly-2026-09-14"]
+    before = _human_items(team_site, run["run_id"])
+    cases = team_site.api(f"/runs/{run['run_id']}/cases?limit=500")["data"]
+    judged = next(c for c in cases if c["passed"] is True)
+    page.goto(f"{team_site.base}/ui/cases/{judged['case_id']}")
+    assert page.locator("#override-form").count() == 0  # write scope: no overrides
+    form = page.locator("#label-form")
+    form.get_by_label("Your verdict").select_option("fail")
+    form.get_by_label("Comment").fill("it never confirmed the new address")
+    form.get_by_role("button", name="Save label").click()
+    page.wait_for_url(f"**/ui/cases/{judged['case_id']}#labels-h")
+    row = page.locator("#labels tbody tr").last.inner_text()
+    assert f"labeller (token {team_site.writer_id})" in row
+    assert "it never confirmed the new address" in row
+    history = page.locator("#history tbody tr").last.inner_text()
+    assert "HumanLabelRecorded" in history and f"token {team_site.writer_id}" in history
+    shot(page, "team-5-labelled")
+    after = _human_items(team_site, run["run_id"])
+    judges = {judge for judge, measure in after if measure == "case_passed"}
+    assert judges, "no judge-vs-human figure after the label"
+    assert all(after[(j, "case_passed")] == before.get((j, "case_passed"), 0) + 1 for j in judges)
+
+
+def test_a_flagged_case_appears_in_the_review_queue(team_site: TeamSite, page: Any) -> None:
+    sign_in(page, team_site, token=team_site.writer)
+    run = runs(team_site)["cs-agent-v1-nightly-2026-09-14"]
+    cases = team_site.api(f"/runs/{run['run_id']}/cases?limit=500")["data"]
+    case = next(c for c in cases if c["passed"] is False)  # the label test takes a passed one
+    page.goto(f"{team_site.base}/ui/cases/{case['case_id']}")
+    form = page.locator("#flag-form")
+    form.get_by_label("Reason (required)").fill("the caller asked for a person twice")
+    form.get_by_role("button", name="Flag").click()
+    page.wait_for_url(f"**/ui/cases/{case['case_id']}#labels-h")
+    assert "Flagged for review" in page.locator("#flag-status").inner_text()
+    page.goto(f"{team_site.base}/ui/runs/{run['run_id']}/queue")
+    first = page.locator("#queue tbody tr").first
+    assert first.get_attribute("data-case-id") == case["case_id"]
+    assert "flagged by a reviewer" in first.locator('[data-field="reasons"]').inner_text()
+    assert "asked for a person twice" in first.locator('[data-field="flag"]').inner_text()
+    shot(page, "team-6-flagged")
+
+
+def test_a_forged_label_form_without_the_csrf_token_is_refused(
+    team_site: TeamSite, page: Any
+) -> None:
+    sign_in(page, team_site, token=team_site.writer)
+    run = runs(team_site)["cs-agent-v1-nightly-2026-09-14"]
+    case = team_site.api(f"/runs/{run['run_id']}/cases?limit=2")["data"][1]
+    history = team_site.api(f"/cases/{case['case_id']}/history")["events"]
+    page.goto(f"{team_site.base}/ui/cases/{case['case_id']}")
+    page.evaluate(
+        """([caseId]) => {
+            const f = document.createElement('form');
+            f.method = 'post';
+            f.action = '/ui/cases/' + caseId + '/label';
+            const add = (n, v) => { const i = document.createElement('input');
+                i.name = n; i.value = v; f.appendChild(i); };
+            add('passed', 'fail');
+            add('comment', 'forged');
+            document.body.appendChild(f);
+            f.submit();
+        }""",
+        [case["case_id"]],
+    )
+    page.wait_for_url("**/label")
+    assert "csrf_token: missing or stale" in page.locator('[role="alert"]').inner_text()
+    assert team_site.api(f"/cases/{case['case_id']}/history")["events"] == history

@@ -119,13 +119,25 @@ def test_an_override_of_a_metric_score_keeps_the_other_scores(client: TestClient
     assert sorted(m["score"] for m in overridden) == [2] * 7 + [5]
 
 
-def test_an_unknown_cost_is_a_dash_not_zero(client: TestClient) -> None:
+def test_an_unknown_cost_is_a_dash_not_zero_on_the_run_page_and_the_runs_list(
+    client: TestClient,
+) -> None:
     run_id = imported(client, [case("a", 4)])
     assert field(html(client.get(f"/ui/runs/{run_id}")), "total_cost_usd") == "—"
     costed = case("b", 4)
     costed["cost_usd"] = 0.25
     other = imported(client, [costed], key="costed")
     assert field(html(client.get(f"/ui/runs/{other}")), "total_cost_usd") == "$0.2500"
+    free = case("c", 4)
+    free["cost_usd"] = 0.0  # a reported zero is a cost: $0, not unknown
+    zero = imported(client, [free], key="free")
+    listed = html(client.get("/ui/"))
+    costs = dict(
+        re.findall(
+            r'<tr data-run-id="([^"]+)">.*?data-field="total_cost_usd">([^<]*)<', listed, re.S
+        )
+    )
+    assert costs == {run_id: "—", other: "$0.2500", zero: "$0.0000"}
 
 
 def verdict(*values: tuple[str, int | None, bool | None], invalidated: bool = False) -> VerdictFact:

@@ -34,8 +34,10 @@ from evaledger.domain.events import (
     BaselineApproved,
     BaselineRevoked,
     CaseEvent,
+    CaseFlagged,
     CaseOpened,
     CasesAttached,
+    CaseUnflagged,
     CatalogueEvent,
     ChainAdopted,
     CheckStatus,
@@ -46,6 +48,7 @@ from evaledger.domain.events import (
     ExecutionCanceled,
     ExecutionErrored,
     ExpectedOutcome,
+    HumanLabelRecorded,
     IdempotencyKeyUsed,
     JudgeIdentity,
     JudgeVerdictRecorded,
@@ -128,6 +131,9 @@ TOPICS = [
     "evaledger.token.revoked/v1",
     "evaledger.case.named_scores_recorded/v1",
     "evaledger.ledger.chain_adopted/v1",
+    "evaledger.case.human_label_recorded/v1",
+    "evaledger.case.flagged/v1",
+    "evaledger.case.unflagged/v1",
 ]
 
 
@@ -361,6 +367,17 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             usage=Usage(prompt_tokens=120, completion_tokens=8),
             cost_usd=0.0001,
         ),
+        HumanLabelRecorded(
+            **_meta(CASE_ID, 12),
+            passed=False,
+            metric_scores=[
+                MetricScore(metric="tool_routing", score=2, justification="looked it up late"),
+                MetricScore(metric="task_completion", passed=False),
+            ],
+            comment="The refund was promised before the order was found.",
+        ),
+        CaseFlagged(**_meta(CASE_ID, 13), reason="caller asked twice for a human"),
+        CaseUnflagged(**_meta(CASE_ID, 14), reason="checked: the hand-off happened"),
         ChainAdopted(
             **_meta(CHAIN_ID, 1),
             reason="written by 0.3, before the chain",
@@ -415,7 +432,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 24
+    assert len(EVENT_CLASSES) == 27
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
