@@ -42,8 +42,9 @@ from evaledger.importers.base import (
     usage_of,
 )
 
-LOG_VERSIONS = (1, 2)
-"""Inspect log format versions this importer reads (Inspect writes version 2)."""
+LOG_VERSIONS = (1, 2, 3)
+"""Inspect log format versions this importer reads: Inspect 0.3.285 writes 2 and its reader takes 3
+(the message-deduplicating `.eval` logs) as it takes 2; no other version is known."""
 
 _RUN_STATUS = {
     "success": BundleRunStatus.COMPLETED,
