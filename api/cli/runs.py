@@ -19,6 +19,7 @@ from evaledger.api.cli.inputs import (
     load_spec,
     positive_int,
     resolve_run,
+    variant_label,
 )
 from evaledger.api.console import (
     EXIT_OK,
@@ -265,11 +266,6 @@ def headline(summary: Summary) -> str:
     name = headline_metric(summary.spec)
     value = None if name is None else summary.aggregate.scorer_metrics.get(name)
     return "" if name is None else f"{name} {fmt(value, 4)}"
-
-
-def variant_label(variant: str) -> str:
-    """A case variant as people read it: `configuration / persona` (either may be absent)."""
-    return " / ".join(part for part in variant.split("\x1f") if part)
 
 
 def show_payload(

@@ -110,6 +110,8 @@ def test_an_unknown_inspect_log_version_is_refused_naming_the_field(
 
     path = as_version(DIALOGUE, 9, tmp_path / "v9.eval")
     db = f"sqlite:///{tmp_path / 'store.db'}"
-    assert main(["import", str(path), "--db", db]) == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["import", str(path), "--db", db])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "version 9 is not supported" in err and "1, 2, 3" in err
