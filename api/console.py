@@ -394,7 +394,15 @@ def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[s
     print(title)
     for name in AGGREGATE_FIELDS:
         value = None if name in unknown else aggregate.get(name)
-        print(f"  {name:<28} {fmt(value)}")
+        why = f"  ({undecided(aggregate)})" if name == "pass_rate" and value is None else ""
+        print(f"  {name:<28} {fmt(value)}{why}")
+
+
+def undecided(aggregate: dict[str, Any]) -> str:
+    """Why a run has no pass rate: no case passed or failed, and what its cases are instead."""
+    c = aggregate["coverage"]
+    parts = [f"{c[k]} {k}" for k in ("errored", "pending", "canceled") if c.get(k)]
+    return "no case passed or failed" + (f": {', '.join(parts)}" if parts else "")
 
 
 def print_rescore(result: dict[str, Any]) -> None:

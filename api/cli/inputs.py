@@ -25,6 +25,7 @@ from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json
 from evaledger.importers.bundle import describe
 from evaledger.projections.queries import LABEL_PATTERN
+from evaledger.scoring.models import CaseScore
 
 EPILOG = """\
 exit codes:
@@ -207,8 +208,10 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
     refs: list[str] = args.case
     variant: str | None = getattr(args, "variant", None)
     if len(refs) == 1:
-        if args.rep is not None or variant is not None:
-            raise UsageError("--rep/--variant: give RUN TEST_CASE_KEY with them, or a CASE id alone")
+        if args.rep is not None:
+            raise UsageError("--rep: give RUN TEST_CASE_KEY --rep N, or a CASE id alone")
+        if variant is not None:
+            raise UsageError("--variant: give RUN TEST_CASE_KEY --variant V, or a CASE id alone")
         return parse_uuid(refs[0], "CASE")
     if len(refs) != 2:
         raise UsageError("give a CASE id, or RUN TEST_CASE_KEY [--rep N] [--variant V]")
@@ -245,7 +248,7 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
     return found[0].case_id
 
 
-def _of_variant(found: list[Any], variant: str, key: str) -> UUID:
+def _of_variant(found: list[CaseScore], variant: str, key: str) -> UUID:
     """The one case of `found` whose variant is `variant` (as listed) or alone contains it."""
     labels = {s.case_id: variant_label(s.variant) for s in found}
     exact = [i for i, label in labels.items() if label == variant]

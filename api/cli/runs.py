@@ -234,6 +234,10 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                     {
                         **r.model_dump(mode="json"),
                         "pass_rate": a.pass_rate,
+                        "passed": a.passed_count,
+                        "failed": a.failed_count,
+                        "errored": a.coverage.errored,
+                        "pending": a.coverage.pending,
                         "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
                         **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
                     }
@@ -349,8 +353,9 @@ def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> Non
     for k, value in aggregate.get("pass_hat_k", {}).items():
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]
+    rate = aggregate["pass_rate"]
     print(
-        f"  {'pass rate':<32} {fmt(aggregate['pass_rate'], 4)} "
+        f"  {'pass rate':<32} {fmt(rate, 4) if rate is not None else '— (no case decided)'} "
         f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
         f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
         f"{coverage['pending']} pending)"
