@@ -62,8 +62,17 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("cases", drop=4), lambda x: x.run.case_count),
     (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
     (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
-    (Col("created_at", drop=7), lambda x: x.run.created_at),
+    (Col("created_at", drop=7), lambda x: listed_at(x.run)),
 )
+UNDATED_MARK = "*"
+UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
+
+
+def listed_at(run: RunRow) -> str:
+    """The time a run is listed by: its creation at the source, else its import (marked)."""
+    return f"{run.recorded_at} {UNDATED_MARK}" if run.undated else run.created_at
+
+
 CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
     (Col("case_id"), lambda c: c["case_id"]),
     (Col("test_case_key", fold=True), lambda c: c["test_case_key"]),
@@ -260,6 +269,8 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
         ],
         [col for col, _ in columns],
     )
+    if any(r.undated for r in rows):
+        print(UNDATED_NOTE)
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
     return EXIT_OK
@@ -320,6 +331,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     print(
         f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
+    if run["undated"]:
+        print(f"  imported {run['recorded_at']}; the source has no date (listed by import time)")
     scorers = run["spec"].get("scorers") or []
     if scorers:
         print_source_metrics(payload["aggregate"], run["spec"])
