@@ -103,6 +103,28 @@ def test_a_deduplicated_log_imports_with_inspects_own_figures_and_messages(
         assert all(t["content"] is None or "attachment://" not in t["content"] for t in turns)
 
 
+def test_inspects_chunked_sample_layout_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Written by Inspect's own converter; Inspect's reader cannot read it, nor does the importer."""
+    from inspect_ai.log._recorders.chunked import convert_eval_logs_to_chunked
+
+    from evaledger.api.cli import main
+
+    convert_eval_logs_to_chunked(str(DIALOGUE), str(tmp_path / "chunked"), chunk_size=2)
+    (path,) = (tmp_path / "chunked").iterdir()
+    assert any(n.startswith("samples/d1_epoch_1/") for n in _members(path))
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    with pytest.raises(SystemExit) as exited:
+        main(["import", str(path), "--db", db])
+    assert exited.value.code == 2
+    assert "chunked sample layout (samples/ID_epoch_N/…) is not supported" in (
+        capsys.readouterr().err
+    )
+    assert main(["runs", "--db", db, "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["data"] == []
+
+
 def test_an_unknown_inspect_log_version_is_refused_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
