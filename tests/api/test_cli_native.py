@@ -71,7 +71,8 @@ def test_transcript_prints_every_message_in_order_within_80_columns(
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert lines[0] == f"case d1 rep 0 of run {run['run_key']}: {len(sample.messages)} messages"
     headers = [line for line in lines if line.startswith("[")]
-    call = sample.messages[1].tool_calls[0]  # type: ignore[union-attr]
+    calls = getattr(sample.messages[1], "tool_calls", None) or []
+    call = calls[0]
     assert headers == [
         "[1] user",
         "[2] assistant",

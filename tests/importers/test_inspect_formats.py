@@ -53,7 +53,7 @@ def reported(path: Path) -> tuple[int, dict[str, float], dict[str, list[str]]]:
         for k, m in s.metrics.items()
         if math.isfinite(m.value)
     }
-    roles = {str(s.id): [m.role for m in s.messages] for s in log.samples or []}
+    roles = {str(s.id): [str(m.role) for m in s.messages] for s in log.samples or []}
     return log.version, metrics, roles
 
 
