@@ -88,7 +88,11 @@ class RunRow(StrictModel):
     status: str
     labels: dict[str, str]
     created_at: str = Field(description="When the run was created at its source.")
-    recorded_at: str = Field(description="When the run was recorded in this ledger.")
+    recorded_at: str | None = Field(
+        default=None,
+        description="When the run was recorded in this ledger, given for a run whose source has "
+        "no date (it is listed by it); null otherwise, so a run reads the same in every store.",
+    )
     undated: bool = Field(
         default=False,
         description="The source has no date (created_at is 1970-01-01): the run is listed and "
@@ -615,7 +619,7 @@ def _run_row(r: Any) -> RunRow:
         status=r.status,
         labels=encoding.loads(r.labels),
         created_at=r.created_at,
-        recorded_at=r.recorded_at,
+        recorded_at=r.recorded_at if r.listed_at != r.created_at else None,
         undated=r.listed_at != r.created_at,
         completed_at=r.completed_at,
         reason=r.reason,

@@ -70,7 +70,7 @@ UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
 
 def listed_at(run: RunRow) -> str:
     """The time a run is listed by: its creation at the source, else its import (marked)."""
-    return f"{run.recorded_at} {UNDATED_MARK}" if run.undated else run.created_at
+    return f"{run.recorded_at} {UNDATED_MARK}" if run.recorded_at else run.created_at
 
 
 CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (

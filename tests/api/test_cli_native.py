@@ -265,7 +265,7 @@ def test_a_run_without_a_source_date_is_listed_by_its_import_time_and_says_so(
     tau, inspect = listed
     assert tau["created_at"].startswith("1970-01-01") and tau["undated"] is True
     assert tau["recorded_at"] > inspect["created_at"]
-    assert inspect["undated"] is False
+    assert (inspect["undated"], inspect["recorded_at"]) == (False, None)
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = cli("runs", "--wide")
     assert code == 0
