@@ -77,10 +77,12 @@ def render(payload: dict[str, Any], width: int) -> list[str]:
     """The transcript as lines no wider than `width` (a word longer than it is cut)."""
     variant = f", variant {payload['variant']}" if payload["variant"] else ""
     turns = payload["turns"]
-    lines = [
+    lines = _wrapped(
         f"case {payload['test_case_key']} rep {payload['repetition']}{variant} "
-        f"of run {payload['run_key']}: {len(turns)} messages"
-    ]
+        f"of run {payload['run_key']}: {len(turns)} messages",
+        width,
+        "",
+    )
     if not turns:
         lines.append("no transcript recorded")
     for n, turn in enumerate(turns, 1):
