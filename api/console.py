@@ -191,12 +191,13 @@ def print_table(
     header: Sequence[str | Col],
     *,
     fold: Sequence[str] = (),
-) -> None:
+) -> list[str]:
     """A table on stdout: fitted to the terminal and coloured on a TTY, plain when piped.
 
     On a terminal, columns are dropped by `Col.drop` until the row fits (a note names them,
     `--wide` shows them); numbers and ids are never cut, UUIDs show 8 characters. A plain
     header string is a column whose drop order is its position (the first is always kept).
+    Returns the names of the columns shown.
     """
     out = sys.stdout
     tty = out.isatty()
@@ -236,10 +237,11 @@ def print_table(
             Console(file=out, highlight=False).print(
                 f"[dim]not shown at {width} columns: {', '.join(dropped)} (--wide shows them)[/]"
             )
-        return
+        return [cols[i].name for i in kept]
     buffer = io.StringIO()
     Console(file=buffer, width=PLAIN_WIDTH, no_color=True, highlight=False).print(t)
     out.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+    return [cols[i].name for i in kept]
 
 
 def _cell(value: Any, short: bool) -> str:

@@ -262,14 +262,14 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     columns = [*RUN_COLUMNS]
     if any(heads):
         columns.insert(len(columns) - 1, SOURCE_METRIC_COLUMN)
-    print_table(
+    shown = print_table(
         [
             [get(RunLine(r, a, head)) for _, get in columns]
             for r, a, head in zip(rows, aggregates, heads, strict=True)
         ],
         [col for col, _ in columns],
     )
-    if any(r.undated for r in rows):
+    if "created_at" in shown and any(r.undated for r in rows):
         print(UNDATED_NOTE)
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")

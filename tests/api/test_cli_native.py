@@ -286,3 +286,19 @@ def test_reimporting_an_undated_run_is_the_same_run_at_its_first_import_time(cli
     again = cli.imported(TAU)
     assert (again["run_id"], again["new_cases"], again["events"]) == (first["run_id"], 0, 0)
     assert cli.json("runs")["data"] == before
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_undated_footnote_shows_only_with_the_time_column(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], columns: int
+) -> None:
+    """On a terminal: at 80 columns the time column gives way, and its footnote with it."""
+    from tests.api.test_cli_tables import on_terminal
+
+    Cli(sqlite_url, capsys).imported(TAU)
+    lines = on_terminal(["runs"], columns, sqlite_url)
+    note = "* imported at this time; the source has no date"
+    header = lines[0].split()
+    assert ("created_at" in header) is (columns == 200)
+    assert (note in lines) is (columns == 200)
+    assert "1970" not in "\n".join(lines)
