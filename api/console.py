@@ -191,12 +191,13 @@ def print_table(
     header: Sequence[str | Col],
     *,
     fold: Sequence[str] = (),
-) -> None:
+) -> list[str]:
     """A table on stdout: fitted to the terminal and coloured on a TTY, plain when piped.
 
     On a terminal, columns are dropped by `Col.drop` until the row fits (a note names them,
     `--wide` shows them); numbers and ids are never cut, UUIDs show 8 characters. A plain
     header string is a column whose drop order is its position (the first is always kept).
+    Returns the names of the columns shown.
     """
     out = sys.stdout
     tty = out.isatty()
@@ -236,10 +237,11 @@ def print_table(
             Console(file=out, highlight=False).print(
                 f"[dim]not shown at {width} columns: {', '.join(dropped)} (--wide shows them)[/]"
             )
-        return
+        return [cols[i].name for i in kept]
     buffer = io.StringIO()
     Console(file=buffer, width=PLAIN_WIDTH, no_color=True, highlight=False).print(t)
     out.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+    return [cols[i].name for i in kept]
 
 
 def _cell(value: Any, short: bool) -> str:
@@ -394,7 +396,15 @@ def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[s
     print(title)
     for name in AGGREGATE_FIELDS:
         value = None if name in unknown else aggregate.get(name)
-        print(f"  {name:<28} {fmt(value)}")
+        why = f"  ({undecided(aggregate)})" if name == "pass_rate" and value is None else ""
+        print(f"  {name:<28} {fmt(value)}{why}")
+
+
+def undecided(aggregate: dict[str, Any]) -> str:
+    """Why a run has no pass rate: no case passed or failed, and what its cases are instead."""
+    c = aggregate["coverage"]
+    parts = [f"{c[k]} {k}" for k in ("errored", "pending", "canceled") if c.get(k)]
+    return "no case passed or failed" + (f": {', '.join(parts)}" if parts else "")
 
 
 def print_rescore(result: dict[str, Any]) -> None:

@@ -42,8 +42,9 @@ from evaledger.importers.base import (
     usage_of,
 )
 
-LOG_VERSIONS = (1, 2)
-"""Inspect log format versions this importer reads (Inspect writes version 2)."""
+LOG_VERSIONS = (1, 2, 3)
+"""Inspect log format versions this importer reads: Inspect 0.3.285 writes 2 and its reader takes 3
+(the message-deduplicating `.eval` logs) as it takes 2; no other version is known."""
 
 _RUN_STATUS = {
     "success": BundleRunStatus.COMPLETED,
@@ -201,12 +202,14 @@ def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
 
     Inspect's `read_eval_log_samples` re-opens the archive (or re-reads the JSON) for every
     sample, which is quadratic in the sample count; this opens it once and streams the members.
-    A sample's `events` (the full model-call log) are skipped: nothing maps them.
+    A sample's `events` (the full model-call log) are skipped, and with them `events_data`, the
+    pool of messages the writer deduplicates model-call inputs into: nothing maps them.
     """
     from inspect_ai.log import EvalSample, resolve_sample_attachments
 
     def load(data: dict[str, Any]) -> Any:
         data.pop("events", None)
+        data.pop("events_data", None)
         return resolve_sample_attachments(EvalSample.model_validate(data), "full")
 
     if zipfile.is_zipfile(path):
@@ -220,6 +223,13 @@ def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
 
         with zipfile.ZipFile(path) as z:
             names = [n for n in z.namelist() if n.startswith("samples/") and n.endswith(".json")]
+            if any("/" in n.removeprefix("samples/") for n in names):
+                raise fail(
+                    path,
+                    "Inspect's chunked sample layout (samples/ID_epoch_N/…) is not supported: "
+                    "the installed inspect_ai cannot read it either",
+                    field="samples",
+                )
             for name in sorted(names, key=key):
                 yield load(orjson.loads(z.read(name)))
         return

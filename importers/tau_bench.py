@@ -8,7 +8,6 @@ transcript with tool calls. The run's reducer `k` is the number of trials, so pa
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from evaledger.domain.events import (
     ToolCall,
     Turn,
 )
+from evaledger.domain.events.run import UNDATED
 from evaledger.domain.spec import Reducers, RunConfig, ScorerInfo
 from evaledger.importers.base import Format, PeerImport, arguments_of, fail, finite, named_score
 
@@ -33,8 +33,6 @@ REWARD_OUTCOME = (
     "required output is given (reward 1)"
 )
 """The one expected outcome tau-bench checks, as a statement; the reward decides it."""
-UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
-"""tau-bench records no time; a fixed date keeps the run's body (and re-imports) stable."""
 
 
 def _records(path: Path) -> Iterator[Mapping[str, Any]]:

@@ -25,6 +25,7 @@ from evaledger.domain.events import (
     RunFailed,
     RunStarted,
 )
+from evaledger.domain.events.run import is_undated
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
@@ -101,9 +102,12 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) ->
 
 
 class RunsProjection:
-    """`runs_v2`: one row per run (list and filter), plus the approved baselines per project."""
+    """`runs_v3`: one row per run (list and filter), plus the approved baselines per project.
 
-    name = "runs_v2"
+    v3 added when each run was recorded and the time it is listed by (issue 25).
+    """
+
+    name = runs.name
     tables: Sequence[Table] = (runs, baselines)
 
     def reset(self) -> None:
@@ -150,6 +154,8 @@ def _run_created(conn: Connection, run_id: str, event: RunCreated, position: int
             status="created",
             labels=encoding.dumps(event.labels),
             created_at=_utc(event.created_at),
+            recorded_at=_utc(event.timestamp),
+            listed_at=_utc(event.timestamp if is_undated(event.created_at) else event.created_at),
             case_count=0,
             baseline=False,
             created=encoding.dumps(event.model_dump(mode="json", include=_CREATED_SNAPSHOT)),

@@ -92,7 +92,17 @@ class RunRow(StrictModel):
     agent: dict[str, Any]
     status: str
     labels: dict[str, str]
-    created_at: str
+    created_at: str = Field(description="When the run was created at its source.")
+    recorded_at: str | None = Field(
+        default=None,
+        description="When the run was recorded in this ledger, given for a run whose source has "
+        "no date (it is listed by it); null otherwise, so a run reads the same in every store.",
+    )
+    undated: bool = Field(
+        default=False,
+        description="The source has no date (created_at is 1970-01-01): the run is listed and "
+        "sorted by recorded_at.",
+    )
     completed_at: str | None
     reason: str | None = None
     case_count: int
@@ -153,11 +163,11 @@ class ReadModels:
         if f.status:
             conds.append(runs.c.status == f.status)
         if f.created_from:
-            conds.append(runs.c.created_at >= _iso(f.created_from))
+            conds.append(runs.c.listed_at >= _iso(f.created_from))
         if f.created_to:
-            conds.append(runs.c.created_at <= _iso(f.created_to))
+            conds.append(runs.c.listed_at <= _iso(f.created_to))
         where = and_(*conds) if conds else None
-        q = select(runs).order_by(runs.c.created_at.desc(), runs.c.run_id)
+        q = select(runs).order_by(runs.c.listed_at.desc(), runs.c.run_id)
         cq = select(func.count()).select_from(runs)
         if where is not None:
             q, cq = q.where(where), cq.where(where)
@@ -658,6 +668,8 @@ def _run_row(r: Any) -> RunRow:
         status=r.status,
         labels=encoding.loads(r.labels),
         created_at=r.created_at,
+        recorded_at=r.recorded_at if r.listed_at != r.created_at else None,
+        undated=r.listed_at != r.created_at,
         completed_at=r.completed_at,
         reason=r.reason,
         case_count=r.case_count,

@@ -55,7 +55,7 @@ projection_failures = Table(
 # Identifier columns are Text: the edge bounds identifiers (domain/types.py, 200 characters), and
 # events stored before that bound must still project; free text (names, personas) has no bound.
 runs = Table(
-    "runs_v2",
+    "runs_v3",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("run_key", Text, nullable=False),
@@ -68,6 +68,10 @@ runs = Table(
     Column("status", String(20), nullable=False),
     Column("labels", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
+    # When the run was recorded here (RunCreated's own timestamp), and the time it is listed and
+    # sorted by: created_at, or recorded_at for a run whose source has no date (v3, issue 25).
+    Column("recorded_at", String(40), nullable=False),
+    Column("listed_at", String(40), nullable=False),
     Column("completed_at", String(40)),
     Column("reason", Text),
     Column("case_count", Integer, nullable=False),
@@ -75,11 +79,11 @@ runs = Table(
     Column("created", Text, nullable=False),  # RunCreated payload (agent, config, spec)
     Column("position", Integer, nullable=False),
 )
-Index("ix_runs_v2_list", runs.c.project, runs.c.created_at)
-Index("ix_runs_v2_created", runs.c.created_at)
+Index("ix_runs_v3_list", runs.c.project, runs.c.listed_at)
+Index("ix_runs_v3_listed", runs.c.listed_at)
 
 baselines = Table(
-    "baselines_v2",
+    "baselines_v3",
     metadata,
     Column("project", Text, primary_key=True),
     Column("agent", Text, primary_key=True),

@@ -372,15 +372,16 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
     prompt_tokens = sum(s.prompt_tokens for s in scores)
     completion_tokens = sum(s.completion_tokens for s in scores)
     metrics_pct = _mean([s.overall_score for s in scored if s.overall_score is not None])
-    cases_pct = 100 * passed / total if total else None
+    failed = sum(s.passed is False and not s.errored for s in scores)
+    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, failed, total, spec)
     return RunAggregate(
         unique_test_case_count=len({s.test_case_key for s in scores}),
         total_executions=total,
         passed_count=passed,
-        failed_count=sum(s.passed is False and not s.errored for s in scores),
+        failed_count=failed,
         error_count=sum(s.errored for s in scores),
         canceled_count=sum(s.canceled and not s.errored for s in scores),
-        pass_rate=passed / total if total else 0.0,
+        pass_rate=pass_rate,
         latency_p50_ms=percentile(latencies, 50) if latencies else None,
         latency_p95_ms=(percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None),
         latency_max_ms=max(latencies) if latencies else None,
@@ -398,7 +399,7 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         ),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
+        cases_passed=cases_passed,
         per_metric_means=_per_metric_means(scored, spec),
         coverage=Coverage(
             scored=len(scored),
@@ -411,6 +412,24 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         named_score_means=named_score_means(scores),
         **_source_metrics(scores, spec),
     )
+
+
+def pass_rate_figures(
+    passed: int, failed: int, total: int, spec: ScoringSpec
+) -> tuple[float | None, float | None, bool | None]:
+    """A run's pass rate (fraction), its cases pass rate (%) and the cases threshold's verdict.
+
+    The pass rate is passed / every execution (errored, canceled and pending cases stay in the
+    denominator), but only once some case was decided: with no case passed or failed (every
+    case pending, errored or canceled, or none at all) it is None, never 0 — a run with no
+    failed case never reads 0 % (issue 18); the counts say why. Such a run still fails a
+    cases threshold that applies to it (nothing shows the threshold met).
+    """
+    if passed == 0 and failed == 0:
+        verdict = None if spec.scorers or total == 0 else False
+        return None, None, verdict
+    pct = 100 * passed / total
+    return passed / total, pct, threshold_passed(pct, spec.cases_pass_threshold, spec)
 
 
 def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:

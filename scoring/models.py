@@ -146,9 +146,11 @@ class RunAggregate(StrictModel):
     )
     error_count: int
     canceled_count: int = 0
-    pass_rate: float = Field(
+    pass_rate: float | None = Field(
         description="passed_count / total_executions (errored, canceled and pending stay in "
-        "the denominator); 0.0 with no executions."
+        "the denominator); null while no case passed or failed (every case pending, errored "
+        "or canceled, or none): a run with no failed case never reads 0 "
+        "(scoring.case.pass_rate_figures)."
     )
     latency_p50_ms: float | None = Field(
         default=None,

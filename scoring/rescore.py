@@ -41,8 +41,8 @@ from evaledger.scoring.case import (
     _observations,
     _outcome_results,
     metrics_threshold_passed,
+    pass_rate_figures,
     score_case,
-    threshold_passed,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
@@ -527,19 +527,19 @@ def _aggregate(
     statuses = Counter(status for _, _, status in decisions)
     total = len(decisions)
     metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
-    cases_pct = 100 * passed_count / total if total else None
+    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed_count, failed_count, total, spec)
     return RunAggregate(
         **inputs.constant,
         passed_count=passed_count,
         failed_count=failed_count,
-        pass_rate=passed_count / total if total else 0.0,
+        pass_rate=pass_rate,
         avg_overall_score=metrics_pct,
         weighted_metrics_score_pct=metrics_pct,
         metrics_pass_threshold=spec.metrics_pass_threshold,
         metrics_passed=metrics_threshold_passed(overall_scored, spec),
         cases_pass_rate_pct=cases_pct,
         cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=threshold_passed(cases_pct, spec.cases_pass_threshold, spec),
+        cases_passed=cases_passed,
         per_metric_means=_metric_means(inputs, columns, decided),
         coverage=Coverage(
             scored=len(overall_scored),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json
 from evaledger.importers.bundle import describe
 from evaledger.projections.queries import LABEL_PATTERN
+from evaledger.scoring.models import CaseScore
 
 EPILOG = """\
 exit codes:
@@ -111,6 +113,13 @@ def add_case_ref(p: argparse.ArgumentParser) -> None:
         "case", nargs="+", metavar="CASE | RUN TEST_CASE_KEY", help="a case id, or run + key"
     )
     p.add_argument("--rep", type=int, metavar="N", help="repetition (default 0) with a key")
+    p.add_argument(
+        "--variant",
+        metavar="V",
+        help="with a key whose test case has several variants (promptfoo prompt/provider, "
+        "Inspect model...): the variant as `show` lists it, or a part of it that names one "
+        "(default: the only one)",
+    )
 
 
 def label_filter(value: str) -> str:
@@ -195,19 +204,22 @@ def parse_uuid(ref: str, what: str) -> UUID:
 
 
 def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
-    """A case id from `CASE_ID`, or from `RUN TEST_CASE_KEY [--rep N]`."""
+    """A case id from `CASE_ID`, or from `RUN TEST_CASE_KEY [--rep N] [--variant V]`."""
     refs: list[str] = args.case
+    variant: str | None = getattr(args, "variant", None)
     if len(refs) == 1:
         if args.rep is not None:
             raise UsageError("--rep: give RUN TEST_CASE_KEY --rep N, or a CASE id alone")
+        if variant is not None:
+            raise UsageError("--variant: give RUN TEST_CASE_KEY --variant V, or a CASE id alone")
         return parse_uuid(refs[0], "CASE")
     if len(refs) != 2:
-        raise UsageError("give a CASE id, or RUN TEST_CASE_KEY [--rep N]")
+        raise UsageError("give a CASE id, or RUN TEST_CASE_KEY [--rep N] [--variant V]")
     run_id = resolve_run(services, refs[0], args.project)
     key, rep = refs[1], args.rep or 0
     services.sync()
     found = [
-        s.case_id
+        s
         for s in services.reads.case_scores(run_id)
         if s.test_case_key == key and s.repetition == rep
     ]
@@ -218,9 +230,51 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
         raise NotFoundError(
             f"no case {key!r} repetition {rep} in run {refs[0]!r}{hint}", field="TEST_CASE_KEY"
         )
+    if variant is not None:
+        return _of_variant(found, variant, key)
     if len(found) > 1:
-        ids = ", ".join(str(i) for i in found)
+        labels = sorted(variant_label(s.variant) for s in found)
+        if len(set(labels)) == len(labels) and all(labels):
+            raise UsageError(
+                f"{key!r} repetition {rep} has {len(found)} variants: "
+                + "; ".join(repr(v) for v in labels)
+                + f" — give one with --variant, e.g. --variant {shell_word(labels[0])}",
+                field="--variant",
+            )
+        ids = ", ".join(str(s.case_id) for s in found)
         raise UsageError(
             f"{key!r} repetition {rep} names {len(found)} cases ({ids}): give a CASE id"
         )
-    return found[0]
+    return found[0].case_id
+
+
+def _of_variant(found: list[CaseScore], variant: str, key: str) -> UUID:
+    """The one case of `found` whose variant is `variant` (as listed) or alone contains it."""
+    labels = {s.case_id: variant_label(s.variant) for s in found}
+    exact = [i for i, label in labels.items() if label == variant]
+    part = [i for i, label in labels.items() if variant.casefold() in label.casefold()]
+    chosen = exact or part
+    if len(chosen) == 1:
+        return chosen[0]
+    listed = "; ".join(repr(v) for v in sorted(labels.values()))
+    if chosen:
+        raise UsageError(
+            f"--variant {variant!r} matches {len(chosen)} variants of {key!r}: {listed} — "
+            "give more of it",
+            field="--variant",
+        )
+    raise UsageError(
+        f"{key!r} has no variant {variant!r}{did_you_mean(variant, labels.values())}; "
+        f"its variants: {listed}",
+        field="--variant",
+    )
+
+
+def variant_label(variant: str) -> str:
+    """A case variant as people read it: `configuration / persona` (either may be absent)."""
+    return " / ".join(part for part in variant.split("\x1f") if part)
+
+
+def shell_word(text: str) -> str:
+    """`text` as one word of a shell command line (quoted when it needs to be)."""
+    return shlex.quote(text)

@@ -45,12 +45,12 @@ def run_keys(engine: Engine, project: str, *, unprojected: bool = False) -> list
     q = (
         select(runs.c.run_key)
         .where(runs.c.project == project)
-        .order_by(runs.c.created_at.desc())
+        .order_by(runs.c.listed_at.desc())
         .limit(MAX_KEYS)
     )
     with engine.connect() as conn:
         keys = [r[0] for r in conn.execute(q)]
-        fresh = _unprojected(conn, "runs_v2", RunCreated.topic()) if unprojected else []
+        fresh = _unprojected(conn, runs.name, RunCreated.topic()) if unprojected else []
     return [*(e["run_key"] for e in fresh if e.get("project") == project), *keys]
 
 

@@ -31,6 +31,7 @@ from evaledger.api.console import (
     fmt,
     print_comparison,
     print_grade,
+    undecided,
 )
 from evaledger.domain.ledger import Context
 from evaledger.projections.reports import require_closed
@@ -258,6 +259,11 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
             f"{fmt(agg.metrics_pass_threshold)} → "
             f"{fmt(agg.metrics_passed)}; cases: {fmt(agg.cases_pass_rate_pct)} vs "
             f"{fmt(agg.cases_pass_threshold)} → {fmt(agg.cases_passed)}"
+            + (
+                f" ({undecided(agg.model_dump(mode='json'))})"
+                if agg.cases_pass_rate_pct is None and agg.total_executions
+                else ""
+            )
         )
     for c in checks:
         verdict = "ok" if c.passed else "FAILED"

@@ -19,6 +19,7 @@ from evaledger.api.cli.inputs import (
     load_spec,
     positive_int,
     resolve_run,
+    variant_label,
 )
 from evaledger.api.console import (
     EXIT_OK,
@@ -61,8 +62,17 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("cases", drop=4), lambda x: x.run.case_count),
     (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
     (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
-    (Col("created_at", drop=7), lambda x: x.run.created_at),
+    (Col("created_at", drop=7), lambda x: listed_at(x.run)),
 )
+UNDATED_MARK = "*"
+UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
+
+
+def listed_at(run: RunRow) -> str:
+    """The time a run is listed by: its creation at the source, else its import (marked)."""
+    return f"{run.recorded_at} {UNDATED_MARK}" if run.recorded_at else run.created_at
+
+
 CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
     (Col("case_id"), lambda c: c["case_id"]),
     (Col("test_case_key", fold=True), lambda c: c["test_case_key"]),
@@ -233,6 +243,10 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                     {
                         **r.model_dump(mode="json"),
                         "pass_rate": a.pass_rate,
+                        "passed": a.passed_count,
+                        "failed": a.failed_count,
+                        "errored": a.coverage.errored,
+                        "pending": a.coverage.pending,
                         "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
                         **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
                     }
@@ -248,13 +262,15 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     columns = [*RUN_COLUMNS]
     if any(heads):
         columns.insert(len(columns) - 1, SOURCE_METRIC_COLUMN)
-    print_table(
+    shown = print_table(
         [
             [get(RunLine(r, a, head)) for _, get in columns]
             for r, a, head in zip(rows, aggregates, heads, strict=True)
         ],
         [col for col, _ in columns],
     )
+    if "created_at" in shown and any(r.undated for r in rows):
+        print(UNDATED_NOTE)
     if total > len(rows):
         print(f"{len(rows)} of {total} runs (--limit {args.limit})")
     return EXIT_OK
@@ -265,11 +281,6 @@ def headline(summary: Summary) -> str:
     name = headline_metric(summary.spec)
     value = None if name is None else summary.aggregate.scorer_metrics.get(name)
     return "" if name is None else f"{name} {fmt(value, 4)}"
-
-
-def variant_label(variant: str) -> str:
-    """A case variant as people read it: `configuration / persona` (either may be absent)."""
-    return " / ".join(part for part in variant.split("\x1f") if part)
 
 
 def show_payload(
@@ -320,6 +331,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     print(
         f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
+    if run["undated"]:
+        print(f"  imported {run['recorded_at']}; the source has no date (listed by import time)")
     scorers = run["spec"].get("scorers") or []
     if scorers:
         print_source_metrics(payload["aggregate"], run["spec"])
@@ -353,8 +366,9 @@ def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> Non
     for k, value in aggregate.get("pass_hat_k", {}).items():
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]
+    rate = aggregate["pass_rate"]
     print(
-        f"  {'pass rate':<32} {fmt(aggregate['pass_rate'], 4)} "
+        f"  {'pass rate':<32} {fmt(rate, 4) if rate is not None else '— (no case decided)'} "
         f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
         f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
         f"{coverage['pending']} pending)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar
 from uuid import UUID
 
@@ -16,6 +17,16 @@ from evaledger.domain.events.values import (
     SuiteRef,
 )
 from evaledger.domain.spec import RunConfig, ScoringSpec
+
+UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
+"""`RunCreated.created_at` of a run whose source records no time (tau-bench): a fixed date keeps
+the run's body, and so re-imports, stable; lists show and sort such a run by when it was
+recorded (the event's own timestamp) instead."""
+
+
+def is_undated(created_at: datetime) -> bool:
+    """Whether a run's creation time is `UNDATED`: its source has no date."""
+    return created_at == UNDATED
 
 
 class RunEvent(DomainEvent):

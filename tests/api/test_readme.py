@@ -228,6 +228,8 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
         "evaledger rescore": "weighted_metrics_score_pct  68.00   66.37\n",
         "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
         "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
+        "evaledger transcript": '    → issue_refund({"order_id":"N-2210","amount_usd":240}) '
+        "[call call_1]\n",
         "evaledger export": "",
         "evaledger verify": "ok: 28 events in 9 aggregates, 2 sealed runs, 4 commits chained",
     }

@@ -74,7 +74,7 @@ def test_a_run_without_cases(client: TestClient) -> None:
     page = html(client.get(f"/ui/runs/{run_id}"))
     assert "No cases in this run yet." in page
     assert field(page, "total_executions") == "0"
-    assert field(page, "pass_rate") == "0.0%"
+    assert field(page, "pass_rate") == "—"  # no case decided: no pass rate, never 0 % (issue 18)
     assert field(page, "weighted_metrics_score_pct") == "—"
     assert "Overall score distribution (cases): no values." in page
     listing = html(client.get("/ui/"))

@@ -209,8 +209,8 @@ def test_an_inspect_log_imports_with_its_own_accuracy_as_the_pass_rate(
     agg = shown(cli, row["run_id"])["aggregate"]
     accuracy = inspect_accuracy(path)
     if accuracy is None:
-        # Run without scorers: every case waits for a verdict.
-        assert (agg["pass_rate"], agg["coverage"]["pending"]) == (0.0, row["cases"])
+        # Run without scorers: every case waits for a verdict, so no pass rate (never 0 %).
+        assert (agg["pass_rate"], agg["coverage"]["pending"]) == (None, row["cases"])
         assert "named_score_means" not in agg
     else:
         assert agg["pass_rate"] == pytest.approx(accuracy, abs=1e-12)
@@ -556,7 +556,7 @@ def test_an_unknown_inspect_log_version_is_refused(cli: Cli, tmp_path: Path) -> 
     assert code == 2
     assert err == (
         "evaledger: error: future.json: Inspect log format version 99 is not supported "
-        "(this importer reads versions 1, 2)\n"
+        "(this importer reads versions 1, 2, 3)\n"
     )
     assert cli.events() == 0
 
@@ -583,7 +583,13 @@ def test_compare_two_imported_inspect_logs(cli: Cli) -> None:
     assert code == 0, err
     result = orjson.loads(out)
     assert len(result["test_case_comparisons"]) == 10
-    assert result["aggregate"]["pass_rate_delta"] == 0.8
+    # The unscored log decided no case: no pass rate (never 0 %), so no pass-rate delta.
+    agg = result["aggregate"]
+    assert (agg["baseline_metrics"]["pass_rate"], agg["candidate_metrics"]["pass_rate"]) == (
+        None,
+        0.8,
+    )
+    assert agg["pass_rate_delta"] is None
     assert result["baseline_only_test_cases"] == result["candidate_only_test_cases"] == []
     (named,) = result["named_scores"]
     assert (named["name"], named["baseline_mean"], named["candidate_mean"]) == ("match", None, 0.8)

@@ -930,11 +930,13 @@ def test_an_agent_crash_does_not_trip_the_latency_regression() -> None:
     )
 
 
-def test_two_runs_without_cases_compare_to_zero_deltas_and_no_regression() -> None:
+def test_two_runs_without_cases_compare_to_no_deltas_and_no_regression() -> None:
+    """No case passed or failed on either side: no pass rate (never 0 %), so no delta."""
     result = compare(run([]), run([], run_id=CAND_ID))
     agg = result.aggregate
+    assert (agg.baseline_metrics.pass_rate, agg.candidate_metrics.pass_rate) == (None, None)
     assert (agg.pass_rate_delta, agg.avg_score_delta, agg.latency_avg_increase_pct) == (
-        0.0,
+        None,
         None,
         None,
     )
@@ -942,6 +944,24 @@ def test_two_runs_without_cases_compare_to_zero_deltas_and_no_regression() -> No
     assert result.test_case_comparisons == []
     assert (result.verdict.regression_detected, result.verdict.reasons) == (False, [])
     assert "latency check skipped: no latency data in baseline and candidate" in result.warnings
+
+
+def test_a_candidate_whose_every_case_errored_has_no_pass_rate_and_is_a_regression() -> None:
+    base = run([case("a"), case("b")])
+    cand = run(
+        [case("a", None, None, errored=True, run_id=CAND_ID), case("b", None, None, errored=True)],
+        run_id=CAND_ID,
+    )
+    result = compare(base, cand)
+    assert result.aggregate.candidate_metrics.pass_rate is None
+    assert result.aggregate.pass_rate_delta is None
+    assert result.verdict.regression_detected
+    assert result.verdict.reasons[0] == (
+        "pass_rate unknown in the candidate: no case passed or failed "
+        "(2 errored, 0 pending, 0 canceled of 2)"
+    )
+    md = render_markdown(result)
+    assert "| Pass rate | 100.0% | — | — |" in md
 
 
 def test_markdown_delta_cells_agree_with_the_reasons() -> None:
