@@ -27,6 +27,7 @@ from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, JsonObject, Key
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
+VARIANT_SEPARATOR = "\x1f"  # joins a variant's configuration and persona
 
 
 class BundleRunStatus(StrEnum):
@@ -213,7 +214,12 @@ class BundleCase(FrozenModel):
         tc = self.test_case
         if tc.configuration is None and tc.persona is None:
             return ""
-        return f"{tc.configuration or ''}\x1f{tc.persona or ''}"
+        return f"{tc.configuration or ''}{VARIANT_SEPARATOR}{tc.persona or ''}"
+
+
+def variant_label(variant: str) -> str:
+    """A case variant as people read it: `configuration / persona` (either may be absent)."""
+    return " / ".join(part for part in variant.split(VARIANT_SEPARATOR) if part)
 
 
 class BundleRun(FrozenModel):

@@ -58,9 +58,11 @@ def run_judge_error_note(
     return judge_error_note(count, policy)
 
 
-def judge_error_policy_json(
-    scores: Iterable[_Scored | Mapping[str, Any]], policy: JudgeErrorPolicy
-) -> dict[str, Any] | None:
-    """`judge_error_policy` of a show / compare JSON payload: count, policy, sentence; or null."""
-    note = run_judge_error_note(scores, policy)
+def judge_error_policy_json(count: int, policy: JudgeErrorPolicy) -> dict[str, Any] | None:
+    """`judge_error_policy` of a show / compare JSON payload: count, policy, sentence; or null.
+
+    `count` is the run's cases whose counted verdict is a judge error (`ReadModels.
+    judge_error_count` counts them in the database, without decoding the scores).
+    """
+    note = judge_error_note(count, policy)
     return None if note is None else note.as_json()

@@ -20,6 +20,7 @@ import pydantic
 from evaledger.api.bootstrap import Services
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
+from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json
@@ -268,11 +269,6 @@ def _of_variant(found: list[CaseScore], variant: str, key: str) -> UUID:
         f"its variants: {listed}",
         field="--variant",
     )
-
-
-def variant_label(variant: str) -> str:
-    """A case variant as people read it: `configuration / persona` (either may be absent)."""
-    return " / ".join(part for part in variant.split("\x1f") if part)
 
 
 def shell_word(text: str) -> str:

@@ -146,7 +146,7 @@ def judge_error_notes(
     """Per side, how many judge errors its own figures count as 0 (issue 22), or None."""
     return {
         side: judge_error_policy_json(
-            services.reads.case_score_objects(run_id), services.reads.run_spec(run_id).judge_errors
+            services.reads.judge_error_count(run_id), services.reads.run_spec(run_id).judge_errors
         )
         for side, run_id in runs.items()
     }

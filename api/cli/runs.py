@@ -19,7 +19,6 @@ from evaledger.api.cli.inputs import (
     load_spec,
     positive_int,
     resolve_run,
-    variant_label,
 )
 from evaledger.api.console import (
     EXIT_OK,
@@ -33,6 +32,7 @@ from evaledger.api.console import (
     print_table,
 )
 from evaledger.domain.aggregates import RunStatus
+from evaledger.domain.bundle import variant_label
 from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter, RunRow, Summary
@@ -295,7 +295,7 @@ def show_payload(
         "run": run.model_dump(mode="json"),
         "aggregate": summary.aggregate.model_dump(mode="json"),
         "judge_error_policy": judge_error_policy_json(
-            services.reads.case_score_objects(run_id), summary.spec.judge_errors
+            services.reads.judge_error_count(run_id), summary.spec.judge_errors
         ),
         "cases": [
             {

@@ -10,8 +10,9 @@ from typing import Any
 import orjson
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.cli.inputs import Commands, add_case_ref, resolve_case, variant_label
+from evaledger.api.cli.inputs import Commands, add_case_ref, resolve_case
 from evaledger.api.console import EXIT_OK, emit_json
+from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
 

@@ -660,7 +660,7 @@ def matrix_page(
             "run": run,
             "grid": grid,
             "answers": answers,
-            "label": views.variant_label,
+            "label": views.variant_heading,
         }
 
     return render(request, "matrix.html", build)

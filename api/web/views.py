@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from evaledger.domain.bundle import variant_label
 from evaledger.domain.events import GENESIS_HASH
 from evaledger.scoring.facts import CaseFacts, VerdictFact
 from evaledger.scoring.models import CaseStatus
@@ -339,11 +340,9 @@ def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
     return None
 
 
-def variant_label(variant: str) -> str:
-    """A variant (configuration and persona joined by a unit separator) as a column heading."""
-    if not variant:
-        return "(default)"
-    return " / ".join(part for part in variant.split("\x1f") if part) or "(default)"
+def variant_heading(variant: str) -> str:
+    """A variant as a column heading: its label, or `(default)` for the case's own."""
+    return variant_label(variant) or "(default)"
 
 
 @dataclass(frozen=True)

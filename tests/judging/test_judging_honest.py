@@ -215,19 +215,24 @@ def test_agreement_over_two_items_says_insufficient_data(
     )
 
 
-def test_the_policy_payload_counts_every_shape_of_case_score() -> None:
+def test_the_policy_note_counts_every_shape_of_case_score() -> None:
     from types import SimpleNamespace
 
-    from evaledger.scoring.judge_errors import judge_error_policy_json
+    from evaledger.scoring.judge_errors import judge_error_policy_json, run_judge_error_note
 
     rows: list[Any] = [
         {"judge_error": True},
         {"judge_error": False},
         SimpleNamespace(judge_error=True),
     ]
-    assert judge_error_policy_json(rows, JudgeErrorPolicy.SCORE_ZERO) == {
+    expected = {
         "judge_errors": 2,
         "policy": "score_zero",
         "note": "2 judge errors counted as 0 (judge_errors: score_zero)",
     }
-    assert judge_error_policy_json([{}], JudgeErrorPolicy.SCORE_ZERO) is None
+    note = run_judge_error_note(rows, JudgeErrorPolicy.SCORE_ZERO)
+    assert note is not None
+    assert note.as_json() == expected
+    assert judge_error_policy_json(2, JudgeErrorPolicy.SCORE_ZERO) == expected
+    assert run_judge_error_note([{}], JudgeErrorPolicy.SCORE_ZERO) is None
+    assert judge_error_policy_json(0, JudgeErrorPolicy.SCORE_ZERO) is None
