@@ -573,23 +573,18 @@ class RescoredCases(NamedTuple):
 
     def changed(self) -> list[dict[str, Any]]:
         """The cases whose decision changed (a case without a stored one is not listed)."""
-        out = []
-        for i, (now, was) in enumerate(zip(self.decisions, self.before, strict=True)):
-            if now == was:
-                continue
-            after, before = Decision(*now), Decision(*was)
-            if before.status is None:
-                continue
-            out.append(
-                {
-                    "case_id": self.case_ids[i],
-                    "test_case_key": self.test_case_keys[i],
-                    "repetition": self.repetitions[i],
-                    "before": before._asdict(),
-                    "after": after._asdict(),
-                }
-            )
-        return out
+        fields = Decision._fields
+        return [
+            {
+                "case_id": self.case_ids[i],
+                "test_case_key": self.test_case_keys[i],
+                "repetition": self.repetitions[i],
+                "before": dict(zip(fields, was, strict=True)),
+                "after": dict(zip(fields, now, strict=True)),
+            }
+            for i, (now, was) in enumerate(zip(self.decisions, self.before, strict=True))
+            if now != was and was[2] is not None
+        ]
 
 
 def _iso(dt: datetime) -> str:
