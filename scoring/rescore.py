@@ -15,6 +15,7 @@ import hashlib
 import math
 import statistics
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -532,25 +533,29 @@ def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _D
 
 _Weighted = tuple[list[float], list[tuple[float, int]]] | None
 WEIGHTINGS_CACHED = 8
+_WEIGHTINGS_LOCK = threading.Lock()
 """Weightings of a run whose overall scores `RunInputs` keeps (a 10k-case run: ~0.4 MB each)."""
 
 
 def _weighted(inputs: RunInputs, columns: _Columns) -> list[_Weighted]:
     """Per shape: None if the spec finds its verdict invalid, else its cases' overall scores.
 
-    Each case's overall score, and how many cases have each distinct one.
-    The overall scores depend only on the spec's metrics and weights, not on its thresholds,
-    gate or judge-error policy: a run rescored under specs that differ in those (the usual what-if)
-    computes them once (kept per weighting in the inputs, the oldest forgotten first).
+    Each case's overall score, and how many cases have each distinct one. They depend only on
+    the spec's metrics and weights, not on its thresholds, gate or judge-error policy: a run
+    rescored under specs that differ in those (the usual what-if) computes them once (kept per
+    weighting in the inputs, the oldest forgotten first).
     """
     key = (tuple(columns.at), columns.known, tuple(tuple(t.values()) for t in columns.tables))
     cache = inputs.weightings
-    found = cache.pop(key, None)
+    with _WEIGHTINGS_LOCK:  # a server's threads share one RunInputs per run
+        found = cache.get(key)
     if found is None:
         found = [_weigh(shape, rows, columns) for shape, _, rows in inputs.shapes]
-        while len(cache) >= WEIGHTINGS_CACHED:
+    with _WEIGHTINGS_LOCK:
+        cache.pop(key, None)
+        cache[key] = found  # the most recently used last
+        while len(cache) > WEIGHTINGS_CACHED:
             del cache[next(iter(cache))]
-    cache[key] = found  # the most recently used last
     return found
 
 
