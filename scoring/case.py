@@ -151,11 +151,8 @@ def _observations(facts: CaseFacts) -> dict[str, Any]:
     latencies = facts.assistant_latencies
     statuses = latest_checks(facts)
     return {
-        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
+        **usage(facts),
         "latency_p95_ms": _case_p95(latencies),
-        "prompt_tokens": facts.prompt_tokens,
-        "completion_tokens": facts.completion_tokens,
-        "cost_usd": facts.cost_usd,
         "claims_total": len(facts.claims),
         "claims_supported": facts.claims.count(ClaimSupport.SUPPORTED),
         "hallucinations": facts.claims.count(ClaimSupport.UNSUPPORTED)
@@ -163,6 +160,17 @@ def _observations(facts: CaseFacts) -> dict[str, Any]:
         "checks_passed": sum(s is CheckStatus.PASSED for s in statuses.values()),
         "checks_failed": sum(s is CheckStatus.FAILED for s in statuses.values()),
         "checks_inconclusive": sum(s is CheckStatus.INCONCLUSIVE for s in statuses.values()),
+    }
+
+
+def usage(facts: CaseFacts) -> dict[str, Any]:
+    """What the run aggregate sums of a case whatever its status: p50 latency, tokens, costs."""
+    latencies = facts.assistant_latencies
+    return {
+        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
+        "prompt_tokens": facts.prompt_tokens,
+        "completion_tokens": facts.completion_tokens,
+        "cost_usd": facts.cost_usd,
         # Every judge call was paid for, even the ones later invalidated.
         "judge_cost_usd": sum(v.cost_usd for v in facts.verdicts if v.cost_usd is not None),
     }

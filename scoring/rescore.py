@@ -39,10 +39,10 @@ from evaledger.scoring import stats
 from evaledger.scoring.case import (
     MAX_SCORE,
     P95_MIN_SAMPLES,
-    _observations,
     _outcome_results,
     decided_figures,
     score_case,
+    usage,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
@@ -296,7 +296,7 @@ class RunInputs:
         self.old_overall = [o[0] for o in stored]
         self.old_passed = [o[1] for o in stored]
         self.old_status = [o[2] for o in stored]
-        observed = [_observations(f) for f in facts]
+        observed = [usage(f) for f in facts]
         latencies = [
             float(o["latency_p50_ms"])
             for o, f in zip(observed, facts, strict=True)
