@@ -151,11 +151,8 @@ def _observations(facts: CaseFacts) -> dict[str, Any]:
     latencies = facts.assistant_latencies
     statuses = latest_checks(facts)
     return {
-        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
+        **usage(facts),
         "latency_p95_ms": _case_p95(latencies),
-        "prompt_tokens": facts.prompt_tokens,
-        "completion_tokens": facts.completion_tokens,
-        "cost_usd": facts.cost_usd,
         "claims_total": len(facts.claims),
         "claims_supported": facts.claims.count(ClaimSupport.SUPPORTED),
         "hallucinations": facts.claims.count(ClaimSupport.UNSUPPORTED)
@@ -163,6 +160,17 @@ def _observations(facts: CaseFacts) -> dict[str, Any]:
         "checks_passed": sum(s is CheckStatus.PASSED for s in statuses.values()),
         "checks_failed": sum(s is CheckStatus.FAILED for s in statuses.values()),
         "checks_inconclusive": sum(s is CheckStatus.INCONCLUSIVE for s in statuses.values()),
+    }
+
+
+def usage(facts: CaseFacts) -> dict[str, Any]:
+    """What the run aggregate sums of a case whatever its status: p50 latency, tokens, costs."""
+    latencies = facts.assistant_latencies
+    return {
+        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
+        "prompt_tokens": facts.prompt_tokens,
+        "completion_tokens": facts.completion_tokens,
+        "cost_usd": facts.cost_usd,
         # Every judge call was paid for, even the ones later invalidated.
         "judge_cost_usd": sum(v.cost_usd for v in facts.verdicts if v.cost_usd is not None),
     }
@@ -366,22 +374,19 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
     `projections.stats.percentile`; p95 needs `P95_MIN_SAMPLES` cases.
     """
     total = len(scores)
-    passed = sum(s.passed is True for s in scores)
     scored = [s for s in scores if s.scored and s.overall_score is not None]
     latencies = _latencies(scores)
     prompt_tokens = sum(s.prompt_tokens for s in scores)
     completion_tokens = sum(s.completion_tokens for s in scores)
-    metrics_pct = _mean([s.overall_score for s in scored if s.overall_score is not None])
-    failed = sum(s.passed is False and not s.errored for s in scores)
-    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, failed, total, spec)
+    decided = decided_figures(
+        [(s.overall_score if s.scored else None, s.passed, s.status.value, 1) for s in scores],
+        spec,
+    )
     return RunAggregate(
         unique_test_case_count=len({s.test_case_key for s in scores}),
         total_executions=total,
-        passed_count=passed,
-        failed_count=failed,
         error_count=sum(s.errored for s in scores),
         canceled_count=sum(s.canceled and not s.errored for s in scores),
-        pass_rate=pass_rate,
         latency_p50_ms=percentile(latencies, 50) if latencies else None,
         latency_p95_ms=(percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None),
         latency_max_ms=max(latencies) if latencies else None,
@@ -391,25 +396,17 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         total_tokens=prompt_tokens + completion_tokens,
         total_cost_usd=sum(s.cost_usd for s in scores if s.cost_usd is not None),
         judge_cost_usd=sum(s.judge_cost_usd for s in scores),
-        avg_overall_score=metrics_pct,
-        weighted_metrics_score_pct=metrics_pct,
-        metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=metrics_threshold_passed(
-            [s.overall_score for s in scored if s.overall_score is not None], spec
-        ),
-        cases_pass_rate_pct=cases_pct,
-        cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=cases_passed,
         per_metric_means=_per_metric_means(scored, spec),
         coverage=Coverage(
-            scored=len(scored),
-            unscored=sum(s.status is CaseStatus.UNSCORED for s in scores),
+            scored=decided["scored"],
+            unscored=decided["unscored"],
             errored=sum(s.errored for s in scores),
-            pending=sum(s.status is CaseStatus.PENDING for s in scores),
+            pending=decided["pending"],
             canceled=sum(s.status is CaseStatus.CANCELED for s in scores),
         ),
         self_judged_count=sum(s.self_judged for s in scores),
         named_score_means=named_score_means(scores),
+        **decided["fields"],
         **_source_metrics(scores, spec),
     )
 
@@ -430,6 +427,57 @@ def pass_rate_figures(
         return None, None, verdict
     pct = 100 * passed / total
     return passed / total, pct, threshold_passed(pct, spec.cases_pass_threshold, spec)
+
+
+def decided_figures(
+    decisions: Iterable[tuple[float | None, bool | None, str, int]], spec: ScoringSpec
+) -> dict[str, Any]:
+    """What the run aggregate makes of its cases' decisions under `spec` (`summarize_run`).
+
+    `decisions`: (overall_score of a scored case else None, passed, status value, how many cases
+    were so decided). Returns the aggregate's spec-dependent `fields`, and the `scored`,
+    `unscored` and `pending` counts of its coverage. The columnar rescore passes each distinct
+    decision once, with its count.
+    """
+    total = passed = failed = unscored = pending = 0
+    overall_scores: list[float] = []
+    for overall, passed_, status, count in decisions:
+        total += count
+        if passed_ is True:
+            passed += count
+        elif passed_ is False and status != _ERRORED_VALUE:
+            failed += count  # an errored case is not a failed one
+        if overall is not None:
+            overall_scores.extend([overall] * count)
+        if status == _UNSCORED_VALUE:
+            unscored += count
+        elif status == _PENDING_VALUE:
+            pending += count
+    metrics_pct = _mean(overall_scores)
+    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, failed, total, spec)
+    fields = {
+        "passed_count": passed,
+        "failed_count": failed,
+        "pass_rate": pass_rate,
+        "avg_overall_score": metrics_pct,
+        "weighted_metrics_score_pct": metrics_pct,
+        "metrics_pass_threshold": spec.metrics_pass_threshold,
+        "metrics_passed": metrics_threshold_passed(overall_scores, spec),
+        "cases_pass_rate_pct": cases_pct,
+        "cases_pass_threshold": spec.cases_pass_threshold,
+        "cases_passed": cases_passed,
+    }
+    return {
+        "fields": fields,
+        "scored": len(overall_scores),
+        "unscored": unscored,
+        "pending": pending,
+    }
+
+
+_ERRORED_VALUE = CaseStatus.ERRORED.value
+_UNSCORED_VALUE = CaseStatus.UNSCORED.value
+_PENDING_VALUE = CaseStatus.PENDING.value
 
 
 def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:

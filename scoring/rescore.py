@@ -15,10 +15,11 @@ import hashlib
 import math
 import statistics
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,11 +39,10 @@ from evaledger.scoring import stats
 from evaledger.scoring.case import (
     MAX_SCORE,
     P95_MIN_SAMPLES,
-    _observations,
     _outcome_results,
-    metrics_threshold_passed,
-    pass_rate_figures,
+    decided_figures,
     score_case,
+    usage,
 )
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
@@ -58,6 +58,9 @@ _ERRORED, _UNSCORED, _PENDING = (
     CaseStatus.UNSCORED.value,
     CaseStatus.PENDING.value,
 )
+_STATUS_VALUE = {status: status.value for status in CaseStatus}
+"""A status's plain value by a dict look-up (`.value` is a Python-level descriptor call)."""
+_NOT_DECIDED: tuple[float | None, bool | None, str] = (None, None, "")
 _RULES = (
     sys.modules[__name__],
     case_module,
@@ -123,6 +126,52 @@ class CaseInputs(NamedTuple):
 
 _WITHOUT_VERDICT = 4
 """Shift of the outcome bits without a valid verdict."""
+
+
+class _Shape(NamedTuple):
+    """What `decide` reads of a case besides its overall score, before a spec is applied."""
+
+    errored: bool
+    canceled: bool
+    recorded: bool
+    has_turns: bool
+    named_scores: dict[str, float] | None
+    broken: bool | None
+    has_score: int
+    has_pass: int
+    forced: bool | None
+    outcomes: int
+
+    @classmethod
+    def of(cls, case: CaseInputs) -> _Shape:
+        return cls(
+            case.errored,
+            case.canceled,
+            case.recorded,
+            case.has_turns,
+            case.named_scores,
+            case.broken,
+            case.scored,
+            case.passing,
+            case.forced,
+            case.outcomes,
+        )
+
+    def signals(self, valid: bool, overall: float | None) -> Signals:
+        """The case's signals under a spec that finds its verdict `valid` (or not)."""
+        judged = self.broken is not None
+        return Signals(
+            errored=self.errored,
+            canceled=self.canceled,
+            recorded=self.recorded,
+            has_turns=self.has_turns,
+            named_scores=self.named_scores,
+            judged=judged,
+            judge_error=judged and not valid,
+            outcomes=self.outcomes if valid else self.outcomes >> _WITHOUT_VERDICT,
+            panel_overall=overall,
+            forced=self.forced,
+        )
 
 
 def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
@@ -247,7 +296,7 @@ class RunInputs:
         self.old_overall = [o[0] for o in stored]
         self.old_passed = [o[1] for o in stored]
         self.old_status = [o[2] for o in stored]
-        observed = [_observations(f) for f in facts]
+        observed = [usage(f) for f in facts]
         latencies = [
             float(o["latency_p50_ms"])
             for o, f in zip(observed, facts, strict=True)
@@ -276,6 +325,45 @@ class RunInputs:
             "named_score_means": named_score_means(facts),  # type: ignore[arg-type]
         }
         return self
+
+    @functools.cached_property
+    def _grouped(self) -> tuple[list[tuple[_Shape, list[int], list[str]]], list[int]]:
+        groups: dict[_Shape, tuple[_Shape, list[int], list[str]]] = {}
+        one_by_one: list[int] = []
+        for i, case in enumerate(self.cases):
+            if case.complex_at is not None or case.named_scores is not None:
+                one_by_one.append(i)  # several verdicts, or named scores (not hashable)
+                continue
+            shape = _Shape.of(case)
+            group = groups.get(shape)
+            if group is None:
+                group = groups[shape] = (shape, [], [])
+            group[1].append(i)
+            group[2].append(case.row)
+        return list(groups.values()), one_by_one
+
+    @property
+    def shapes(self) -> list[tuple[_Shape, list[int], list[str]]]:
+        """The cases scored by at most one verdict, by shape: (shape, indices, verdict rows)."""
+        return self._grouped[0]
+
+    @property
+    def one_by_one(self) -> list[int]:
+        """Indices of the cases decided one by one (several verdicts, or named scores)."""
+        return self._grouped[1]
+
+    @functools.cached_property
+    def weightings(self) -> dict[tuple[Any, ...], list[Any]]:
+        """Overall scores per weighting of the spec's metrics (`_weighted`), in memory only."""
+        return {}
+
+    @functools.cached_property
+    def self_judged(self) -> int:
+        """Cases whose one verdict comes from the agent's own provider.
+
+        `score_case` counts those of the cases with several verdicts.
+        """
+        return sum(c.self_judged for c in self.cases if c.complex_at is None)
 
     @functools.cached_property
     def sound_rows(self) -> int:
@@ -395,6 +483,8 @@ class _Decided:
     extra_scores: dict[str, list[float]]
     """Metric results of the cases `score_case` scored (several active verdicts)."""
     extra_passes: dict[str, list[bool]]
+    counted: list[tuple[float | None, bool | None, str, int]] = field(default_factory=list)
+    """Each distinct decision once, with how many cases it decides (`decided_figures`)."""
     self_judged: int = 0
 
 
@@ -414,65 +504,104 @@ def rescore_run(inputs: RunInputs, spec: ScoringSpec) -> Rescored | None:
 
 
 def _decide_cases(inputs: RunInputs, spec: ScoringSpec, columns: _Columns) -> _Decided:
-    """Each case's decision by `decide` (`score_case` for a case with several verdicts)."""
-    values, tables = _getter(columns.at), columns.tables
-    need_score, need_pass, known = columns.need_score, columns.need_pass, columns.known
-    out = _Decided([], [], {n: [] for n in columns.names}, {n: [] for n in columns.names})
-    append, invalid = out.decisions.append, out.invalid_rows.append
-    seen: dict[tuple[Any, ...], tuple[float | None, bool | None, str]] = {}
-    for (
-        errored,
-        canceled,
-        anything,
-        complex_at,
-        named,
-        turns,
-        broken,
-        row,
-        has_score,
-        has_pass,
-        forced,
-        judged_self,
-        outcomes,
-    ) in inputs.cases:
-        if complex_at is not None:
-            append(_score_complex(inputs.complex[complex_at], spec, out))
+    """Each case's decision by `decide` (`score_case` for a case with several verdicts).
+
+    Cases of one `_Shape` differ, under a spec, only in their overall score: a shape is judged
+    valid or not once, and `decide` (pure) is called once per distinct overall score in it.
+    """
+    decisions: list[tuple[float | None, bool | None, str]] = [_NOT_DECIDED] * len(inputs.cases)
+    out = _Decided(decisions, [], {n: [] for n in columns.names}, {n: [] for n in columns.names})
+    out.self_judged = inputs.self_judged
+    for (shape, at, rows), weighted in zip(inputs.shapes, _weighted(inputs, columns), strict=True):
+        if weighted is None:
+            if shape.broken is False:
+                out.invalid_rows.extend(rows)
+            decision = _decided(shape, False, None, spec, len(at), out)
+            for i in at:
+                decisions[i] = decision
             continue
-        valid = (
-            broken is False
-            and known
-            and has_score & need_score == need_score
-            and has_pass & need_pass == need_pass
-        )
-        overall: float | None = None
-        if valid:
-            overall = round(sum(map(_lookup, tables, values(row))), 2)
-        elif broken is False:
-            invalid(row)
-        judged = broken is not None
-        signals = (
-            errored,
-            canceled,
-            anything,
-            turns,
-            named,
-            judged,
-            judged and not valid,
-            outcomes if valid else outcomes >> _WITHOUT_VERDICT,
-            overall,
-            forced,
-        )
-        # `decide` is pure: cases with equal signals (most of a run) are decided once. Named
-        # scores are a dict, not a key: such cases are decided one by one.
-        decision = seen.get(signals) if named is None else None
-        if decision is None:
-            found = decide(Signals(*signals), spec)
-            decision = (found.overall, found.passed, str(found.status))  # the plain value
-            if named is None:
-                seen[signals] = decision
-        append(decision)
-        out.self_judged += judged_self
+        overalls, counts = weighted
+        by_overall = {
+            overall: _decided(shape, True, overall, spec, count, out) for overall, count in counts
+        }
+        for i, overall in zip(at, overalls, strict=True):
+            decisions[i] = by_overall[overall]
+    for i in inputs.one_by_one:
+        decisions[i] = _decide_one(inputs, i, spec, columns, out)
     return out
+
+
+_Weighted = tuple[list[float], list[tuple[float, int]]] | None
+WEIGHTINGS_CACHED = 8
+_WEIGHTINGS_LOCK = threading.Lock()
+"""Weightings of a run whose overall scores `RunInputs` keeps (a 10k-case run: ~0.4 MB each)."""
+
+
+def _weighted(inputs: RunInputs, columns: _Columns) -> list[_Weighted]:
+    """Per shape: None if the spec finds its verdict invalid, else its cases' overall scores.
+
+    Each case's overall score, and how many cases have each distinct one. They depend only on
+    the spec's metrics and weights, not on its thresholds, gate or judge-error policy: a run
+    rescored under specs that differ in those (the usual what-if) computes them once (kept per
+    weighting in the inputs, the oldest forgotten first).
+    """
+    key = (tuple(columns.at), columns.known, tuple(tuple(t.values()) for t in columns.tables))
+    cache = inputs.weightings
+    with _WEIGHTINGS_LOCK:  # a server's threads share one RunInputs per run
+        found = cache.get(key)
+    if found is None:
+        found = [_weigh(shape, rows, columns) for shape, _, rows in inputs.shapes]
+    with _WEIGHTINGS_LOCK:
+        cache.pop(key, None)
+        cache[key] = found  # the most recently used last
+        while len(cache) > WEIGHTINGS_CACHED:
+            del cache[next(iter(cache))]
+    return found
+
+
+def _weigh(shape: _Shape, rows: list[str], columns: _Columns) -> _Weighted:
+    valid = (
+        shape.broken is False
+        and columns.known
+        and shape.has_score & columns.need_score == columns.need_score
+        and shape.has_pass & columns.need_pass == columns.need_pass
+    )
+    if not valid:
+        return None
+    values, tables = _getter(columns.at), columns.tables
+    overalls = [round(sum(map(_lookup, tables, values(row))), 2) for row in rows]
+    return overalls, list(Counter(overalls).items())
+
+
+def _decided(
+    shape: _Shape, valid: bool, overall: float | None, spec: ScoringSpec, count: int, out: _Decided
+) -> tuple[float | None, bool | None, str]:
+    """`decide` of `count` cases of `shape` whose verdict is `valid` (with its `overall`)."""
+    found = decide(shape.signals(valid, overall), spec)
+    decision = (found.overall, found.passed, _STATUS_VALUE[found.status])
+    out.counted.append((*decision, count))
+    return decision
+
+
+def _decide_one(
+    inputs: RunInputs, i: int, spec: ScoringSpec, columns: _Columns, out: _Decided
+) -> tuple[float | None, bool | None, str]:
+    """A case with named scores (the score gates read them) or several active verdicts."""
+    case = inputs.cases[i]
+    if case.complex_at is not None:
+        return _score_complex(inputs.complex[case.complex_at], spec, out)
+    valid = (
+        case.broken is False
+        and columns.known
+        and case.scored & columns.need_score == columns.need_score
+        and case.passing & columns.need_pass == columns.need_pass
+    )
+    overall: float | None = None
+    if valid:
+        overall = round(sum(map(_lookup, columns.tables, _getter(columns.at)(case.row))), 2)
+    elif case.broken is False:
+        out.invalid_rows.append(case.row)
+    return _decided(_Shape.of(case), valid, overall, spec, 1, out)
 
 
 def _score_complex(
@@ -485,7 +614,9 @@ def _score_complex(
             if r.score is not None and r.metric in out.extra_scores:
                 out.extra_scores[r.metric].append(r.score)
                 out.extra_passes[r.metric].append(r.passed is True)
-    return s.overall_score, s.passed, s.status.value
+    decision = (s.overall_score, s.passed, s.status.value)
+    out.counted.append((*decision, 1))
+    return decision
 
 
 def _metric_means(inputs: RunInputs, columns: _Columns, decided: _Decided) -> dict[str, float]:
@@ -520,32 +651,16 @@ def _aggregate(
     inputs: RunInputs, spec: ScoringSpec, columns: _Columns, decided: _Decided
 ) -> RunAggregate:
     """`summarize_run` of the decisions, from the inputs' spec-independent figures."""
-    decisions = decided.decisions
-    passed_count = sum(passed is True for _, passed, _ in decisions)
-    failed_count = sum(passed is False and status != _ERRORED for _, passed, status in decisions)
-    overall_scored = [overall for overall, _, _ in decisions if overall is not None]
-    statuses = Counter(status for _, _, status in decisions)
-    total = len(decisions)
-    metrics_pct = statistics.fmean(overall_scored) if overall_scored else None
-    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed_count, failed_count, total, spec)
+    figures = decided_figures(decided.counted, spec)
     return RunAggregate(
         **inputs.constant,
-        passed_count=passed_count,
-        failed_count=failed_count,
-        pass_rate=pass_rate,
-        avg_overall_score=metrics_pct,
-        weighted_metrics_score_pct=metrics_pct,
-        metrics_pass_threshold=spec.metrics_pass_threshold,
-        metrics_passed=metrics_threshold_passed(overall_scored, spec),
-        cases_pass_rate_pct=cases_pct,
-        cases_pass_threshold=spec.cases_pass_threshold,
-        cases_passed=cases_passed,
+        **figures["fields"],
         per_metric_means=_metric_means(inputs, columns, decided),
         coverage=Coverage(
-            scored=len(overall_scored),
-            unscored=statuses[_UNSCORED],
+            scored=figures["scored"],
+            unscored=figures["unscored"],
             errored=inputs.errored,
-            pending=statuses[_PENDING],
+            pending=figures["pending"],
             canceled=inputs.canceled,
         ),
         self_judged_count=decided.self_judged,

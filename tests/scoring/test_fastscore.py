@@ -227,6 +227,45 @@ def test_lean_rescore_equals_score_case_and_summarize_run(data: st.DataObject) -
             assert got.aggregate.model_dump_json().encode() == want_aggregate
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_specs_sharing_metric_weights_reuse_the_overall_scores_and_equal_the_reference(
+    data: st.DataObject,
+) -> None:
+    """The overall scores kept per weighting serve specs that differ in threshold, gate or
+    judge-error policy; each rescore still equals the reference."""
+    facts = [data.draw(facts_st(i)) for i in range(data.draw(st.integers(1, 12)))]
+    base = data.draw(spec_st())
+    inputs = RunInputs.build(facts, {})
+    variants = [
+        base,
+        *(
+            base.model_copy(
+                update={"pass_threshold": threshold, "gate": gate, "judge_errors": errors}
+            )
+            for threshold, gate, errors in data.draw(
+                st.lists(
+                    st.tuples(
+                        st.sampled_from([0, 50, 62.5, 75, 100]),
+                        st.sampled_from(list(Gate)),
+                        st.sampled_from(list(JudgeErrorPolicy)),
+                    ),
+                    min_size=1,
+                    max_size=3,
+                )
+            )
+        ),
+    ]
+    for spec in [*variants, base]:
+        got = rescore_run(inputs, spec)
+        assert got is not None
+        want_decisions, want_aggregate = reference(facts, spec)
+        assert orjson.dumps(got.decisions) == orjson.dumps(want_decisions)
+        assert got.aggregate.model_dump_json().encode() == want_aggregate
+    if base.metrics and len({m.metric for m in base.metrics}) == len(base.metrics):
+        assert len(inputs.weightings) == 1  # one weighting of the metrics: computed once
+
+
 def test_a_judge_error_under_score_zero_counts_zero_and_fails() -> None:
     broken = VerdictFact(verdict_id=_id("v"), position=0, error="timeout")
     facts = CaseFacts(
