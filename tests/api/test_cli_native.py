@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.api.test_cli import Cli as CliBase
 from tests.conftest import FIXTURES
 from tests.helpers import bundle, case
 
@@ -21,27 +22,8 @@ TAU = FIXTURES / "peers" / "tau-bench" / "gpt-4o-airline.tasks-1-12-41.json"
 GRADED = FIXTURES / "scorers" / "inspect-graded_qa.eval"
 
 
-class Cli:
-    """`evaledger …` against one store: exit code, stdout, stderr."""
-
-    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.url, self.capsys = url, capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        from evaledger.api.cli import main
-
-        self.capsys.readouterr()
-        try:
-            code = main([*args, "--db", self.url])
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self(*args, "--json")
-        assert code == 0, err
-        return orjson.loads(out)
+class Cli(CliBase):
+    """`evaledger …` against one store, importing peers' files."""
 
     def imported(self, path: Path) -> dict[str, Any]:
         (row,) = self.json("import", str(path))["imported"]
@@ -50,7 +32,7 @@ class Cli:
 
 @pytest.fixture
 def cli(store_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(store_url, capsys)
+    return Cli(capsys, store_url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +277,7 @@ def test_the_undated_footnote_shows_only_with_the_time_column(
     """On a terminal: at 80 columns the time column gives way, and its footnote with it."""
     from tests.api.test_cli_tables import on_terminal
 
-    Cli(sqlite_url, capsys).imported(TAU)
+    Cli(capsys, sqlite_url).imported(TAU)
     lines = on_terminal(["runs"], columns, sqlite_url)
     note = "* imported at this time; the source has no date"
     header = lines[0].split()

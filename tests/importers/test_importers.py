@@ -40,6 +40,7 @@ from evaledger.domain.verify import verify
 from evaledger.importers.base import Format, ImportFormatError
 from evaledger.importers.detect import detect
 from evaledger.importers.load import import_all, open_imports
+from tests.api.test_cli import Cli as CliBase
 from tests.conftest import FIXTURES
 from tests.helpers import event_count
 
@@ -58,28 +59,8 @@ UNSCORED_EVAL = (
 FRENCH = PROMPTFOO / "french-greeting-test.output.json"
 
 
-class Cli:
-    """`evaledger` through `main([...])` against one store."""
-
-    def __init__(self, capsys: pytest.CaptureFixture[str], db: str) -> None:
-        self.capsys = capsys
-        self.db = db
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        from evaledger.api.cli import main
-
-        self.capsys.readouterr()
-        try:
-            code = main([*args, "--db", self.db])
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self(*args, "--json")
-        assert code == 0, err
-        return orjson.loads(out)
+class Cli(CliBase):
+    """`evaledger` through `main([...])` against one store, counting its stored events."""
 
     def events(self) -> int:
         path = Path(self.db.removeprefix("sqlite:///")) / "events.sqlite"
