@@ -15,7 +15,6 @@ from uuid import UUID
 
 from pydantic import Field, TypeAdapter
 from sqlalchemy import Connection, Engine, and_, cast, func, select
-from sqlalchemy.dialects.postgresql import JSONB
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
@@ -23,14 +22,9 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
-from evaledger.projections.projectors import (
-    CasesProjection,
-    closed_inputs_marker,
-    load_facts,
-    load_scores,
-    upsert,
-)
+from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores, upsert
 from evaledger.projections.tables import (
+    CASES_PROJECTION,
     baselines,
     cases,
     custom_metrics,
@@ -590,6 +584,9 @@ class ReadModels:
 def _json_test(conn: Connection, column: Any, name: ScoreFlag) -> Any:
     """SQL: the JSON text in `column` has `name` true (judge_error) or not null (cost_usd)."""
     if conn.dialect.name == "postgresql":
+        # Imported here: the PostgreSQL dialect's types load only for a PostgreSQL store.
+        from sqlalchemy.dialects.postgresql import JSONB
+
         text = cast(column, JSONB)[name].astext
         return text == "true" if name == "judge_error" else text.is_not(None)
     value = func.json_extract(column, f"$.{name}")  # SQLite: true is 1, null is NULL
@@ -608,7 +605,7 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     if position is not None:
         return CasesMarker(closed_inputs_marker(position), closed=True)
     tracked = conn.scalar(
-        select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
+        select(tracking.c.position).where(tracking.c.name == CASES_PROJECTION)
     )
     return CasesMarker(f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", closed=False)
 

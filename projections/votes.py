@@ -40,7 +40,7 @@ from evaledger.domain.events import (
 from evaledger.domain.spec import ScoringSpec, Severity
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.tables import metadata
+from evaledger.projections.tables import VOTES_PROJECTION, metadata
 from evaledger.scoring.agreement import (
     AgreementReport,
     HumanAgreement,
@@ -114,7 +114,7 @@ class JudgeVotesProjection:
     shipped: no stored event of their topics existed before, so no rebuild is needed.
     """
 
-    name = "judge_votes_v1"
+    name = VOTES_PROJECTION
     tables: Sequence[Table] = (votes, vote_cases, labels, flags)
 
     def reset(self) -> None:
