@@ -27,7 +27,6 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from evaledger.api.bootstrap import infrastructure_error
 from evaledger.domain.errors import EvaledgerError, InfrastructureError
 from evaledger.importers.bundle import describe
 
@@ -71,6 +70,9 @@ def failure_of(error: Exception, db: str) -> Failure | None:
         first = error.errors()[0]["loc"] if error.errors() else ()
         field = ".".join(str(part) for part in first) or None
         return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE, "invalid", field)
+    # Imported here: the parser imports this module, and parsing loads no composition root.
+    from evaledger.api.bootstrap import infrastructure_error
+
     infra = infrastructure_error(error, db)
     return None if infra is None else Failure(infra.detail, EXIT_INFRA, infra.code)
 

@@ -25,6 +25,7 @@ from evaledger.projections import encoding
 from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores, upsert
 from evaledger.projections.tables import (
     CASES_PROJECTION,
+    PROJECTION_NAMES,
     baselines,
     cases,
     custom_metrics,
@@ -176,6 +177,23 @@ class ReadModels:
                 total = conn.execute(cq).scalar_one()
                 rows = list(conn.execute(q.limit(f.limit).offset(f.offset)))
         return [_run_row(r) for r in rows], total
+
+    def projected_position(self) -> int | None:
+        """The position every projection has reached; None while one has no tracking row yet.
+
+        One query on `projection_tracking` (its primary key), with no projector loaded: how a
+        read finds the read models caught up with the log (`Services.sync`). A failed
+        projection's row stays behind the log, so a read that finds it behind retries it.
+        """
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tracking.c.name, tracking.c.position).where(
+                    tracking.c.name.in_(PROJECTION_NAMES)
+                )
+            ).all()
+        if len(rows) < len(PROJECTION_NAMES):
+            return None
+        return min(int(position) for _, position in rows)
 
     def get_run(self, run_id: UUID) -> RunRow:
         """One run, or NotFoundError."""
@@ -604,9 +622,7 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
         return CasesMarker(closed_inputs_marker(position), closed=True)
-    tracked = conn.scalar(
-        select(tracking.c.position).where(tracking.c.name == CASES_PROJECTION)
-    )
+    tracked = conn.scalar(select(tracking.c.position).where(tracking.c.name == CASES_PROJECTION))
     return CasesMarker(f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", closed=False)
 
 

@@ -12,12 +12,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import pydantic
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
 from evaledger.domain.bundle import variant_label
@@ -27,6 +26,9 @@ from evaledger.domain.types import UnstorableJSONError, parse_input_json
 from evaledger.importers.bundle import describe
 from evaledger.projections.queries import LABEL_PATTERN
 from evaledger.scoring.models import CaseScore
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
 
 EPILOG = """\
 exit codes:
@@ -60,7 +62,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 RUN_HELP = "a run id, or a run key of --project"
 
-Command = Callable[[Services, argparse.Namespace], int]
+Command = Callable[["Services", argparse.Namespace], int]
 """A command: the opened store and the parsed arguments in, the exit code out."""
 
 

@@ -6,12 +6,11 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 import orjson
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
@@ -32,13 +31,16 @@ from evaledger.api.console import (
     print_table,
 )
 from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.bundle import variant_label
-from evaledger.domain.export import bundle_to_json, export_bundle
-from evaledger.domain.ledger import Context
 from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.scorer_metrics import headline_metric
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
+
+# Start-up (issue 19): the ledger, the export and the bundle models are imported by the commands
+# that use them, so that parsing a command line (and `runs`) loads none of them.
 
 
 class RunLine(NamedTuple):
@@ -154,6 +156,7 @@ def register(commands: Commands) -> None:
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
     # Deferred for start-up: only `import` needs the peer formats' readers.
+    from evaledger.domain.ledger import Context
     from evaledger.importers.load import import_all, open_imports
 
     imports = open_imports(
@@ -196,6 +199,8 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
+    from evaledger.domain.export import bundle_to_json, export_bundle
+
     bundle = export_bundle(services.ledger, run_id)
     data = orjson.dumps(bundle_to_json(bundle), option=orjson.OPT_INDENT_2) + b"\n"
     if not args.output:
@@ -287,6 +292,8 @@ def show_payload(
     services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
     """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
+    from evaledger.domain.bundle import variant_label
+
     run = services.reads.get_run(run_id)
     summary = services.reads.summary(run_id)
     scores, matching = services.reads.case_page(run_id, status, limit)
