@@ -184,6 +184,58 @@ custom_metrics = Table(
 )
 
 
+# The judge votes projection's tables (projections/votes.py): here with the others, so that
+# opening the read models creates them without loading the projection (start-up, issue 19).
+vote_cases = Table(
+    "judge_votes_v1_cases",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+)
+
+votes = Table(
+    "judge_votes_v1",
+    metadata,
+    Column("verdict_id", String(36), primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("judge", String(300), nullable=False),
+    Column("panel_id", String(36)),
+    Column("self_judged", Boolean, nullable=False),
+    Column("valid", Boolean, nullable=False),
+    Column("invalidated", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as judged
+    Column("outcomes", Text, nullable=False),  # [{statement, passed, severity}] as judged
+    Column("human_scores", Text),  # the latest override's metric scores, if any
+    Column("human_passed", Boolean),  # the latest override's forced pass/fail, if any
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_run", votes.c.run_id, votes.c.position)
+
+labels = Table(
+    "judge_votes_v1_labels",
+    metadata,
+    Column("position", Integer, primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as labelled
+)
+Index("ix_judge_votes_v1_labels_run", labels.c.run_id, labels.c.position)
+
+flags = Table(
+    "judge_votes_v1_flags",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
+
 def make_engine(url: str) -> Engine:
     """Engine for the read models; SQLite in WAL mode so readers never block the projector.
 
