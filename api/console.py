@@ -28,7 +28,6 @@ from rich.table import Table
 from rich.text import Text
 
 from evaledger.domain.errors import EvaledgerError, InfrastructureError
-from evaledger.importers.bundle import describe
 
 if TYPE_CHECKING:
     from evaledger.scoring.comparison import RunComparison
@@ -69,6 +68,8 @@ def failure_of(error: Exception, db: str) -> Failure | None:
     if isinstance(error, pydantic.ValidationError):
         first = error.errors()[0]["loc"] if error.errors() else ()
         field = ".".join(str(part) for part in first) or None
+        from evaledger.importers.bundle import describe
+
         return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE, "invalid", field)
     # Imported here: the parser imports this module, and parsing loads no composition root.
     from evaledger.api.bootstrap import infrastructure_error

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from uuid import UUID
 
 from pydantic import Field, TypeAdapter
@@ -35,10 +35,14 @@ from evaledger.projections.tables import (
     runs,
     tracking,
 )
-from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
-from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
-from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs, rescore_run
+
+if TYPE_CHECKING:
+    from evaledger.scoring.facts import CaseFacts
+    from evaledger.scoring.rescore import RunInputs
+
+# Start-up (issue 19): listing and showing runs read stored rows; the scoring rules (and through
+# them every event class) are imported by the queries that score or rescore.
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
@@ -316,6 +320,8 @@ class ReadModels:
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
+        from evaledger.scoring.facts import CaseFacts
+
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(cases.c.facts, cases.c.score).where(cases.c.case_id == str(case_id))
@@ -374,6 +380,9 @@ class ReadModels:
                             self._summaries.popitem(last=False)
                     return found
             scores = load_scores(conn, str(run_id))
+        # An open run (no materialised summary): summarised here, by the scoring rules.
+        from evaledger.scoring.case import reduce_repetitions, summarize_run
+
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
 
     def summary_under(
@@ -386,6 +395,8 @@ class ReadModels:
     def _summary_under(
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
+        from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
+
         own = self.run_spec(run_id)
         spec = None if spec is None else keep_source_scorers(spec, own)
         if spec is None or spec.spec_id == own.spec_id:
@@ -407,6 +418,9 @@ class ReadModels:
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
         # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
+        from evaledger.scoring.case import score_case, summarize_run
+        from evaledger.scoring.rescore import rescore_run
+
         own = self._own_spec(run_id)
         spec = keep_source_scorers(spec, own)
         before = self._stored_own_aggregate(run_id, own)
@@ -484,6 +498,8 @@ class ReadModels:
         process reads one compact row instead of every case's facts. The marker is read before
         the rows: rows newer than their marker only cause a rebuild later, never a stale hit.
         """
+        from evaledger.scoring.rescore import RunInputs
+
         key = str(run_id)
         with self.engine.connect() as conn:
             marker, closed = _cases_marker(conn, key)
@@ -619,6 +635,8 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     in. The inputs' format and the cases table's versioned name are part of it: new code or a
     new projection version never reads inputs an older one stored.
     """
+    from evaledger.scoring.rescore import INPUTS_FORMAT
+
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
         return CasesMarker(closed_inputs_marker(position), closed=True)

@@ -6,20 +6,32 @@ folding code (start-up, issue 19: `evaledger runs` on a caught-up store needs no
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Table, select
 
 from evaledger.projections.tables import cases
-from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
-from evaledger.scoring.rescore import INPUTS_FORMAT
+
+if TYPE_CHECKING:
+    from evaledger.scoring.facts import CaseFacts
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
-CASE_FACTS = TypeAdapter(list[CaseFacts])
+
+
+@functools.cache
+def case_facts() -> TypeAdapter[list[CaseFacts]]:
+    """The validator of a list of case facts, built on first use.
+
+    (The facts' models load every event class, which listing runs never needs.)
+    """
+    from evaledger.scoring.facts import CaseFacts
+
+    return TypeAdapter(list[CaseFacts])
 
 
 def closed_inputs_marker(summary_position: int) -> str:
@@ -29,6 +41,8 @@ def closed_inputs_marker(summary_position: int) -> str:
     The inputs' format and the cases table's versioned name are part of it, so new code or a
     new projection version never reads inputs an older one stored.
     """
+    from evaledger.scoring.rescore import INPUTS_FORMAT
+
     return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
 
 
@@ -75,4 +89,4 @@ def load_facts(conn: Connection, run_id: str | UUID, scoring: bool = False) -> l
     ).all()
     if not texts:
         return []
-    return CASE_FACTS.validate_json("[" + ",".join(texts) + "]")
+    return case_facts().validate_json("[" + ",".join(texts) + "]")

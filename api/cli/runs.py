@@ -14,6 +14,7 @@ import orjson
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
+    LazyChoices,
     label_filter,
     load_spec,
     positive_int,
@@ -30,7 +31,6 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
-from evaledger.domain.aggregates import RunStatus
 from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 
 # Start-up (issue 19): the ledger, the export and the bundle models are imported by the commands
 # that use them, so that parsing a command line (and `runs`) loads none of them.
+
+
+def run_statuses() -> list[str]:
+    """The statuses a run can be in (the aggregate's, imported when first asked)."""
+    from evaledger.domain.aggregates import RunStatus
+
+    return [s.value for s in RunStatus]
 
 
 class RunLine(NamedTuple):
@@ -131,7 +138,11 @@ def register(commands: Commands) -> None:
     p.add_argument("--agent", help="only runs of this agent name")
     p.add_argument("--key", help="the run key")
     p.add_argument(
-        "--status", choices=[s.value for s in RunStatus], help="only runs in this status"
+        "--status",
+        choices=LazyChoices(run_statuses),
+        # A metavar: argparse lists choices without one while building the parser.
+        metavar="STATUS",
+        help="only runs in this status: %(choices)s",
     )
     p.add_argument("--label", type=label_filter, help="key=value")
     p.add_argument(
