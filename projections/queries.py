@@ -144,6 +144,7 @@ class ReadModels:
         self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
         self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
         self._counts: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        """Per (run, flag): the cases' state (`_cases_state`) and the count."""
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -283,7 +284,7 @@ class ReadModels:
         """
         key = str(run_id)
         with self.engine.connect() as conn:
-            marker, _ = _cases_marker(conn, key)
+            marker = _cases_state(conn, key)
             with self._lock:
                 hit = self._counts.get((key, name))
             if hit is not None and hit[0] == marker:
@@ -637,11 +638,24 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     """
     from evaledger.scoring.rescore import INPUTS_FORMAT
 
+    state = _cases_state(conn, run_id)
+    if state.startswith("summary "):
+        return CasesMarker(closed_inputs_marker(int(state.split()[1])), closed=True)
+    return CasesMarker(f"{INPUTS_FORMAT} {cases.name} {state}", closed=False)
+
+
+def _cases_state(conn: Connection, run_id: str) -> str:
+    """What changes whenever a case of the run changes: `summary P` or `tracking P`.
+
+    P is a closed run's summary position, else the cases projection's tracking position. The
+    key of the per-run counts; `_cases_marker` adds the inputs' format (which loads the scoring
+    rules) to it.
+    """
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
-        return CasesMarker(closed_inputs_marker(position), closed=True)
+        return f"summary {position}"
     tracked = conn.scalar(select(tracking.c.position).where(tracking.c.name == CASES_PROJECTION))
-    return CasesMarker(f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", closed=False)
+    return f"tracking {tracked or 0}"
 
 
 class RescoredCases(NamedTuple):

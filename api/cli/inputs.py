@@ -21,7 +21,7 @@ from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.domain.types import UnstorableJSONError, parse_input_json
+from evaledger.domain.types import UnstorableJSONError, parse_input_json, variant_label
 from evaledger.projections.queries import LABEL_PATTERN
 from evaledger.scoring.models import CaseScore
 
@@ -264,8 +264,6 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
     if variant is not None:
         return _of_variant(found, variant, key)
     if len(found) > 1:
-        from evaledger.domain.bundle import variant_label
-
         labels = sorted(variant_label(s.variant) for s in found)
         if len(set(labels)) == len(labels) and all(labels):
             raise UsageError(
@@ -283,8 +281,6 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
 
 def _of_variant(found: list[CaseScore], variant: str, key: str) -> UUID:
     """The one case of `found` whose variant is `variant` (as listed) or alone contains it."""
-    from evaledger.domain.bundle import variant_label
-
     labels = {s.case_id: variant_label(s.variant) for s in found}
     exact = [i for i, label in labels.items() if label == variant]
     part = [i for i, label in labels.items() if variant.casefold() in label.casefold()]

@@ -31,6 +31,7 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
+from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
@@ -303,8 +304,6 @@ def show_payload(
     services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
     """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
-    from evaledger.domain.bundle import variant_label
-
     run = services.reads.get_run(run_id)
     summary = services.reads.summary(run_id)
     scores, matching = services.reads.case_page(run_id, status, limit)
