@@ -22,14 +22,14 @@ import pydantic
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
 from evaledger.domain.errors import EvaledgerError, InfrastructureError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+
     from evaledger.scoring.comparison import RunComparison
     from evaledger.scoring.grading import Grade
 
@@ -283,6 +283,10 @@ class Progress:
         if not self.enabled:
             return
         if self._bar is None:
+            # Imported here: only a long command on a terminal shows a bar (start-up, issue 19).
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
             self._bar = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),
