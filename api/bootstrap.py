@@ -206,6 +206,11 @@ class Services:
                     self._runner = ProjectionRunner(ledger, self.engine, all_projections())
             return self._runner
 
+    @runner.setter
+    def runner(self, runner: ProjectionRunner) -> None:
+        """Run other projections (tests: the store's own and one more)."""
+        self._runner = runner
+
     @property
     def reports(self) -> Reports:
         """Comparisons, grades and roll-ups over the read models, built on first use."""
@@ -224,12 +229,13 @@ class Services:
         Inline, a long catch-up (the first read after a big import) shows its progress on
         stderr when that is a terminal (`CatchUpProgress`).
         """
-        target = self.log_head() if position is None else position
-        reached = self.reads.projected_position()
-        if reached is not None and reached >= target:
-            return
-        if position is None and self._ledger is not None:
-            target = self.ledger.position()
+        if self._runner is None:
+            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`).
+            target = self.log_head() if position is None else position
+            reached = self.reads.projected_position()
+            if reached is not None and reached >= target:
+                return
+        target = self.ledger.position() if position is None else position
         if self.settings.projections != "inline" or self.leader.projector_running():
             self.runner.wait_for(target, inline=False)
             return
