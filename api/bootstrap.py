@@ -18,6 +18,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
+from urllib.parse import quote
 
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field
@@ -285,7 +286,8 @@ def sqlite_log_head(location: StorageLocation) -> int | None:
     if location.kind != "sqlite" or "mode=memory" in path or not Path(path).is_file():
         return None
     try:
-        with closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)) as conn:
+        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"  # `?`, `#` in a path quoted
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
             row = conn.execute(f"SELECT MAX(rowid) FROM {SQLITE_EVENTS_TABLE}").fetchone()
     except sqlite3.Error:
         return None

@@ -356,3 +356,18 @@ def test_the_sqlite_log_head_read_without_the_ledger_is_the_ledgers_position(
         assert s.log_head() == head
     finally:
         s.close()
+
+
+def test_the_sqlite_log_head_reads_a_store_whose_path_has_uri_characters(tmp_path: Path) -> None:
+    from evaledger.api.bootstrap import Settings, build_services, sqlite_log_head
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from tests.helpers import bundle
+
+    # `?` and `#` would end the path of a SQLite URI unquoted (and open another file).
+    s = build_services(Settings(db=f"sqlite:///{tmp_path / 'a?b#c d'}/store/"))
+    try:
+        s.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("a"))
+        assert sqlite_log_head(s.location) == s.ledger.position() > 0
+    finally:
+        s.close()
