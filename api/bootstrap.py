@@ -1,4 +1,10 @@
-"""The composition root: settings in, a wired ledger + read side out."""
+"""The composition root: settings in, a wired ledger + read side out.
+
+Start-up (issue 19): a read on a caught-up store needs the read models only, so this module
+imports the ledger, the projections' runner and the reports when they are first used
+(`Services.ledger`, `.runner`, `.reports`), and a database driver only for its own store
+(PostgreSQL's through `sys.modules` in the error tuples: a driver not loaded raised nothing).
+"""
 
 from __future__ import annotations
 
@@ -6,41 +12,32 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+from urllib.parse import quote
 
-import eventsourcing.persistence as es
-import psycopg
-import psycopg_pool
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.ledger import Ledger, LedgerApplication
-from evaledger.domain.store.chain import KEY_ENV, load_key
 from evaledger.domain.store.permissions import private_files, warn_if_shared
-from evaledger.domain.store.postgres import connect_postgres
-from evaledger.domain.store.urls import DEFAULT_DB_URL, StorageLocation, parse_db_url
+from evaledger.domain.store.urls import DEFAULT_DB_URL, KEY_ENV, StorageLocation, parse_db_url
 from evaledger.projections.leadership import LeaderProbe
-from evaledger.projections.projectors import all_projections
 from evaledger.projections.queries import ReadModels
-from evaledger.projections.reports import Reports
-from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.tables import grant_read_models, make_engine
+
+if TYPE_CHECKING:
+    import psycopg
+    from rich.progress import Progress, TaskID
+
+    from evaledger.domain.ledger import Ledger
+    from evaledger.projections.reports import Reports
+    from evaledger.projections.runner import ProjectionRunner
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +129,15 @@ class CatchUpProgress:
             if not self.stream.isatty():
                 log.info("%s: %d events to project", self.label, target - position)
                 return
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
             self._bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -154,31 +160,82 @@ class CatchUpProgress:
 
 @dataclass
 class Services:
-    """A wired ledger: commands, projections and queries over one store."""
+    """A wired ledger: commands, projections and queries over one store.
+
+    The ledger, the projections' runner and the reports are built on first use: a read on a
+    caught-up store (`sync` finds every projection at the log's head) needs none of them.
+    """
 
     settings: Settings
     location: StorageLocation
-    ledger: Ledger
     engine: Engine
-    runner: ProjectionRunner
     reads: ReadModels
-    reports: Reports
+    open_ledger: Callable[[], Ledger]
+    """Opens the store's ledger (called once, by the first use of `ledger`)."""
     # Any, not JobQueue: api/jobs imports this module (no import circle); routes/judging types it.
     job_queue: Any = field(default=None)
     """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
     leader: LeaderProbe = field(init=False)
     """Whether an `evaledger project --follow` leads on this store (then reads wait for it)."""
+    _ledger: Ledger | None = field(default=None, init=False)
+    _runner: ProjectionRunner | None = field(default=None, init=False)
+    _reports: Reports | None = field(default=None, init=False)
+    _building: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
         self.leader = LeaderProbe(self.engine)
 
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger (commands, the log), opened on first use."""
+        with self._building:
+            if self._ledger is None:
+                self._ledger = self.open_ledger()
+            return self._ledger
+
+    @property
+    def runner(self) -> ProjectionRunner:
+        """The projections' runner, built on first use (it loads every projector)."""
+        ledger = self.ledger
+        with self._building:
+            if self._runner is None:
+                from evaledger.projections.projectors import all_projections
+                from evaledger.projections.runner import ProjectionRunner
+
+                with infrastructure_errors(self.settings.db):
+                    self._runner = ProjectionRunner(ledger, self.engine, all_projections())
+            return self._runner
+
+    @runner.setter
+    def runner(self, runner: ProjectionRunner) -> None:
+        """Run other projections (tests: the store's own and one more)."""
+        self._runner = runner
+
+    @property
+    def reports(self) -> Reports:
+        """Comparisons, grades and roll-ups over the read models, built on first use."""
+        with self._building:
+            if self._reports is None:
+                from evaledger.projections.reports import Reports
+
+                self._reports = Reports(self.reads)
+            return self._reports
+
     def sync(self, position: int | None = None) -> None:
         """Make reads reflect writes up to `position` (or everything written so far).
 
+        First one indexed query on each side (the log's head, the projections' tracking rows):
+        caught up, the usual read, it returns without building the ledger or the runner.
         Inline, a long catch-up (the first read after a big import) shows its progress on
         stderr when that is a terminal (`CatchUpProgress`).
         """
+        if self._runner is None:
+            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`).
+            target = self.log_head() if position is None else position
+            reached = self.reads.projected_position()
+            if reached is not None and reached >= target:
+                return
         target = self.ledger.position() if position is None else position
         if self.settings.projections != "inline" or self.leader.projector_running():
             self.runner.wait_for(target, inline=False)
@@ -188,6 +245,14 @@ class Services:
             self.runner.catch_up(until=target, progress=progress)
         finally:
             progress.close()
+
+    def log_head(self) -> int:
+        """The last position in the log: the ledger's, or (not opened yet) a SQLite file's."""
+        if self._ledger is None:
+            head = sqlite_log_head(self.location)
+            if head is not None:
+                return head
+        return self.ledger.position()
 
     def tokens_required(self) -> bool:
         """Whether requests must carry a token (decided once, when a server starts)."""
@@ -201,15 +266,41 @@ class Services:
             self._closed = True
             if self.job_queue is not None:
                 self.job_queue.close()
-            self.ledger.close()
+            if self._ledger is not None:
+                self._ledger.close()
             self.engine.dispose()
+
+
+SQLITE_EVENTS_TABLE = "stored_events"
+"""The SQLite recorder's events table (eventsourcing's default name; `rowid` is the position)."""
+
+
+def sqlite_log_head(location: StorageLocation) -> int | None:
+    """The head of a SQLite file store's log, read without opening the ledger; else None.
+
+    The query of eventsourcing's own `max_notification_id` (`MAX(rowid)`, the primary key), on
+    a read-only connection. None for a PostgreSQL or in-memory store, or a file the query cannot
+    read (the ledger, opened then, reports what is wrong with it).
+    """
+    path = location.events_env.get("SQLITE_DBNAME", "")
+    if location.kind != "sqlite" or "mode=memory" in path or not Path(path).is_file():
+        return None
+    try:
+        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"  # `?`, `#` in a path quoted
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            row = conn.execute(f"SELECT MAX(rowid) FROM {SQLITE_EVENTS_TABLE}").fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0] or 0)
 
 
 def build_services(settings: Settings, *, create: bool = True) -> Services:
     """Open the store named by the settings and wire the ledger, projections and queries.
 
     With `create=False` (read commands) a store that does not exist is an InfrastructureError
-    instead of a new empty store. An unreachable, locked or corrupt store is one too.
+    instead of a new empty store. An unreachable, locked or corrupt store is one too. The
+    ledger of a SQLite store is opened on first use; a PostgreSQL store's at once, because
+    opening it checks the store is append-only (refusing to serve one that is not).
     """
     url = settings.db
     # A new SQLite store (folder, files, journals) is the owner's only: umask 077 while opening.
@@ -222,17 +313,36 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
         else:
             probe_sqlite(location)
         key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
-        ledger = Ledger(location, checkpoint_key=key)
+        ledger = _open_ledger(location, key) if create or location.kind == "postgresql" else None
         try:
             engine = make_engine(location.views_url)
             engine.connect().close()  # creates the views file now, under the umask
             warn_shared_store(location)
-            runner = ProjectionRunner(ledger, engine, all_projections())
         except BaseException:
-            ledger.close()
+            if ledger is not None:
+                ledger.close()
             raise
-    reads = ReadModels(engine)
-    return Services(settings, location, ledger, engine, runner, reads, Reports(reads))
+
+    def open_ledger() -> Ledger:
+        with infrastructure_errors(url), private_files():
+            return _open_ledger(location, key)
+
+    services = Services(settings, location, engine, ReadModels(engine), open_ledger)
+    services._ledger = ledger
+    return services
+
+
+def _open_ledger(location: StorageLocation, key: bytes | None) -> Ledger:
+    from evaledger.domain.ledger import Ledger
+
+    return Ledger(location, checkpoint_key=key)
+
+
+def load_key(path: str) -> bytes:
+    """The chain's signing key from its file (`domain/store/chain.py`, imported when used)."""
+    from evaledger.domain.store.chain import load_key as load
+
+    return load(path)
 
 
 def warn_shared_store(location: StorageLocation) -> None:
@@ -253,6 +363,8 @@ def migrate_store(settings: Settings, app_role: str | None = None) -> None:
     On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
     SELECT, INSERT, UPDATE, DELETE on the read models; nothing else (no DDL, no ownership).
     """
+    from evaledger.domain.ledger import Ledger
+
     location = parse_db_url(settings.db)
     Ledger(location, migrate=True, app_role=app_role).close()
     engine = make_engine(location.views_url)
@@ -270,21 +382,33 @@ def migrate_store(settings: Settings, app_role: str | None = None) -> None:
 PROBE_TIMEOUT_S = 5
 """Seconds to reach PostgreSQL before giving up (eventsourcing's pool would wait 30 s)."""
 
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    sqlite3.OperationalError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    psycopg_pool.PoolTimeout,
-    es.OperationalError,
-    es.InterfaceError,
-    es.ConnectionUnavailableError,
-    sa.OperationalError,
-    sa.InterfaceError,
-    sa.TimeoutError,
+_UNAVAILABLE = (
+    ("sqlite3", "OperationalError"),
+    ("psycopg", "OperationalError"),
+    ("psycopg", "InterfaceError"),
+    ("psycopg_pool", "PoolTimeout"),
+    ("eventsourcing.persistence", "OperationalError"),
+    ("eventsourcing.persistence", "InterfaceError"),
+    ("eventsourcing.persistence", "ConnectionUnavailableError"),
+    ("sqlalchemy.exc", "OperationalError"),
+    ("sqlalchemy.exc", "InterfaceError"),
+    ("sqlalchemy.exc", "TimeoutError"),
 )
+"""(module, class) of what a driver raises when the store is unavailable."""
 # "file is not a database" / "disk image is malformed" are the base DatabaseError itself, while
 # its subclasses (IntegrityError, ProgrammingError, ...) are bugs or conflicts, not the store.
-_CORRUPT: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, es.DatabaseError)
+_CORRUPT = (("sqlite3", "DatabaseError"), ("eventsourcing.persistence", "DatabaseError"))
+
+
+def loaded_classes(names: tuple[tuple[str, str], ...]) -> tuple[type[BaseException], ...]:
+    """The named exception classes of the modules loaded so far.
+
+    Start-up: nothing is imported for this; a driver never loaded raised none of its exceptions.
+    """
+    return tuple(
+        getattr(sys.modules[module], name) for module, name in names if module in sys.modules
+    )
+
 
 # (phrase in the driver's message, what it means), first match wins.
 _CAUSES = (
@@ -305,6 +429,8 @@ _CAUSES = (
 def display_url(url: str) -> str:
     """The store URL without its password."""
     if url.startswith("postgres"):
+        from sqlalchemy.engine import make_url
+
         try:
             return make_url(url).render_as_string(hide_password=True)
         except sa.ArgumentError:
@@ -321,7 +447,9 @@ def infrastructure_error(exc: BaseException, url: str) -> InfrastructureError | 
         if isinstance(current, InfrastructureError):
             return current
         driver = current.orig if isinstance(current, sa.DBAPIError) else current
-        if isinstance(current, _UNAVAILABLE) or type(driver) in _CORRUPT:
+        if isinstance(current, loaded_classes(_UNAVAILABLE)) or type(driver) in loaded_classes(
+            _CORRUPT
+        ):
             return InfrastructureError(describe_cause(driver or current, url))
         current = current.__cause__ or current.__context__
     return None
@@ -362,6 +490,8 @@ def require_existing_store(url: str) -> None:
         return
     location = parse_db_url(url)
     if location.kind == "postgresql":
+        from evaledger.domain.ledger import LedgerApplication
+
         table = f"{LedgerApplication.name.lower()}_events"
         with _connect(location) as conn:
             found = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
@@ -399,6 +529,10 @@ def probe_postgres(location: StorageLocation) -> None:
 
 
 def _connect(location: StorageLocation) -> psycopg.Connection[tuple[object, ...]]:
+    import psycopg
+
+    from evaledger.domain.store.postgres import connect_postgres
+
     try:
         conn: psycopg.Connection[tuple[object, ...]] = connect_postgres(
             location.events_env, connect_timeout=PROBE_TIMEOUT_S, autocommit=True

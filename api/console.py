@@ -22,16 +22,14 @@ import pydantic
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from evaledger.api.bootstrap import infrastructure_error
 from evaledger.domain.errors import EvaledgerError, InfrastructureError
-from evaledger.importers.bundle import describe
 
 if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+
     from evaledger.scoring.comparison import RunComparison
     from evaledger.scoring.grading import Grade
 
@@ -70,7 +68,12 @@ def failure_of(error: Exception, db: str) -> Failure | None:
     if isinstance(error, pydantic.ValidationError):
         first = error.errors()[0]["loc"] if error.errors() else ()
         field = ".".join(str(part) for part in first) or None
+        from evaledger.importers.bundle import describe
+
         return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE, "invalid", field)
+    # Imported here: the parser imports this module, and parsing loads no composition root.
+    from evaledger.api.bootstrap import infrastructure_error
+
     infra = infrastructure_error(error, db)
     return None if infra is None else Failure(infra.detail, EXIT_INFRA, infra.code)
 
@@ -280,6 +283,10 @@ class Progress:
         if not self.enabled:
             return
         if self._bar is None:
+            # Imported here: only a long command on a terminal shows a bar (start-up, issue 19).
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
             self._bar = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),

@@ -25,9 +25,10 @@ from evaledger.domain.events import (
 from evaledger.domain.model import FrozenModel
 from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_KEY_CHARS, Amount, Index, Instant, JsonObject, Key
+from evaledger.domain.types import VARIANT_SEPARATOR as VARIANT_SEPARATOR
+from evaledger.domain.types import variant_label as variant_label
 
 BUNDLE_FORMAT = "evaledger.run-bundle/1"
-VARIANT_SEPARATOR = "\x1f"  # joins a variant's configuration and persona
 
 
 class BundleRunStatus(StrEnum):
@@ -215,11 +216,6 @@ class BundleCase(FrozenModel):
         if tc.configuration is None and tc.persona is None:
             return ""
         return f"{tc.configuration or ''}{VARIANT_SEPARATOR}{tc.persona or ''}"
-
-
-def variant_label(variant: str) -> str:
-    """A case variant as people read it: `configuration / persona` (either may be absent)."""
-    return " / ".join(part for part in variant.split(VARIANT_SEPARATOR) if part)
 
 
 class BundleRun(FrozenModel):

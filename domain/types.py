@@ -185,3 +185,15 @@ SUSPECT_JSON = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\d{16,}")
 
 ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 """A NUL escape in encoded JSON (not an escaped backslash followed by `u0000`)."""
+
+
+VARIANT_SEPARATOR = "\x1f"  # joins a variant's configuration and persona
+
+
+def variant_label(variant: str) -> str:
+    """A case variant as people read it: `configuration / persona` (either may be absent).
+
+    Here, not beside the bundle models (domain/bundle.py re-exports it): `show` lists variants
+    without loading every event class (start-up, issue 19).
+    """
+    return " / ".join(part for part in variant.split(VARIANT_SEPARATOR) if part)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
-from uuid import UUID
 
-from pydantic import TypeAdapter
 from sqlalchemy import Connection, Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from evaledger.domain.events import (
     BaselineApproved,
@@ -30,8 +27,15 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.fold import fold_event, open_case, scoring_view
+from evaledger.projections.rows import (
+    closed_inputs_marker,
+    load_scores,
+    upsert,
+)
 from evaledger.projections.runner import Projection
 from evaledger.projections.tables import (
+    CASES_PROJECTION,
+    METRICS_PROJECTION,
     baselines,
     case_runs,
     cases,
@@ -44,26 +48,14 @@ from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
-from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs
+from evaledger.scoring.rescore import RunInputs
 
-CASE_SCORES = TypeAdapter(list[CaseScore])
-CASE_FACTS = TypeAdapter(list[CaseFacts])
 IN_CHUNK = 500
 MAX_CACHED_SCORES = 50_000
 """Case scores of open runs kept in memory for their summary at close (beyond: read back)."""
 MAX_CACHED_FACTS = 20_000
 """Scoring facts of open runs kept in memory to store their rescore inputs at close (beyond:
 the run's first rescore builds them from the `scoring` column, as before)."""
-
-
-def closed_inputs_marker(summary_position: int) -> str:
-    """The `rescore_inputs_v1.marker` of a closed run whose summary is at `summary_position`.
-
-    The one definition: the projection writes it at close, `ReadModels` compares it on read.
-    The inputs' format and the cases table's versioned name are part of it, so new code or a
-    new projection version never reads inputs an older one stored.
-    """
-    return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
 
 
 _STATUS_OF: dict[type[Any], str] = {
@@ -79,26 +71,6 @@ def _utc(dt: datetime) -> str:
     """ISO text in UTC, so that text order is time order in every database."""
     aware = dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
     return aware.astimezone(UTC).isoformat()
-
-
-def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert rows, replacing those with the same primary key (SQLite and PostgreSQL)."""
-    if not rows:
-        return
-    keys = [c.name for c in table.primary_key.columns]
-    if conn.dialect.name == "postgresql":
-        pg = postgresql.insert(table)
-        stmt: Any = pg.on_conflict_do_update(
-            index_elements=keys,
-            set_={c.name: pg.excluded[c.name] for c in table.columns if c.name not in keys},
-        )
-    else:
-        lite = sqlite.insert(table)
-        stmt = lite.on_conflict_do_update(
-            index_elements=keys,
-            set_={c.name: lite.excluded[c.name] for c in table.columns if c.name not in keys},
-        )
-    conn.execute(stmt, list(rows))
 
 
 class RunsProjection:
@@ -249,7 +221,7 @@ class CasesProjection:
     instance has seen are kept until the run closes, so its summary does not read them back.
     """
 
-    name = "cases_v3"
+    name = CASES_PROJECTION
     tables: Sequence[Table] = (run_summaries, cases, case_runs)
 
     def __init__(self) -> None:
@@ -461,31 +433,10 @@ def _seq_of(item: tuple[str, tuple[int, CaseScore]]) -> int:
     return item[1][0]
 
 
-def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
-    """Every case score of a run under its own spec, in opening order."""
-    texts = conn.scalars(
-        select(cases.c.score).where(cases.c.run_id == run_id).order_by(cases.c.seq)
-    ).all()
-    if not texts:
-        return []
-    return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
-
-
-def load_facts(conn: Connection, run_id: str | UUID, scoring: bool = False) -> list[CaseFacts]:
-    """Every case's facts of a run, in opening order; `scoring`: only what scoring reads."""
-    column = cases.c.scoring if scoring else cases.c.facts
-    texts = conn.scalars(
-        select(column).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
-    ).all()
-    if not texts:
-        return []
-    return CASE_FACTS.validate_json("[" + ",".join(texts) + "]")
-
-
 class CatalogueProjection:
     """`metrics_v1`: custom metrics per project."""
 
-    name = "metrics_v1"
+    name = METRICS_PROJECTION
     tables: Sequence[Table] = (custom_metrics,)
 
     def reset(self) -> None:

@@ -10,12 +10,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from uuid import UUID
 
 from pydantic import Field, TypeAdapter
 from sqlalchemy import Connection, Engine, and_, cast, func, select
-from sqlalchemy.dialects.postgresql import JSONB
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
@@ -23,14 +22,10 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
-from evaledger.projections.projectors import (
-    CasesProjection,
-    closed_inputs_marker,
-    load_facts,
-    load_scores,
-    upsert,
-)
+from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores, upsert
 from evaledger.projections.tables import (
+    CASES_PROJECTION,
+    PROJECTION_NAMES,
     baselines,
     cases,
     custom_metrics,
@@ -40,10 +35,14 @@ from evaledger.projections.tables import (
     runs,
     tracking,
 )
-from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
-from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
-from evaledger.scoring.rescore import INPUTS_FORMAT, RunInputs, rescore_run
+
+if TYPE_CHECKING:
+    from evaledger.scoring.facts import CaseFacts
+    from evaledger.scoring.rescore import RunInputs
+
+# Start-up (issue 19): listing and showing runs read stored rows; the scoring rules (and through
+# them every event class) are imported by the queries that score or rescore.
 
 TEST_CASES = TypeAdapter(list[TestCaseResult])
 SUMMARIES_CACHED = 16
@@ -145,6 +144,7 @@ class ReadModels:
         self._inputs: OrderedDict[str, tuple[str, RunInputs]] = OrderedDict()
         self._specs: OrderedDict[str, ScoringSpec] = OrderedDict()
         self._counts: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        """Per (run, flag): the cases' state (`_cases_state`) and the count."""
         self._lock = threading.Lock()
 
     # -- runs --------------------------------------------------------------------------------
@@ -182,6 +182,23 @@ class ReadModels:
                 total = conn.execute(cq).scalar_one()
                 rows = list(conn.execute(q.limit(f.limit).offset(f.offset)))
         return [_run_row(r) for r in rows], total
+
+    def projected_position(self) -> int | None:
+        """The position every projection has reached; None while one has no tracking row yet.
+
+        One query on `projection_tracking` (its primary key), with no projector loaded: how a
+        read finds the read models caught up with the log (`Services.sync`). A failed
+        projection's row stays behind the log, so a read that finds it behind retries it.
+        """
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tracking.c.name, tracking.c.position).where(
+                    tracking.c.name.in_(PROJECTION_NAMES)
+                )
+            ).all()
+        if len(rows) < len(PROJECTION_NAMES):
+            return None
+        return min(int(position) for _, position in rows)
 
     def get_run(self, run_id: UUID) -> RunRow:
         """One run, or NotFoundError."""
@@ -267,7 +284,7 @@ class ReadModels:
         """
         key = str(run_id)
         with self.engine.connect() as conn:
-            marker, _ = _cases_marker(conn, key)
+            marker = _cases_state(conn, key)
             with self._lock:
                 hit = self._counts.get((key, name))
             if hit is not None and hit[0] == marker:
@@ -304,6 +321,8 @@ class ReadModels:
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
+        from evaledger.scoring.facts import CaseFacts
+
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(cases.c.facts, cases.c.score).where(cases.c.case_id == str(case_id))
@@ -362,6 +381,9 @@ class ReadModels:
                             self._summaries.popitem(last=False)
                     return found
             scores = load_scores(conn, str(run_id))
+        # An open run (no materialised summary): summarised here, by the scoring rules.
+        from evaledger.scoring.case import reduce_repetitions, summarize_run
+
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
 
     def summary_under(
@@ -374,6 +396,8 @@ class ReadModels:
     def _summary_under(
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
+        from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
+
         own = self.run_spec(run_id)
         spec = None if spec is None else keep_source_scorers(spec, own)
         if spec is None or spec.spec_id == own.spec_id:
@@ -395,6 +419,9 @@ class ReadModels:
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
         # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
+        from evaledger.scoring.case import score_case, summarize_run
+        from evaledger.scoring.rescore import rescore_run
+
         own = self._own_spec(run_id)
         spec = keep_source_scorers(spec, own)
         before = self._stored_own_aggregate(run_id, own)
@@ -472,6 +499,8 @@ class ReadModels:
         process reads one compact row instead of every case's facts. The marker is read before
         the rows: rows newer than their marker only cause a rebuild later, never a stale hit.
         """
+        from evaledger.scoring.rescore import RunInputs
+
         key = str(run_id)
         with self.engine.connect() as conn:
             marker, closed = _cases_marker(conn, key)
@@ -590,6 +619,9 @@ class ReadModels:
 def _json_test(conn: Connection, column: Any, name: ScoreFlag) -> Any:
     """SQL: the JSON text in `column` has `name` true (judge_error) or not null (cost_usd)."""
     if conn.dialect.name == "postgresql":
+        # Imported here: the PostgreSQL dialect's types load only for a PostgreSQL store.
+        from sqlalchemy.dialects.postgresql import JSONB
+
         text = cast(column, JSONB)[name].astext
         return text == "true" if name == "judge_error" else text.is_not(None)
     value = func.json_extract(column, f"$.{name}")  # SQLite: true is 1, null is NULL
@@ -604,13 +636,26 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     in. The inputs' format and the cases table's versioned name are part of it: new code or a
     new projection version never reads inputs an older one stored.
     """
+    from evaledger.scoring.rescore import INPUTS_FORMAT
+
+    state = _cases_state(conn, run_id)
+    if state.startswith("summary "):
+        return CasesMarker(closed_inputs_marker(int(state.split()[1])), closed=True)
+    return CasesMarker(f"{INPUTS_FORMAT} {cases.name} {state}", closed=False)
+
+
+def _cases_state(conn: Connection, run_id: str) -> str:
+    """What changes whenever a case of the run changes: `summary P` or `tracking P`.
+
+    P is a closed run's summary position, else the cases projection's tracking position. The
+    key of the per-run counts; `_cases_marker` adds the inputs' format (which loads the scoring
+    rules) to it.
+    """
     position = conn.scalar(select(run_summaries.c.position).where(run_summaries.c.run_id == run_id))
     if position is not None:
-        return CasesMarker(closed_inputs_marker(position), closed=True)
-    tracked = conn.scalar(
-        select(tracking.c.position).where(tracking.c.name == CasesProjection.name)
-    )
-    return CasesMarker(f"{INPUTS_FORMAT} {cases.name} tracking {tracked or 0}", closed=False)
+        return f"summary {position}"
+    tracked = conn.scalar(select(tracking.c.position).where(tracking.c.name == CASES_PROJECTION))
+    return f"tracking {tracked or 0}"
 
 
 class RescoredCases(NamedTuple):

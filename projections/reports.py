@@ -28,8 +28,8 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.metrics import score_label
 from evaledger.domain.spec import ScoringSpec
-from evaledger.projections.projectors import upsert
 from evaledger.projections.queries import ReadModels, RunRow, Summary
+from evaledger.projections.rows import upsert
 from evaledger.projections.tables import compare_cache, run_summaries
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset

@@ -29,8 +29,6 @@ from sqlalchemy import (
 from sqlalchemy.engine import ExceptionContext
 
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.store.liveness import BoundedConnection
-from evaledger.domain.store.postgres import quote_role
 from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_CONNECT_KWARGS
 
 metadata = MetaData()
@@ -41,6 +39,15 @@ tracking = Table(
     Column("name", String(100), primary_key=True),
     Column("position", Integer, nullable=False),
 )
+
+RUNS_PROJECTION = "runs_v3"
+CASES_PROJECTION = "cases_v3"
+VOTES_PROJECTION = "judge_votes_v1"
+METRICS_PROJECTION = "metrics_v1"
+PROJECTION_NAMES = (RUNS_PROJECTION, CASES_PROJECTION, VOTES_PROJECTION, METRICS_PROJECTION)
+"""The tracking names of the projections the composition root runs (`all_projections()`):
+whether reads are caught up is one query on their tracking rows, without loading the projectors
+(start-up, issue 19)."""
 
 projection_failures = Table(
     "projection_failures",
@@ -55,7 +62,7 @@ projection_failures = Table(
 # Identifier columns are Text: the edge bounds identifiers (domain/types.py, 200 characters), and
 # events stored before that bound must still project; free text (names, personas) has no bound.
 runs = Table(
-    "runs_v3",
+    RUNS_PROJECTION,
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("run_key", Text, nullable=False),
@@ -177,6 +184,58 @@ custom_metrics = Table(
 )
 
 
+# The judge votes projection's tables (projections/votes.py): here with the others, so that
+# opening the read models creates them without loading the projection (start-up, issue 19).
+vote_cases = Table(
+    "judge_votes_v1_cases",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+)
+
+votes = Table(
+    "judge_votes_v1",
+    metadata,
+    Column("verdict_id", String(36), primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("judge", String(300), nullable=False),
+    Column("panel_id", String(36)),
+    Column("self_judged", Boolean, nullable=False),
+    Column("valid", Boolean, nullable=False),
+    Column("invalidated", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as judged
+    Column("outcomes", Text, nullable=False),  # [{statement, passed, severity}] as judged
+    Column("human_scores", Text),  # the latest override's metric scores, if any
+    Column("human_passed", Boolean),  # the latest override's forced pass/fail, if any
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_run", votes.c.run_id, votes.c.position)
+
+labels = Table(
+    "judge_votes_v1_labels",
+    metadata,
+    Column("position", Integer, primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as labelled
+)
+Index("ix_judge_votes_v1_labels_run", labels.c.run_id, labels.c.position)
+
+flags = Table(
+    "judge_votes_v1_flags",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("actor", String(300), nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
+
 def make_engine(url: str) -> Engine:
     """Engine for the read models; SQLite in WAL mode so readers never block the projector.
 
@@ -202,6 +261,9 @@ def make_engine(url: str) -> Engine:
             _create_all(conn)
             conn.commit()
     else:
+        # The PostgreSQL store's modules import psycopg: loaded for a postgresql:// URL only.
+        from evaledger.domain.store.liveness import BoundedConnection
+
         engine = create_engine(
             url,
             pool_size=5,
@@ -260,6 +322,8 @@ def _report_store_errors(engine: Engine, store: str) -> None:
 
 def grant_read_models(conn: Connection, app_role: str) -> None:
     """Let the app role read and write the read models (run by the migration role)."""
+    from evaledger.domain.store.postgres import quote_role
+
     role = quote_role(app_role)
     for table in metadata.sorted_tables:
         conn.execute(text(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table.name}" TO {role}'))

@@ -12,15 +12,9 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import (
-    Boolean,
-    Column,
     Connection,
     Engine,
-    Index,
-    Integer,
-    String,
     Table,
-    Text,
     delete,
     select,
     update,
@@ -40,7 +34,7 @@ from evaledger.domain.events import (
 from evaledger.domain.spec import ScoringSpec, Severity
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.tables import metadata
+from evaledger.projections.tables import VOTES_PROJECTION, flags, labels, vote_cases, votes
 from evaledger.scoring.agreement import (
     AgreementReport,
     HumanAgreement,
@@ -51,55 +45,6 @@ from evaledger.scoring.agreement import (
 )
 from evaledger.scoring.case import score_case
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
-
-vote_cases = Table(
-    "judge_votes_v1_cases",
-    metadata,
-    Column("case_id", String(36), primary_key=True),
-    Column("run_id", String(36), nullable=False),
-)
-
-votes = Table(
-    "judge_votes_v1",
-    metadata,
-    Column("verdict_id", String(36), primary_key=True),
-    Column("case_id", String(36), nullable=False),
-    Column("run_id", String(36), nullable=False),
-    Column("judge", String(300), nullable=False),
-    Column("panel_id", String(36)),
-    Column("self_judged", Boolean, nullable=False),
-    Column("valid", Boolean, nullable=False),
-    Column("invalidated", Boolean, nullable=False),
-    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as judged
-    Column("outcomes", Text, nullable=False),  # [{statement, passed, severity}] as judged
-    Column("human_scores", Text),  # the latest override's metric scores, if any
-    Column("human_passed", Boolean),  # the latest override's forced pass/fail, if any
-    Column("position", Integer, nullable=False),
-)
-Index("ix_judge_votes_v1_run", votes.c.run_id, votes.c.position)
-
-labels = Table(
-    "judge_votes_v1_labels",
-    metadata,
-    Column("position", Integer, primary_key=True),
-    Column("case_id", String(36), nullable=False),
-    Column("run_id", String(36), nullable=False),
-    Column("actor", String(300), nullable=False),
-    Column("passed", Boolean, nullable=False),
-    Column("metric_scores", Text, nullable=False),  # [{metric, score, passed}] as labelled
-)
-Index("ix_judge_votes_v1_labels_run", labels.c.run_id, labels.c.position)
-
-flags = Table(
-    "judge_votes_v1_flags",
-    metadata,
-    Column("case_id", String(36), primary_key=True),
-    Column("run_id", String(36), nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("actor", String(300), nullable=False),
-    Column("position", Integer, nullable=False),
-)
-Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
 
 
 def judge_label(judge: JudgeIdentity) -> str:
@@ -114,7 +59,7 @@ class JudgeVotesProjection:
     shipped: no stored event of their topics existed before, so no rebuild is needed.
     """
 
-    name = "judge_votes_v1"
+    name = VOTES_PROJECTION
     tables: Sequence[Table] = (votes, vote_cases, labels, flags)
 
     def reset(self) -> None:

@@ -6,16 +6,19 @@ import argparse
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import pydantic
 
-from evaledger.api.bootstrap import Services, Settings, migrate_store
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, Progress, UsageError, emit_json, print_table
-from evaledger.domain.events import TokenScope
-from evaledger.domain.ledger import Context
 from evaledger.domain.types import Key
-from evaledger.projections.leadership import follow_as_leader
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services, Settings
+
+# Start-up (issue 19): the composition root and the ledger are imported by the commands that
+# use them, so that building the parser loads neither.
 
 
 def register(commands: Commands) -> None:
@@ -90,6 +93,8 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
         stop = threading.Event()
         # SIGTERM (a supervisor stopping us) ends the loop between pages, never inside one.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        from evaledger.projections.leadership import follow_as_leader
+
         try:
             # Several projectors on one PostgreSQL store: one leads, the others stand by.
             follow_as_leader(
@@ -106,6 +111,8 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 
 def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
     """Create or repair the store's tables, triggers and grants."""
+    from evaledger.api.bootstrap import migrate_store
+
     migrate_store(settings, args.app_role)
 
 
@@ -131,6 +138,9 @@ def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
     """Issue a token and print its secret, once."""
+    from evaledger.domain.events import TokenScope
+    from evaledger.domain.ledger import Context
+
     try:
         project = pydantic.TypeAdapter(Key).validate_python(args.project)
         name = None if args.name is None else pydantic.TypeAdapter(Key).validate_python(args.name)
@@ -154,6 +164,8 @@ def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_token_revoke(services: Services, args: argparse.Namespace) -> int:
     """Revoke a token by its id."""
+    from evaledger.domain.ledger import Context
+
     services.ledger.revoke_token(args.token_id, Context(actor=args.actor), args.reason)
     if args.json:
         emit_json({"revoked": args.token_id})

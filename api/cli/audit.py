@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands, add_case_ref, load_spec, resolve_case
 from evaledger.api.console import EXIT_FAIL, EXIT_OK, Progress, emit_json, fmt, print_table
-from evaledger.domain.adoption import adopt_chain
-from evaledger.domain.ledger import Context
-from evaledger.domain.verify import Checkpoint, VerifyReport, verify
-from evaledger.projections.drift import ViewsReport, check_views
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
+    from evaledger.domain.verify import VerifyReport
+    from evaledger.projections.drift import ViewsReport
+
+# Start-up (issue 19): what a command runs is imported inside it, so that parsing any command
+# line loads none of it (the parser imports every family).
 
 
 def register(commands: Commands) -> None:
@@ -91,6 +94,8 @@ def cmd_history(services: Services, args: argparse.Namespace) -> int:
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     """Recompute every hash chain and seal (from the last signed checkpoint unless --full)."""
     progress = Progress("verifying events")
+    from evaledger.domain.verify import Checkpoint, verify
+
     expect = Checkpoint.parse(args.expect) if args.expect else None
     report = verify(services.ledger, progress, expect=expect, full=args.full)
     progress.done()
@@ -136,6 +141,8 @@ def _check_views(services: Services) -> ViewsReport:
     services.sync()
     progress = Progress("rebuilding read models")
     try:
+        from evaledger.projections.drift import check_views
+
         return check_views(services.ledger, services.engine, progress)
     finally:
         progress.done()
@@ -169,6 +176,9 @@ def _print_adoption(report: VerifyReport) -> None:
 
 def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
     """Adopt the events of a store written before the chain: once, recorded as an event."""
+    from evaledger.domain.adoption import adopt_chain
+    from evaledger.domain.ledger import Context
+
     adoption = adopt_chain(services.ledger, Context(actor=args.actor), args.reason)
     if args.json:
         emit_json(

@@ -9,24 +9,24 @@ import argparse
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 from uuid import UUID
 
 import pydantic
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
-from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
-from evaledger.domain.types import UnstorableJSONError, parse_input_json
-from evaledger.importers.bundle import describe
+from evaledger.domain.types import UnstorableJSONError, parse_input_json, variant_label
 from evaledger.projections.queries import LABEL_PATTERN
 from evaledger.scoring.models import CaseScore
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
 
 EPILOG = """\
 exit codes:
@@ -60,7 +60,35 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 RUN_HELP = "a run id, or a run key of --project"
 
-Command = Callable[[Services, argparse.Namespace], int]
+
+class LazyChoices(Sequence[str]):
+    """An argument's choices, computed when argparse first reads them.
+
+    That is when a value is checked, or help or completion lists them: the parser is built for
+    every command line, and some choices live in modules only their commands need (issue 19).
+    """
+
+    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
+        self._load = load
+        self._values: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._values is None:
+            self._values = tuple(self._load())
+        return self._values
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+Command = Callable[["Services", argparse.Namespace], int]
 """A command: the opened store and the parsed arguments in, the exit code out."""
 
 
@@ -167,6 +195,8 @@ def load_spec(services: Services, path: str, project: str = "default") -> Scorin
         config = RunConfig.model_validate(data)
     except pydantic.ValidationError as e:
         first = ".".join(str(x) for x in e.errors()[0]["loc"]) if e.errors() else None
+        from evaledger.importers.bundle import describe
+
         raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}", field=first) from None
     catalogue = {m.name: m for m in services.reads.available_metrics(project)}
     return resolve_spec(config, catalogue)

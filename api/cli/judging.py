@@ -10,21 +10,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaledger.api.agreement import agreement_of
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import RUN_HELP, Commands, resolve_run
 from evaledger.api.console import EXIT_OK, Progress, emit_json, print_table
-from evaledger.domain.ledger import Context
-from evaledger.scoring.agreement import (
-    FEW_ITEMS,
-    MIN_ITEMS,
-    MeasureAgreement,
-    Reliability,
-    shown,
-)
 
 if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
     from evaledger.judging.runner import JudgeOptions, JudgeReport
+    from evaledger.scoring.agreement import MeasureAgreement
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
@@ -55,6 +47,7 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
     # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
+    from evaledger.domain.ledger import Context
     from evaledger.judging.providers import environment
     from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
@@ -149,6 +142,8 @@ def print_report(report: JudgeReport) -> None:
 
 def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
     """The warnings under the agreement table: which figures are missing or rest on few items."""
+    from evaledger.scoring.agreement import FEW_ITEMS, MIN_ITEMS, Reliability
+
     notes = []
     missing = [m.measure for m in measures if m.reliability is Reliability.INSUFFICIENT_DATA]
     few = [m.measure for m in measures if m.reliability is Reliability.FEW_ITEMS]
@@ -166,6 +161,10 @@ def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
 
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
+    # Deferred for start-up (issue 19): the agreement measures and the votes projection.
+    from evaledger.api.agreement import agreement_of
+    from evaledger.scoring.agreement import shown
+
     run_id = resolve_run(services, args.run, args.project)
     report = agreement_of(services, run_id)
     if args.json:

@@ -17,12 +17,11 @@ from uuid import UUID
 import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
 
-from evaledger.domain.aggregates import run_id_for
-from evaledger.domain.events.case import CaseOpened
-from evaledger.domain.events.run import RunCreated
-from evaledger.domain.ledger import LedgerApplication
 from evaledger.domain.store.urls import parse_db_url
-from evaledger.projections.tables import cases, runs, tracking
+from evaledger.projections.tables import CASES_PROJECTION, cases, runs, tracking
+
+# Start-up (issue 19): the parser imports this module, so the ledger and the event classes
+# (whose topics name what is not projected yet) are imported by the functions that use them.
 
 COMPLETION_TIMEOUT_S = 2
 """A completion that takes longer than this is worse than none."""
@@ -48,6 +47,8 @@ def run_keys(engine: Engine, project: str, *, unprojected: bool = False) -> list
         .order_by(runs.c.listed_at.desc())
         .limit(MAX_KEYS)
     )
+    from evaledger.domain.events.run import RunCreated
+
     with engine.connect() as conn:
         keys = [r[0] for r in conn.execute(q)]
         fresh = _unprojected(conn, runs.name, RunCreated.topic()) if unprojected else []
@@ -56,6 +57,9 @@ def run_keys(engine: Engine, project: str, *, unprojected: bool = False) -> list
 
 def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
     """The distinct test-case keys of the run with this key (or id), projected or not yet."""
+    from evaledger.domain.aggregates import run_id_for
+    from evaledger.domain.events.case import CaseOpened
+
     run_id = str(run_id_for(project, run_ref)) if not _is_uuid(run_ref) else run_ref
     q = (
         select(cases.c.test_case_key)
@@ -66,7 +70,7 @@ def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
     )
     with engine.connect() as conn:
         keys = {r[0] for r in conn.execute(q)}
-        fresh = _unprojected(conn, "cases_v3", CaseOpened.topic())
+        fresh = _unprojected(conn, CASES_PROJECTION, CaseOpened.topic())
     keys |= {e["test_case"]["key"] for e in fresh if e.get("run_id") == run_id}
     return sorted(keys)
 
@@ -106,6 +110,8 @@ def _unprojected(conn: Connection, projection: str, topic: str) -> list[dict[str
     if conn.dialect.name == "sqlite":
         q = text("SELECT state FROM events.stored_events WHERE rowid > :p AND topic = :t")
     else:
+        from evaledger.domain.ledger import LedgerApplication
+
         q = text(
             f"SELECT state FROM {LedgerApplication.name}_events "
             "WHERE notification_id > :p AND topic = :t"

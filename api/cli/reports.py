@@ -14,7 +14,6 @@ from uuid import UUID
 
 import pydantic
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
@@ -33,12 +32,15 @@ from evaledger.api.console import (
     print_grade,
     undecided,
 )
-from evaledger.domain.ledger import Context
-from evaledger.projections.reports import require_closed
-from evaledger.scoring.grading import GradingSpec, grading_spec
 from evaledger.scoring.judge_errors import judge_error_policy_json
-from evaledger.scoring.rollups import render_table
 from evaledger.scoring.scorer_metrics import gate_checks
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
+    from evaledger.scoring.grading import GradingSpec
+
+# Start-up (issue 19): the ledger, the reports and the grading rules are imported by the
+# commands that use them, so that parsing a command line loads none of them.
 
 if TYPE_CHECKING:
     from evaledger.scoring.comparison import CompareThresholds, RunComparison
@@ -235,6 +237,8 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
     """Exit 1 when the run fails its thresholds or a --min / --min-pass-rate given here."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
+    from evaledger.projections.reports import require_closed
+
     require_closed(services.reads.get_run(run_id))
     agg = services.reads.summary(run_id).aggregate
     checks = gate_checks(agg, _minimums(args.min), args.min_pass_rate)
@@ -280,6 +284,8 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
     """Approve, revoke or show a baseline."""
+    from evaledger.domain.ledger import Context
+
     ctx = Context(actor=args.actor)
     if args.action == "show":
         if not (args.agent and args.suite):
@@ -307,6 +313,8 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
 
 def grading_from_file(path: str, min_score: float | None) -> GradingSpec:
     """The grading section of a spec file, its min_score overridden when given."""
+    from evaledger.scoring.grading import grading_spec
+
     data = read_json(path)
     section = data.get("grading") if isinstance(data, dict) else None
     if not isinstance(section, dict):
@@ -347,6 +355,8 @@ def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.model_dump(mode="json"))
     else:
+        from evaledger.scoring.rollups import render_table
+
         print(render_table(result))
         s = result.summary
         print(

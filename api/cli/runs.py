@@ -6,15 +6,15 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 import orjson
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
+    LazyChoices,
     label_filter,
     load_spec,
     positive_int,
@@ -31,14 +31,24 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
-from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.bundle import variant_label
-from evaledger.domain.export import bundle_to_json, export_bundle
-from evaledger.domain.ledger import Context
+from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.scorer_metrics import headline_metric
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
+
+# Start-up (issue 19): the ledger, the export and the bundle models are imported by the commands
+# that use them, so that parsing a command line (and `runs`) loads none of them.
+
+
+def run_statuses() -> list[str]:
+    """The statuses a run can be in (the aggregate's, imported when first asked)."""
+    from evaledger.domain.aggregates import RunStatus
+
+    return [s.value for s in RunStatus]
 
 
 class RunLine(NamedTuple):
@@ -129,7 +139,11 @@ def register(commands: Commands) -> None:
     p.add_argument("--agent", help="only runs of this agent name")
     p.add_argument("--key", help="the run key")
     p.add_argument(
-        "--status", choices=[s.value for s in RunStatus], help="only runs in this status"
+        "--status",
+        choices=LazyChoices(run_statuses),
+        # A metavar: argparse lists choices without one while building the parser.
+        metavar="STATUS",
+        help="only runs in this status: %(choices)s",
     )
     p.add_argument("--label", type=label_filter, help="key=value")
     p.add_argument(
@@ -154,6 +168,7 @@ def register(commands: Commands) -> None:
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
     # Deferred for start-up: only `import` needs the peer formats' readers.
+    from evaledger.domain.ledger import Context
     from evaledger.importers.load import import_all, open_imports
 
     imports = open_imports(
@@ -196,6 +211,8 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
+    from evaledger.domain.export import bundle_to_json, export_bundle
+
     bundle = export_bundle(services.ledger, run_id)
     data = orjson.dumps(bundle_to_json(bundle), option=orjson.OPT_INDENT_2) + b"\n"
     if not args.output:

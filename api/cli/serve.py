@@ -6,11 +6,13 @@ import argparse
 import os
 import sys
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
 
 
 def register(commands: Commands) -> None:

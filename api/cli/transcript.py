@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.cli.inputs import Commands, add_case_ref, resolve_case
 from evaledger.api.console import EXIT_OK, emit_json
-from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import NotFoundError
-from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
+
+if TYPE_CHECKING:
+    from evaledger.api.bootstrap import Services
 
 INDENT = "    "
 MAX_WIDTH = 100
@@ -34,6 +34,9 @@ def register(commands: Commands) -> None:
 
 def transcript_payload(services: Services, case_id: Any) -> dict[str, Any]:
     """The case, its run, and the turns of its last recorded transcript (the one that counts)."""
+    from evaledger.domain.bundle import variant_label
+    from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
+
     events = services.ledger.events_of(case_id)
     if not events or not isinstance(events[0], CaseOpened):
         raise NotFoundError(f"no case {case_id}", field="CASE")

@@ -23,12 +23,12 @@ from eventsourcing.persistence import StoredEvent
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import stored_hash
 from evaledger.domain.store.permissions import warn_if_shared
+from evaledger.domain.store.urls import KEY_ENV as KEY_ENV
 
 GENESIS_LINK = "0" * 64
 CHAIN_TABLE = "evaledger_chain"
 VERIFIED_TABLE = "evaledger_verified"
 """Checkpoints a keyed `verify` reached, signed: where the next `verify` resumes."""
-KEY_ENV = "EVALEDGER_CHECKPOINT_KEY_FILE"
 MIN_KEY_BYTES = 32
 
 

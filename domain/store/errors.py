@@ -1,12 +1,17 @@
-"""What a store's driver raises about the store itself, as the ledger's InfrastructureError."""
+"""What a store's driver raises about the store itself, as the ledger's InfrastructureError.
+
+No driver is imported here (start-up, issue 19: a SQLite store never loads psycopg): the
+PostgreSQL driver's exceptions are looked up in `sys.modules`. A driver that is not loaded has
+raised nothing, so leaving its classes out of a tuple changes no outcome.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
 from eventsourcing.persistence import (
     DatabaseError,
     InterfaceError,
@@ -17,8 +22,28 @@ from eventsourcing.persistence import (
 
 from evaledger.domain.errors import InfrastructureError
 
-STATEMENT_ERRORS: tuple[type[Exception], ...] = (PersistenceError, sqlite3.Error, psycopg.Error)
-"""Whatever a driver raises for a statement (a missing privilege, a read-only store)."""
+
+def loaded_driver_errors(*names: str) -> tuple[type[Exception], ...]:
+    """The classes `psycopg.<name>` for each name, when psycopg is loaded; else none."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return ()
+    return tuple(getattr(psycopg, name) for name in names)
+
+
+def statement_errors() -> tuple[type[Exception], ...]:
+    """Whatever a driver raises for a statement (a missing privilege, a read-only store)."""
+    return (PersistenceError, sqlite3.Error, *loaded_driver_errors("Error"))
+
+
+def _unavailable() -> tuple[type[Exception], ...]:
+    return (
+        OperationalError,
+        InterfaceError,
+        InternalError,
+        sqlite3.OperationalError,  # raised raw while eventsourcing opens a connection
+        *loaded_driver_errors("OperationalError"),
+    )
 
 
 def first_line(e: BaseException) -> str:
@@ -34,13 +59,7 @@ def store_errors(store: str) -> Iterator[None]:
     """
     try:
         yield
-    except (
-        OperationalError,
-        InterfaceError,
-        InternalError,
-        psycopg.OperationalError,
-        sqlite3.OperationalError,  # raised raw while eventsourcing opens a connection
-    ) as e:
+    except _unavailable() as e:  # evaluated when an exception is raised: the drivers loaded then
         raise InfrastructureError(f"{store} is unavailable: {first_line(e)}") from e
     except (DatabaseError, sqlite3.DatabaseError) as e:
         if type(e) not in (DatabaseError, sqlite3.DatabaseError):

@@ -11,7 +11,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from evaledger.domain.store.chain import Block, ChainWriter
-from evaledger.domain.store.errors import STATEMENT_ERRORS, store_errors
+from evaledger.domain.store.errors import statement_errors, store_errors
 
 log = logging.getLogger("evaledger")
 
@@ -57,7 +57,7 @@ class LedgerRecorder:
         try:
             with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
                 curs.execute(self.chain.insert_verified, (position, link, mac, at))
-        except STATEMENT_ERRORS as e:
+        except statement_errors() as e:
             log.warning("could not record the verified checkpoint %s: %s", position, e)
             return False
         return True

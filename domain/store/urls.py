@@ -30,6 +30,10 @@ class StorageLocation:
 
 DEFAULT_DB_URL = "sqlite:///.evaledger/"
 
+KEY_ENV = "EVALEDGER_CHECKPOINT_KEY_FILE"
+"""The environment variable naming the file of the key that signs the ledger chain (here, with
+the store's other settings, so reading the settings loads no part of the chain)."""
+
 CONNECT_TIMEOUT = 3
 """Seconds to open a PostgreSQL connection (or wait for a pooled one) before giving up."""
 STATEMENT_TIMEOUT_MS = 60_000

@@ -10,6 +10,8 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import orjson
+
 ROOT = Path(__file__).resolve().parents[2]
 API = ROOT / "api"
 
@@ -219,3 +221,153 @@ def test_runs_and_show_load_no_library_of_other_commands(tmp_path: Path) -> None
     # The probe sees a library a command does load: `compare` needs numpy.
     _, loaded = loaded_by(["compare", run_id, run_id, "--db", db], ("numpy",))
     assert loaded[0].endswith("['numpy']")
+
+
+WRITE_SIDE = (
+    "psycopg",
+    "psycopg_pool",
+    "eventsourcing.persistence",
+    "evaledger.domain.ledger",
+    "evaledger.domain.events",
+    "evaledger.projections.projectors",
+    "evaledger.projections.runner",
+)
+"""What a read on a caught-up SQLite store needs none of: the PostgreSQL driver, the ledger (and
+eventsourcing under it), the event classes, the projectors and their runner (issue 19)."""
+
+
+def test_parsing_a_command_line_loads_no_composition_root_ledger_or_driver() -> None:
+    watched = ("evaledger.api.bootstrap", *WRITE_SIDE)
+    probe = (
+        "import sys\n"
+        "from evaledger.api.cli import build_parser\n"
+        "for words in (['runs'], ['show', 'r1'], ['import', 'f.json'], ['token', 'list']):\n"
+        "    build_parser().parse_args(words)\n"
+        f"print(sorted(m for m in {watched!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_runs_and_show_on_a_caught_up_sqlite_store_load_no_driver_ledger_or_projector(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import EXAMPLE_BUNDLE
+
+    db = f"sqlite:///{tmp_path / 'store'}"
+    subprocess.run(
+        [sys.executable, "-m", "evaledger", "import", str(EXAMPLE_BUNDLE), "--db", db],
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+    )
+    # The import wrote events no projection has read: the first read catches up, and the
+    # probe sees it load the ledger and the projectors to do so.
+    out, loaded = loaded_by(["runs", "--db", db], WRITE_SIDE)
+    assert loaded[0].startswith("0 ") and "evaledger.projections.runner" in loaded[0]
+    run_id = out.splitlines()[1].split()[0]
+    # Caught up: one query on each side, and none of the write side loads.
+    out, loaded = loaded_by(["runs", "--db", db], WRITE_SIDE)
+    assert run_id in out
+    assert loaded == ["0 []"]
+    out, loaded = loaded_by(["show", run_id, "--db", db], WRITE_SIDE)
+    assert run_id in out and "store-hours" in out
+    assert loaded == ["0 []"]
+    out, loaded = loaded_by(["show", run_id, "--db", db, "--json"], WRITE_SIDE)
+    assert '"variant"' in out
+    assert loaded == ["0 []"]
+
+
+def test_runs_shows_events_written_after_the_last_read(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLE_BUNDLE
+    from tests.helpers import bundle
+
+    db = f"sqlite:///{tmp_path / 'store'}"
+    cli = [sys.executable, "-m", "evaledger"]
+    subprocess.run([*cli, "import", str(EXAMPLE_BUNDLE), "--db", db], check=True, cwd=ROOT)
+    first, _ = loaded_by(["runs", "--db", db, "--json"], ())
+    assert '"total":1' in first.replace(" ", "")
+    later = tmp_path / "later.json"
+    later.write_bytes(orjson.dumps(bundle(key="later-run")))
+    subprocess.run([*cli, "import", str(later), "--db", db], check=True, cwd=ROOT)
+    out, loaded = loaded_by(["runs", "--db", db], ("evaledger.projections.runner",))
+    assert "later-run" in out
+    assert loaded == ["0 ['evaledger.projections.runner']"]  # behind the log: it caught up
+
+
+def test_the_caught_up_check_names_every_projection_the_composition_runs() -> None:
+    from evaledger.projections.projectors import all_projections
+    from evaledger.projections.tables import PROJECTION_NAMES
+
+    names = [p.name for p in all_projections()]
+    assert sorted(names) == sorted(PROJECTION_NAMES)
+    assert len(set(names)) == len(names)
+
+
+def test_a_read_on_a_caught_up_store_builds_neither_ledger_nor_runner(store_url: str) -> None:
+    from evaledger.api.bootstrap import Settings, build_services
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from evaledger.domain.store.urls import parse_db_url
+    from evaledger.projections.queries import RunFilter
+    from tests.helpers import bundle
+
+    writer = build_services(Settings(db=store_url))
+    try:
+        writer.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("a"))
+        writer.sync()
+        reader = build_services(Settings(db=store_url), create=False)
+        try:
+            reader.sync()
+            assert reader._runner is None  # caught up: nothing built to find it out
+            # A SQLite store's ledger opens on first use; a PostgreSQL store's at once (opening
+            # it checks the events table is append-only).
+            assert (reader._ledger is None) == parse_db_url(store_url).is_sqlite
+            assert reader.reads.list_runs(RunFilter())[1] == 1
+            # Behind the log (a write by another process): the read catches up first.
+            writer.ledger.import_bundle(RunBundle.model_validate(bundle(key="b")), Context("a"))
+            reader.sync()
+            assert reader._runner is not None
+            assert reader.reads.list_runs(RunFilter())[1] == 2
+            assert reader.reads.projected_position() == writer.ledger.position()
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+
+
+def test_the_sqlite_log_head_read_without_the_ledger_is_the_ledgers_position(
+    store_url: str,
+) -> None:
+    from evaledger.api.bootstrap import Settings, build_services, sqlite_log_head
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from tests.helpers import bundle
+
+    s = build_services(Settings(db=store_url))
+    try:
+        assert s.log_head() == s.ledger.position() == 0
+        s.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("a"))
+        head = s.ledger.position()
+        assert head > 0
+        assert sqlite_log_head(s.location) == (head if s.location.is_sqlite else None)
+        assert s.log_head() == head
+    finally:
+        s.close()
+
+
+def test_the_sqlite_log_head_reads_a_store_whose_path_has_uri_characters(tmp_path: Path) -> None:
+    from evaledger.api.bootstrap import Settings, build_services, sqlite_log_head
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from tests.helpers import bundle
+
+    # `?` and `#` would end the path of a SQLite URI unquoted (and open another file).
+    s = build_services(Settings(db=f"sqlite:///{tmp_path / 'a?b#c d'}/store/"))
+    try:
+        s.ledger.import_bundle(RunBundle.model_validate(bundle()), Context("a"))
+        assert sqlite_log_head(s.location) == s.ledger.position() > 0
+    finally:
+        s.close()

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, select
 
-from evaledger.projections.projectors import load_facts
 from evaledger.projections.queries import _cases_marker
+from evaledger.projections.rows import load_facts
 from evaledger.projections.tables import cases, rescore_inputs
 from evaledger.scoring.rescore import RunInputs
 

@@ -425,7 +425,7 @@ def test_catch_up_stores_the_inputs_the_first_rescore_would_build(
     # must be byte for byte what the reference path (decode the `scoring` column, build) makes.
     from bench.common import generate_bundle
     from evaledger.api.bootstrap import Settings, build_services
-    from evaledger.projections.projectors import closed_inputs_marker, load_facts
+    from evaledger.projections.rows import closed_inputs_marker, load_facts
     from evaledger.projections.tables import cases, run_summaries
 
     services = build_services(Settings(db=store_url))

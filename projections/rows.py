@@ -1,0 +1,92 @@
+"""Read-model rows the projections and the queries share: upsert, loaders, the inputs marker.
+
+Here, not in `projectors`, so that the read side (`queries`) loads none of the projections'
+folding code (start-up, issue 19: `evaledger runs` on a caught-up store needs none of it).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, Table, select
+
+from evaledger.projections.tables import cases
+from evaledger.scoring.models import CaseScore
+
+if TYPE_CHECKING:
+    from evaledger.scoring.facts import CaseFacts
+
+CASE_SCORES = TypeAdapter(list[CaseScore])
+
+
+@functools.cache
+def case_facts() -> TypeAdapter[list[CaseFacts]]:
+    """The validator of a list of case facts, built on first use.
+
+    (The facts' models load every event class, which listing runs never needs.)
+    """
+    from evaledger.scoring.facts import CaseFacts
+
+    return TypeAdapter(list[CaseFacts])
+
+
+def closed_inputs_marker(summary_position: int) -> str:
+    """The `rescore_inputs_v1.marker` of a closed run whose summary is at `summary_position`.
+
+    The one definition: the projection writes it at close, `ReadModels` compares it on read.
+    The inputs' format and the cases table's versioned name are part of it, so new code or a
+    new projection version never reads inputs an older one stored.
+    """
+    from evaledger.scoring.rescore import INPUTS_FORMAT
+
+    return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
+
+
+def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert rows, replacing those with the same primary key (SQLite and PostgreSQL)."""
+    if not rows:
+        return
+    keys = [c.name for c in table.primary_key.columns]
+    # The dialect's module is imported here: a SQLite store never loads PostgreSQL's (~0.1 s).
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        pg = postgresql.insert(table)
+        stmt: Any = pg.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: pg.excluded[c.name] for c in table.columns if c.name not in keys},
+        )
+    else:
+        from sqlalchemy.dialects import sqlite
+
+        lite = sqlite.insert(table)
+        stmt = lite.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: lite.excluded[c.name] for c in table.columns if c.name not in keys},
+        )
+    conn.execute(stmt, list(rows))
+
+
+def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
+    """Every case score of a run under its own spec, in opening order."""
+    texts = conn.scalars(
+        select(cases.c.score).where(cases.c.run_id == run_id).order_by(cases.c.seq)
+    ).all()
+    if not texts:
+        return []
+    return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
+
+
+def load_facts(conn: Connection, run_id: str | UUID, scoring: bool = False) -> list[CaseFacts]:
+    """Every case's facts of a run, in opening order; `scoring`: only what scoring reads."""
+    column = cases.c.scoring if scoring else cases.c.facts
+    texts = conn.scalars(
+        select(column).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+    ).all()
+    if not texts:
+        return []
+    return case_facts().validate_json("[" + ",".join(texts) + "]")
