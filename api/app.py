@@ -48,9 +48,17 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         if owned and settings.projections == "inline":
             # Catch up before serving (with progress on a terminal), not in the first request.
             app.state.services.sync()
+        checks = None
+        if settings.verify_every_s is not None:
+            checks = operation.PeriodicVerification(
+                app.state, app.state.services, settings.verify_every_s
+            )
+            checks.start()
         try:
             yield
         finally:
+            if checks is not None:
+                checks.stop()
             if owned:
                 app.state.services.close()
 

@@ -70,6 +70,13 @@ class Settings(BaseModel):
         description="Host names served besides the loopback names (EVALEDGER_ALLOWED_HOSTS, "
         "comma-separated; `serve --allowed-host`). Set, every request's Host must be one.",
     )
+    verify_every_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds between the server's own checks of the log and the read models "
+        "(what GET /verify?views=1 does); /health reports what the last one found. Off when "
+        "unset (EVALEDGER_VERIFY_EVERY).",
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -85,6 +92,8 @@ class Settings(BaseModel):
         for name in ("projections", "auth", "max_body_bytes"):
             if f"EVALEDGER_{name.upper()}" in os.environ:
                 values[name] = os.environ[f"EVALEDGER_{name.upper()}"]
+        if os.environ.get("EVALEDGER_VERIFY_EVERY"):
+            values["verify_every_s"] = os.environ["EVALEDGER_VERIFY_EVERY"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if db:

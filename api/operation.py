@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.errors import error_body
+from evaledger.api.routes.config import record_verification
 from evaledger.api.schemas import ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -250,3 +252,34 @@ def log_config(fmt: str) -> dict[str, Any] | None:
             "evaledger": {"handlers": ["default"], "level": "INFO", "propagate": False},
         },
     }
+
+
+class PeriodicVerification:
+    """`serve --verify-every SECONDS`: the server verifies its log and read models itself.
+
+    Every `every_s` seconds, in a thread of its own, what `GET /verify?views=1` does: the log
+    from the last verified checkpoint, then the read models against a scratch rebuild. `/health`
+    reports the result (`degraded` on a broken log or drift) until a later check finds none. A
+    check that cannot run (the store away) is logged and tried again at the next period.
+    """
+
+    def __init__(self, state: Any, services: Services, every_s: float) -> None:
+        self.state, self.services, self.every_s = state, services, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="evaledger-verify", daemon=True)
+
+    def start(self) -> None:
+        """Start checking (the first check one period after start-up)."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the check in progress, if any."""
+        self._stop.set()
+        self._thread.join(timeout=self.every_s + 30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                record_verification(self.state, self.services, views=True)
+            except Exception:
+                log.exception("periodic verification could not run")

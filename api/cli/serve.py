@@ -43,6 +43,13 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--log-format", choices=("text", "json"), default="text", help="json: one object a line"
     )
+    p.add_argument(
+        "--verify-every",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="verify the log and the read models every SECONDS in the server (what GET "
+        "/verify?views=1 does); /health reports what the last check found",
+    )
 
 
 def register_worker(commands: Commands) -> None:
@@ -85,6 +92,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0, got {text}")
+    return value
+
+
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API; open (token-less) serving only on loopback."""
     # Deferred for start-up: every other command runs without loading FastAPI and uvicorn.
@@ -114,7 +132,10 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
         open_when_up(f"http://{args.host}:{args.port}")
     hosts = (*services.settings.allowed_hosts, *args.allowed_host)
-    settings = services.settings.model_copy(update={"allowed_hosts": hosts})
+    update: dict[str, Any] = {"allowed_hosts": hosts}
+    if args.verify_every is not None:
+        update["verify_every_s"] = args.verify_every
+    settings = services.settings.model_copy(update=update)
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,

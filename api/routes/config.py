@@ -9,6 +9,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
+from evaledger.api.bootstrap import Services
 from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
@@ -59,6 +60,29 @@ def get_health(request: Request, services: ServicesDep) -> Health:
     )
 
 
+def record_verification(
+    state: Any, services: Services, *, full: bool = False, views: bool = False
+) -> dict[str, Any]:
+    """Verify the log (and with `views` the read models); remember what `/health` reports.
+
+    The one verification of a server: `GET /verify` and the periodic check of `serve
+    --verify-every` both call it. `state` is the app's state: the last checkpoint verified (a
+    later log that lost it fails), the last result and the last views report.
+    """
+    expect: Checkpoint | None = getattr(state, "verified_checkpoint", None)
+    report = verify(services.ledger, expect=expect, full=full)
+    if report.ok and report.checkpoint is not None:
+        state.verified_checkpoint = report.checkpoint
+    result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
+    if views:
+        services.sync()
+        found = check_views(services.ledger, services.engine).as_json()
+        state.views = found
+        result["views"] = found
+    state.verification = result
+    return result
+
+
 @router.get("/verify", responses=UNAVAILABLE, dependencies=AUTH)
 def verify_log(
     request: Request,
@@ -75,17 +99,7 @@ def verify_log(
     log that no longer contains it (rolled back, rewritten) fails. With `views=1` the read
     models are rebuilt in a scratch store and compared; `/health` reports drift it found.
     """
-    expect: Checkpoint | None = getattr(request.app.state, "verified_checkpoint", None)
-    report = verify(services.ledger, expect=expect, full=full)
-    if report.ok and report.checkpoint is not None:
-        request.app.state.verified_checkpoint = report.checkpoint
-    result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
-    if views:
-        services.sync()
-        found = check_views(services.ledger, services.engine).as_json()
-        request.app.state.views = found
-        result["views"] = found
-    request.app.state.verification = result
+    result = record_verification(request.app.state, services, full=full, views=views)
     return VerifyResult.model_validate(result)
 
 

@@ -7,6 +7,9 @@ an edited row is named (table, key, column, both values) on SQLite and PostgreSQ
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -119,3 +122,41 @@ def test_health_reports_drift_found_by_get_verify_views(story: Story) -> None:
         assert health["verify"]["views"]["drift"]["column"] == "passed"
         assert client.get("/verify").json()["ok"] is True
         assert client.get("/health").json()["status"] == "degraded"
+
+
+def _health_when(client: TestClient, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """`/health` once `done` holds of it (the periodic check runs in its own thread)."""
+    deadline = time.monotonic() + 60
+    while True:
+        health: dict[str, Any] = client.get("/health").json()
+        if done(health) or time.monotonic() > deadline:
+            return health
+        time.sleep(0.05)
+
+
+def test_the_servers_periodic_check_finds_drift_and_health_reports_it(story: Story) -> None:
+    settings = story.services.settings.model_copy(update={"verify_every_s": 0.1})
+    with TestClient(create_app(settings=settings, services=story.services)) as client:
+        first = _health_when(client, lambda h: h["verify"] is not None)
+        assert first["status"] == "ok"
+        assert first["verify"]["views"]["ok"] is True
+        case_id = _flip_passed(story)
+        health = _health_when(client, lambda h: h["status"] != "ok")
+        assert health["status"] == "degraded"
+        assert health["verify"]["ok"] is True  # the log is whole; the read model drifted
+        drift = health["verify"]["views"]["drift"]
+        assert (drift["table"], drift["key"], drift["column"]) == (
+            "cases_v3",
+            {"case_id": case_id},
+            "passed",
+        )
+
+
+def test_serve_refuses_a_period_that_is_not_above_0(
+    story: Story, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = Cli(capsys, story.services.settings.db)
+    for bad in ("0", "-1", "soon"):
+        code, _, err = cli("serve", "--verify-every", bad)
+        assert code == 2, err
+        assert "--verify-every" in err
