@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import evaledger
-from tests.client.conftest import run_cli
+from tests.client.conftest import Target, run_cli
 
 EVAL = """
 import sys
@@ -84,3 +84,141 @@ def test_a_task_recorded_live_then_imported_writes_nothing_new(tmp_path: Path) -
         0,
         0,
     )
+
+
+# A task for the real `inspect eval` command: samples run one at a time, and each sample's scorer
+# reads the ledger (through the client, as configured by the environment) before scoring, so a
+# later sample sees what the hook recorded for the earlier ones while the task is still running.
+LIVE_TASK = """
+import json
+import os
+from uuid import UUID
+
+import evaledger
+from evaledger.api.bootstrap import Settings, build_services
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import Score, Target, accuracy, scorer
+from inspect_ai.solver import TaskState, generate
+
+
+def reply(messages, tools, tool_choice, config):
+    # With its usage given, the mock model needs no tokenizer download.
+    out = ModelOutput.from_content(model="mockllm/model", content="echo " + messages[-1].text)
+    out.usage = ModelUsage(input_tokens=7, output_tokens=3, total_tokens=10)
+    return out
+
+
+def event_types(case_id):
+    services = build_services(Settings(db=os.environ["PEEK_STORE"]))
+    try:
+        return [type(e).__name__ for e in services.ledger.events_of(UUID(case_id))]
+    finally:
+        services.close()
+
+
+@scorer(metrics=[accuracy()])
+def peek():
+    async def score(state: TaskState, target: Target) -> Score:
+        with evaledger.open() as reader:
+            runs = [
+                {
+                    "status": r.status,
+                    "cases": [
+                        {
+                            "key": c.test_case_key,
+                            "passed": c.passed,
+                            "named_scores": c.named_scores,
+                            "tokens": [c.prompt_tokens, c.completion_tokens],
+                            "events": event_types(str(c.case_id)),
+                        }
+                        for c in reader.show(r.run_id).cases
+                    ],
+                }
+                for r in reader.runs()
+            ]
+        with open(os.environ["PEEK_FILE"], "a") as f:
+            f.write(json.dumps({"sample": state.sample_id, "runs": runs}) + "\\n")
+        return Score(value="C" if target.text in state.output.completion else "I")
+
+    return score
+
+
+@task
+def live():
+    return Task(
+        dataset=[Sample(id=s, input=s, target=s) for s in ("one", "two", "three")],
+        solver=generate(),
+        scorer=peek(),
+        model=get_model("mockllm/model", custom_outputs=reply),
+    )
+"""
+
+
+@pytest.mark.slow
+def test_inspect_eval_cli_fills_the_ledger_live(target: Target, tmp_path: Path) -> None:
+    """`inspect eval` with the hook: each sample's case is in the ledger, with its scores,
+    transcript and usage, before the next sample is scored and while the run is still open."""
+    (tmp_path / "live_task.py").write_text(LIVE_TASK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    if "url" in target.kwargs:
+        env["EVALEDGER_URL"] = target.kwargs["url"]
+        env["EVALEDGER_TOKEN"] = target.kwargs["token"]
+    else:
+        env["EVALEDGER_DB"] = target.kwargs["db"]
+    env["PEEK_STORE"] = target.db
+    env["PEEK_FILE"] = str(tmp_path / "peek.jsonl")
+    inspect = Path(sys.executable).parent / "inspect"
+    done = subprocess.run(
+        [str(inspect), "eval", "live_task.py", "--max-samples", "1"]
+        + ["--log-dir", str(tmp_path / "logs"), "--display", "none"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "evaledger/evaledger" in done.stdout + done.stderr  # the hook was enabled by the env
+    peeks = [json.loads(line) for line in (tmp_path / "peek.jsonl").read_text().splitlines()]
+    assert [p["sample"] for p in peeks] == ["one", "two", "three"]
+    recorded = {
+        "key": "one",
+        "passed": True,
+        "named_scores": {"peek": 1.0},
+        "tokens": [7, 3],
+        "events": ["CaseOpened", "TranscriptRecorded", "NamedScoresRecorded"],
+    }
+    seen = [[(r["status"], [c["key"] for c in r["cases"]]) for r in p["runs"]] for p in peeks]
+    assert seen == [
+        [("running", [])],
+        [("running", ["one"])],
+        [("running", ["one", "two"])],
+    ]
+    assert peeks[1]["runs"][0]["cases"][0] == recorded
+    assert peeks[2]["runs"][0]["cases"][1] == {**recorded, "key": "two"}
+    with evaledger.open(**target.kwargs) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    assert run.status == "completed"
+    assert [c.test_case_key for c in report.cases] == ["one", "two", "three"]
+
+
+def test_the_hook_is_registered_and_inert_without_a_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib.metadata import entry_points
+
+    from evaledger.client.inspect_hook import EvaledgerHooks
+
+    (entry,) = [e for e in entry_points(group="inspect_ai") if e.name == "evaledger"]
+    assert entry.value == "evaledger.client.inspect_hook"
+    for name in ("EVALEDGER_DB", "EVALEDGER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert EvaledgerHooks().enabled() is False
+    monkeypatch.setenv("EVALEDGER_URL", "http://127.0.0.1:9")
+    assert EvaledgerHooks().enabled() is True
+    monkeypatch.delenv("EVALEDGER_URL")
+    monkeypatch.setenv("EVALEDGER_DB", "sqlite:///nowhere/")
+    assert EvaledgerHooks().enabled() is True
