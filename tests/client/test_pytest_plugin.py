@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 import evaledger
+from evaledger.api.bootstrap import Settings, build_services
+from evaledger.domain.events import ExecutionErrored, OutcomeEvaluated
+from tests.client.conftest import Target
 
 TESTS = """
 import pytest
@@ -37,13 +41,16 @@ def test_errors(broken):
 """
 
 
-def run_pytest(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    folder: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
         cwd=folder,
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
 
 
@@ -55,24 +62,37 @@ def folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    ("workers", "where"),
+    [([], "store"), (["-n", "2"], "store"), ([], "server"), (["-n", "2"], "server")],
+    ids=["serial-store", "xdist-store", "serial-server", "xdist-server"],
+)
 def test_a_session_is_one_run_and_each_test_one_case(
-    folder: Path, tmp_path: Path, workers: list[str]
+    folder: Path, tmp_path: Path, workers: list[str], where: str, request: pytest.FixtureRequest
 ) -> None:
-    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    if where == "server":
+        # A server URL, its token from the environment.
+        server: Target = request.getfixturevalue("server_target")
+        option, db, reads = server.kwargs["url"], server.db, server.kwargs
+        env["EVALEDGER_TOKEN"] = server.kwargs["token"]
+    else:
+        option = db = f"sqlite:///{tmp_path}/store/"
+        reads = {"db": db}
     done = run_pytest(
         folder,
         "--evaledger",
-        db,
+        option,
         "--evaledger-suite",
         "smoke",
         "--evaledger-agent",
         "bot@7",
         *workers,
+        env=env,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed, 3 passed, 1 skipped, 1 error" in done.stdout
-    with evaledger.open(db) as reader:
+    with evaledger.open(**reads) as reader:
         (run,) = reader.runs()
         report = reader.show(run.run_id)
     assert (run.suite["name"], run.agent["name"], run.agent["version"]) == ("smoke", "bot", "7")
@@ -95,7 +115,21 @@ def test_a_session_is_one_run_and_each_test_one_case(
         "test_sample.py::test_scored": ("passed", True),
         "test_sample.py::test_skipped": ("canceled", None),
     }
-    assert cases["test_sample.py::test_scored"].latency_p50_ms is not None
+    assert cases["test_sample.py::test_scored"].named_scores == {"accuracy": 0.75}
+    ran = [k for k in cases if k != "test_sample.py::test_skipped"]
+    assert all(cases[k].latency_p50_ms is not None for k in ran)  # the test's duration
+    # The failure's assertion message and the error's text are kept with their cases.
+    services = build_services(Settings(db=db))
+    try:
+        failed = services.ledger.events_of(cases["test_sample.py::test_fails"].case_id)
+        errored = services.ledger.events_of(cases["test_sample.py::test_errors"].case_id)
+    finally:
+        services.close()
+    (outcome,) = [e for e in failed if isinstance(e, OutcomeEvaluated)]
+    assert outcome.results[0].passed is False
+    assert "math is broken" in (outcome.results[0].justification or "")
+    (error,) = [e for e in errored if isinstance(e, ExecutionErrored)]
+    assert "setup exploded" in error.message
 
 
 def test_without_the_option_the_plugin_is_inert(folder: Path) -> None:
