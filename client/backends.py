@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from evaledger.client.services import Services, open_services
-from evaledger.domain.bundle import BundleCase, BundleRun
+from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.errors import (
     AuthenticationError,
     ClosedRunError,
@@ -32,6 +32,7 @@ from evaledger.domain.errors import (
     StateError,
     ValidationError,
 )
+from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig, resolve_spec
 from evaledger.projections.queries import RunFilter, RunRow
@@ -68,6 +69,10 @@ class Backend(Protocol):
 
     def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
         """Close the run as failed, with why (a run left by an exception)."""
+        ...
+
+    def recorded(self, run_id: UUID) -> RunBundle | None:
+        """The run as recorded so far (a run bundle), or None when there is no such run."""
         ...
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
@@ -148,6 +153,13 @@ class LocalBackend:
     def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
         """Fail the run with the reason (RunFailed)."""
         self.services.ledger.fail_run(run_id, self._ctx(key), reason)
+
+    def recorded(self, run_id: UUID) -> RunBundle | None:
+        """The run exported from its events, or None."""
+        try:
+            return export_bundle(self.services.ledger, run_id)
+        except NotFoundError:
+            return None
 
     def _synced(self) -> Services:
         with self._sync_lock:
@@ -278,6 +290,13 @@ class HttpBackend:
     def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
         """POST /runs/{id}/fail with the reason."""
         self._send("POST", f"/runs/{run_id}/fail", body={"reason": reason}, key=key)
+
+    def recorded(self, run_id: UUID) -> RunBundle | None:
+        """GET /runs/{id}/bundle, or None on 404."""
+        try:
+            return RunBundle.model_validate(self._send("GET", f"/runs/{run_id}/bundle"))
+        except NotFoundError:
+            return None
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
         """GET /runs."""

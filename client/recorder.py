@@ -86,7 +86,12 @@ def run(
         thresholds=thresholds,
     )
     # Connected on entry: a recorder never entered holds no connection.
-    return RunRecorder(lambda: connect(db=db, url=url, token=token), header, owns_backend=True)
+    return RunRecorder(
+        lambda: connect(db=db, url=url, token=token),
+        header,
+        owns_backend=True,
+        rerun=key is not None,
+    )
 
 
 def run_header(
@@ -149,6 +154,7 @@ class RunRecorder:
         header: BundleRun,
         *,
         owns_backend: bool = False,
+        rerun: bool = False,
     ) -> None:
         self._backend: Backend | None = None if callable(backend) else backend
         self._connect = backend if callable(backend) else None
@@ -156,6 +162,8 @@ class RunRecorder:
         self.id: UUID = run_id_for(header.project, header.key)
         """The run's id (deterministic: the project and key name it)."""
         self._owns_backend = owns_backend
+        self._rerun = rerun
+        self._recorded_times: dict[UUID, dict[str, Any]] = {}
         self._started = False
         self._lock = threading.Lock()
         self.case_ids: list[UUID] = []
@@ -177,9 +185,26 @@ class RunRecorder:
     def start(self) -> Self:
         """Create the run and mark it running (a no-op the second time)."""
         if not self._started:
+            if self._rerun:
+                self._adopt_recorded_times()
             self.backend.create_run(self.header, f"run-{self.id}")
             self._started = True
         return self
+
+    def _adopt_recorded_times(self) -> None:
+        """A run of an explicit key recorded before: its wall-clock times are reused, so the same
+        block run again sends the very bodies it sent then (a no-op) and a changed one conflicts.
+        """
+        recorded = self.backend.recorded(self.id)
+        if recorded is None:
+            return
+        self.header = self.header.model_copy(update={"created_at": recorded.run.created_at})
+        for case in recorded.cases:
+            case_id = case_id_for(self.id, case.test_case.key, case.repetition, case.variant)
+            self._recorded_times[case_id] = {
+                "started_at": case.started_at,
+                "ended_at": case.ended_at,
+            }
 
     def join(self) -> Self:
         """Record into a run another process created (an xdist worker joins the controller's)."""
@@ -251,6 +276,8 @@ class RunRecorder:
         """Record a whole case built elsewhere (the Inspect hook's) into this run."""
         variant = case.variant
         case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
+        if case_id in self._recorded_times:
+            case = case.model_copy(update=self._recorded_times[case_id])
         written = self.backend.record_case(self.id, case, f"case-{case_id}")
         with self._lock:
             self.case_ids.append(written)

@@ -217,3 +217,52 @@ def test_importing_evaledger_loads_the_client_only_when_used() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_rerunning_the_same_block_is_a_no_op_and_a_changed_one_conflicts(
+    target: Target,
+) -> None:
+    def block(answer: str, score: float = 1.0) -> evaledger.RunRecorder:
+        with evaledger.run("qa", agent="bot", key="fixed-1", **target.kwargs) as run:
+            with run.case("c", input="Refund?") as case:
+                case.turn("assistant", answer, latency_ms=5)
+                case.score("accuracy", score)
+        return run
+
+    first = block("Yes.")
+    before = stored_events(target.db)
+    again = block("Yes.")  # later wall-clock times, the same content
+    assert again.id == first.id
+    assert stored_events(target.db) == before
+    with pytest.raises(ConflictError):
+        block("No.")
+    with pytest.raises(ConflictError):
+        block("Yes.", score=0.5)
+    assert stored_events(target.db) == before
+    with evaledger.open(**target.kwargs) as reader:
+        report = reader.show("fixed-1")
+    assert report.run.status == "completed"
+    assert [(c.test_case_key, c.named_scores) for c in report.cases] == [("c", {"accuracy": 1.0})]
+
+
+def test_rerunning_an_unfinished_run_adds_the_missing_cases(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/store/"
+
+    def block(keys: list[str]) -> None:
+        with evaledger.run("qa", agent="bot", key="resume-1", db=db) as run:
+            for key in keys:
+                with run.case(key) as case:
+                    case.turn("assistant", key, latency_ms=5)
+
+    # A process that died after its first case: the run was created, never ended.
+    died = evaledger.run("qa", agent="bot", key="resume-1", db=db).start()
+    with died.case("a") as case:
+        case.turn("assistant", "a", latency_ms=5)
+    died.backend.close()
+    with evaledger.open(db) as reader:
+        assert reader.show("resume-1").run.status == "running"
+    block(["a", "b"])
+    with evaledger.open(db) as reader:
+        report = reader.show("resume-1")
+    assert report.run.status == "completed"
+    assert [c.test_case_key for c in report.cases] == ["a", "b"]
