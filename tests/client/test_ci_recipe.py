@@ -68,6 +68,14 @@ def test_the_workflow_steps_record_compare_and_write_the_summary(tmp_path: Path)
     markdown = summary.read_text()
     assert markdown.startswith("### ✅ No regression\n")
 
+    # With no store kept between jobs: the doc's file-to-file comparison, in a fresh job store.
+    fresh_env = {**job_env, "EVALEDGER_DB": f"sqlite:///{tmp_path}/fresh-job/"}
+    files_summary = tmp_path / "files-summary.md"
+    fresh_env["GITHUB_STEP_SUMMARY"] = str(files_summary)
+    compared = bash(block(text, "sh", "No store kept between jobs?"), repo, fresh_env)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert files_summary.read_text().startswith("### ✅ No regression\n")
+
 
 def test_compare_files_compares_two_bundles_without_a_store(tmp_path: Path) -> None:
     import evaledger
