@@ -192,8 +192,10 @@ class RunRecorder:
         return self
 
     def _adopt_recorded_times(self) -> None:
-        """A run of an explicit key recorded before: its wall-clock times are reused, so the same
-        block run again sends the very bodies it sent then (a no-op) and a changed one conflicts.
+        """Reuse the wall-clock times of a run of this explicit key recorded before.
+
+        The same block run again then sends the very bodies it sent before (a no-op), a changed
+        one conflicts, and an unfinished run gets its missing cases.
         """
         recorded = self.backend.recorded(self.id)
         if recorded is None:

@@ -223,10 +223,12 @@ def test_rerunning_the_same_block_is_a_no_op_and_a_changed_one_conflicts(
     target: Target,
 ) -> None:
     def block(answer: str, score: float = 1.0) -> evaledger.RunRecorder:
-        with evaledger.run("qa", agent="bot", key="fixed-1", **target.kwargs) as run:
-            with run.case("c", input="Refund?") as case:
-                case.turn("assistant", answer, latency_ms=5)
-                case.score("accuracy", score)
+        with (
+            evaledger.run("qa", agent="bot", key="fixed-1", **target.kwargs) as run,
+            run.case("c", input="Refund?") as case,
+        ):
+            case.turn("assistant", answer, latency_ms=5)
+            case.score("accuracy", score)
         return run
 
     first = block("Yes.")

@@ -74,13 +74,14 @@ def flaky_proxy(upstream: str) -> Iterator[tuple[str, list[str]]]:
 
 @pytest.mark.slow
 def test_lost_requests_are_retried_and_stored_once(server_target: Target) -> None:
-    with flaky_proxy(server_target.kwargs["url"]) as (proxy, seen):
-        with evaledger.run(
-            "flaky", agent="bot", key="flaky-1", url=proxy, token=server_target.kwargs["token"]
-        ) as run:
-            with run.case("c", input="hi") as case:
-                case.turn("assistant", "hello", latency_ms=12)
-                case.score("accuracy", 1.0)
+    token = server_target.kwargs["token"]
+    with (
+        flaky_proxy(server_target.kwargs["url"]) as (proxy, seen),
+        evaledger.run("flaky", agent="bot", key="flaky-1", url=proxy, token=token) as run,
+        run.case("c", input="hi") as case,
+    ):
+        case.turn("assistant", "hello", latency_ms=12)
+        case.score("accuracy", 1.0)
     case_path = f"POST /runs/{run.id}/cases"
     # Both writes were attempted twice: the 503 and the dropped answer were retried.
     assert seen.count("POST /runs") == 2

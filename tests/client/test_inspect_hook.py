@@ -171,8 +171,10 @@ def test_inspect_eval_cli_fills_the_ledger_live(target: Target, tmp_path: Path) 
     env["PEEK_FILE"] = str(tmp_path / "peek.jsonl")
     inspect = Path(sys.executable).parent / "inspect"
     done = subprocess.run(
-        [str(inspect), "eval", "live_task.py", "--max-samples", "1"]
-        + ["--log-dir", str(tmp_path / "logs"), "--display", "none"],
+        [
+            *(str(inspect), "eval", "live_task.py", "--max-samples", "1"),
+            *("--log-dir", str(tmp_path / "logs"), "--display", "none"),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
