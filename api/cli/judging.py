@@ -140,29 +140,10 @@ def print_report(report: JudgeReport) -> None:
         print("not every planned case got a parsed verdict: exit 1 (retry with --retry-errors)")
 
 
-def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
-    """The warnings under the agreement table: which figures are missing or rest on few items."""
-    from evaledger.scoring.agreement import FEW_ITEMS, MIN_ITEMS, Reliability
-
-    notes = []
-    missing = [m.measure for m in measures if m.reliability is Reliability.INSUFFICIENT_DATA]
-    few = [m.measure for m in measures if m.reliability is Reliability.FEW_ITEMS]
-    if missing:
-        notes.append(
-            f"insufficient data (fewer than {MIN_ITEMS} items rated by two judges): "
-            + ", ".join(missing)
-        )
-    if few:
-        notes.append(
-            f"warning: fewer than {FEW_ITEMS} items, read the 95% interval: " + ", ".join(few)
-        )
-    return notes
-
-
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
     # Deferred for start-up (issue 19): the agreement measures and the votes projection.
-    from evaledger.api.agreement import agreement_of
+    from evaledger.api.agreement import agreement_notes, agreement_of
     from evaledger.scoring.agreement import shown
 
     run_id = resolve_run(services, args.run, args.project)

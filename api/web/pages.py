@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from evaledger.api.agreement import agreement_notes, agreement_of
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
@@ -40,6 +41,7 @@ from evaledger.scoring.comparison import (
     render_markdown,
     source_metric_deltas,
 )
+from evaledger.scoring.agreement import shown
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
@@ -699,3 +701,25 @@ def scorecard_page(
         return context
 
     return render(request, "scorecard.html", build)
+
+
+@router.get("/runs/{run_id}/agreement", response_class=HTMLResponse)
+def agreement_page(
+    request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep
+) -> Response:
+    """Judge agreement: κ and α with their 95 % intervals and n, or "insufficient data" (issue 22)."""
+
+    def build() -> dict[str, Any]:
+        rid, run = viewed_run(services, viewer, run_id)
+        report = agreement_of(services, rid)
+        measures = [*report.metrics, report.case_passed]
+        return {
+            "title": f"Agreement: {run.name or run.run_key}",
+            "run": run,
+            "report": report,
+            "measures": measures,
+            "notes": agreement_notes(measures),
+            "shown": shown,
+        }
+
+    return render(request, "agreement.html", build)
