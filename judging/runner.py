@@ -339,7 +339,9 @@ class _Selection:
     def wants(self, events: Sequence[Any]) -> bool:
         """Whether a case is judged: all, or those the flags pick (both flags: either).
 
-        --missing-only: not judged yet; --retry-errors: its counted verdict is an error.
+        --missing-only: no valid verdict yet (none at all, or only error verdicts: a failed call
+        is not a judgement); --retry-errors: its counted verdict is an error (it has verdicts,
+        none valid).
         """
         if not (self.missing_only or self.retry_errors):
             return True
@@ -350,9 +352,10 @@ class _Selection:
             if isinstance(e, self.done_by)
             and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
         ]
-        if self.missing_only and not active:
+        valid = any(self._valid(e) for e in active)
+        if self.missing_only and not valid:
             return True
-        return self.retry_errors and bool(active) and not any(self._valid(e) for e in active)
+        return self.retry_errors and bool(active) and not valid
 
     def _valid(self, event: JudgeVerdictRecorded | ClaimsVerified) -> bool:
         # The judge-error rule of scoring (DESIGN §3.1): an error, a reply that did not parse, or
@@ -425,6 +428,8 @@ class _Asked(NamedTuple):
     reply: Completion | None
     error: ProviderError | None
     waits: int
+    waited_s: float = 0.0
+    """Seconds spent waiting out 429s (their Retry-After, else the backoff)."""
 
 
 async def _ask(judge: Provider, prompt: RenderedPrompt, params: Mapping[str, Any]) -> _Asked:
@@ -432,17 +437,17 @@ async def _ask(judge: Provider, prompt: RenderedPrompt, params: Mapping[str, Any
     waited, waits, backoff = 0.0, 0, 1.0
     while True:
         try:
-            return _Asked(await judge.complete(prompt, params), None, waits)
+            return _Asked(await judge.complete(prompt, params), None, waits, waited)
         except RateLimitedError as e:
             delay = e.retry_after_s if e.retry_after_s is not None else backoff
             backoff = min(backoff * 2, RATE_LIMIT_BACKOFF_S)
             if waited + delay > RATE_LIMIT_PATIENCE_S:
-                return _Asked(None, e, waits)
+                return _Asked(None, e, waits, waited)
             waited += delay
             waits += 1
             await asyncio.sleep(delay)
         except ProviderError as e:
-            return _Asked(None, e, waits)
+            return _Asked(None, e, waits, waited)
 
 
 class Judged(NamedTuple):
@@ -456,6 +461,7 @@ class Judged(NamedTuple):
     reached: bool
     """The provider answered (any HTTP status)."""
     waits: int = 0
+    waited_s: float = 0.0
 
 
 _PARSE_FAILURES = {
@@ -499,7 +505,7 @@ async def _judge_one(
             "error": str(asked.error),
         }
         kind = _provider_failure(asked.error)
-        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits, asked.waited_s)
     reply = asked.reply
     parsed = plan_.parse(reply.text, prompt, len(case.subject.turns))
     judged = {
@@ -514,7 +520,7 @@ async def _judge_one(
         "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
         "error": parsed.error,
     }
-    return Judged(judged, _PARSE_FAILURES.get(parsed.status), True, True, asked.waits)
+    return Judged(judged, _PARSE_FAILURES.get(parsed.status), True, True, asked.waits, asked.waited_s)
 
 
 async def _check_claims(
@@ -539,7 +545,7 @@ async def _check_claims(
         assert asked.error is not None
         failed = {**fields, "error": f"extraction error: {asked.error}"}
         kind = _provider_failure(asked.error)
-        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits, asked.waited_s)
     reply = asked.reply
     parsed = parse_claims(reply.text)
     checked = {
@@ -553,7 +559,7 @@ async def _check_claims(
         "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
     }
     unparsed = None if parsed.error is None else FailureKind.UNPARSEABLE
-    return Judged(checked, unparsed, True, True, asked.waits)
+    return Judged(checked, unparsed, True, True, asked.waits, asked.waited_s)
 
 
 def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
@@ -673,6 +679,7 @@ def _count(
     report.attempted_calls += judged.attempted
     report.reached_calls += judged.reached
     report.rate_limit_waits += judged.waits
+    report.rate_limit_wait_s += judged.waited_s
     usage = fields.get("usage")
     if usage is not None:
         report.prompt_tokens += usage.prompt_tokens

@@ -127,7 +127,10 @@ def print_report(report: JudgeReport) -> None:
     if len(report.failures) > 20:
         print(f"  … and {len(report.failures) - 20} more")
     if report.rate_limit_waits:
-        print(f"rate limited {report.rate_limit_waits} times: waited out (Retry-After)")
+        print(
+            f"rate limited {report.rate_limit_waits} times: waited out "
+            f"{report.rate_limit_wait_s:.1f} s (Retry-After)"
+        )
     if report.budget_stopped:
         print(
             f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): "
@@ -232,7 +235,11 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="full mode: every keyed provider of a distinct vendor judges (at least two)",
     )
-    p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
+    p.add_argument(
+        "--missing-only",
+        action="store_true",
+        help="only cases without a valid verdict yet (none, or only error verdicts)",
+    )
     p.add_argument(
         "--retry-errors",
         action="store_true",
