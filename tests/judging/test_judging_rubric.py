@@ -327,3 +327,129 @@ def test_a_metric_registered_with_a_rubric_is_judged_by_it(
     ]
     assert {v.template_id for v in verdicts} == {RUBRIC_TEMPLATE_ID}
     assert [v.metric_scores[0].score for v in verdicts] == [3, 3]  # neutral → 3
+
+
+def test_a_failing_duplicate_outcome_shows_as_a_regression_in_a_comparison(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    """The crafted comparison: Connexity flags pass rate 1.00 → 0.00; merged duplicates hid it."""
+    from tests.judging.test_judging import unjudged_bundle
+
+    statement = "Agent MUST NOT issue a refund above 100 USD"
+
+    def imported(key: str) -> str:
+        data = unjudged_bundle()
+        data["run"]["key"] = key
+        data["cases"] = [c for c in data["cases"] if c["test_case"]["key"] != "store-hours"]
+        for case in data["cases"]:
+            case["test_case"]["expected_outcomes"] = [statement, statement]
+        path = tmp_path / f"{key}.json"
+        path.write_bytes(orjson.dumps(data))
+        code, out, err = run_cli(capsys, sqlite_url, "import", str(path), "--json")
+        assert code == 0, err
+        return str(orjson.loads(out)["imported"][0]["run_id"])
+
+    def outcomes(first: bool, second: bool) -> Any:
+        def script(kind: str, body: dict[str, Any]) -> Answer:
+            reply = orjson.loads(default_script(kind, body).text or "")
+            reply["expected_outcomes"] = [
+                {"statement": statement, "passed": first, "justification": "first"},
+                {"statement": statement, "passed": second, "justification": "second"},
+            ]
+            return Answer(text=orjson.dumps(reply).decode())
+
+        return script
+
+    baseline, candidate = imported("dup-baseline"), imported("dup-candidate")
+    judge = ("--judge", "openai:gpt-4.1", "--concurrency", "1")
+    judges.script = outcomes(True, True)
+    assert run_cli(capsys, sqlite_url, "judge", baseline, *judge)[0] == 0
+    judges.script = outcomes(False, True)  # a failing duplicate, then a passing one
+    assert run_cli(capsys, sqlite_url, "judge", candidate, *judge)[0] == 0
+    code, out, _ = run_cli(
+        capsys, sqlite_url, "compare", baseline, candidate, "--json", "--no-fail-on-thresholds"
+    )
+    result = orjson.loads(out)
+    assert result["aggregate"]["pass_rate_delta"] == -1.0
+    assert result["verdict"]["regression_detected"] is True
+    assert "pass_rate dropped 100% (1.00 → 0.00)" in result["verdict"]["reasons"]
+    assert code == 1
+
+
+def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    from evaledger.api.bootstrap import Settings, build_services
+
+    services = build_services(Settings(db=sqlite_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            r = client.post(
+                "/config/metrics",
+                json={
+                    "name": "politeness",
+                    "display_name": "Politeness",
+                    "description": "Courteous replies.",
+                    "tier": "delivery",
+                    "default_weight": 0.1,
+                    "score_type": "scored",
+                    "include_in_defaults": False,
+                },
+            )
+            assert r.status_code == 201, r.text
+    finally:
+        services.close()
+    rubric = {
+        "format": "evaledger.rubric/1",
+        "rubrics": [
+            {
+                "metric": "task_completion",
+                "criteria": "The user's refund request was settled.",
+                "scale": {"kind": "binary"},
+            },
+            {
+                "metric": "tool_routing",
+                "criteria": "The right tools, in order, no needless calls.",
+                "scale": {"kind": "1-5", "meanings": {"1": "wrong tools", "5": "exactly right"}},
+            },
+            {
+                "metric": "politeness",
+                "criteria": "Every reply is courteous, even to an angry customer.",
+                "scale": {"kind": "0-10"},
+            },
+        ],
+    }
+    path = tmp_path / "rubric.json"
+    path.write_bytes(orjson.dumps(rubric))
+    block = {"justification": "turn 1", "failure_code": None, "turns": [1]}
+    judges.script = script_with(
+        task_completion={"passed": False, **block},
+        tool_routing={"score": 1, **block},
+        politeness={"score": 8, **block},
+    )
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    metrics = ("--metric", "task_completion", "--metric", "tool_routing", "--metric", "politeness")
+    code, out, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--judge", "openai:gpt-4.1", *metrics,
+        "--rubric", str(path),
+    )  # fmt: skip
+    assert code == 0, out + err
+    system = judges.requests[0][1]["messages"][0]["content"]
+    for criteria in (r["criteria"] for r in rubric["rubrics"]):
+        assert criteria in system
+    assert "Integer `score` from 1 to 5." in system and "- 1: wrong tools" in system
+    schema = judges.requests[0][1]["response_format"]["json_schema"]["schema"]["properties"]
+    assert schema["task_completion"]["required"][0] == "passed"
+    code, out, _ = run_cli(capsys, sqlite_url, "show", run_id, "--json")
+    case = next(c for c in orjson.loads(out)["cases"] if c["test_case_key"] == "refund-above-limit")
+    code, out, _ = run_cli(capsys, sqlite_url, "explain", case["case_id"], "--json")
+    verdict = orjson.loads(out)["verdicts"][0]
+    assert verdict["template_id"] == RUBRIC_TEMPLATE_ID and len(verdict["template_hash"]) == 64
+    assert "The user's refund request was settled." in verdict["prompt"]
+    got = {m["metric"]: (m.get("passed"), m.get("score")) for m in verdict["parsed_metric_scores"]}
+    # binary stays pass/fail; 1 on 1-5 is 1; 8 on 0-10 is 4 (halved).
+    assert got == {
+        "task_completion": (False, None),
+        "tool_routing": (None, 1),
+        "politeness": (None, 4),
+    }
