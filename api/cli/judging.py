@@ -52,6 +52,8 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
     run_id = resolve_run(services, args.run, args.project)
+    if args.rescore:
+        return rescore(services, run_id, args)
     planned = plan(services.ledger, run_id, options_from(args), environment())
     if args.dry_run:
         report = run_plan(services.ledger, planned, Context(actor=args.actor))
@@ -72,6 +74,34 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return report.exit_code()
+
+
+def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
+    """`judge RUN --rubric FILE --rescore`: stored rubric replies read under other rubrics."""
+    from evaledger.domain.errors import ValidationError
+    from evaledger.judging.runner import rescore_run
+
+    if not args.rubric:
+        raise ValidationError(
+            "rubric: --rescore reads the replies under a --rubric FILE", field="rubric"
+        )
+    rows = rescore_run(services.ledger, run_id, options_from(args).rubrics)
+    if args.json:
+        emit_json({"run_id": str(run_id), "rescored": [r.as_json() for r in rows]})
+        return EXIT_OK
+    changed = sum(r.rescored != r.recorded for r in rows)
+    print(
+        f"rescored {len(rows)} metric scores of run {run_id} from the stored replies "
+        f"(no judge call, nothing stored): {changed} differ"
+    )
+    print_table(
+        [
+            (r.test_case_key, r.repetition, r.judge, r.metric, r.recorded, r.error or r.rescored)
+            for r in rows
+        ],
+        ["test_case_key", "rep", "judge", "metric", "recorded", "rescored"],
+    )
+    return EXIT_OK
 
 
 def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
@@ -250,6 +280,12 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="judge rubrics as data (JSON or YAML, format evaledger.rubric/1): criteria, steps, "
         "scale (binary, 0-5, 1-5, 0-10, categorical with a mapping), examples, reply format",
+    )
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="with --rubric: read the run's stored rubric replies under these rubrics (another "
+        "mapping) and print recorded vs rescored scores; no judge call, nothing stored",
     )
     p.add_argument(
         "--max-cost",

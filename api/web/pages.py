@@ -35,13 +35,13 @@ from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
+from evaledger.scoring.agreement import shown
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
     render_markdown,
     source_metric_deltas,
 )
-from evaledger.scoring.agreement import shown
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
@@ -707,7 +707,7 @@ def scorecard_page(
 def agreement_page(
     request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep
 ) -> Response:
-    """Judge agreement: κ and α with their 95 % intervals and n, or "insufficient data" (issue 22)."""
+    """Judge agreement: κ and α with 95 % intervals and n, or "insufficient data" (issue 22)."""
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)

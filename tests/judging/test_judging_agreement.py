@@ -123,9 +123,9 @@ def test_the_web_page_shows_intervals_n_and_the_warnings(store_services: Service
         )
         assert "warning: fewer than 30 items, read the 95% interval: tool_routing" in page.text
         assert f'href="/ui/runs/{few}/agreement"' in client.get(f"/ui/runs/{few}").text
-        page = client.get(f"/ui/runs/{two}/agreement").text
-        assert _cell(page, "case_passed", "alpha") == "insufficient data"
-        assert _cell(page, "case_passed", "kappa") == "insufficient data"
-        assert _cell(page, "case_passed", "n") == "2"
-        assert "insufficient data (fewer than 10 items rated by two judges)" in page
+        text = client.get(f"/ui/runs/{two}/agreement").text
+        assert _cell(text, "case_passed", "alpha") == "insufficient data"
+        assert _cell(text, "case_passed", "kappa") == "insufficient data"
+        assert _cell(text, "case_passed", "n") == "2"
+        assert "insufficient data (fewer than 10 items rated by two judges)" in text
         assert client.get("/ui/runs/no-such-run/agreement").status_code == 404

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import orjson
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
@@ -26,7 +27,7 @@ from evaledger.judging.rubric import (
     rescore_reply,
 )
 from tests.fake_judges import Answer, FakeJudges, default_script, serve
-from tests.judging.test_judging_cli import import_file, run_cli, wait_for
+from tests.judging.test_judging_cli import count, import_file, run_cli, wait_for
 from tests.judging.test_judging_prompt import BARE, FULL, TURNS
 from tests.judging.test_judging_prompt import reply as connexity_reply
 
@@ -399,28 +400,25 @@ def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
             assert r.status_code == 201, r.text
     finally:
         services.close()
-    rubric = {
-        "format": "evaledger.rubric/1",
-        "rubrics": [
-            {
-                "metric": "task_completion",
-                "criteria": "The user's refund request was settled.",
-                "scale": {"kind": "binary"},
-            },
-            {
-                "metric": "tool_routing",
-                "criteria": "The right tools, in order, no needless calls.",
-                "scale": {"kind": "1-5", "meanings": {"1": "wrong tools", "5": "exactly right"}},
-            },
-            {
-                "metric": "politeness",
-                "criteria": "Every reply is courteous, even to an angry customer.",
-                "scale": {"kind": "0-10"},
-            },
-        ],
-    }
+    rubrics: list[dict[str, Any]] = [
+        {
+            "metric": "task_completion",
+            "criteria": "The user's refund request was settled.",
+            "scale": {"kind": "binary"},
+        },
+        {
+            "metric": "tool_routing",
+            "criteria": "The right tools, in order, no needless calls.",
+            "scale": {"kind": "1-5", "meanings": {"1": "wrong tools", "5": "exactly right"}},
+        },
+        {
+            "metric": "politeness",
+            "criteria": "Every reply is courteous, even to an angry customer.",
+            "scale": {"kind": "0-10"},
+        },
+    ]
     path = tmp_path / "rubric.json"
-    path.write_bytes(orjson.dumps(rubric))
+    path.write_bytes(orjson.dumps({"format": "evaledger.rubric/1", "rubrics": rubrics}))
     block = {"justification": "turn 1", "failure_code": None, "turns": [1]}
     judges.script = script_with(
         task_completion={"passed": False, **block},
@@ -435,7 +433,7 @@ def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
     )  # fmt: skip
     assert code == 0, out + err
     system = judges.requests[0][1]["messages"][0]["content"]
-    for criteria in (r["criteria"] for r in rubric["rubrics"]):
+    for criteria in (r["criteria"] for r in rubrics):
         assert criteria in system
     assert "Integer `score` from 1 to 5." in system and "- 1: wrong tools" in system
     schema = judges.requests[0][1]["response_format"]["json_schema"]["schema"]["properties"]
@@ -453,3 +451,45 @@ def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
         "tool_routing": (None, 1),
         "politeness": (None, 4),
     }
+
+
+def test_rescore_reads_stored_replies_under_another_mapping_without_a_call(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    judges.script = script_with(**labelled("good", 7))
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    judge = ("--judge", "openai:gpt-4.1", "--rubric", str(EXAMPLE))
+    assert run_cli(capsys, sqlite_url, "judge", run_id, *judge)[0] == 0
+    calls, before = judges.calls(), count(sqlite_url)
+    stricter = yaml.safe_load(EXAMPLE.read_text())
+    stricter["rubrics"][0]["scale"]["mapping"]["good"] = 2  # good: 4 → 2
+    stricter["rubrics"][1]["scale"]["mapping"] = {"7": 5}  # 7 on 0-10: 3 → 5
+    path = tmp_path / "stricter.json"
+    path.write_bytes(orjson.dumps(stricter))
+    code, out, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore", "--json"
+    )
+    assert code == 0, err
+    rows = orjson.loads(out)["rescored"]
+    got = {(r["test_case_key"], r["metric"]): (r["recorded"], r["rescored"]) for r in rows}
+    for key in ("refund-above-limit", "refund-late-delivery"):
+        assert got[(key, "response_delivery")] == (4, 2)
+        assert got[(key, "information_gathering")] == (3, 5)
+        assert got[(key, "tool_routing")] == (4, 4)
+    assert (judges.calls(), count(sqlite_url)) == (calls, before)  # no call, nothing stored
+    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    assert code == 0 and "no judge call, nothing stored): 4 differ" in out
+    # A label the new mapping lacks is said per verdict; a rubric for an unjudged metric is exit 2.
+    del stricter["rubrics"][0]["scale"]["mapping"]["good"]
+    path.write_bytes(orjson.dumps(stricter))
+    _, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    assert "label 'good' is not one of" in out
+    other = {"metric": "task_completion", "criteria": "c", "scale": {"kind": "binary"}}
+    path.write_bytes(orjson.dumps(other))
+    code, _, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore", "--metric",
+        "task_completion",
+    )  # fmt: skip
+    assert code == 2 and "has no rubric verdict in this run to rescore" in err
+    code, _, err = run_cli(capsys, sqlite_url, "judge", run_id, "--rescore")
+    assert code == 2 and "rubric: --rescore reads the replies under a --rubric FILE" in err
