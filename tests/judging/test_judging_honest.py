@@ -104,7 +104,7 @@ def test_no_provider_listening_is_exit_3_and_records_provider_errors(
 
 
 def test_retry_errors_calls_only_for_the_errored_cases_and_keeps_the_old_verdicts(
-    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
     def one_fails(kind: str, body: dict[str, object]) -> Answer:
         user = str(body["messages"][-1]["content"])  # type: ignore[index]
@@ -112,31 +112,31 @@ def test_retry_errors_calls_only_for_the_errored_cases_and_keeps_the_old_verdict
             return Answer(text="not json")
         return default_script(kind, body)
 
-    run_id = import_file(tmp_path, capsys, sqlite_url)
+    run_id = import_file(tmp_path, capsys, store_url)
     judges.script = one_fails
-    code, _, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)
+    code, _, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI)
     assert code == 1 and judges.calls() == 2
     # --missing-only does not skip the case whose only verdict is an error (a failed call is
     # not a judgement): it asks again for that case alone (still failing here).
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--missing-only")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--missing-only")
     assert (code, judges.calls()) == (1, 3) and "1 cases (2 skipped), made 1 calls" in out
     # --retry-errors picks exactly the errored case.
     judges.mode("ok")
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--retry-errors")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--retry-errors")
     assert code == 0, out
     assert "1 cases (2 skipped), made 1 calls" in out and judges.calls() == 4
     asked = [str(body["messages"][-1]["content"]) for _, body, _ in judges.requests]
     assert all("MUST NOT issue a refund" in a for a in asked[2:])
-    code, out, _ = run_cli(capsys, sqlite_url, "show", run_id, "--json")
+    code, out, _ = run_cli(capsys, store_url, "show", run_id, "--json")
     above = next(
         c for c in orjson.loads(out)["cases"] if c["test_case_key"] == "refund-above-limit"
     )
-    code, out, _ = run_cli(capsys, sqlite_url, "explain", above["case_id"], "--json")
+    code, out, _ = run_cli(capsys, store_url, "explain", above["case_id"], "--json")
     statuses = [(v["parse_status"], v["counted"]) for v in orjson.loads(out)["verdicts"]]
     assert statuses == [("unparseable", False), ("unparseable", False), ("parsed", True)]
     # Nothing errored or missing any more: neither flag makes a call.
     for flag in ("--retry-errors", "--missing-only"):
-        code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, flag)
+        code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, flag)
         assert (code, judges.calls()) == (0, 4) and "0 cases (3 skipped)" in out
 
 

@@ -454,20 +454,20 @@ def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
 
 
 def test_rescore_reads_stored_replies_under_another_mapping_without_a_call(
-    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
     judges.script = script_with(**labelled("good", 7))
-    run_id = import_file(tmp_path, capsys, sqlite_url)
+    run_id = import_file(tmp_path, capsys, store_url)
     judge = ("--judge", "openai:gpt-4.1", "--rubric", str(EXAMPLE))
-    assert run_cli(capsys, sqlite_url, "judge", run_id, *judge)[0] == 0
-    calls, before = judges.calls(), count(sqlite_url)
+    assert run_cli(capsys, store_url, "judge", run_id, *judge)[0] == 0
+    calls, before = judges.calls(), count(store_url)
     stricter = yaml.safe_load(EXAMPLE.read_text())
     stricter["rubrics"][0]["scale"]["mapping"]["good"] = 2  # good: 4 → 2
     stricter["rubrics"][1]["scale"]["mapping"] = {"7": 5}  # 7 on 0-10: 3 → 5
     path = tmp_path / "stricter.json"
     path.write_bytes(orjson.dumps(stricter))
     code, out, err = run_cli(
-        capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore", "--json"
+        capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore", "--json"
     )
     assert code == 0, err
     rows = orjson.loads(out)["rescored"]
@@ -476,20 +476,20 @@ def test_rescore_reads_stored_replies_under_another_mapping_without_a_call(
         assert got[(key, "response_delivery")] == (4, 2)
         assert got[(key, "information_gathering")] == (3, 5)
         assert got[(key, "tool_routing")] == (4, 4)
-    assert (judges.calls(), count(sqlite_url)) == (calls, before)  # no call, nothing stored
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    assert (judges.calls(), count(store_url)) == (calls, before)  # no call, nothing stored
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore")
     assert code == 0 and "no judge call, nothing stored): 4 differ" in out
     # A label the new mapping lacks is said per verdict; a rubric for an unjudged metric is exit 2.
     del stricter["rubrics"][0]["scale"]["mapping"]["good"]
     path.write_bytes(orjson.dumps(stricter))
-    _, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    _, out, _ = run_cli(capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore")
     assert "label 'good' is not one of" in out
     other = {"metric": "task_completion", "criteria": "c", "scale": {"kind": "binary"}}
     path.write_bytes(orjson.dumps(other))
     code, _, err = run_cli(
-        capsys, sqlite_url, "judge", run_id, "--rubric", str(path), "--rescore", "--metric",
+        capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore", "--metric",
         "task_completion",
     )  # fmt: skip
     assert code == 2 and "has no rubric verdict in this run to rescore" in err
-    code, _, err = run_cli(capsys, sqlite_url, "judge", run_id, "--rescore")
+    code, _, err = run_cli(capsys, store_url, "judge", run_id, "--rescore")
     assert code == 2 and "rubric: --rescore reads the replies under a --rubric FILE" in err
