@@ -87,6 +87,8 @@ class JudgeReport:
     """Calls the provider answered (any HTTP status)."""
     rate_limit_waits: int = 0
     """Times a 429 was waited out before asking again."""
+    rate_limit_wait_s: float = 0.0
+    """Seconds those waits took (the Retry-After asked for, else the backoff)."""
     max_cost_usd: float | None = None
     budget_stopped: bool = False
     """The budget was reached: the calls left were not made."""
@@ -136,6 +138,7 @@ class JudgeReport:
             "attempted_calls": self.attempted_calls,
             "reached_calls": self.reached_calls,
             "rate_limit_waits": self.rate_limit_waits,
+            "rate_limit_wait_s": round(self.rate_limit_wait_s, 3),
             "max_cost_usd": self.max_cost_usd,
             "budget_stopped": self.budget_stopped,
             "calls_not_made": self.calls_not_made,

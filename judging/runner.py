@@ -46,14 +46,25 @@ from evaledger.judging.providers import (
 )
 from evaledger.judging.report import Estimate, Failure, FailureKind, JudgeReport
 from evaledger.judging.rubric import (
+    RUBRIC_TEMPLATE_ID,
     JudgeRubric,
     check_rubric,
     parse_rubric_reply,
     render_with_rubrics,
+    rescore_reply,
     rubric_of,
 )
 
-__all__ = ["JudgeOptions", "JudgeReport", "Plan", "dry_run_prompts", "plan", "run_plan"]
+__all__ = [
+    "JudgeOptions",
+    "JudgeReport",
+    "Plan",
+    "Rescored",
+    "dry_run_prompts",
+    "plan",
+    "rescore_run",
+    "run_plan",
+]
 
 DEFAULT_TEMPERATURE = 0.2
 DEFAULT_MAX_TOKENS = 4096
@@ -339,7 +350,9 @@ class _Selection:
     def wants(self, events: Sequence[Any]) -> bool:
         """Whether a case is judged: all, or those the flags pick (both flags: either).
 
-        --missing-only: not judged yet; --retry-errors: its counted verdict is an error.
+        --missing-only: no valid verdict yet (none at all, or only error verdicts: a failed call
+        is not a judgement); --retry-errors: its counted verdict is an error (it has verdicts,
+        none valid).
         """
         if not (self.missing_only or self.retry_errors):
             return True
@@ -350,9 +363,10 @@ class _Selection:
             if isinstance(e, self.done_by)
             and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
         ]
-        if self.missing_only and not active:
+        valid = any(self._valid(e) for e in active)
+        if self.missing_only and not valid:
             return True
-        return self.retry_errors and bool(active) and not any(self._valid(e) for e in active)
+        return self.retry_errors and bool(active) and not valid
 
     def _valid(self, event: JudgeVerdictRecorded | ClaimsVerified) -> bool:
         # The judge-error rule of scoring (DESIGN §3.1): an error, a reply that did not parse, or
@@ -425,6 +439,8 @@ class _Asked(NamedTuple):
     reply: Completion | None
     error: ProviderError | None
     waits: int
+    waited_s: float = 0.0
+    """Seconds spent waiting out 429s (their Retry-After, else the backoff)."""
 
 
 async def _ask(judge: Provider, prompt: RenderedPrompt, params: Mapping[str, Any]) -> _Asked:
@@ -432,17 +448,17 @@ async def _ask(judge: Provider, prompt: RenderedPrompt, params: Mapping[str, Any
     waited, waits, backoff = 0.0, 0, 1.0
     while True:
         try:
-            return _Asked(await judge.complete(prompt, params), None, waits)
+            return _Asked(await judge.complete(prompt, params), None, waits, waited)
         except RateLimitedError as e:
             delay = e.retry_after_s if e.retry_after_s is not None else backoff
             backoff = min(backoff * 2, RATE_LIMIT_BACKOFF_S)
             if waited + delay > RATE_LIMIT_PATIENCE_S:
-                return _Asked(None, e, waits)
+                return _Asked(None, e, waits, waited)
             waited += delay
             waits += 1
             await asyncio.sleep(delay)
         except ProviderError as e:
-            return _Asked(None, e, waits)
+            return _Asked(None, e, waits, waited)
 
 
 class Judged(NamedTuple):
@@ -456,6 +472,7 @@ class Judged(NamedTuple):
     reached: bool
     """The provider answered (any HTTP status)."""
     waits: int = 0
+    waited_s: float = 0.0
 
 
 _PARSE_FAILURES = {
@@ -499,7 +516,7 @@ async def _judge_one(
             "error": str(asked.error),
         }
         kind = _provider_failure(asked.error)
-        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits, asked.waited_s)
     reply = asked.reply
     parsed = plan_.parse(reply.text, prompt, len(case.subject.turns))
     judged = {
@@ -514,7 +531,9 @@ async def _judge_one(
         "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
         "error": parsed.error,
     }
-    return Judged(judged, _PARSE_FAILURES.get(parsed.status), True, True, asked.waits)
+    return Judged(
+        judged, _PARSE_FAILURES.get(parsed.status), True, True, asked.waits, asked.waited_s
+    )
 
 
 async def _check_claims(
@@ -539,7 +558,7 @@ async def _check_claims(
         assert asked.error is not None
         failed = {**fields, "error": f"extraction error: {asked.error}"}
         kind = _provider_failure(asked.error)
-        return Judged(failed, kind, True, asked.error.reached, asked.waits)
+        return Judged(failed, kind, True, asked.error.reached, asked.waits, asked.waited_s)
     reply = asked.reply
     parsed = parse_claims(reply.text)
     checked = {
@@ -553,7 +572,7 @@ async def _check_claims(
         "cost_usd": _cost(judge, plan_, reply.prompt_tokens, reply.completion_tokens),
     }
     unparsed = None if parsed.error is None else FailureKind.UNPARSEABLE
-    return Judged(checked, unparsed, True, True, asked.waits)
+    return Judged(checked, unparsed, True, True, asked.waits, asked.waited_s)
 
 
 def _cost(judge: Provider, plan_: Plan, prompt_tokens: int, completion: int) -> float | None:
@@ -673,6 +692,7 @@ def _count(
     report.attempted_calls += judged.attempted
     report.reached_calls += judged.reached
     report.rate_limit_waits += judged.waits
+    report.rate_limit_wait_s += judged.waited_s
     usage = fields.get("usage")
     if usage is not None:
         report.prompt_tokens += usage.prompt_tokens
@@ -751,3 +771,92 @@ def dry_run_prompts(plan_: Plan) -> list[dict[str, Any]]:
             }
         )
     return planned
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """One metric of a stored rubric verdict read again under other rubrics (no judge call)."""
+
+    test_case_key: str
+    repetition: int
+    verdict_id: UUID
+    judge: str
+    metric: str
+    recorded: int | bool | None
+    """The score (or pass/fail) the verdict recorded."""
+    rescored: int | bool | None
+    """What the same raw reply gives under the new rubrics; None with `error`."""
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as `judge --rescore --json` prints it."""
+        return {**self.__dict__, "verdict_id": str(self.verdict_id)}
+
+
+def _value(score: Any, definition: MetricDefinition) -> int | bool | None:
+    value: int | bool | None = (
+        score.passed if definition.score_type is ScoreType.BINARY else score.score
+    )
+    return value
+
+
+def rescore_run(ledger: Ledger, run_id: UUID, rubrics: Sequence[JudgeRubric]) -> list[Rescored]:
+    """Every active parsed rubric verdict of a run, its raw reply read under `rubrics` (issue 22).
+
+    A metric the given rubrics do not name keeps the rubric it carries (else its 0-5 reading).
+    Nothing is called and nothing stored: the answer on the rubric's own scale is in the raw reply.
+    Raises ValidationError when a rubric names a metric no such verdict scored, or does not fit it.
+    """
+    run = ledger.get_run(run_id)
+    catalogue = ledger.catalogue(run.created.project)
+    given = {r.metric: r for r in rubrics}
+    rows: list[Rescored] = []
+    seen: set[str] = set()
+    for case_id in run.case_ids:
+        events = ledger.events_of(case_id)
+        opened = events[0]
+        assert isinstance(opened, CaseOpened)
+        transcript = next((e for e in events if isinstance(e, TranscriptRecorded)), None)
+        turns = len(transcript.turns) if transcript is not None else 0
+        invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
+        for e in events:
+            if not (
+                isinstance(e, JudgeVerdictRecorded)
+                and e.verdict_id not in invalidated
+                and e.template_id == RUBRIC_TEMPLATE_ID
+                and e.parse_status is ParseStatus.PARSED
+                and e.raw_output
+            ):
+                continue
+            metrics = [catalogue[s.metric] for s in e.metric_scores if s.metric in catalogue]
+            chosen = {m.name: r for m in metrics if (r := rubric_of(m)) is not None}
+            chosen.update({m.name: given[m.name] for m in metrics if m.name in given})
+            for m in metrics:
+                if m.name in chosen:
+                    check_rubric(m, chosen[m.name])
+            seen.update(m.name for m in metrics)
+            again = rescore_reply(e.raw_output, metrics, chosen, turn_count=turns)
+            by_metric = {s.metric: s for s in again.metric_scores}
+            recorded = {s.metric: s for s in e.metric_scores}
+            label = f"{e.judge.provider}:{e.judge.model}"
+            for m in metrics:
+                new = by_metric.get(m.name)
+                rows.append(
+                    Rescored(
+                        test_case_key=opened.test_case.key,
+                        repetition=opened.repetition,
+                        verdict_id=e.verdict_id,
+                        judge=label,
+                        metric=m.name,
+                        recorded=_value(recorded[m.name], m),
+                        rescored=None if new is None else _value(new, m),
+                        error=again.error if new is None else None,
+                    )
+                )
+    unjudged = sorted(set(given) - seen)
+    if unjudged:
+        raise ValidationError(
+            f"rubric: metric {unjudged[0]!r} has no rubric verdict in this run to rescore",
+            field="rubric",
+        )
+    return rows

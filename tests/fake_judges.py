@@ -158,6 +158,8 @@ class FakeJudges:
     def __init__(self) -> None:
         self.script: Script = default_script
         self.requests: list[tuple[str, dict[str, Any], dict[str, str]]] = []
+        self.times: list[float] = []
+        """`time.monotonic()` at each request's arrival (same order as `requests`)."""
         self._lock = threading.Lock()
         self.port = _free_port()
         self.app = FastAPI()
@@ -202,6 +204,7 @@ class FakeJudges:
             body = orjson.loads(await request.body())
             with self._lock:
                 self.requests.append((kind, body, dict(request.headers)))
+                self.times.append(time.monotonic())
             answer = self.script(kind, body)
             if answer.delay_s:
                 await asyncio.sleep(answer.delay_s)

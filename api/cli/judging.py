@@ -52,6 +52,8 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     from evaledger.judging.runner import dry_run_prompts, plan, run_plan
 
     run_id = resolve_run(services, args.run, args.project)
+    if args.rescore:
+        return rescore(services, run_id, args)
     planned = plan(services.ledger, run_id, options_from(args), environment())
     if args.dry_run:
         report = run_plan(services.ledger, planned, Context(actor=args.actor))
@@ -72,6 +74,34 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return report.exit_code()
+
+
+def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
+    """`judge RUN --rubric FILE --rescore`: stored rubric replies read under other rubrics."""
+    from evaledger.domain.errors import ValidationError
+    from evaledger.judging.runner import rescore_run
+
+    if not args.rubric:
+        raise ValidationError(
+            "rubric: --rescore reads the replies under a --rubric FILE", field="rubric"
+        )
+    rows = rescore_run(services.ledger, run_id, options_from(args).rubrics)
+    if args.json:
+        emit_json({"run_id": str(run_id), "rescored": [r.as_json() for r in rows]})
+        return EXIT_OK
+    changed = sum(r.rescored != r.recorded for r in rows)
+    print(
+        f"rescored {len(rows)} metric scores of run {run_id} from the stored replies "
+        f"(no judge call, nothing stored): {changed} differ"
+    )
+    print_table(
+        [
+            (r.test_case_key, r.repetition, r.judge, r.metric, r.recorded, r.error or r.rescored)
+            for r in rows
+        ],
+        ["test_case_key", "rep", "judge", "metric", "recorded", "rescored"],
+    )
+    return EXIT_OK
 
 
 def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
@@ -127,7 +157,10 @@ def print_report(report: JudgeReport) -> None:
     if len(report.failures) > 20:
         print(f"  … and {len(report.failures) - 20} more")
     if report.rate_limit_waits:
-        print(f"rate limited {report.rate_limit_waits} times: waited out (Retry-After)")
+        print(
+            f"rate limited {report.rate_limit_waits} times: waited out "
+            f"{report.rate_limit_wait_s:.1f} s (Retry-After)"
+        )
     if report.budget_stopped:
         print(
             f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): "
@@ -140,29 +173,10 @@ def print_report(report: JudgeReport) -> None:
         print("not every planned case got a parsed verdict: exit 1 (retry with --retry-errors)")
 
 
-def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
-    """The warnings under the agreement table: which figures are missing or rest on few items."""
-    from evaledger.scoring.agreement import FEW_ITEMS, MIN_ITEMS, Reliability
-
-    notes = []
-    missing = [m.measure for m in measures if m.reliability is Reliability.INSUFFICIENT_DATA]
-    few = [m.measure for m in measures if m.reliability is Reliability.FEW_ITEMS]
-    if missing:
-        notes.append(
-            f"insufficient data (fewer than {MIN_ITEMS} items rated by two judges): "
-            + ", ".join(missing)
-        )
-    if few:
-        notes.append(
-            f"warning: fewer than {FEW_ITEMS} items, read the 95% interval: " + ", ".join(few)
-        )
-    return notes
-
-
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
     # Deferred for start-up (issue 19): the agreement measures and the votes projection.
-    from evaledger.api.agreement import agreement_of
+    from evaledger.api.agreement import agreement_notes, agreement_of
     from evaledger.scoring.agreement import shown
 
     run_id = resolve_run(services, args.run, args.project)
@@ -251,7 +265,11 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="full mode: every keyed provider of a distinct vendor judges (at least two)",
     )
-    p.add_argument("--missing-only", action="store_true", help="only cases without a verdict yet")
+    p.add_argument(
+        "--missing-only",
+        action="store_true",
+        help="only cases without a valid verdict yet (none, or only error verdicts)",
+    )
     p.add_argument(
         "--retry-errors",
         action="store_true",
@@ -262,6 +280,12 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="judge rubrics as data (JSON or YAML, format evaledger.rubric/1): criteria, steps, "
         "scale (binary, 0-5, 1-5, 0-10, categorical with a mapping), examples, reply format",
+    )
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="with --rubric: read the run's stored rubric replies under these rubrics (another "
+        "mapping) and print recorded vs rescored scores; no judge call, nothing stored",
     )
     p.add_argument(
         "--max-cost",

@@ -38,7 +38,9 @@ class JudgeBody(FrozenModel):
     metrics: list[str] = Field(
         default_factory=list, description="Metric ids to score; empty: the run's spec."
     )
-    missing_only: bool = Field(default=False, description="Only cases without a verdict yet.")
+    missing_only: bool = Field(
+        default=False, description="Only cases without a valid verdict yet (none, or only errors)."
+    )
     panel: bool = Field(
         default=False, description="Full mode: every keyed provider of a distinct vendor judges."
     )

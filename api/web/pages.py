@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from evaledger.api.agreement import agreement_notes, agreement_of
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
@@ -34,6 +35,7 @@ from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
+from evaledger.scoring.agreement import shown
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
@@ -699,3 +701,25 @@ def scorecard_page(
         return context
 
     return render(request, "scorecard.html", build)
+
+
+@router.get("/runs/{run_id}/agreement", response_class=HTMLResponse)
+def agreement_page(
+    request: Request, run_id: str, services: SyncedDep, viewer: ViewerDep
+) -> Response:
+    """Judge agreement: κ and α with 95 % intervals and n, or "insufficient data" (issue 22)."""
+
+    def build() -> dict[str, Any]:
+        rid, run = viewed_run(services, viewer, run_id)
+        report = agreement_of(services, rid)
+        measures = [*report.metrics, report.case_passed]
+        return {
+            "title": f"Agreement: {run.name or run.run_key}",
+            "run": run,
+            "report": report,
+            "measures": measures,
+            "notes": agreement_notes(measures),
+            "shown": shown,
+        }
+
+    return render(request, "agreement.html", build)

@@ -26,8 +26,10 @@ def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
 
 
 OPENAI = ("--judge", "openai:gpt-4.1", "--max-retries", "0", "--concurrency", "1")
+ANTHROPIC = ("--judge", "anthropic:claude-sonnet-4-6", "--max-retries", "0", "--concurrency", "1")
 
 
+@pytest.mark.parametrize("wire", [OPENAI, ANTHROPIC], ids=["openai", "anthropic"])
 @pytest.mark.parametrize(
     ("mode", "extra", "code", "errors", "printed"),
     [
@@ -35,7 +37,6 @@ OPENAI = ("--judge", "openai:gpt-4.1", "--max-retries", "0", "--concurrency", "1
         ("malformed", (), 1, {"unparseable": 2}, "errors by kind: 2 unparseable"),
         ("partial", (), 1, {"missing_metrics": 2}, "errors by kind: 2 missing metrics"),
         ("500", (), 1, {"provider_error": 2}, "errors by kind: 2 provider error"),
-        ("429", (), 0, {}, "rate limited 1 times: waited out (Retry-After)"),
         ("slow", ("--timeout", "0.3"), 3, {"timeout": 2}, "no call reached the provider"),
     ],
 )
@@ -44,6 +45,7 @@ def test_judge_exits_honestly_for_each_provider_mode(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     judges: FakeJudges,
+    wire: tuple[str, ...],
     mode: str,
     extra: tuple[str, ...],
     code: int,
@@ -52,13 +54,36 @@ def test_judge_exits_honestly_for_each_provider_mode(
 ) -> None:
     run_id = import_file(tmp_path, capsys, sqlite_url)
     judges.mode(mode)
-    got, out, err = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, *extra)
+    got, out, err = run_cli(capsys, sqlite_url, "judge", run_id, *wire, *extra, "--json")
+    report = orjson.loads(out)
+    assert got == code == report["exit_code"], out + err
+    assert {k: n for k, n in report["error_counts"].items() if n} == errors
+    assert report["verdicts"] == 2 and report["parsed"] == 2 - sum(errors.values())
+    if mode == "slow":
+        return  # the text is the same; a second slow pass would only cost time
+    got, out, err = run_cli(capsys, sqlite_url, "judge", run_id, *wire, *extra)
     assert got == code, out + err
     assert printed in out
-    _, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, *extra, "--json")
-    report = orjson.loads(out)
-    assert {k: n for k, n in report["error_counts"].items() if n} == errors
-    assert report["exit_code"] == code
+
+
+@pytest.mark.parametrize("wire", [OPENAI, ANTHROPIC], ids=["openai", "anthropic"])
+def test_a_429_with_retry_after_is_waited_out_then_succeeds(
+    sqlite_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    judges: FakeJudges,
+    wire: tuple[str, ...],
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    judges.mode("429")  # the first call: 429 with Retry-After: 0.2 (seconds); then ok
+    code, out, err = run_cli(capsys, sqlite_url, "judge", run_id, *wire)
+    assert code == 0, out + err
+    assert "verdicts 2: 2 parsed, 0 errors" in out
+    assert "rate limited 1 times: waited out 0.2 s (Retry-After)" in out
+    # Three requests: the 429, the same call asked again no sooner than Retry-After, the other.
+    assert judges.calls() == 3
+    assert judges.times[1] - judges.times[0] >= 0.2
+    assert judges.requests[0][1] == judges.requests[1][1]
 
 
 def test_no_provider_listening_is_exit_3_and_records_provider_errors(
@@ -79,7 +104,7 @@ def test_no_provider_listening_is_exit_3_and_records_provider_errors(
 
 
 def test_retry_errors_calls_only_for_the_errored_cases_and_keeps_the_old_verdicts(
-    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
     def one_fails(kind: str, body: dict[str, object]) -> Answer:
         user = str(body["messages"][-1]["content"])  # type: ignore[index]
@@ -87,27 +112,32 @@ def test_retry_errors_calls_only_for_the_errored_cases_and_keeps_the_old_verdict
             return Answer(text="not json")
         return default_script(kind, body)
 
-    run_id = import_file(tmp_path, capsys, sqlite_url)
+    run_id = import_file(tmp_path, capsys, store_url)
     judges.script = one_fails
-    code, _, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)
+    code, _, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI)
     assert code == 1 and judges.calls() == 2
-    # --missing-only skips the errored case (it has a verdict); --retry-errors picks it alone.
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--missing-only")
-    assert (code, judges.calls()) == (0, 2) and "0 cases (3 skipped)" in out
+    # --missing-only does not skip the case whose only verdict is an error (a failed call is
+    # not a judgement): it asks again for that case alone (still failing here).
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--missing-only")
+    assert (code, judges.calls()) == (1, 3) and "1 cases (2 skipped), made 1 calls" in out
+    # --retry-errors picks exactly the errored case.
     judges.mode("ok")
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--retry-errors")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--retry-errors")
     assert code == 0, out
-    assert "1 cases (2 skipped), made 1 calls" in out and judges.calls() == 3
-    code, out, _ = run_cli(capsys, sqlite_url, "show", run_id, "--json")
+    assert "1 cases (2 skipped), made 1 calls" in out and judges.calls() == 4
+    asked = [str(body["messages"][-1]["content"]) for _, body, _ in judges.requests]
+    assert all("MUST NOT issue a refund" in a for a in asked[2:])
+    code, out, _ = run_cli(capsys, store_url, "show", run_id, "--json")
     above = next(
         c for c in orjson.loads(out)["cases"] if c["test_case_key"] == "refund-above-limit"
     )
-    code, out, _ = run_cli(capsys, sqlite_url, "explain", above["case_id"], "--json")
+    code, out, _ = run_cli(capsys, store_url, "explain", above["case_id"], "--json")
     statuses = [(v["parse_status"], v["counted"]) for v in orjson.loads(out)["verdicts"]]
-    assert statuses == [("unparseable", False), ("parsed", True)]
-    # Nothing errored any more: a second retry makes no call.
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--retry-errors")
-    assert (code, judges.calls()) == (0, 3) and "0 cases (3 skipped)" in out
+    assert statuses == [("unparseable", False), ("unparseable", False), ("parsed", True)]
+    # Nothing errored or missing any more: neither flag makes a call.
+    for flag in ("--retry-errors", "--missing-only"):
+        code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, flag)
+        assert (code, judges.calls()) == (0, 4) and "0 cases (3 skipped)" in out
 
 
 def test_max_cost_stops_before_the_budget_is_exceeded(

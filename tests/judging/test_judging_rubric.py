@@ -10,6 +10,7 @@ from uuid import UUID
 
 import orjson
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
@@ -26,7 +27,7 @@ from evaledger.judging.rubric import (
     rescore_reply,
 )
 from tests.fake_judges import Answer, FakeJudges, default_script, serve
-from tests.judging.test_judging_cli import import_file, run_cli, wait_for
+from tests.judging.test_judging_cli import count, import_file, run_cli, wait_for
 from tests.judging.test_judging_prompt import BARE, FULL, TURNS
 from tests.judging.test_judging_prompt import reply as connexity_reply
 
@@ -327,3 +328,168 @@ def test_a_metric_registered_with_a_rubric_is_judged_by_it(
     ]
     assert {v.template_id for v in verdicts} == {RUBRIC_TEMPLATE_ID}
     assert [v.metric_scores[0].score for v in verdicts] == [3, 3]  # neutral → 3
+
+
+def test_a_failing_duplicate_outcome_shows_as_a_regression_in_a_comparison(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    """The crafted comparison: Connexity flags pass rate 1.00 → 0.00; merged duplicates hid it."""
+    from tests.judging.test_judging import unjudged_bundle
+
+    statement = "Agent MUST NOT issue a refund above 100 USD"
+
+    def imported(key: str) -> str:
+        data = unjudged_bundle()
+        data["run"]["key"] = key
+        data["cases"] = [c for c in data["cases"] if c["test_case"]["key"] != "store-hours"]
+        for case in data["cases"]:
+            case["test_case"]["expected_outcomes"] = [statement, statement]
+        path = tmp_path / f"{key}.json"
+        path.write_bytes(orjson.dumps(data))
+        code, out, err = run_cli(capsys, sqlite_url, "import", str(path), "--json")
+        assert code == 0, err
+        return str(orjson.loads(out)["imported"][0]["run_id"])
+
+    def outcomes(first: bool, second: bool) -> Any:
+        def script(kind: str, body: dict[str, Any]) -> Answer:
+            reply = orjson.loads(default_script(kind, body).text or "")
+            reply["expected_outcomes"] = [
+                {"statement": statement, "passed": first, "justification": "first"},
+                {"statement": statement, "passed": second, "justification": "second"},
+            ]
+            return Answer(text=orjson.dumps(reply).decode())
+
+        return script
+
+    baseline, candidate = imported("dup-baseline"), imported("dup-candidate")
+    judge = ("--judge", "openai:gpt-4.1", "--concurrency", "1")
+    judges.script = outcomes(True, True)
+    assert run_cli(capsys, sqlite_url, "judge", baseline, *judge)[0] == 0
+    judges.script = outcomes(False, True)  # a failing duplicate, then a passing one
+    assert run_cli(capsys, sqlite_url, "judge", candidate, *judge)[0] == 0
+    code, out, _ = run_cli(
+        capsys, sqlite_url, "compare", baseline, candidate, "--json", "--no-fail-on-thresholds"
+    )
+    result = orjson.loads(out)
+    assert result["aggregate"]["pass_rate_delta"] == -1.0
+    assert result["verdict"]["regression_detected"] is True
+    assert "pass_rate dropped 100% (1.00 → 0.00)" in result["verdict"]["reasons"]
+    assert code == 1
+
+
+def test_a_json_rubric_judges_a_binary_a_1_5_and_a_registered_custom_metric(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    from evaledger.api.bootstrap import Settings, build_services
+
+    services = build_services(Settings(db=sqlite_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            r = client.post(
+                "/config/metrics",
+                json={
+                    "name": "politeness",
+                    "display_name": "Politeness",
+                    "description": "Courteous replies.",
+                    "tier": "delivery",
+                    "default_weight": 0.1,
+                    "score_type": "scored",
+                    "include_in_defaults": False,
+                },
+            )
+            assert r.status_code == 201, r.text
+    finally:
+        services.close()
+    rubrics: list[dict[str, Any]] = [
+        {
+            "metric": "task_completion",
+            "criteria": "The user's refund request was settled.",
+            "scale": {"kind": "binary"},
+        },
+        {
+            "metric": "tool_routing",
+            "criteria": "The right tools, in order, no needless calls.",
+            "scale": {"kind": "1-5", "meanings": {"1": "wrong tools", "5": "exactly right"}},
+        },
+        {
+            "metric": "politeness",
+            "criteria": "Every reply is courteous, even to an angry customer.",
+            "scale": {"kind": "0-10"},
+        },
+    ]
+    path = tmp_path / "rubric.json"
+    path.write_bytes(orjson.dumps({"format": "evaledger.rubric/1", "rubrics": rubrics}))
+    block = {"justification": "turn 1", "failure_code": None, "turns": [1]}
+    judges.script = script_with(
+        task_completion={"passed": False, **block},
+        tool_routing={"score": 1, **block},
+        politeness={"score": 8, **block},
+    )
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    metrics = ("--metric", "task_completion", "--metric", "tool_routing", "--metric", "politeness")
+    code, out, err = run_cli(
+        capsys, sqlite_url, "judge", run_id, "--judge", "openai:gpt-4.1", *metrics,
+        "--rubric", str(path),
+    )  # fmt: skip
+    assert code == 0, out + err
+    system = judges.requests[0][1]["messages"][0]["content"]
+    for criteria in (r["criteria"] for r in rubrics):
+        assert criteria in system
+    assert "Integer `score` from 1 to 5." in system and "- 1: wrong tools" in system
+    schema = judges.requests[0][1]["response_format"]["json_schema"]["schema"]["properties"]
+    assert schema["task_completion"]["required"][0] == "passed"
+    code, out, _ = run_cli(capsys, sqlite_url, "show", run_id, "--json")
+    case = next(c for c in orjson.loads(out)["cases"] if c["test_case_key"] == "refund-above-limit")
+    code, out, _ = run_cli(capsys, sqlite_url, "explain", case["case_id"], "--json")
+    verdict = orjson.loads(out)["verdicts"][0]
+    assert verdict["template_id"] == RUBRIC_TEMPLATE_ID and len(verdict["template_hash"]) == 64
+    assert "The user's refund request was settled." in verdict["prompt"]
+    got = {m["metric"]: (m.get("passed"), m.get("score")) for m in verdict["parsed_metric_scores"]}
+    # binary stays pass/fail; 1 on 1-5 is 1; 8 on 0-10 is 4 (halved).
+    assert got == {
+        "task_completion": (False, None),
+        "tool_routing": (None, 1),
+        "politeness": (None, 4),
+    }
+
+
+def test_rescore_reads_stored_replies_under_another_mapping_without_a_call(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    judges.script = script_with(**labelled("good", 7))
+    run_id = import_file(tmp_path, capsys, store_url)
+    judge = ("--judge", "openai:gpt-4.1", "--rubric", str(EXAMPLE))
+    assert run_cli(capsys, store_url, "judge", run_id, *judge)[0] == 0
+    calls, before = judges.calls(), count(store_url)
+    stricter = yaml.safe_load(EXAMPLE.read_text())
+    stricter["rubrics"][0]["scale"]["mapping"]["good"] = 2  # good: 4 → 2
+    stricter["rubrics"][1]["scale"]["mapping"] = {"7": 5}  # 7 on 0-10: 3 → 5
+    path = tmp_path / "stricter.json"
+    path.write_bytes(orjson.dumps(stricter))
+    code, out, err = run_cli(
+        capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore", "--json"
+    )
+    assert code == 0, err
+    rows = orjson.loads(out)["rescored"]
+    got = {(r["test_case_key"], r["metric"]): (r["recorded"], r["rescored"]) for r in rows}
+    for key in ("refund-above-limit", "refund-late-delivery"):
+        assert got[(key, "response_delivery")] == (4, 2)
+        assert got[(key, "information_gathering")] == (3, 5)
+        assert got[(key, "tool_routing")] == (4, 4)
+    assert (judges.calls(), count(store_url)) == (calls, before)  # no call, nothing stored
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    assert code == 0 and "no judge call, nothing stored): 4 differ" in out
+    # A label the new mapping lacks is said per verdict; a rubric for an unjudged metric is exit 2.
+    del stricter["rubrics"][0]["scale"]["mapping"]["good"]
+    path.write_bytes(orjson.dumps(stricter))
+    _, out, _ = run_cli(capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore")
+    assert "label 'good' is not one of" in out
+    other = {"metric": "task_completion", "criteria": "c", "scale": {"kind": "binary"}}
+    path.write_bytes(orjson.dumps(other))
+    code, _, err = run_cli(
+        capsys, store_url, "judge", run_id, "--rubric", str(path), "--rescore", "--metric",
+        "task_completion",
+    )  # fmt: skip
+    assert code == 2 and "has no rubric verdict in this run to rescore" in err
+    code, _, err = run_cli(capsys, store_url, "judge", run_id, "--rescore")
+    assert code == 2 and "rubric: --rescore reads the replies under a --rubric FILE" in err
