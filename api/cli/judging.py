@@ -79,7 +79,7 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
 def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
     """`judge RUN --rubric FILE --rescore`: stored rubric replies read under other rubrics."""
     from evaledger.domain.errors import ValidationError
-    from evaledger.judging.runner import rescore_run
+    from evaledger.judging.rescore import rescore_run
 
     if not args.rubric:
         raise ValidationError(
@@ -244,6 +244,21 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         "planned case got a parsed verdict; 1: an error verdict or the budget stopped it; 3: no "
         "call reached the provider.",
     )
+    _judge_selection_args(p)
+    _judge_rubric_args(p)
+    _judge_call_args(p)
+    p.add_argument(
+        "--claims",
+        metavar="MODE",
+        help="grounding|attribution: decompose answers into atomic claims and check each "
+        "(FActScore) instead of scoring metrics",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_judge)
+
+
+def _judge_selection_args(p: argparse.ArgumentParser) -> None:
+    """`judge`: which run, judges, metrics and cases."""
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--judge",
@@ -275,6 +290,10 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only cases whose counted verdict is an error (new verdicts added, old ones kept)",
     )
+
+
+def _judge_rubric_args(p: argparse.ArgumentParser) -> None:
+    """`judge`: rubrics as data, and rescoring stored replies under them."""
     p.add_argument(
         "--rubric",
         metavar="FILE",
@@ -287,6 +306,10 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         help="with --rubric: read the run's stored rubric replies under these rubrics (another "
         "mapping) and print recorded vs rescored scores; no judge call, nothing stored",
     )
+
+
+def _judge_call_args(p: argparse.ArgumentParser) -> None:
+    """`judge`: cost, concurrency and provider-call settings."""
     p.add_argument(
         "--max-cost",
         type=float,
@@ -309,11 +332,3 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-retries", type=int, default=3, help="retries on 429/5xx/timeouts (default 3)"
     )
-    p.add_argument(
-        "--claims",
-        metavar="MODE",
-        help="grounding|attribution: decompose answers into atomic claims and check each "
-        "(FActScore) instead of scoring metrics",
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_judge)
