@@ -1,7 +1,8 @@
 """What a judging pass did: counts by outcome, cost, the budget, and the exit code they mean.
 
 Exit codes (issue 22): 0 only when every planned case got a parsed verdict; 1 when any verdict is
-an error or the budget stopped the pass; 3 when calls were made and none reached the provider.
+an error or the budget stopped the pass; 3 when calls were made and none reached the provider;
+130 when Ctrl-C stopped it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from uuid import UUID
 EXIT_OK = 0
 EXIT_ERRORS = 1
 EXIT_UNREACHED = 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT, as a shell reports it): what was recorded stays recorded."""
 
 
 class FailureKind(StrEnum):
@@ -95,6 +98,15 @@ class JudgeReport:
     calls_not_made: int = 0
     estimate: Estimate | None = None
     """The planned calls' estimated tokens and cost (dry run)."""
+    notes: list[str] = field(default_factory=list)
+    """What the new verdicts will not change, or will count as errors (judging/selection.py)."""
+    interrupted: bool = False
+    """Ctrl-C stopped the pass: calls in flight were dropped, recorded verdicts stay."""
+
+    @property
+    def not_judged(self) -> int:
+        """Planned calls that made no verdict (the budget or Ctrl-C stopped the pass)."""
+        return 0 if self.dry_run else self.calls - self.verdicts
 
     def error_counts(self) -> dict[str, int]:
         """Error verdicts by kind (every kind listed, zeros included)."""
@@ -107,6 +119,8 @@ class JudgeReport:
         """0: every planned case parsed; 1: an error verdict or the budget; 3: nothing reached."""
         if self.dry_run:
             return EXIT_OK
+        if self.interrupted:
+            return EXIT_INTERRUPTED
         if self.attempted_calls and not self.reached_calls:
             return EXIT_UNREACHED
         if self.errors or self.budget_stopped:
@@ -142,6 +156,9 @@ class JudgeReport:
             "max_cost_usd": self.max_cost_usd,
             "budget_stopped": self.budget_stopped,
             "calls_not_made": self.calls_not_made,
+            "not_judged": self.not_judged,
+            "interrupted": self.interrupted,
+            "notes": self.notes,
             "estimate": None if self.estimate is None else self.estimate.as_json(),
             "exit_code": self.exit_code(),
             "failures": [

@@ -147,8 +147,13 @@ class JudgeRubric(FrozenModel):
         return "label" if self.scale.kind is ScaleKind.CATEGORICAL else "score"
 
     def canonical(self) -> str:
-        """The rubric as canonical JSON (stored as a registered metric's rubric text)."""
-        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS).decode()
+        """The rubric as canonical JSON (stored as a registered metric's rubric text, hashed).
+
+        Fields in the model's order; a scale's labels and meanings in the author's order, which
+        the prompt shows (an ordinal scale reads best to worst), so it is kept: two rubrics that
+        differ only in that order render different prompts and get different hashes.
+        """
+        return orjson.dumps(self.model_dump(mode="json")).decode()
 
 
 class RubricFile(FrozenModel):
@@ -158,19 +163,50 @@ class RubricFile(FrozenModel):
     rubrics: list[JudgeRubric] = Field(min_length=1)
 
 
+def _yaml(text: str) -> Any:
+    """YAML as a rubric author means it: `yes`, `no`, `on`, `off` are labels, not booleans.
+
+    PyYAML follows YAML 1.1, where those words are booleans, so a scale `{yes: 5, no: 0}`
+    would be refused as non-string labels; YAML 1.2 (and this loader) reads only `true` and
+    `false` as booleans.
+    """
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    booleans = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+    Loader.add_implicit_resolver("tag:yaml.org,2002:bool", booleans, list("tTfF"))
+    try:
+        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ValueError(f"not valid YAML{where}: {problem}") from None
+
+
 def load_rubrics(path: Path) -> dict[str, JudgeRubric]:
     """Read a rubric file (JSON, or YAML by its suffix): metric id → rubric."""
     try:
-        text = path.read_text()
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = orjson.loads(text)
+        # utf-8-sig: a byte order mark (editors on Windows write one) is not part of the text.
+        text = path.read_text(encoding="utf-8-sig")
+        data = _yaml(text) if path.suffix.lower() in (".yaml", ".yml") else orjson.loads(text)
     except (OSError, ValueError) as e:
         raise ValidationError(f"rubric: cannot read {path}: {e}", field="rubric") from None
-    if isinstance(data, dict) and "rubrics" not in data:
+    if not isinstance(data, dict):
+        raise ValidationError(
+            f"rubric: {path}: expected a mapping with `format: {RUBRIC_FORMAT}` and `rubrics`, "
+            f"got {'an empty file' if data is None else type(data).__name__}",
+            field="rubric",
+        )
+    if "rubrics" not in data:
         data = {"rubrics": [data]}  # a file holding one rubric
     try:
         found = RubricFile.model_validate(data)

@@ -8,6 +8,7 @@ metrics, concurrency) before any call is made or anything is stored. Each judge 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,20 +17,17 @@ from uuid import UUID, uuid4
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
-    CaseOpened,
     ClaimsVerified,
     JudgeIdentity,
     JudgeVerdictRecorded,
     ParseStatus,
-    TranscriptRecorded,
     Usage,
-    VerdictInvalidated,
 )
 from evaledger.domain.ledger import Context, Ledger
-from evaledger.domain.metrics import MetricDefinition, ScoreType
+from evaledger.domain.metrics import MetricDefinition
 from evaledger.judging.budget import Budget, estimate_tokens
 from evaledger.judging.claims import MODES, answer_lines, parse_claims, render_claims
-from evaledger.judging.prompt import CaseToJudge, ParsedReply, RenderedPrompt, parse_reply, render
+from evaledger.judging.prompt import ParsedReply, RenderedPrompt, parse_reply, render
 from evaledger.judging.providers import (
     Completion,
     JudgeRef,
@@ -52,10 +50,12 @@ from evaledger.judging.rubric import (
     render_with_rubrics,
     rubric_of,
 )
+from evaledger.judging.selection import PlannedCase, Selection, pass_notes, select_cases
 
 __all__ = [
     "JudgeOptions",
     "JudgeReport",
+    "JudgingInterrupted",
     "Plan",
     "dry_run_prompts",
     "plan",
@@ -98,16 +98,6 @@ class JudgeOptions:
     """Judge these metrics by these rubrics (a registered metric may carry its own)."""
 
 
-@dataclass(frozen=True)
-class PlannedCase:
-    """One case to judge."""
-
-    case_id: UUID
-    key: str
-    repetition: int
-    subject: CaseToJudge
-
-
 @dataclass
 class Plan:
     """A validated judging pass, ready to run."""
@@ -122,6 +112,8 @@ class Plan:
     prices: dict[str, tuple[float, float]]
     options: JudgeOptions
     rubrics: dict[str, JudgeRubric] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the new verdicts will not change, or will count as errors (judging/selection.py)."""
 
     @property
     def calls(self) -> int:
@@ -307,13 +299,14 @@ def plan(
                 field="max_cost",
             )
     judges, self_judged = _judges(options, refs, env, agent_vendor)
-    selection = _Selection(
+    selection = Selection(
         missing_only=options.missing_only,
         retry_errors=options.retry_errors,
         done_by=ClaimsVerified if options.claims else JudgeVerdictRecorded,
-        metrics=metrics,
+        metrics=tuple((m.name, m.score_type) for m in metrics),
     )
-    cases, skipped = _cases(ledger, run.case_ids, created.agent, selection)
+    selected = select_cases(ledger, run.case_ids, created.agent, selection, created.spec)
+    notes = [] if options.claims else pass_notes(created.spec, [m.name for m in metrics], selected)
     # The flag, else the run config's judge temperature, else Connexity's 0.2.
     temperature = next(
         t
@@ -325,91 +318,14 @@ def plan(
         judges=judges,
         self_judged=self_judged,
         metrics=metrics,
-        cases=cases,
-        skipped=skipped,
+        cases=selected.cases,
+        skipped=selected.skipped,
         params={"temperature": temperature, "max_tokens": options.max_tokens},
         prices=prices,
         options=options,
         rubrics=rubrics,
+        notes=notes,
     )
-
-
-@dataclass(frozen=True)
-class _Selection:
-    """Which cases with a transcript a pass judges."""
-
-    missing_only: bool
-    retry_errors: bool
-    done_by: type[JudgeVerdictRecorded | ClaimsVerified]
-    metrics: tuple[MetricDefinition, ...]
-
-    def wants(self, events: Sequence[Any]) -> bool:
-        """Whether a case is judged: all, or those the flags pick (both flags: either).
-
-        --missing-only: no valid verdict yet (none at all, or only error verdicts: a failed call
-        is not a judgement); --retry-errors: its counted verdict is an error (it has verdicts,
-        none valid).
-        """
-        if not (self.missing_only or self.retry_errors):
-            return True
-        invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
-        active = [
-            e
-            for e in events
-            if isinstance(e, self.done_by)
-            and not (isinstance(e, JudgeVerdictRecorded) and e.verdict_id in invalidated)
-        ]
-        valid = any(self._valid(e) for e in active)
-        if self.missing_only and not valid:
-            return True
-        return self.retry_errors and bool(active) and not valid
-
-    def _valid(self, event: JudgeVerdictRecorded | ClaimsVerified) -> bool:
-        # The judge-error rule of scoring (DESIGN §3.1): an error, a reply that did not parse, or
-        # a metric of the pass without its score makes the verdict an error verdict; a case
-        # counts an error verdict only when none of its active verdicts is valid.
-        if event.error is not None:
-            return False
-        if isinstance(event, ClaimsVerified):
-            return True
-        if event.parse_status is not ParseStatus.PARSED:
-            return False
-        by_metric = {m.metric: m for m in event.metric_scores}
-        for metric in self.metrics:
-            found = by_metric.get(metric.name)
-            value = (
-                None
-                if found is None
-                else (found.passed if metric.score_type is ScoreType.BINARY else found.score)
-            )
-            if value is None:
-                return False
-        return True
-
-
-def _cases(
-    ledger: Ledger, case_ids: Sequence[UUID], agent: Any, selection: _Selection
-) -> tuple[list[PlannedCase], int]:
-    """Cases with a transcript that the selection wants; the others are skipped."""
-    planned: list[PlannedCase] = []
-    skipped = 0
-    for case_id in case_ids:
-        events = ledger.events_of(case_id)
-        opened = events[0]
-        assert isinstance(opened, CaseOpened)
-        transcript = next((e for e in events if isinstance(e, TranscriptRecorded)), None)
-        if transcript is None or not transcript.turns or not selection.wants(events):
-            skipped += 1
-            continue
-        planned.append(
-            PlannedCase(
-                case_id=case_id,
-                key=opened.test_case.key,
-                repetition=opened.repetition,
-                subject=CaseToJudge(opened.test_case, agent, transcript.turns),
-            )
-        )
-    return planned, skipped
 
 
 def _identity(judge: Provider, params: Mapping[str, Any], version: str | None) -> JudgeIdentity:
@@ -597,6 +513,8 @@ class _Pass:
         self.semaphore = asyncio.Semaphore(plan_.options.concurrency)
         self.refused = asyncio.Event()
         self.lock = asyncio.Lock()
+        self.counting = threading.Lock()
+        """Guards the report: events are recorded and counted in worker threads."""
         limit = plan_.options.max_cost_usd
         self.budget = None if limit is None else Budget(limit)
         self.report.max_cost_usd = limit
@@ -623,7 +541,7 @@ class _Pass:
             if self.budget is not None:
                 estimate = _estimated_cost(self.plan, judge, prompt) or 0.0
                 if not await self.budget.reserve(estimate):
-                    async with self.lock:
+                    with self.counting:
                         self.report.budget_stopped = True
                         self.report.calls_not_made += 1
                     return
@@ -641,26 +559,35 @@ class _Pass:
             finally:
                 if self.budget is not None:
                     await self.budget.settle(estimate, actual)
+        await asyncio.to_thread(self.record, case, judge, judged)
+
+    def record(self, case: PlannedCase, judge: Provider, judged: Judged) -> None:
+        """Record a call's event and count it, in the worker thread.
+
+        A Ctrl-C that cancels the pass while the event is written still finds it counted
+        (asyncio.run waits for the thread).
+        """
         cls = ClaimsVerified if self.plan.options.claims else JudgeVerdictRecorded
-        written = await asyncio.to_thread(
-            self.ledger.record, case.case_id, cls, self.ctx, judged.fields, judgement=True
-        )
-        async with self.lock:
+        written = self.ledger.record(case.case_id, cls, self.ctx, judged.fields, judgement=True)
+        with self.counting:
             _count(self.report, case, judge, judged, written.position)
 
 
-async def _execute(
-    ledger: Ledger, plan_: Plan, ctx: Context, progress: Progress | None
-) -> JudgeReport:
-    running = _Pass(ledger, plan_, ctx, progress)
+async def _execute(running: _Pass) -> JudgeReport:
     try:
-        await asyncio.gather(*(running.judge_case(c) for c in plan_.cases))
+        await asyncio.gather(*(running.judge_case(c) for c in running.plan.cases))
     finally:
-        for judge in plan_.judges:
+        for judge in running.plan.judges:
             await judge.close()
-    report = running.report
-    report.failures.sort(key=lambda f: (f.test_case_key, f.judge))
-    return report
+    return running.report
+
+
+class JudgingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a pass; `report` counts what was recorded (it stays recorded)."""
+
+    def __init__(self, report: JudgeReport) -> None:
+        super().__init__("judging interrupted")
+        self.report = report
 
 
 def _empty_report(plan_: Plan) -> JudgeReport:
@@ -675,6 +602,7 @@ def _empty_report(plan_: Plan) -> JudgeReport:
         self_judged=plan_.self_judged,
         claim_mode=plan_.options.claims,
         max_cost_usd=plan_.options.max_cost_usd,
+        notes=list(plan_.notes),
     )
 
 
@@ -717,7 +645,18 @@ def run_plan(
         report = _empty_report(plan_)
         report.estimate = estimate_plan(plan_)
         return report
-    return asyncio.run(_execute(ledger, plan_, ctx, progress))
+    running = _Pass(ledger, plan_, ctx, progress)
+    try:
+        asyncio.run(_execute(running))
+    except KeyboardInterrupt as e:
+        running.report.interrupted = True
+        raise JudgingInterrupted(_sorted(running.report)) from e
+    return _sorted(running.report)
+
+
+def _sorted(report: JudgeReport) -> JudgeReport:
+    report.failures.sort(key=lambda f: (f.test_case_key, f.judge))
+    return report
 
 
 async def _close_all(judges: Sequence[Provider]) -> None:

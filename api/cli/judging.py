@@ -7,6 +7,7 @@ the budget stopped the pass, 3 when no call reached the provider, 2 on bad input
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +50,21 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
     from evaledger.domain.ledger import Context
     from evaledger.judging.providers import environment
-    from evaledger.judging.runner import dry_run_prompts, plan, run_plan
+    from evaledger.judging.report import EXIT_INTERRUPTED
+    from evaledger.judging.runner import JudgingInterrupted, dry_run_prompts, plan, run_plan
 
     run_id = resolve_run(services, args.run, args.project)
     if args.rescore:
         return rescore(services, run_id, args)
-    planned = plan(services.ledger, run_id, options_from(args), environment())
+    try:
+        planned = plan(services.ledger, run_id, options_from(args), environment())
+    except (KeyboardInterrupt, RuntimeError) as e:
+        # Python 3.11 wraps a Ctrl-C that lands while a class is built (the SDKs load lazily
+        # here) in a RuntimeError.
+        if not isinstance(e, KeyboardInterrupt) and not isinstance(e.__cause__, KeyboardInterrupt):
+            raise
+        print("interrupted before any judge call: nothing recorded", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.dry_run:
         report = run_plan(services.ledger, planned, Context(actor=args.actor))
         prompts = dry_run_prompts(planned)
@@ -67,6 +77,8 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     progress = Progress("judging cases")
     try:
         report = run_plan(services.ledger, planned, Context(actor=args.actor), progress)
+    except JudgingInterrupted as e:
+        report = e.report  # Ctrl-C: what was recorded stays recorded; say what and exit 130
     finally:
         progress.done()
     if args.json:
@@ -118,12 +130,18 @@ def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
 
 def print_report(report: JudgeReport) -> None:
     """Calls, tokens, cost and failures of a judging pass."""
-    what = "would make" if report.dry_run else "made"
+    if report.dry_run:
+        made = f"would make {report.calls} calls"
+    elif report.not_judged:
+        made = f"made {report.attempted_calls} of {report.calls} planned calls"
+    else:
+        made = f"made {report.calls} calls"
     print(
         f"judge {', '.join(report.judges)} on run {report.run_id}: {report.cases} cases "
-        f"({report.skipped} skipped), {what} {report.calls} calls"
-        + (" [self-judged]" if report.self_judged else "")
+        f"({report.skipped} skipped), {made}" + (" [self-judged]" if report.self_judged else "")
     )
+    for note in report.notes:
+        print(f"note: {note}")
     if report.dry_run:
         if report.estimate is not None:
             e = report.estimate
@@ -147,6 +165,11 @@ def print_report(report: JudgeReport) -> None:
         f"{what} {report.verdicts}: {report.parsed} parsed, {report.errors} errors; "
         f"tokens {report.prompt_tokens} in / {report.completion_tokens} out; cost {cost}"
     )
+    _print_failures(report)
+    _print_outcome(report)
+
+
+def _print_failures(report: JudgeReport) -> None:
     if report.errors:
         kinds = ", ".join(
             f"{n} {kind.replace('_', ' ')}" for kind, n in report.error_counts().items() if n
@@ -161,16 +184,35 @@ def print_report(report: JudgeReport) -> None:
             f"rate limited {report.rate_limit_waits} times: waited out "
             f"{report.rate_limit_wait_s:.1f} s (Retry-After)"
         )
+
+
+def _print_outcome(report: JudgeReport) -> None:
+    """Why the pass stopped short, its exit code, and the flag that judges what is left."""
+    left = report.not_judged
     if report.budget_stopped:
         print(
-            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): "
-            f"{report.calls_not_made} calls not made; what was judged stays judged"
+            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): {left} of "
+            f"{report.calls} planned calls not made; what was judged stays judged"
+        )
+    if report.interrupted:
+        print(
+            f"interrupted (Ctrl-C): {report.verdicts} verdicts recorded stay recorded; {left} of "
+            f"{report.calls} planned calls made no verdict (calls in flight were dropped)"
         )
     code = report.exit_code()
+    # --missing-only judges cases without a valid verdict (none yet, or only errors);
+    # --retry-errors only those whose counted verdict is an error.
+    again = (
+        "judge the rest with --missing-only"
+        if left
+        else "judge the errored cases again with --retry-errors"
+    )
     if code == 3:
         print(f"no call reached the provider ({report.attempted_calls} attempted): exit 3")
     elif code == 1:
-        print("not every planned case got a parsed verdict: exit 1 (retry with --retry-errors)")
+        print(f"not every planned case got a parsed verdict: exit 1 ({again})")
+    elif report.interrupted:
+        print(f"exit {code} ({again})")
 
 
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
