@@ -229,7 +229,9 @@ class PairAgreement(BaseModel):
     raters: tuple[str, str] = Field(description="The two judges (provider:model).")
     items: int = Field(description="Items both rated.")
     percent_agreement: float | None = Field(description="Share of identical values.")
-    cohen_kappa: float | None = Field(description="Cohen's κ (nominal); null when undefined.")
+    cohen_kappa: float | None = Field(
+        description="Cohen's κ (nominal); null when undefined or under 10 items."
+    )
 
 
 class MeasureAgreement(BaseModel):
@@ -248,7 +250,7 @@ class MeasureAgreement(BaseModel):
     reliability: Reliability = Field(
         default=Reliability.INSUFFICIENT_DATA,
         description="ok (30+ items), few_items (10-29: read the interval), insufficient_data "
-        "(under 10: α and κ are null, not reported; `pairs` keeps each pair's κ for audit).",
+        "(under 10: α and κ are null, not reported, as is a pair's κ under 10 items).",
     )
     alpha_interval: Interval | None = Field(
         default=None, description="Bootstrap 95 % interval of α; null under 10 items."
@@ -283,11 +285,11 @@ def measure_agreement(measure: str, ratings: Ratings) -> MeasureAgreement:
                 raters=(a, b),
                 items=len(both),
                 percent_agreement=percent_agreement(both),
-                cohen_kappa=cohen_kappa(both),
+                cohen_kappa=cohen_kappa(both) if len(both) >= MIN_ITEMS else None,
             )
         )
     # Under MIN_ITEMS items no figure is given (issue 22): a κ of −0.5 over two items reads as a
-    # finding. The per-pair rows keep their counts and values for an auditor who asks.
+    # finding. The per-pair rows keep their item counts and percent agreement.
     reported = level is not Reliability.INSUFFICIENT_DATA
     return MeasureAgreement(
         measure=measure,
@@ -321,19 +323,35 @@ class HumanAgreement(BaseModel):
     measure: str = Field(description="A metric id, or `case_passed`.")
     items: int = Field(description="Values compared (overridden verdicts and labelled cases).")
     percent_agreement: float | None = Field(description="Share where the human agreed.")
-    cohen_kappa: float | None = Field(description="Cohen's κ judge vs human; null if undefined.")
+    cohen_kappa: float | None = Field(
+        description="Cohen's κ judge vs human; null if undefined or under 10 items."
+    )
+    reliability: Reliability = Field(
+        default=Reliability.INSUFFICIENT_DATA,
+        description="ok (30+ items), few_items (10-29: read the interval), insufficient_data "
+        "(under 10: κ is null, not reported).",
+    )
+    kappa_interval: Interval | None = Field(
+        default=None, description="Bootstrap 95 % interval of κ; null under 10 items."
+    )
 
 
 def human_agreement(
     judge: str, measure: str, pairs: Sequence[tuple[float, float]]
 ) -> HumanAgreement:
-    """Judge vs human on one measure."""
+    """Judge vs human on one measure: κ with its interval from 10 items, as between judges."""
+    level = reliability(len(pairs))
+    reported = level is not Reliability.INSUFFICIENT_DATA
     return HumanAgreement(
         judge=judge,
         measure=measure,
         items=len(pairs),
         percent_agreement=percent_agreement(pairs),
-        cohen_kappa=cohen_kappa(pairs),
+        cohen_kappa=cohen_kappa(pairs) if reported else None,
+        reliability=level,
+        kappa_interval=(
+            interval_of(resampled_kappas(pairs, bootstrap_counts(len(pairs)))) if reported else None
+        ),
     )
 
 

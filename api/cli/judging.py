@@ -218,7 +218,7 @@ def _print_outcome(report: JudgeReport) -> None:
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
     # Deferred for start-up (issue 19): the agreement measures and the votes projection.
-    from evaledger.api.agreement import agreement_notes, agreement_of
+    from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
     from evaledger.scoring.agreement import shown
 
     run_id = resolve_run(services, args.run, args.project)
@@ -250,11 +250,19 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
         print("judge vs human (overrides and reviewers' labels):")
         print_table(
             [
-                (h.judge, h.measure, h.items, h.percent_agreement, h.cohen_kappa)
+                (
+                    h.judge,
+                    h.measure,
+                    h.items,
+                    h.percent_agreement,
+                    shown(h.cohen_kappa, h.reliability, h.kappa_interval),
+                )
                 for h in report.human
             ],
-            ["judge", "measure", "items", "agreement", "kappa"],
+            ["judge", "measure", "items", "agreement", "kappa [95% CI]"],
         )
+        for note in human_notes(report.human):
+            print(note)
     return EXIT_OK
 
 

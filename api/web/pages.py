@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from evaledger.api.agreement import agreement_notes, agreement_of
+from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
 from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
@@ -719,6 +719,7 @@ def agreement_page(
             "report": report,
             "measures": measures,
             "notes": agreement_notes(measures),
+            "human_notes": human_notes(report.human),
             "shown": shown,
         }
 

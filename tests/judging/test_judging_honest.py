@@ -154,12 +154,26 @@ def test_max_cost_stops_before_the_budget_is_exceeded(
         capsys, sqlite_url, "judge", run_id, *OPENAI, "--max-cost", f"{budget:.6f}"
     )
     assert code == 1 and judges.calls() == 1
-    assert "stopped at the budget" in out and "1 calls not made" in out
-    assert "verdicts 1: 1 parsed, 0 errors" in out
+    assert "made 1 of 2 planned calls" in out and "stopped at the budget" in out
+    assert "1 of 2 planned calls not made" in out and "verdicts 1: 1 parsed, 0 errors" in out
     code, out, _ = run_cli(
         capsys, sqlite_url, "judge", run_id, *OPENAI, "--max-cost", "0", "--json"
     )
     assert code == 2 and judges.calls() == 1
+    # The advice printed judges exactly the case the budget left (--retry-errors would pick
+    # none: that case has no verdict, so no error verdict either).
+    assert "judge the rest with --missing-only" in out_of_budget(capsys, sqlite_url, run_id)
+    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--retry-errors")
+    assert (code, judges.calls()) == (0, 1) and "0 cases (3 skipped)" in out
+    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--missing-only")
+    assert (code, judges.calls()) == (0, 2) and "1 cases (2 skipped)" in out
+
+
+def out_of_budget(capsys: pytest.CaptureFixture[str], db: str, run_id: str) -> str:
+    """A pass whose first call does not fit the budget: nothing is called, exit 1."""
+    code, out, _ = run_cli(capsys, db, "judge", run_id, *OPENAI, "--max-cost", "0.000001")
+    assert code == 1 and "made 0 of 2 planned calls" in out
+    return out
 
 
 def test_max_cost_refuses_a_judge_without_a_price(

@@ -73,10 +73,16 @@ def test_alpha_edge_cases() -> None:
 
 
 def test_measure_agreement_gives_kappa_only_for_two_judges() -> None:
-    # Two items: no headline figure (insufficient data); the pair keeps its κ for audit.
+    # Two items: no figure (insufficient data), not even the pair's κ (0.0 here); the pair keeps
+    # its item count and percent agreement.
     two = measure_agreement("m", {"u": {"a": 1, "b": 1}, "v": {"a": 2, "b": 1}})
     assert (two.items, two.cohen_kappa, two.krippendorff_alpha) == (2, None, None)
-    assert (two.pairs[0].items, two.pairs[0].cohen_kappa) == (2, 0.0)
+    assert cohen_kappa([(1, 1), (2, 1)]) == 0.0
+    assert (two.pairs[0].items, two.pairs[0].cohen_kappa, two.pairs[0].percent_agreement) == (
+        2,
+        None,
+        0.5,
+    )
     # Ten items: the headline κ is the pair's κ (9 of 10 agree, categories 1 and 2 only).
     ten = measure_agreement(
         "m", {f"u{i}": {"a": 1 + (i % 2), "b": 1 + (i % 2) if i else 2} for i in range(10)}
@@ -147,14 +153,15 @@ def test_the_run_report_has_exact_kappa_alpha_and_judge_vs_human(store_services:
     # α (ordinal): n2 = 2, n3 = 1, n4 = 3, n5 = 2; Σoδ² = 2·4 = 8; Σ n_c n_k δ² = 624;
     # α = 1 − 7 · 8 / 624 = 71/78.
     assert (tool.measure, tool.items) == ("tool_routing", 4)
-    # Four items are too few for a headline figure (issue 22: under 10, insufficient data); the
-    # pair row keeps κ for audit, and α is the ordinal α of the same ratings.
+    # Four items are too few for a figure (issue 22: under 10, insufficient data), the pair
+    # row's κ included; the coefficients of the same ratings are the ones computed above.
     assert (tool.reliability.value, tool.cohen_kappa, tool.krippendorff_alpha) == (
         "insufficient_data",
         None,
         None,
     )
-    assert tool.pairs[0].cohen_kappa == pytest.approx(2 / 3, abs=1e-12)
+    assert (tool.pairs[0].items, tool.pairs[0].cohen_kappa) == (4, None)
+    assert cohen_kappa([(4, 4), (4, 3), (2, 2), (5, 5)]) == pytest.approx(2 / 3, abs=1e-12)
     ratings = {
         f"c{i}": {"A": a, "B": b} for i, (a, b) in enumerate([(4, 4), (4, 3), (2, 2), (5, 5)])
     }
@@ -164,12 +171,15 @@ def test_the_run_report_has_exact_kappa_alpha_and_judge_vs_human(store_services:
     # κ = (3/4 − 1/2) / (1 − 1/2) = 1/2; α (binary) = 1 − 7 · 32 / 480 = 8/15.
     passed = report.case_passed
     assert (passed.items, passed.cohen_kappa, passed.krippendorff_alpha) == (4, None, None)
-    assert passed.pairs[0].cohen_kappa == pytest.approx(0.5, abs=1e-12)
+    assert passed.pairs[0].cohen_kappa is None
+    assert cohen_kappa([(1, 1), (1, 0), (0, 0), (1, 1)]) == pytest.approx(0.5, abs=1e-12)
     # The human changed A's 4 to 3 on c2 and failed the case A passed.
     human = {(h.judge, h.measure): h for h in report.human}
     assert len(human) == 9
     tr = human[("openai:gpt-4.1", "tool_routing")]
-    assert (tr.items, tr.percent_agreement, tr.cohen_kappa) == (1, 0.0, 0.0)
+    # One value a human judged too: no κ (its 0.0 would read as a finding), insufficient data.
+    assert (tr.items, tr.percent_agreement, tr.cohen_kappa) == (1, 0.0, None)
+    assert tr.reliability.value == "insufficient_data" and tr.kappa_interval is None
     cp = human[("openai:gpt-4.1", "case_passed")]
     assert (cp.items, cp.percent_agreement) == (1, 0.0)
 
