@@ -140,6 +140,12 @@ class JudgeReportOut(BaseModel):
     max_cost_usd: float | None = Field(description="The budget of the pass, if any (USD).")
     budget_stopped: bool = Field(description="The budget stopped the pass; calls were left.")
     calls_not_made: int = Field(description="Calls left because of the budget.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the new verdicts will not change (an earlier valid verdict counts under "
+        "panel `first`) or will count as judge errors (the pass does not score the spec's "
+        "metrics).",
+    )
     exit_code: int = Field(
         description="As the CLI: 0 every case parsed, 1 an error verdict or the budget, 3 no call "
         "reached the provider."

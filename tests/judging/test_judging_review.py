@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.agreement import agreement_notes, human_notes
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.ledger import Context
@@ -25,7 +25,7 @@ from evaledger.judging.rubric import JudgeRubric, load_rubrics, render_with_rubr
 from evaledger.scoring.agreement import cohen_kappa, human_agreement, measure_agreement
 from tests.fake_judges import Answer, FakeJudges, default_script, serve
 from tests.helpers import bundle, case, scores
-from tests.judging.test_judging_cli import count, import_file, run_cli
+from tests.judging.test_judging_cli import count, import_file, run_cli, wait_for
 from tests.judging.test_judging_prompt import FULL
 from tests.scoring.test_agreement import verdict
 
@@ -173,6 +173,19 @@ def test_a_pass_says_when_its_verdicts_will_not_count_or_will_count_as_errors(
     code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--dry-run")
     assert "note: 2 of the 2 cases had a valid verdict before this pass: under the run's " in out
     assert "panel policy `first` the earliest valid verdict counts" in out
+    # The API's judging job reports the same notes.
+    services = build_services(Settings(db=sqlite_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            body = {"judges": ["openai:gpt-4.1"], "metrics": ["tool_routing"], "dry_run": True}
+            started = client.post(f"/runs/{run_id}/judge", json=body)
+            assert started.status_code == 202, started.text
+            job = wait_for(client, started.json()["job_id"])
+    finally:
+        services.close()
+    notes = job["report"]["notes"]
+    assert notes[0].startswith("this pass does not score parameter_extraction, ")
+    assert notes[1].startswith("2 of the 2 cases had a valid verdict before this pass")
 
 
 # ---------------------------------------------------------------------------------------------
