@@ -97,6 +97,23 @@ def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
         raise ValidationError(
             "rubric: --rescore reads the replies under a --rubric FILE", field="rubric"
         )
+    calling = {
+        "judge": args.judge,
+        "metric": args.metric,
+        "panel": args.panel,
+        "missing_only": args.missing_only,
+        "retry_errors": args.retry_errors,
+        "max_cost": args.max_cost is not None,
+        "dry_run": args.dry_run,
+        "claims": args.claims,
+    }
+    given = [name for name, value in calling.items() if value]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ValidationError(
+            f"{given[0]}: {flag} selects or calls judges; --rescore calls none (drop one)",
+            field=given[0],
+        )
     rows = rescore_run(services.ledger, run_id, options_from(args).rubrics)
     if args.json:
         emit_json({"run_id": str(run_id), "rescored": [r.as_json() for r in rows]})

@@ -250,3 +250,16 @@ def test_judge_vs_human_kappa_needs_ten_values_and_carries_its_interval(
     assert human_notes([human_agreement("j", "m", [(1, 1)] * 3)]) == [
         "insufficient data (fewer than 10 values a human judged too): j m"
     ]
+
+
+@pytest.mark.parametrize(
+    "flag", [("--retry-errors",), ("--max-cost", "1"), ("--dry-run",), ("--judge", "openai:x")]
+)
+def test_rescore_refuses_the_flags_of_a_judging_pass(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: tuple[str, ...]
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    rubric = _write(tmp_path, "r.yaml", YES_NO)
+    args = ("judge", run_id, "--rubric", str(rubric), "--rescore", *flag)
+    code, _, err = run_cli(capsys, sqlite_url, *args)
+    assert code == 2 and f"{flag[0]} selects or calls judges; --rescore calls none" in err
