@@ -99,7 +99,6 @@ def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
         )
     calling = {
         "judge": args.judge,
-        "metric": args.metric,
         "panel": args.panel,
         "missing_only": args.missing_only,
         "retry_errors": args.retry_errors,
