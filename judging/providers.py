@@ -207,7 +207,11 @@ def _sdk_errors(sdk: Any, ref: JudgeRef) -> Iterator[None]:
     except sdk.APITimeoutError:
         raise ProviderError("timed out", reached=False, timed_out=True) from None
     except sdk.APIConnectionError as e:
-        raise ProviderError(e.message, reached=False) from None
+        # "Connection error." alone does not say where: name the URL and the socket's reason.
+        url = getattr(getattr(e, "request", None), "url", None)
+        cause = f": {e.__cause__}" if e.__cause__ is not None and str(e.__cause__) else ""
+        where = f" ({url}{cause})" if url is not None else ""
+        raise ProviderError(f"{e.message}{where}", reached=False) from None
     except sdk.APIError as e:
         raise ProviderError(e.message) from None
 

@@ -1,7 +1,8 @@
 """`evaledger judge` and `evaledger agreement` (DESIGN §10): the ledger judges transcripts.
 
 `judge` exits 0 only when every planned case got a parsed verdict, 1 when a verdict is an error or
-the budget stopped the pass, 3 when no call reached the provider, 2 on bad input (issue 22).
+the budget stopped the pass, 3 when no call reached the provider, 2 on bad input, 130 on Ctrl-C
+(issue 22).
 """
 
 from __future__ import annotations
@@ -308,7 +309,8 @@ def _register_judge(sub: Any, common: argparse.ArgumentParser) -> None:
         "verdict with its prompt and raw reply. Keys come from OPENAI_API_KEY / "
         "ANTHROPIC_API_KEY (base URLs from OPENAI_BASE_URL / ANTHROPIC_BASE_URL). Exit 0: every "
         "planned case got a parsed verdict; 1: an error verdict or the budget stopped it; 3: no "
-        "call reached the provider.",
+        "call reached the provider; 130: Ctrl-C (what was recorded stays; --missing-only judges "
+        "the rest).",
     )
     _judge_selection_args(p)
     _judge_rubric_args(p)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,26 @@ def test_rescore_refuses_the_flags_of_a_judging_pass(
     args = ("judge", run_id, "--rubric", str(rubric), "--rescore", *flag)
     code, _, err = run_cli(capsys, sqlite_url, *args)
     assert code == 2 and f"{flag[0]} selects or calls judges; --rescore calls none" in err
+
+
+def test_a_provider_that_cannot_be_reached_exits_3_naming_where(
+    sqlite_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    closed = _closed_port()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed}/v1")
+    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)
+    assert code == 3 and "no call reached the provider (2 attempted): exit 3" in out
+    assert f"Connection error. (http://127.0.0.1:{closed}/v1/chat/completions" in out
+    assert "errors by kind: 2 provider error" in out
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # closed again: nothing listens there
