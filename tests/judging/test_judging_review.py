@@ -48,10 +48,10 @@ def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
 
 
 def test_ctrl_c_in_a_pass_keeps_what_was_recorded_and_exits_130(
-    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
-    run_id = import_file(tmp_path, capsys, sqlite_url)
-    before = count(sqlite_url)
+    run_id = import_file(tmp_path, capsys, store_url)
+    before = count(store_url)
 
     def script(kind: str, body: dict[str, Any]) -> Answer:
         if judges.calls() == 1:
@@ -61,14 +61,14 @@ def test_ctrl_c_in_a_pass_keeps_what_was_recorded_and_exits_130(
         return Answer(text="{}", delay_s=5)
 
     judges.script = script
-    code, out, err = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)
+    code, out, err = run_cli(capsys, store_url, "judge", run_id, *OPENAI)
     assert code == 130 and "Traceback" not in err
     assert "made 1 of 2 planned calls" in out and "verdicts 1: 1 parsed, 0 errors" in out
     assert "interrupted (Ctrl-C): 1 verdicts recorded stay recorded" in out
     assert "exit 130 (judge the rest with --missing-only)" in out
-    assert count(sqlite_url) == before + 1
+    assert count(store_url) == before + 1
     judges.mode("ok")
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--missing-only")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--missing-only")
     assert code == 0 and "1 cases (2 skipped)" in out and judges.calls() == 3
 
 
@@ -159,22 +159,29 @@ def test_a_rubric_keeps_its_label_order_stored_and_in_its_hash() -> None:
 
 
 def test_a_pass_says_when_its_verdicts_will_not_count_or_will_count_as_errors(
-    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
-    run_id = import_file(tmp_path, capsys, sqlite_url)
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--dry-run", "--json")
+    run_id = import_file(tmp_path, capsys, store_url)
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--dry-run", "--json")
     assert code == 0 and orjson.loads(out)["notes"] == []
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--metric", "tool_routing")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--metric", "tool_routing")
     assert code == 0 and "note: this pass does not score parameter_extraction, " in out
     assert "under that spec its verdicts are judge errors (judge_errors: score_zero)" in out
-    code, out, _ = run_cli(capsys, sqlite_url, "show", run_id)
+    code, out, _ = run_cli(capsys, store_url, "show", run_id)
     assert "2 judge errors counted as 0" in out  # what the note said
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI)
     assert code == 0 and "note:" not in out
-    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--dry-run")
+    code, out, _ = run_cli(capsys, store_url, "judge", run_id, *OPENAI, "--dry-run")
     assert "note: 2 of the 2 cases had a valid verdict before this pass: under the run's " in out
     assert "panel policy `first` the earliest valid verdict counts" in out
-    # The API's judging job reports the same notes.
+
+
+def test_the_api_judging_job_reports_the_notes(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    # On SQLite the job runs in the server's process (PostgreSQL queues it for a worker).
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+    assert run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI)[0] == 0
     services = build_services(Settings(db=sqlite_url))
     try:
         with TestClient(create_app(services=services)) as client:
