@@ -241,14 +241,17 @@ def default_rubric(definition: MetricDefinition) -> JudgeRubric:
     )
 
 
-def check_rubric(definition: MetricDefinition, rubric: JudgeRubric) -> None:
-    """A binary metric needs a binary scale, a scored one any other (refused before any call)."""
+def check_rubric(definition: MetricDefinition, rubric: JudgeRubric, field: str = "rubric") -> None:
+    """A binary metric needs a binary scale, a scored one any other (refused before any call).
+
+    `field` names the input that carries the scale (`judge_rubric.scale` in an HTTP body).
+    """
     binary_scale = rubric.scale.kind is ScaleKind.BINARY
     if binary_scale != (definition.score_type is ScoreType.BINARY):
         raise ValidationError(
-            f"rubric: metric {definition.name} is {definition.score_type.value} but its rubric's "
-            f"scale is {rubric.scale.kind.value}",
-            field="rubric",
+            f"{field}: metric {definition.name} is {definition.score_type.value} but its "
+            f"rubric's scale is {rubric.scale.kind.value}",
+            field=field,
         )
 
 

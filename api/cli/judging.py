@@ -73,7 +73,7 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
             emit_json({**report.as_json(), "prompts": prompts})
         else:
             print_report(report)
-            print_planned_calls(prompts)
+            print_planned_calls(prompts, len(report.judges))
         return EXIT_OK
     progress = Progress("judging cases")
     try:
@@ -133,13 +133,14 @@ def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_planned_calls(prompts: list[dict[str, Any]]) -> None:
-    """One line per planned case of a dry run: its estimated tokens and cost."""
+def print_planned_calls(prompts: list[dict[str, Any]], judges: int = 1) -> None:
+    """One line per planned case of a dry run: its estimated tokens and cost (all its calls)."""
+    calls = f" ({judges} calls)" if judges > 1 else ""
     for p in prompts[:50]:
         e = p["estimate"]
         print(
-            f"  would judge {p['test_case_key']}#{p['repetition']}: ~{e['prompt_tokens']} in / "
-            f"~{e['completion_tokens']} out tokens, ~${e['cost_usd']:.4f} (estimate)"
+            f"  would judge {p['test_case_key']}#{p['repetition']}{calls}: ~{e['prompt_tokens']} "
+            f"in / ~{e['completion_tokens']} out tokens, ~${e['cost_usd']:.4f} (estimate)"
         )
     if len(prompts) > 50:
         print(f"  … and {len(prompts) - 50} more")
@@ -208,8 +209,16 @@ def _print_outcome(report: JudgeReport) -> None:
     left = report.not_judged
     if report.budget_stopped:
         print(
-            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}): {left} of "
-            f"{report.calls} planned calls not made; what was judged stays judged"
+            f"stopped at the budget (--max-cost ${report.max_cost_usd:.4f}, spent "
+            f"${report.cost_usd:.4f}): {left} of {report.calls} planned calls not made; what was "
+            "judged stays judged"
+        )
+    if report.max_cost_usd is not None and report.cost_usd > report.max_cost_usd:
+        # The guard reserves each call's estimate; a judge that wrote more than estimated can
+        # take the pass past the budget. Say so rather than let the figure pass unremarked.
+        print(
+            f"warning: spent ${report.cost_usd:.4f}, over --max-cost ${report.max_cost_usd:.4f}: "
+            "the calls cost more than their estimates"
         )
     if report.interrupted:
         print(

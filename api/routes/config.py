@@ -137,7 +137,7 @@ class MetricRegistration(MetricDefinition):
                     f"judge_rubric.metric: {self.judge_rubric.metric!r} is not {self.name!r}",
                     field="judge_rubric.metric",
                 )
-            check_rubric(MetricDefinition(**fields), self.judge_rubric)
+            check_rubric(MetricDefinition(**fields), self.judge_rubric, "judge_rubric.scale")
             fields["rubric"] = self.judge_rubric.canonical()
         return MetricDefinition(**fields)
 

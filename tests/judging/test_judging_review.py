@@ -24,7 +24,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import BUILTIN_BY_NAME
 from evaledger.judging.rubric import JudgeRubric, load_rubrics, render_with_rubrics, rubric_of
 from evaledger.scoring.agreement import cohen_kappa, human_agreement, measure_agreement
-from tests.fake_judges import Answer, FakeJudges, default_script, serve
+from tests.fake_judges import Answer, FakeJudges, _wire, default_script, serve
 from tests.helpers import bundle, case, scores
 from tests.judging.test_judging_cli import count, import_file, run_cli, wait_for
 from tests.judging.test_judging_prompt import FULL
@@ -294,3 +294,43 @@ def _closed_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port  # closed again: nothing listens there
+
+
+def test_registering_a_rubric_whose_scale_misfits_the_metric_names_the_scale(
+    services: Services,
+) -> None:
+    rubric = {"metric": "warmth", "criteria": "c", "scale": {"kind": "1-5"}}
+    body = {
+        "name": "warmth",
+        "display_name": "Warmth",
+        "description": "Warm replies.",
+        "tier": "delivery",
+        "default_weight": 0.1,
+        "score_type": "binary",
+        "include_in_defaults": False,
+        "judge_rubric": rubric,
+    }
+    with TestClient(create_app(services=services)) as client:
+        refused = client.post("/config/metrics", json=body)
+        assert refused.status_code == 422 and refused.json()["field"] == "judge_rubric.scale"
+        assert "metric warmth is binary but its rubric's scale is 1-5" in refused.json()["detail"]
+        metrics = client.get("/config/available-metrics").json()["data"]
+        assert "warmth" not in {m["name"] for m in metrics}
+
+
+def test_a_pass_whose_calls_cost_more_than_estimated_says_it_went_over_the_budget(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
+) -> None:
+    run_id = import_file(tmp_path, capsys, sqlite_url)
+
+    def script(kind: str, body: dict[str, Any]) -> Answer:
+        payload = _wire(kind, body, default_script(kind, body).text or "")
+        payload["usage"] = {"prompt_tokens": 200_000, "completion_tokens": 300}  # far past ~3k
+        return Answer(status=200, body=orjson.dumps(payload))
+
+    judges.script = script
+    code, out, _ = run_cli(capsys, sqlite_url, "judge", run_id, *OPENAI, "--max-cost", "0.05")
+    # gpt-4.1 at $2 / M input: the first call's estimate fits, its 200k tokens cost $0.40.
+    assert code == 1 and judges.calls() == 1
+    assert "stopped at the budget (--max-cost $0.0500, spent $0.4024)" in out
+    assert "warning: spent $0.4024, over --max-cost $0.0500" in out
