@@ -31,9 +31,12 @@ if TYPE_CHECKING:
 EPILOG = """\
 exit codes:
   0  ok
-  1  a regression, a failed gate or threshold, a grade below --min-score, a broken hash chain
+  1  a regression, a failed gate or threshold, a grade below --min-score, a broken hash chain,
+     a judge error verdict or a judging pass stopped at --max-cost
   2  usage or input error (the offending argument or field is named)
-  3  infrastructure error: the store does not exist, is unreachable, locked or corrupt
+  3  infrastructure error: the store does not exist, is unreachable, locked or corrupt; no
+     judge call reached the provider
+  130  judge interrupted by Ctrl-C (the verdicts recorded stay)
 
 storage (--db or EVALEDGER_DB):
   sqlite:///relative/dir/     three slashes: a path relative to the working directory
