@@ -214,12 +214,29 @@ class RunRecorder:
         return self
 
     def end(self, error: BaseException | None = None) -> None:
-        """Complete and seal the run, or fail it with the error's text; then disconnect."""
+        """Close the run, then disconnect.
+
+        Without an error it is completed and sealed; an exception fails it with its text; an
+        interruption (Ctrl-C, `sys.exit`) cancels it, as it cancels the case it was in.
+        """
+        if error is None:
+            self._close(lambda: self.backend.complete_run(self.id, f"complete-{self.id}"))
+        elif isinstance(error, Exception):
+            self.fail(error_text(error))
+        else:
+            self.cancel(error_text(error))
+
+    def fail(self, reason: str) -> None:
+        """Close the run as failed, with why; then disconnect."""
+        self._close(lambda: self.backend.fail_run(self.id, reason, f"fail-{self.id}"))
+
+    def cancel(self, reason: str) -> None:
+        """Close the run as canceled, with why; then disconnect."""
+        self._close(lambda: self.backend.cancel_run(self.id, reason, f"cancel-{self.id}"))
+
+    def _close(self, command: Callable[[], None]) -> None:
         try:
-            if error is None:
-                self.backend.complete_run(self.id, f"complete-{self.id}")
-            else:
-                self.backend.fail_run(self.id, error_text(error), f"fail-{self.id}")
+            command()
         finally:
             self._disconnect()
 

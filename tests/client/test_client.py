@@ -107,6 +107,27 @@ def test_an_exception_in_a_case_is_recorded_errored_and_the_run_failed(target: T
     assert by_key["ok"].status.value == "pending"  # ran, but nothing judged it yet
 
 
+def test_an_interrupted_block_cancels_its_case_and_its_run(target: Target) -> None:
+    """Ctrl-C (KeyboardInterrupt) is no failure of the agent: the case and the run are canceled."""
+
+    def record() -> None:
+        with evaledger.run("ctrl-c", agent="bot", key="ctrl-c-1", **target.kwargs) as run:
+            with run.case("ran") as case:
+                case.turn("assistant", "fine", latency_ms=5)
+            with run.case("interrupted"):
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        record()
+    with evaledger.open(**target.kwargs) as reader:
+        report = reader.show("ctrl-c-1")
+    assert (report.run.status, report.run.reason) == ("canceled", "KeyboardInterrupt")
+    assert {c.test_case_key: c.status.value for c in report.cases} == {
+        "ran": "pending",
+        "interrupted": "canceled",
+    }
+
+
 def test_bad_input_raises_a_typed_error_naming_the_field_and_stores_nothing(
     target: Target,
 ) -> None:

@@ -224,3 +224,63 @@ def test_the_hook_is_registered_and_inert_without_a_store(
     monkeypatch.delenv("EVALEDGER_URL")
     monkeypatch.setenv("EVALEDGER_DB", "sqlite:///nowhere/")
     assert EvaledgerHooks().enabled() is True
+
+
+# A task whose second sample raises: under Inspect's default `fail_on_error` the task errors,
+# and Inspect calls `on_run_end` but never `on_task_end` for it.
+FAILING_EVAL = """
+import sys
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import includes
+from inspect_ai.solver import solver
+
+def reply(text):
+    out = ModelOutput.from_content(model="mockllm/model", content=text)
+    out.usage = ModelUsage(input_tokens=7, output_tokens=3, total_tokens=10)
+    return out
+
+@solver
+def flaky():
+    async def solve(state, generate):
+        if state.sample_id == "b":
+            raise RuntimeError("solver blew up")
+        return await generate(state)
+    return solve
+
+task = Task(
+    name="flaky",
+    dataset=[Sample(id="a", input="Say hello", target="hello"), Sample(id="b", input="x", target="y")],
+    solver=flaky(),
+    scorer=includes(),
+)
+model = get_model("mockllm/model", custom_outputs=[reply("hello there"), reply("bye")])
+(log,) = eval(task, model=model, log_dir=sys.argv[1], display="none", max_samples=1)
+print(log.status)
+"""
+
+
+@pytest.mark.slow
+def test_a_task_that_errors_leaves_no_run_running(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    env["EVALEDGER_DB"] = db
+    script = tmp_path / "run_eval.py"
+    script.write_text(FAILING_EVAL)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "logs")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "error"
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    # Closed as `evaledger import` reads the errored log: failed, with Inspect's error message.
+    assert (run.status, run.reason) == ("failed", "RuntimeError('solver blew up')")
+    assert {c.test_case_key: c.status for c in report.cases} == {"a": "passed", "b": "errored"}
