@@ -178,6 +178,11 @@ class RunRecorder:
         return self._backend
 
     @property
+    def started(self) -> bool:
+        """Whether the run was created (or joined) and takes cases."""
+        return self._started
+
+    @property
     def key(self) -> str:
         """The run's key in its project."""
         return self.header.key

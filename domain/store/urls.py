@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from evaledger.domain.errors import ValidationError
+from evaledger.domain.errors import InfrastructureError, ValidationError
 
 SQLITE_RECORDER_TOPIC = "evaledger.domain.store.sqlite:ChainedSQLiteApplicationRecorder"
 POSTGRES_RECORDER_TOPIC = "evaledger.domain.store.postgres:ChunkedPostgresApplicationRecorder"
@@ -84,11 +84,19 @@ def parse_db_url(url: str) -> StorageLocation:
                 views_url=f"sqlite:///file:{name}-views?mode=memory&cache=shared&uri=true",
             )
         p = Path(path)
-        if path.endswith("/") or p.is_dir():
-            p.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder = path.endswith("/") or p.is_dir()
+        try:
+            if folder:
+                p.mkdir(mode=0o700, parents=True, exist_ok=True)
+            else:
+                p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InfrastructureError(
+                f"store {url} cannot be created: {e.strerror or e} ({e.filename or p})"
+            ) from None
+        if folder:
             events, views = p / "events.sqlite", p / "views.sqlite"
         else:
-            p.parent.mkdir(parents=True, exist_ok=True)
             events, views = p, p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
         return StorageLocation(
             url=url,

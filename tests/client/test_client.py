@@ -128,6 +128,34 @@ def test_an_interrupted_block_cancels_its_case_and_its_run(target: Target) -> No
     }
 
 
+def test_reads_refuse_a_typo_the_same_way_on_every_target(target: Target) -> None:
+    run = evaledger.run("typos", agent="bot", key="typos-1", **target.kwargs)
+    with run, run.case("c") as case:
+        case.turn("assistant", "ok")
+    with evaledger.open(**target.kwargs) as reader:
+        with pytest.raises(evaledger.NotFoundError) as missing:
+            reader.show("typo-1")
+        assert str(missing.value) == "no run with id or key 'typo-1' in project 'default'"
+        with pytest.raises(evaledger.NotFoundError, match="'typo-2'"):
+            reader.compare("typos-1", "typo-2")
+        with pytest.raises(ValidationError) as status:
+            reader.runs(status="complete")
+        assert status.value.field.endswith("status")
+        assert [r.run_key for r in reader.runs(status="completed")] == ["typos-1"]
+
+
+def test_a_store_that_is_not_there_is_an_infrastructure_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-store"
+    with pytest.raises(evaledger.InfrastructureError, match="does not exist"):
+        evaledger.open(f"sqlite:///{missing}/")
+    assert not missing.exists()  # reading never creates a store
+    with pytest.raises(evaledger.InfrastructureError, match="cannot be created"):
+        evaledger.run("s", agent="bot", db="sqlite:////proc/no-such-dir/store/").__enter__()
+    with pytest.raises(ValidationError) as scheme:
+        evaledger.run("s", agent="bot", db="mysql://host/db").__enter__()
+    assert (scheme.value.field, str(scheme.value).split(":")[0]) == ("db", "db")
+
+
 def test_bad_input_raises_a_typed_error_naming_the_field_and_stores_nothing(
     target: Target,
 ) -> None:
