@@ -9,6 +9,7 @@ the exception still propagates.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from evaledger.domain.bundle import (
     BundleRun,
     BundleVerdict,
 )
-from evaledger.domain.errors import StateError, ValidationError
+from evaledger.domain.errors import IdempotencyConflictError, StateError, ValidationError
 from evaledger.domain.events import (
     GRADE_VALUES,
     AgentSnapshot,
@@ -302,7 +303,17 @@ class RunRecorder:
         case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
         if case_id in self._recorded_times:
             case = case.model_copy(update=self._recorded_times[case_id])
-        written = self.backend.record_case(self.id, case, f"case-{case_id}")
+        try:
+            written = self.backend.record_case(self.id, case, f"case-{case_id}")
+        except IdempotencyConflictError:
+            # The key names the case: the same case key and repetition were recorded before.
+            variant_text = f", variant {variant!r}" if variant else ""
+            raise IdempotencyConflictError(
+                f"case {case.test_case.key!r} (repetition {case.repetition}{variant_text}) is "
+                f"already recorded in run {self.key!r} with other facts: give each case its own "
+                "key, or `repetition=N` for another try",
+                field="case.key",
+            ) from None
         with self._lock:
             self.case_ids.append(written)
         return written
@@ -396,7 +407,8 @@ class CaseRecorder:
     ) -> None:
         """A named score: a number (0-1 a fraction), a bool, a grade (C/I/P/N) or a label."""
         where = f"scores[{len(self.named_scores)}]"
-        named = build(NamedScore, where, name=name, value=value, scale=_scale(value, where))
+        scale = _scale(value, where)
+        named = build(NamedScore, where, name=name, value=value, scale=scale)
         self.named_scores.append(
             build(
                 BundleNamedScores,
@@ -539,6 +551,10 @@ def _scale(value: object, where: str) -> ScoreScale:
     if isinstance(value, bool):
         return ScoreScale.BOOLEAN
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValidationError(
+                f"{where}.value: a finite number, got {value}", field=f"{where}.value"
+            )
         return ScoreScale.FRACTION if 0.0 <= value <= 1.0 else ScoreScale.NUMBER
     if isinstance(value, str):
         return ScoreScale.GRADE if value in GRADE_VALUES else ScoreScale.LABEL

@@ -171,6 +171,7 @@ def test_bad_input_raises_a_typed_error_naming_the_field_and_stores_nothing(
             with pytest.raises(ValidationError) as bad_score:
                 case.score("accuracy", float("nan"))
             assert bad_score.value.field == "scores[0].value"
+            assert str(bad_score.value) == "scores[0].value: a finite number, got nan"
             with pytest.raises(evaledger.EvaledgerError) as bad_repetition:
                 run.case("c2", repetition=-1)
             assert bad_repetition.value.field == "case.repetition"
@@ -201,6 +202,22 @@ def test_a_retried_write_stores_nothing_new_and_a_different_one_conflicts(
         finally:
             backend.close()
         assert stored_events(target.db) == before
+
+
+def test_a_case_key_recorded_twice_in_a_run_is_a_conflict_naming_it(target: Target) -> None:
+    with evaledger.run("dups", agent="bot", key="dups-1", **target.kwargs) as run:
+        with run.case("same") as case:
+            case.score("accuracy", 0.5)
+        before = stored_events(target.db)
+        with pytest.raises(ConflictError) as twice, run.case("same") as again:
+            again.score("accuracy", 0.7)
+        assert twice.value.field == "case.key"
+        assert str(twice.value).startswith(
+            "case 'same' (repetition 0) is already recorded in run 'dups-1' with other facts"
+        )
+        assert stored_events(target.db) == before
+        with run.case("same", repetition=1) as retry:  # what the message suggests
+            retry.score("accuracy", 0.7)
 
 
 def test_threads_record_cases_of_one_run_concurrently(target: Target) -> None:
