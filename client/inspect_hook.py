@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 SUCCESS = "success"
 CANCELLED = "cancelled"
+CANCELED_REASON = "cancelled in Inspect"
+"""What the importer says of a cancelled log."""
 
 
 def enabled() -> bool:
@@ -117,11 +119,12 @@ class EvaledgerHooks(Hooks):
             log = logs.get(eval_id)
             if log is not None and log.status != "started":
                 finish(recorder, log)
-            elif data.exception is None or isinstance(data.exception, Exception):
-                why = error_text(data.exception) if data.exception else "it ended unfinished"
-                recorder.fail(f"the Inspect run ended before the task did: {why}")
+            elif isinstance(data.exception, Exception):
+                recorder.fail(f"the Inspect run failed: {error_text(data.exception)}")
             else:
-                recorder.cancel(f"cancelled in Inspect ({error_text(data.exception)})")
+                # Interrupted (Ctrl-C): Inspect ends the run with no log and writes the task's
+                # log as cancelled, which is how the importer will read it.
+                recorder.cancel(CANCELED_REASON)
 
 
 def finish(recorder: RunRecorder, log: EvalLog) -> None:
@@ -129,7 +132,7 @@ def finish(recorder: RunRecorder, log: EvalLog) -> None:
     if log.status == SUCCESS:
         recorder.end()
     elif log.status == CANCELLED:
-        recorder.cancel("cancelled in Inspect")
+        recorder.cancel(CANCELED_REASON)
     else:
         recorder.fail(log.error.message if log.error is not None else "the eval errored")
 
