@@ -170,3 +170,20 @@ def test_a_bad_option_or_store_is_one_line_and_its_exit_code(
     assert says in output
     assert "INTERNALERROR" not in output and "Traceback" not in output, output
     assert not (folder / "store").exists()
+
+
+def test_an_interrupted_session_cancels_its_run(folder: Path, tmp_path: Path) -> None:
+    (folder / "test_sample.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    raise KeyboardInterrupt\n"
+    )
+    db = f"sqlite:///{tmp_path}/store/"
+    done = run_pytest(folder, "--evaledger", db)
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    assert (run.status, run.reason) == (
+        "canceled",
+        "KeyboardInterrupt: the test session was interrupted",
+    )
+    assert [c.test_case_key for c in report.cases] == ["test_sample.py::test_one"]
