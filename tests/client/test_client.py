@@ -122,6 +122,9 @@ def test_an_interrupted_block_cancels_its_case_and_its_run(target: Target) -> No
     with evaledger.open(**target.kwargs) as reader:
         report = reader.show("ctrl-c-1")
     assert (report.run.status, report.run.reason) == ("canceled", "KeyboardInterrupt")
+    shown = run_cli("show", "ctrl-c-1", "--db", target.db)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[2] == "  reason: KeyboardInterrupt"  # why, under the header
     assert {c.test_case_key: c.status.value for c in report.cases} == {
         "ran": "pending",
         "interrupted": "canceled",
