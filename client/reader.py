@@ -175,7 +175,10 @@ class Reader:
             return self.backend.compare(self.run_id(baseline), self.run_id(candidate), thresholds)
 
     def rescore(self, run: RunRef, spec: RunConfig | Mapping[str, Any]) -> Rescore:
-        """The run re-scored under another config: no judge call, no event written."""
+        """The run re-scored under another config: no judge call, no event written.
+
+        On a server this is `POST /runs/{id}/rescore`, which takes a token of the write scope.
+        """
         config = spec if isinstance(spec, RunConfig) else build(RunConfig, "spec", **dict(spec))
         with self._naming(run):
             return Rescore.model_validate(self.backend.rescore(self.run_id(run), config))
