@@ -44,6 +44,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig, ScoreGate
+from evaledger.domain.types import MAX_KEY_CHARS
 
 ScoreValue = bool | int | float | str
 
@@ -127,7 +128,9 @@ def run_header(
     return build(
         BundleRun,
         "run",
-        key=key or f"{suite}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
+        # The default key fits the key limit whatever the suite's length (the suite's own limit
+        # is then the one that speaks).
+        key=key or f"{suite[: MAX_KEY_CHARS - 26]}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
         name=name,
         project=project,
         suite=build(SuiteRef, "suite", name=suite, version=suite_version),
@@ -295,7 +298,9 @@ class RunRecorder:
         )
         if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 0:
             raise ValidationError("case.repetition: a whole number from 0", field="case.repetition")
-        return CaseRecorder(snapshot, repetition, input, self.write)
+        recorder = CaseRecorder(snapshot, repetition, input, self.write)
+        recorder.bundle()  # the case as it would be written: refused now, not after the work
+        return recorder
 
     def write(self, case: BundleCase) -> UUID:
         """Record a whole case built elsewhere (the Inspect hook's) into this run."""

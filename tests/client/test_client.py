@@ -147,6 +147,23 @@ def test_reads_refuse_a_typo_the_same_way_on_every_target(target: Target) -> Non
         assert [r.run_key for r in reader.runs(status="completed")] == ["typos-1"]
 
 
+def test_a_key_over_the_limit_is_refused_when_given_naming_its_field(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as suite:
+        evaledger.run("s" * 201, agent="bot")
+    assert str(suite.value) == "run.suite.name: at most 200 characters, got 201"
+    assert len(evaledger.run("s" * 200, agent="bot").key) == 200  # the default key fits
+    db = f"sqlite:///{tmp_path}/store/"
+    with evaledger.run("s", agent="bot", key="long-1", db=db) as run:
+        before = stored_events(db)
+        with pytest.raises(ValidationError) as case:
+            run.case("k" * 201)  # refused here, not when the block's work is done
+        assert (case.value.field, str(case.value)) == (
+            "case.test_case.key",
+            "case.test_case.key: at most 200 characters, got 201",
+        )
+        assert stored_events(db) == before
+
+
 def test_a_store_that_is_not_there_is_an_infrastructure_error(tmp_path: Path) -> None:
     missing = tmp_path / "no-store"
     with pytest.raises(evaledger.InfrastructureError, match="does not exist"):
