@@ -169,6 +169,7 @@ class RunRecorder:
         self._rerun = rerun
         self._recorded_times: dict[UUID, dict[str, Any]] = {}
         self._started = False
+        self._closed = False
         self._lock = threading.Lock()
         self.case_ids: list[UUID] = []
         """The cases recorded so far, in order."""
@@ -246,6 +247,7 @@ class RunRecorder:
     def _close(self, command: Callable[[], None]) -> None:
         try:
             command()
+            self._closed = True
         finally:
             self._disconnect()
 
@@ -285,6 +287,10 @@ class RunRecorder:
         """A case to record as a `with` block; written when the block ends."""
         if not self._started:
             raise StateError("run: start the run first (`with evaledger.run(...) as run:`)")
+        if self._closed:
+            raise StateError(
+                f"run: run {self.key!r} is closed; record its cases inside its `with` block"
+            )
         snapshot = build(
             TestCaseSnapshot,
             "case",

@@ -162,6 +162,8 @@ def test_a_key_over_the_limit_is_refused_when_given_naming_its_field(tmp_path: P
             "case.test_case.key: at most 200 characters, got 201",
         )
         assert stored_events(db) == before
+    with pytest.raises(StateError, match="run 'long-1' is closed"):
+        run.case("after-the-block")  # refused before any work, not at the block's end
 
 
 def test_a_store_that_is_not_there_is_an_infrastructure_error(tmp_path: Path) -> None:
