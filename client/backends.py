@@ -102,18 +102,28 @@ class Backend(Protocol):
         ...
 
 
-def connect(db: str | None = None, url: str | None = None, token: str | None = None) -> Backend:
+def connect(
+    db: str | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    *,
+    create: bool = True,
+) -> Backend:
     """The backend named by the arguments, else by EVALEDGER_URL / EVALEDGER_DB.
 
     `url` (or EVALEDGER_URL when no `db` is given) is a server; otherwise a local store, by
-    default the CLI's (`sqlite:///.evaledger/`).
+    default the CLI's (`sqlite:///.evaledger/`), created unless `create=False` (reads).
     """
     if db is not None and url is not None:
         raise ValidationError("db: give either db= or url=, not both", field="db")
     url = url or (None if db is not None else os.environ.get(URL_ENV) or None)
     if url is not None:
         return HttpBackend(url, token if token is not None else os.environ.get(TOKEN_ENV))
-    return LocalBackend(open_services(db))
+    try:
+        return LocalBackend(open_services(db, create=create))
+    except ValidationError as e:
+        # The store URL's own check speaks of the CLI's `--db`: here it is the `db` argument.
+        raise ValidationError(str(e).replace("--db: ", "db: ", 1), field=e.field) from None
 
 
 # ---------------------------------------------------------------------------------------------

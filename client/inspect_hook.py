@@ -12,15 +12,21 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from inspect_ai.hooks import Hooks, SampleEnd, TaskEnd, TaskStart, hooks
+from inspect_ai.hooks import Hooks, RunEnd, SampleEnd, TaskEnd, TaskStart, hooks
 
 from evaledger.client.backends import DB_ENV, URL_ENV, connect
-from evaledger.client.recorder import RunRecorder
+from evaledger.client.recorder import RunRecorder, error_text
 from evaledger.domain.bundle import BundleRun
 
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog
+
 SUCCESS = "success"
+CANCELLED = "cancelled"
+CANCELED_REASON = "cancelled in Inspect"
+"""What the importer says of a cancelled log."""
 
 
 def enabled() -> bool:
@@ -67,10 +73,17 @@ def declared_metrics(scorer: Any) -> list[str]:
 
 @hooks(name="evaledger", description="Records each sample into an evaledger ledger as it ends.")
 class EvaledgerHooks(Hooks):
-    """One run per task (keyed by its eval id), one case per sample and epoch."""
+    """One run per task (keyed by its eval id), one case per sample and epoch.
+
+    Inspect calls `on_task_end` only for a task that finished (well or not); a task that raised
+    (a sample's error under `fail_on_error`) or was interrupted (Ctrl-C) reaches only
+    `on_run_end`, which closes whatever runs of that Inspect run are still open.
+    """
 
     def __init__(self) -> None:
         self.runs: dict[str, RunRecorder] = {}
+        self.inspect_runs: dict[str, str] = {}
+        """Each open task's eval id → the Inspect run it belongs to."""
 
     def enabled(self) -> bool:
         """On when EVALEDGER_DB or EVALEDGER_URL is set."""
@@ -80,6 +93,7 @@ class EvaledgerHooks(Hooks):
         """Create the run (writes are quick and kept in order, so they run on the loop)."""
         recorder = RunRecorder(connect(), run_header(data), owns_backend=True)
         self.runs[data.eval_id] = recorder.start()
+        self.inspect_runs[data.eval_id] = data.run_id
 
     async def on_sample_end(self, data: SampleEnd) -> None:
         """Record the sample's case: transcript, scores, usage, or its error."""
@@ -88,16 +102,39 @@ class EvaledgerHooks(Hooks):
             recorder.write(sample_case(data.sample))
 
     async def on_task_end(self, data: TaskEnd) -> None:
-        """Complete the run when the task succeeded, else cancel it with Inspect's reason."""
+        """Close the run as the task's log ended."""
         recorder = self.runs.pop(data.eval_id, None)
-        if recorder is None:
-            return
-        log = data.log
-        if log.status == SUCCESS:
-            recorder.end()
-            return
-        reason = log.error.message if log.error is not None else f"Inspect task {log.status}"
-        recorder.end(RuntimeError(reason))
+        self.inspect_runs.pop(data.eval_id, None)
+        if recorder is not None:
+            finish(recorder, data.log)
+
+    async def on_run_end(self, data: RunEnd) -> None:
+        """Close the runs of tasks that never reached `on_task_end` (raised or interrupted)."""
+        logs = {log.eval.eval_id: log for log in data.logs}
+        for eval_id in [e for e, run_id in self.inspect_runs.items() if run_id == data.run_id]:
+            del self.inspect_runs[eval_id]
+            recorder = self.runs.pop(eval_id, None)
+            if recorder is None:
+                continue
+            log = logs.get(eval_id)
+            if log is not None and log.status != "started":
+                finish(recorder, log)
+            elif isinstance(data.exception, Exception):
+                recorder.fail(f"the Inspect run failed: {error_text(data.exception)}")
+            else:
+                # Interrupted (Ctrl-C): Inspect ends the run with no log and writes the task's
+                # log as cancelled, which is how the importer will read it.
+                recorder.cancel(CANCELED_REASON)
+
+
+def finish(recorder: RunRecorder, log: EvalLog) -> None:
+    """Close the run as `evaledger import` reads the task's log: completed, canceled or failed."""
+    if log.status == SUCCESS:
+        recorder.end()
+    elif log.status == CANCELLED:
+        recorder.cancel(CANCELED_REASON)
+    else:
+        recorder.fail(log.error.message if log.error is not None else "the eval errored")
 
 
 def sample_case(sample: Any) -> Any:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 WORKER_KEY = "evaledger_run"
 """The run header (JSON) the controller hands to each xdist worker."""
 PASSES = "the test passes"
+INFRASTRUCTURE = 3
+"""The exit code when the store or server cannot be reached (the CLI's, and pytest's own 3)."""
+OPTION_OF = {"agent": "--evaledger-agent", "suite": "--evaledger-suite"}
+"""The option behind a refused field of the run's header."""
 KEY_LIMIT = 200
 
 
@@ -49,7 +53,16 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("evaledger")
     if not target:
         return
-    session = SessionRecorder(config, target)
+    from evaledger.domain.errors import EvaledgerError, ValidationError
+
+    try:
+        session = SessionRecorder(config, target)
+    except ValidationError as e:
+        # A bad option is pytest's usage error (exit 4), named by the option, no traceback.
+        option = OPTION_OF.get((e.field or "").split(".")[0], "--evaledger")
+        raise pytest.UsageError(f"{option}: {str(e).removeprefix(f'{e.field}: ')}") from None
+    except EvaledgerError as e:
+        pytest.exit(f"evaledger: {e}", returncode=INFRASTRUCTURE)
     config.pluginmanager.register(session, "evaledger-session")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistBridge(session), "evaledger-xdist")
@@ -64,8 +77,6 @@ class SessionRecorder:
         from evaledger.domain.bundle import BundleRun
 
         self.config = config
-        remote = target.startswith(("http://", "https://"))
-        backend = connect(url=target) if remote else connect(db=target)
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
         if workerinput is not None:
@@ -74,6 +85,9 @@ class SessionRecorder:
             agent, _, version = (config.getoption("evaledger_agent") or "pytest").partition("@")
             suite = config.getoption("evaledger_suite") or Path(str(config.rootpath)).name
             header = run_header(suite, agent=agent, agent_version=version or None)
+        # Connected once the options are checked: a refused option leaves no store behind.
+        remote = target.startswith(("http://", "https://"))
+        backend = connect(url=target) if remote else connect(db=target)
         self.run: RunRecorder = RunRecorder(backend, header, owns_backend=True)
         self.cases: dict[str, CaseRecorder] = {}
         self.reports: dict[str, list[pytest.TestReport]] = {}
@@ -85,10 +99,15 @@ class SessionRecorder:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The controller (or a lone process) creates the run; a worker joins it."""
+        from evaledger.domain.errors import EvaledgerError
+
         if self.is_worker:
             self.run.join()
-        else:
+            return
+        try:
             self.run.start()
+        except EvaledgerError as e:
+            pytest.exit(f"evaledger: {e}", returncode=INFRASTRUCTURE)
 
     def case_of(self, item: pytest.Item) -> CaseRecorder:
         """The test's case, created on first use."""
@@ -122,7 +141,7 @@ class SessionRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The controller completes the run (cancels it when the session was interrupted)."""
-        if self.is_worker:
+        if self.is_worker or not self.run.started:
             self.run.backend.close()
             return
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED

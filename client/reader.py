@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
@@ -13,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from evaledger.client.backends import Backend, connect
 from evaledger.client.recorder import RunRecorder
 from evaledger.client.validation import build
-from evaledger.domain.aggregates import run_id_for
+from evaledger.domain.aggregates import RunStatus, run_id_for
+from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.spec import RunConfig
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
@@ -113,6 +115,10 @@ class Reader:
         offset: int = 0,
     ) -> builtins.list[RunRow]:
         """Runs of the project, newest first."""
+        if status is not None and status not in set(RunStatus):
+            # Checked here as the server checks it: a typo is an error, not an empty list.
+            allowed = ", ".join(RunStatus)
+            raise ValidationError(f"runs.status: one of {allowed}", field="runs.status")
         f = build(
             RunFilter,
             "runs",
@@ -129,8 +135,22 @@ class Reader:
     def show(self, run: RunRef) -> RunReport:
         """A run, its aggregate and its cases."""
         run_id = self.run_id(run)
-        row, aggregate = self.backend.find_run(run_id)
+        with self._naming(run):
+            row, aggregate = self.backend.find_run(run_id)
         return RunReport(run=row, aggregate=aggregate, cases=self.backend.case_scores(run_id))
+
+    @contextmanager
+    def _naming(self, *runs: RunRef) -> Iterator[None]:
+        """A run not found is named as the caller named it (its key, not the id derived)."""
+        try:
+            yield
+        except NotFoundError as e:
+            for run in runs:
+                if isinstance(run, str) and str(self.run_id(run)) in str(e):
+                    raise NotFoundError(
+                        f"no run with id or key {run!r} in project {self.project!r}", field="run"
+                    ) from None
+            raise
 
     def compare(
         self,
@@ -151,12 +171,17 @@ class Reader:
             max_latency_increase_pct=max_latency_increase_pct,
             case_score_delta=case_score_delta,
         )
-        return self.backend.compare(self.run_id(baseline), self.run_id(candidate), thresholds)
+        with self._naming(baseline, candidate):
+            return self.backend.compare(self.run_id(baseline), self.run_id(candidate), thresholds)
 
     def rescore(self, run: RunRef, spec: RunConfig | Mapping[str, Any]) -> Rescore:
-        """The run re-scored under another config: no judge call, no event written."""
+        """The run re-scored under another config: no judge call, no event written.
+
+        On a server this is `POST /runs/{id}/rescore`, which takes a token of the write scope.
+        """
         config = spec if isinstance(spec, RunConfig) else build(RunConfig, "spec", **dict(spec))
-        return Rescore.model_validate(self.backend.rescore(self.run_id(run), config))
+        with self._naming(run):
+            return Rescore.model_validate(self.backend.rescore(self.run_id(run), config))
 
 
 def open(
@@ -166,5 +191,8 @@ def open(
     token: str | None = None,
     project: str = "default",
 ) -> Reader:
-    """A reader of a local store (`db=`, default as the CLI) or a server (`url=`, `token=`)."""
-    return Reader(connect(db=db, url=url, token=token), project)
+    """A reader of a local store (`db=`, default as the CLI) or a server (`url=`, `token=`).
+
+    Reading never creates a store: a missing one is an InfrastructureError, as for the CLI.
+    """
+    return Reader(connect(db=db, url=url, token=token, create=False), project)

@@ -9,6 +9,7 @@ the exception still propagates.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from evaledger.domain.bundle import (
     BundleRun,
     BundleVerdict,
 )
-from evaledger.domain.errors import StateError, ValidationError
+from evaledger.domain.errors import IdempotencyConflictError, StateError, ValidationError
 from evaledger.domain.events import (
     GRADE_VALUES,
     AgentSnapshot,
@@ -43,6 +44,7 @@ from evaledger.domain.events import (
     Usage,
 )
 from evaledger.domain.spec import RunConfig, ScoreGate
+from evaledger.domain.types import MAX_KEY_CHARS
 
 ScoreValue = bool | int | float | str
 
@@ -126,7 +128,9 @@ def run_header(
     return build(
         BundleRun,
         "run",
-        key=key or f"{suite}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
+        # The default key fits the key limit whatever the suite's length (the suite's own limit
+        # is then the one that speaks).
+        key=key or f"{suite[: MAX_KEY_CHARS - 26]}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
         name=name,
         project=project,
         suite=build(SuiteRef, "suite", name=suite, version=suite_version),
@@ -165,6 +169,7 @@ class RunRecorder:
         self._rerun = rerun
         self._recorded_times: dict[UUID, dict[str, Any]] = {}
         self._started = False
+        self._closed = False
         self._lock = threading.Lock()
         self.case_ids: list[UUID] = []
         """The cases recorded so far, in order."""
@@ -176,6 +181,11 @@ class RunRecorder:
             assert self._connect is not None
             self._backend = self._connect()
         return self._backend
+
+    @property
+    def started(self) -> bool:
+        """Whether the run was created (or joined) and takes cases."""
+        return self._started
 
     @property
     def key(self) -> str:
@@ -214,12 +224,30 @@ class RunRecorder:
         return self
 
     def end(self, error: BaseException | None = None) -> None:
-        """Complete and seal the run, or fail it with the error's text; then disconnect."""
+        """Close the run, then disconnect.
+
+        Without an error it is completed and sealed; an exception fails it with its text; an
+        interruption (Ctrl-C, `sys.exit`) cancels it, as it cancels the case it was in.
+        """
+        if error is None:
+            self._close(lambda: self.backend.complete_run(self.id, f"complete-{self.id}"))
+        elif isinstance(error, Exception):
+            self.fail(error_text(error))
+        else:
+            self.cancel(error_text(error))
+
+    def fail(self, reason: str) -> None:
+        """Close the run as failed, with why; then disconnect."""
+        self._close(lambda: self.backend.fail_run(self.id, reason, f"fail-{self.id}"))
+
+    def cancel(self, reason: str) -> None:
+        """Close the run as canceled, with why; then disconnect."""
+        self._close(lambda: self.backend.cancel_run(self.id, reason, f"cancel-{self.id}"))
+
+    def _close(self, command: Callable[[], None]) -> None:
         try:
-            if error is None:
-                self.backend.complete_run(self.id, f"complete-{self.id}")
-            else:
-                self.backend.fail_run(self.id, error_text(error), f"fail-{self.id}")
+            command()
+            self._closed = True
         finally:
             self._disconnect()
 
@@ -259,6 +287,10 @@ class RunRecorder:
         """A case to record as a `with` block; written when the block ends."""
         if not self._started:
             raise StateError("run: start the run first (`with evaledger.run(...) as run:`)")
+        if self._closed:
+            raise StateError(
+                f"run: run {self.key!r} is closed; record its cases inside its `with` block"
+            )
         snapshot = build(
             TestCaseSnapshot,
             "case",
@@ -272,7 +304,9 @@ class RunRecorder:
         )
         if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 0:
             raise ValidationError("case.repetition: a whole number from 0", field="case.repetition")
-        return CaseRecorder(snapshot, repetition, input, self.write)
+        recorder = CaseRecorder(snapshot, repetition, input, self.write)
+        recorder.bundle()  # the case as it would be written: refused now, not after the work
+        return recorder
 
     def write(self, case: BundleCase) -> UUID:
         """Record a whole case built elsewhere (the Inspect hook's) into this run."""
@@ -280,7 +314,17 @@ class RunRecorder:
         case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
         if case_id in self._recorded_times:
             case = case.model_copy(update=self._recorded_times[case_id])
-        written = self.backend.record_case(self.id, case, f"case-{case_id}")
+        try:
+            written = self.backend.record_case(self.id, case, f"case-{case_id}")
+        except IdempotencyConflictError:
+            # The key names the case: the same case key and repetition were recorded before.
+            variant_text = f", variant {variant!r}" if variant else ""
+            raise IdempotencyConflictError(
+                f"case {case.test_case.key!r} (repetition {case.repetition}{variant_text}) is "
+                f"already recorded in run {self.key!r} with other facts: give each case its own "
+                "key, or `repetition=N` for another try",
+                field="case.key",
+            ) from None
         with self._lock:
             self.case_ids.append(written)
         return written
@@ -374,7 +418,8 @@ class CaseRecorder:
     ) -> None:
         """A named score: a number (0-1 a fraction), a bool, a grade (C/I/P/N) or a label."""
         where = f"scores[{len(self.named_scores)}]"
-        named = build(NamedScore, where, name=name, value=value, scale=_scale(value, where))
+        scale = _scale(value, where)
+        named = build(NamedScore, where, name=name, value=value, scale=scale)
         self.named_scores.append(
             build(
                 BundleNamedScores,
@@ -517,6 +562,10 @@ def _scale(value: object, where: str) -> ScoreScale:
     if isinstance(value, bool):
         return ScoreScale.BOOLEAN
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValidationError(
+                f"{where}.value: a finite number, got {value}", field=f"{where}.value"
+            )
         return ScoreScale.FRACTION if 0.0 <= value <= 1.0 else ScoreScale.NUMBER
     if isinstance(value, str):
         return ScoreScale.GRADE if value in GRADE_VALUES else ScoreScale.LABEL

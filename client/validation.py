@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 import pydantic
@@ -10,6 +11,7 @@ from evaledger.domain.errors import ValidationError
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 _TYPE_TAGS = frozenset({"bool", "int", "float", "str", "none", "list", "dict"})
+_NAMED = re.compile(r"^([A-Za-z_][\w.\[\]]*): (.+)$", re.DOTALL)
 
 
 def build(model: type[M], where: str, /, **fields: Any) -> M:
@@ -28,6 +30,10 @@ def refused(error: pydantic.ValidationError, where: str) -> ValidationError:
     while parts and (parts[-1] in _TYPE_TAGS or "[" in parts[-1]):
         parts.pop()
     loc = ".".join(parts)
-    field = f"{where}.{loc}" if loc else where
     message = first["msg"].removeprefix("Value error, ")
+    named = _NAMED.match(message) if not loc else None
+    if named is not None:
+        # A whole-model rule names its field first (`test_case.key: at most 200 characters`).
+        loc, message = named.group(1), named.group(2)
+    field = f"{where}.{loc}" if loc else where
     return ValidationError(f"{field}: {message}", field=field)

@@ -203,12 +203,21 @@ def report_comparison(
     return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK
 
 
+RESULT_FILE_SUFFIXES = frozenset({".json", ".jsonl", ".eval", ".yaml", ".yml"})
+"""What `compare A B` takes for a result file's name, not a run key, when it is missing."""
+
+
 def compare_given_files(args: argparse.Namespace) -> int | None:
     """`compare A.json B.json`: two result files compared with no store; None for two runs."""
     if args.against_baseline or len(args.runs) != 2:
         return None
     paths = [Path(r) for r in args.runs]
     if not all(p.is_file() for p in paths):
+        # A file beside a name that is none, or a file name (`run.json`) that is not there: a
+        # missing file, not a run key to look up in a store.
+        if any(p.is_file() or p.suffix.lower() in RESULT_FILE_SUFFIXES for p in paths):
+            missing = next(p for p in paths if not p.is_file())
+            raise UsageError(f"{missing}: no such file (compare two result files, or two runs)")
         return None
     if args.spec:
         raise UsageError("--spec: not with two files (each is compared under its own spec)")

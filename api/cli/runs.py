@@ -348,6 +348,9 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     print(
         f"  suite {versioned(run['suite'])}  agent {versioned(run['agent'])}  spec {run['spec_id']}"
     )
+    if run.get("reason"):
+        # Why a run failed or was canceled (an exception's text, Ctrl-C), as the web report says.
+        print(f"  reason: {run['reason']}")
     if run["undated"]:
         print(f"  imported {run['recorded_at']}; the source has no date (listed by import time)")
     scorers = run["spec"].get("scorers") or []

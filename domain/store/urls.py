@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from evaledger.domain.errors import ValidationError
+from evaledger.domain.errors import InfrastructureError, ValidationError
 
 SQLITE_RECORDER_TOPIC = "evaledger.domain.store.sqlite:ChainedSQLiteApplicationRecorder"
 POSTGRES_RECORDER_TOPIC = "evaledger.domain.store.postgres:ChunkedPostgresApplicationRecorder"
@@ -58,6 +58,24 @@ POSTGRES_CONNECT_KWARGS: dict[str, str | int] = {
 """libpq settings of every PostgreSQL connection: the time bounds (DESIGN §13, issue 24)."""
 
 
+def _sqlite_files(url: str, path: str) -> tuple[Path, Path]:
+    """The events and views files of a SQLite store, their folder made (owner-only) if new."""
+    p = Path(path)
+    folder = path.endswith("/") or p.is_dir()
+    try:
+        if folder:
+            p.mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InfrastructureError(
+            f"store {url} cannot be created: {e.strerror or e} ({e.filename or p})"
+        ) from None
+    if folder:
+        return p / "events.sqlite", p / "views.sqlite"
+    return p, p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
+
+
 def parse_db_url(url: str) -> StorageLocation:
     """`sqlite:///dir/` or `sqlite:///file.db` or `postgresql://user@host:port/db`.
 
@@ -83,13 +101,7 @@ def parse_db_url(url: str) -> StorageLocation:
                 },
                 views_url=f"sqlite:///file:{name}-views?mode=memory&cache=shared&uri=true",
             )
-        p = Path(path)
-        if path.endswith("/") or p.is_dir():
-            p.mkdir(mode=0o700, parents=True, exist_ok=True)
-            events, views = p / "events.sqlite", p / "views.sqlite"
-        else:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            events, views = p, p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
+        events, views = _sqlite_files(url, path)
         return StorageLocation(
             url=url,
             kind="sqlite",

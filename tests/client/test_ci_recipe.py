@@ -133,6 +133,15 @@ def test_the_cli_compares_two_files_without_a_store(tmp_path: Path) -> None:
         "compare", str(tmp_path / "base.json"), str(tmp_path / "cand.json"), "--spec", "x.json"
     )
     assert refused.returncode == 2 and "--spec" in refused.stderr
+    # A missing file is named as one (exit 2), not looked up as a run key in a store.
+    missing = str(tmp_path / "run.json")
+    for pair in ((str(tmp_path / "base.json"), missing), (missing, "also-missing.json")):
+        typo = run_cli("compare", *pair, "--db", nowhere)
+        assert typo.returncode == 2, typo.stdout + typo.stderr
+        assert typo.stderr.strip() == (
+            f"evaledger: error: {missing}: no such file (compare two result files, or two runs)"
+        )
+    assert not (tmp_path / "never").exists()
 
 
 def run_cli_recorder(db: str, key: str) -> Any:

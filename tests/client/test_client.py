@@ -107,6 +107,77 @@ def test_an_exception_in_a_case_is_recorded_errored_and_the_run_failed(target: T
     assert by_key["ok"].status.value == "pending"  # ran, but nothing judged it yet
 
 
+def test_an_interrupted_block_cancels_its_case_and_its_run(target: Target) -> None:
+    """Ctrl-C (KeyboardInterrupt) is no failure of the agent: the case and the run are canceled."""
+
+    def record() -> None:
+        with evaledger.run("ctrl-c", agent="bot", key="ctrl-c-1", **target.kwargs) as run:
+            with run.case("ran") as case:
+                case.turn("assistant", "fine", latency_ms=5)
+            with run.case("interrupted"):
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        record()
+    with evaledger.open(**target.kwargs) as reader:
+        report = reader.show("ctrl-c-1")
+    assert (report.run.status, report.run.reason) == ("canceled", "KeyboardInterrupt")
+    shown = run_cli("show", "ctrl-c-1", "--db", target.db)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[2] == "  reason: KeyboardInterrupt"  # why, under the header
+    assert {c.test_case_key: c.status.value for c in report.cases} == {
+        "ran": "pending",
+        "interrupted": "canceled",
+    }
+
+
+def test_reads_refuse_a_typo_the_same_way_on_every_target(target: Target) -> None:
+    run = evaledger.run("typos", agent="bot", key="typos-1", **target.kwargs)
+    with run, run.case("c") as case:
+        case.turn("assistant", "ok")
+    with evaledger.open(**target.kwargs) as reader:
+        with pytest.raises(evaledger.NotFoundError) as missing:
+            reader.show("typo-1")
+        assert str(missing.value) == "no run with id or key 'typo-1' in project 'default'"
+        with pytest.raises(evaledger.NotFoundError, match="'typo-2'"):
+            reader.compare("typos-1", "typo-2")
+        with pytest.raises(ValidationError) as status:
+            reader.runs(status="complete")
+        assert (status.value.field or "").endswith("status")
+        assert [r.run_key for r in reader.runs(status="completed")] == ["typos-1"]
+
+
+def test_a_key_over_the_limit_is_refused_when_given_naming_its_field(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as suite:
+        evaledger.run("s" * 201, agent="bot")
+    assert str(suite.value) == "run.suite.name: at most 200 characters, got 201"
+    assert len(evaledger.run("s" * 200, agent="bot").key) == 200  # the default key fits
+    db = f"sqlite:///{tmp_path}/store/"
+    with evaledger.run("s", agent="bot", key="long-1", db=db) as run:
+        before = stored_events(db)
+        with pytest.raises(ValidationError) as case:
+            run.case("k" * 201)  # refused here, not when the block's work is done
+        assert (case.value.field, str(case.value)) == (
+            "case.test_case.key",
+            "case.test_case.key: at most 200 characters, got 201",
+        )
+        assert stored_events(db) == before
+    with pytest.raises(StateError, match="run 'long-1' is closed"):
+        run.case("after-the-block")  # refused before any work, not at the block's end
+
+
+def test_a_store_that_is_not_there_is_an_infrastructure_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-store"
+    with pytest.raises(evaledger.InfrastructureError, match="does not exist"):
+        evaledger.open(f"sqlite:///{missing}/")
+    assert not missing.exists()  # reading never creates a store
+    with pytest.raises(evaledger.InfrastructureError, match="cannot be created"):
+        evaledger.run("s", agent="bot", db="sqlite:////proc/no-such-dir/store/").__enter__()
+    with pytest.raises(ValidationError) as scheme:
+        evaledger.run("s", agent="bot", db="mysql://host/db").__enter__()
+    assert (scheme.value.field, str(scheme.value).split(":")[0]) == ("db", "db")
+
+
 def test_bad_input_raises_a_typed_error_naming_the_field_and_stores_nothing(
     target: Target,
 ) -> None:
@@ -122,6 +193,7 @@ def test_bad_input_raises_a_typed_error_naming_the_field_and_stores_nothing(
             with pytest.raises(ValidationError) as bad_score:
                 case.score("accuracy", float("nan"))
             assert bad_score.value.field == "scores[0].value"
+            assert str(bad_score.value) == "scores[0].value: a finite number, got nan"
             with pytest.raises(evaledger.EvaledgerError) as bad_repetition:
                 run.case("c2", repetition=-1)
             assert bad_repetition.value.field == "case.repetition"
@@ -152,6 +224,22 @@ def test_a_retried_write_stores_nothing_new_and_a_different_one_conflicts(
         finally:
             backend.close()
         assert stored_events(target.db) == before
+
+
+def test_a_case_key_recorded_twice_in_a_run_is_a_conflict_naming_it(target: Target) -> None:
+    with evaledger.run("dups", agent="bot", key="dups-1", **target.kwargs) as run:
+        with run.case("same") as case:
+            case.score("accuracy", 0.5)
+        before = stored_events(target.db)
+        with pytest.raises(ConflictError) as twice, run.case("same") as again:
+            again.score("accuracy", 0.7)
+        assert twice.value.field == "case.key"
+        assert str(twice.value).startswith(
+            "case 'same' (repetition 0) is already recorded in run 'dups-1' with other facts"
+        )
+        assert stored_events(target.db) == before
+        with run.case("same", repetition=1) as retry:  # what the message suggests
+            retry.score("accuracy", 0.7)
 
 
 def test_threads_record_cases_of_one_run_concurrently(target: Target) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from tests.client.conftest import Target, run_cli
 
 EVAL = """
 import sys
+import time
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
@@ -92,6 +96,8 @@ def test_a_task_recorded_live_then_imported_writes_nothing_new(tmp_path: Path) -
 LIVE_TASK = """
 import json
 import os
+import signal
+import sqlite3
 from uuid import UUID
 
 import evaledger
@@ -224,3 +230,127 @@ def test_the_hook_is_registered_and_inert_without_a_store(
     monkeypatch.delenv("EVALEDGER_URL")
     monkeypatch.setenv("EVALEDGER_DB", "sqlite:///nowhere/")
     assert EvaledgerHooks().enabled() is True
+
+
+# A task whose second sample raises: under Inspect's default `fail_on_error` the task errors,
+# and Inspect calls `on_run_end` but never `on_task_end` for it.
+FAILING_EVAL = """
+import sys
+import time
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import includes
+from inspect_ai.solver import solver
+
+def reply(text):
+    out = ModelOutput.from_content(model="mockllm/model", content=text)
+    out.usage = ModelUsage(input_tokens=7, output_tokens=3, total_tokens=10)
+    return out
+
+@solver
+def flaky():
+    async def solve(state, generate):
+        if state.sample_id == "b":
+            raise RuntimeError("solver blew up")
+        return await generate(state)
+    return solve
+
+task = Task(
+    name="flaky",
+    dataset=[Sample(id="a", input="Say hello", target="hello"), Sample(id="b", input="x", target="y")],
+    solver=flaky(),
+    scorer=includes(),
+)
+model = get_model("mockllm/model", custom_outputs=[reply("hello there"), reply("bye")])
+(log,) = eval(task, model=model, log_dir=sys.argv[1], display="none", max_samples=1)
+print(log.status)
+"""
+
+
+@pytest.mark.slow
+def test_a_task_that_errors_leaves_no_run_running(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    env["EVALEDGER_DB"] = db
+    script = tmp_path / "run_eval.py"
+    script.write_text(FAILING_EVAL)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "logs")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "error"
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    # Closed as `evaledger import` reads the errored log: failed, with Inspect's error message.
+    assert (run.status, run.reason) == ("failed", "RuntimeError('solver blew up')")
+    assert {c.test_case_key: c.status for c in report.cases} == {"a": "passed", "b": "errored"}
+
+
+SLOW_EVAL = (
+    FAILING_EVAL.replace(
+        'raise RuntimeError("solver blew up")', "import asyncio; await asyncio.sleep(60)"
+    )
+    .replace("(log,) = eval(", "logs = eval(")
+    .replace("print(log.status)", 'print(logs[0].status if logs else "interrupted")')
+)
+
+
+@pytest.mark.slow
+def test_a_task_interrupted_by_ctrl_c_cancels_its_run(tmp_path: Path) -> None:
+    """Ctrl-C: Inspect ends its run with no log and no exception; the run is canceled, as the
+    importer reads the cancelled log, and the samples that ended are kept."""
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    env["EVALEDGER_DB"] = db
+    script = tmp_path / "run_eval.py"
+    script.write_text(SLOW_EVAL)
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "logs")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not case_recorded(tmp_path / "store" / "events.sqlite"):
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert output.strip().splitlines()[-1] == "interrupted", output
+    from inspect_ai.log import read_eval_log
+
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    assert read_eval_log(str(log), header_only=True).status == "cancelled"
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    assert (run.status, run.reason) == ("canceled", "cancelled in Inspect")
+    assert report.cases[0].test_case_key == "a"
+
+
+def case_recorded(events: Path) -> bool:
+    """Whether a case is in the store yet (read-only, straight from the event table)."""
+    if not events.exists():
+        return False
+    conn = sqlite3.connect(f"file:{events}?mode=ro", uri=True)
+    try:
+        found = conn.execute(
+            "SELECT 1 FROM stored_events WHERE topic = 'evaledger.case.opened/v1' LIMIT 1"
+        ).fetchone()
+    except sqlite3.OperationalError:  # the table is not created yet
+        return False
+    finally:
+        conn.close()
+    return found is not None

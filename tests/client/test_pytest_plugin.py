@@ -141,3 +141,49 @@ def test_without_the_option_the_plugin_is_inert(folder: Path) -> None:
     assert "1 passed" in done.stdout
     assert not (folder / ".evaledger").exists()
     assert "--evaledger=URL_OR_DB" in run_pytest(folder, "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--evaledger", "mysql://x"], 4, "ERROR: --evaledger: unsupported URL scheme 'mysql'"),
+        (
+            ["--evaledger", "sqlite:///store/", "--evaledger-agent=@1"],
+            4,
+            "ERROR: --evaledger-agent: String should have at least 1 character",
+        ),
+        (
+            ["--evaledger", "sqlite:////proc/no-such-dir/store/"],
+            3,
+            "evaledger: store sqlite:////proc/no-such-dir/store/ cannot be created",
+        ),
+    ],
+    ids=["bad-store-url", "empty-agent-name", "store-cannot-be-created"],
+)
+def test_a_bad_option_or_store_is_one_line_and_its_exit_code(
+    folder: Path, args: list[str], code: int, says: str
+) -> None:
+    """pytest's usage error (4) names the option; a store out of reach is exit 3; no traceback."""
+    done = run_pytest(folder, *args)
+    output = done.stdout + done.stderr
+    assert done.returncode == code, output
+    assert says in output
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output
+    assert not (folder / "store").exists()
+
+
+def test_an_interrupted_session_cancels_its_run(folder: Path, tmp_path: Path) -> None:
+    (folder / "test_sample.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    raise KeyboardInterrupt\n"
+    )
+    db = f"sqlite:///{tmp_path}/store/"
+    done = run_pytest(folder, "--evaledger", db)
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    assert (run.status, run.reason) == (
+        "canceled",
+        "KeyboardInterrupt: the test session was interrupted",
+    )
+    assert [c.test_case_key for c in report.cases] == ["test_sample.py::test_one"]
