@@ -24,7 +24,7 @@ typecheck: $(PY)
 	$(VENV)/bin/mypy evaledger bench scripts tests
 
 test: $(PY)
-	$(VENV)/bin/pytest -q -n 2
+	$(VENV)/bin/pytest -q -n 4
 
 check: lint typecheck test
 
