@@ -299,6 +299,13 @@ SLOW_EVAL = (
     )
     .replace("(log,) = eval(", "logs = eval(")
     .replace("print(log.status)", 'print(logs[0].status if logs else "interrupted")')
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, even when the tests run as a shell's
+    # background job (started with SIGINT ignored, which a child inherits).
+    .replace(
+        "import sys\n",
+        "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n",
+        1,
+    )
 )
 
 
@@ -310,6 +317,7 @@ def test_a_task_interrupted_by_ctrl_c_cancels_its_run(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
     env["EVALEDGER_DB"] = db
     script = tmp_path / "run_eval.py"
+    assert "signal.default_int_handler" in SLOW_EVAL
     script.write_text(SLOW_EVAL)
     process = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path / "logs")],

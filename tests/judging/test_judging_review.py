@@ -47,6 +47,18 @@ def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
 # Ctrl-C
 
 
+@pytest.fixture
+def terminal_sigint() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as in a terminal: a shell starts a background job (the
+    tests run as one in CI) with SIGINT ignored, and Python then leaves it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_in_a_pass_keeps_what_was_recorded_and_exits_130(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], judges: FakeJudges
 ) -> None:
