@@ -15,18 +15,9 @@ from fastapi.testclient import TestClient
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.cli import main
-from tests.fake_judges import FakeJudges, serve
+from tests.fake_judges import FakeJudges
 from tests.helpers import event_count
 from tests.judging.test_judging import unjudged_bundle
-
-
-@pytest.fixture
-def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
-    for server in serve():
-        for name, value in server.env().items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("EVALEDGER_JUDGE_PRICES", raising=False)
-        yield server
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], db: str, *args: str) -> tuple[int, str, str]:

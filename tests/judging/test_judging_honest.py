@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +11,8 @@ import pytest
 
 from evaledger.domain.spec import JudgeErrorPolicy
 from evaledger.scoring.judge_errors import judge_error_note
-from tests.fake_judges import Answer, FakeJudges, default_script, serve
+from tests.fake_judges import Answer, FakeJudges, default_script
 from tests.judging.test_judging_cli import count, import_file, run_cli
-
-
-@pytest.fixture
-def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
-    for server in serve():
-        for name, value in server.env().items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("EVALEDGER_JUDGE_PRICES", raising=False)
-        yield server
-
 
 OPENAI = ("--judge", "openai:gpt-4.1", "--max-retries", "0", "--concurrency", "1")
 ANTHROPIC = ("--judge", "anthropic:claude-sonnet-4-6", "--max-retries", "0", "--concurrency", "1")

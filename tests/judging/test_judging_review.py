@@ -24,7 +24,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import BUILTIN_BY_NAME
 from evaledger.judging.rubric import JudgeRubric, load_rubrics, render_with_rubrics, rubric_of
 from evaledger.scoring.agreement import cohen_kappa, human_agreement, measure_agreement
-from tests.fake_judges import Answer, FakeJudges, _wire, default_script, serve
+from tests.fake_judges import Answer, FakeJudges, _wire, default_script
 from tests.helpers import bundle, case, scores
 from tests.judging.test_judging_cli import count, import_file, run_cli, wait_for
 from tests.judging.test_judging_prompt import FULL
@@ -32,15 +32,6 @@ from tests.scoring.test_agreement import verdict
 
 OPENAI = ("--judge", "openai:gpt-4.1", "--max-retries", "0", "--concurrency", "1")
 DELIVERY = BUILTIN_BY_NAME["response_delivery"]
-
-
-@pytest.fixture
-def judges(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeJudges]:
-    for server in serve():
-        for name, value in server.env().items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("EVALEDGER_JUDGE_PRICES", raising=False)
-        yield server
 
 
 # ---------------------------------------------------------------------------------------------
