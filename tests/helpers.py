@@ -3,11 +3,41 @@
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 from tests.conftest import example_bundle_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkout_copy(destination: Path) -> Path:
+    """A copy of the checkout's files (tracked and untracked, not ignored) at `destination`.
+
+    A package build writes `build/` and `*.egg-info` beside its sources: built from a copy, it
+    neither litters the checkout nor races another build of it (CI runs two suites at once).
+    """
+    names = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    for name in names:
+        src = ROOT / name
+        if src.is_symlink() or src.is_file():
+            dst = destination / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                dst.symlink_to(src.readlink())
+            else:
+                shutil.copy2(src, dst)
+    return destination
 
 
 def event_count(services: Services) -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import checkout_copy
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("domain", "scoring", "projections", "api", "judging", "importers", "client", "bench")
 # Layer folders that install under the `evaledger` namespace (pyproject's package-dir mapping).
@@ -299,7 +301,7 @@ def test_the_wheel_installs_one_evaledger_namespace_and_nothing_generic(tmp_path
             "--no-build-isolation",
             "-w",
             str(tmp_path),
-            str(ROOT),
+            str(checkout_copy(tmp_path / "src")),
         ],
         check=True,
         capture_output=True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -14,30 +13,15 @@ from pathlib import Path
 import pytest
 
 from tests.client.test_client import SNIPPET
+from tests.helpers import checkout_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_the_wheel_installs_in_a_fresh_venv(tmp_path: Path) -> None:
-    source = tmp_path / "src"
-    # A copy of the tracked tree: the build must not depend on (or write into) the checkout.
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    for name in files:
-        src = ROOT / name
-        if src.is_symlink() or src.is_file():
-            dst = source / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if src.is_symlink():
-                dst.symlink_to(src.readlink())
-            else:
-                shutil.copy2(src, dst)
+    # A copy of the tree: the build must not depend on (or write into) the checkout.
+    source = checkout_copy(tmp_path / "src")
     built = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path / "dist")],
         cwd=source,
