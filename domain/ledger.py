@@ -78,6 +78,7 @@ from evaledger.domain.tokens import (
     NewToken,
     Principal,
     TokenInfo,
+    VerifiedTokens,
     issued_tokens,
     new_secret,
     secret_hash,
@@ -189,6 +190,9 @@ class Ledger:
         self.clock = clock
         self._projects: dict[UUID, str] = {}
         self.checkpoint_key = checkpoint_key
+        self._tokens = VerifiedTokens(
+            lambda oid: self.recorder.commit_verifies(oid, 1, self.checkpoint_key)
+        )
         self.recorder.use_checkpoint_key(checkpoint_key)
         self.recorder.prepare(env, migrate=migrate, app_role=app_role)
 
@@ -341,10 +345,7 @@ class Ledger:
 
     def token_principal(self, token_id: str, secret: str | None = None) -> Principal | None:
         """An unrevoked token's principal (its secret checked if given; a web session has none)."""
-        found = self._find(ApiToken, token_aggregate_id(token_id))
-        if found is None or found.revoked is not None:
-            return None
-        return found.principal() if secret is None or found.matches(secret) else None
+        return self._tokens.principal(self._find(ApiToken, token_aggregate_id(token_id)), secret)
 
     def tokens(self) -> list[TokenInfo]:
         """Every token ever issued, oldest first (read from the log: tokens are few)."""

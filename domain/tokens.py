@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID, uuid5
@@ -138,6 +138,41 @@ class ApiToken(Aggregate):
             self.revoked = None
         elif isinstance(event, TokenRevoked):
             self.revoked = event
+
+
+class VerifiedTokens:
+    """Authentication that trusts a token only once the commit that issued it verifies.
+
+    A `TokenIssued` row written straight into the tables (below position 1, after the chain's
+    last block, or an edited secret hash) must not let anyone in: the issuing commit's chain
+    block must cover it with a matching link and, on a keyed store, the key's signature. That
+    costs a few indexed reads, so a token that passed is remembered for the process (by id and
+    secret hash) and forgotten when it is found revoked; revocation is read on every request.
+    """
+
+    def __init__(self, commit_verifies: Callable[[UUID], bool]) -> None:
+        self.commit_verifies = commit_verifies
+        """Whether the commit of an aggregate's first event stands."""
+        self.verified: set[tuple[str, str]] = set()
+
+    def principal(self, found: ApiToken | None, secret: str | None) -> Principal | None:
+        """The principal of an unrevoked, verified token (its secret checked if given)."""
+        if found is None:
+            return None
+        issued = found.issued
+        key = (issued.token_id, issued.secret_sha256)
+        if found.revoked is not None:
+            self.verified.discard(key)
+            return None
+        if secret is not None and not found.matches(secret):
+            return None
+        if key not in self.verified:
+            if not self.commit_verifies(found.id):
+                return None
+            if len(self.verified) >= 100_000:
+                self.verified.clear()
+            self.verified.add(key)
+        return found.principal()
 
 
 def issued_tokens(events: Iterable[DomainEvent]) -> list[TokenInfo]:

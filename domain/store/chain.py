@@ -120,9 +120,17 @@ class ChainWriter:
     """
 
     def __init__(
-        self, placeholder: str, events: str, position: str, qualified_table: str = CHAIN_TABLE
+        self,
+        placeholder: str,
+        events: str,
+        position: str,
+        qualified_table: str = CHAIN_TABLE,
+        *,
+        hex_ids: bool = False,
     ) -> None:
         p = placeholder
+        self.hex_ids = hex_ids
+        """SQLite keeps aggregate ids as hex text (eventsourcing's choice), PostgreSQL as uuid."""
         self.key: bytes | None = None
         self.adopting: str | None = None
         """Set (to the reason) only by `chain adopt`: the next commit may adopt unchained events."""
@@ -135,6 +143,27 @@ class ChainWriter:
             f"SELECT link, mac FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
         )
         self.count = f"SELECT count(*) AS n FROM {qualified_table}"
+        self.select_position = (
+            f"SELECT {position} AS notification_id FROM {events} "
+            f"WHERE originator_id = {p} AND originator_version = {p}"
+        )
+        self.select_covering = (
+            "SELECT first_position, last_position, events, link, mac, adopted "
+            f"FROM {qualified_table} WHERE last_position >= {p} ORDER BY last_position LIMIT 1"
+        )
+        self.select_previous = (
+            f"SELECT link FROM {qualified_table} WHERE last_position < {p} "
+            "ORDER BY last_position DESC LIMIT 1"
+        )
+        self.select_signed_before = (
+            f"SELECT count(*) AS n FROM {qualified_table} "
+            f"WHERE last_position < {p} AND mac IS NOT NULL"
+        )
+        self.select_range = (
+            f"SELECT {position} AS notification_id, originator_id, originator_version, topic, "
+            f"state FROM {events} WHERE {position} >= {p} AND {position} <= {p} "
+            f"ORDER BY {position}"
+        )
         self.select_page = (
             "SELECT first_position, last_position, events, link, mac, adopted "
             f"FROM {qualified_table} WHERE last_position > {p} "
@@ -196,6 +225,53 @@ class ChainWriter:
                 "the chain existed is adopted once with `evaledger chain adopt --reason`"
             )
         self._adopt(curs, first)
+
+    def commit_verifies(
+        self, curs: Any, originator_id: UUID, version: int, key: bytes | None
+    ) -> bool:
+        """Whether the commit that wrote one event stands (issue 29, token authentication).
+
+        Its chain block covers the event, the block's link matches the stored events, and
+        (keyed) its signature is the key's.
+
+        One commit, a few indexed reads: what authenticating a token costs, not a
+        walk of the log. A row written outside evaledger (below 1, after the last block, or
+        edited) fails; so does an unsigned commit after signed ones when the key is held.
+        """
+        curs.execute(
+            self.select_position,
+            (originator_id.hex if self.hex_ids else originator_id, version),
+        )
+        row = curs.fetchone()
+        if row is None:
+            return False
+        position = row["notification_id"]
+        curs.execute(self.select_covering, (position,))
+        found = curs.fetchone()
+        if found is None or not 1 <= found["first_position"] <= position:
+            return False
+        first, last = found["first_position"], found["last_position"]
+        curs.execute(self.select_previous, (first,))
+        prev = curs.fetchone()
+        curs.execute(self.select_range, (first, last))
+        entries = [
+            (
+                r["notification_id"],
+                r["originator_id"],
+                r["originator_version"],
+                stored_hash(r["topic"], bytes(r["state"])),
+            )
+            for r in curs.fetchall()
+        ]
+        link = link_of(GENESIS_LINK if prev is None else prev["link"], entries)
+        if len(entries) != found["events"] or link != found["link"]:
+            return False
+        if key is None:
+            return True
+        if found["mac"] is not None:
+            return hmac.compare_digest(found["mac"], mac_of(key, last, link))
+        curs.execute(self.select_signed_before, (first,))
+        return not curs.fetchone()["n"]  # unsigned: only before the ledger was first signed
 
     def is_empty(self, curs: Any) -> bool:
         """Whether the chain has no block yet."""

@@ -38,6 +38,11 @@ class LedgerRecorder:
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
             return self.chain.blocks(curs, after, limit)
 
+    def commit_verifies(self, originator_id: UUID, version: int, key: bytes | None) -> bool:
+        """Whether the commit that wrote this event stands (see `ChainWriter.commit_verifies`)."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.chain.commit_verifies(curs, originator_id, version, key)
+
     def last_verified(self) -> tuple[int, str, str] | None:
         """(position, link, signature) of the last checkpoint a keyed `verify` recorded."""
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:

@@ -25,7 +25,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
     ) -> None:
         super().__init__(datastore, events_table_name)
-        self.chain = ChainWriter("?", events_table_name, "rowid")
+        self.chain = ChainWriter("?", events_table_name, "rowid", hex_ids=True)
         self._name = f"the SQLite event store {datastore.pool.db_name}"
 
     def construct_create_table_statements(self) -> list[str]:

@@ -1,0 +1,252 @@
+"""Issue 29: the holes a new audit found, attacked as an attacker would.
+
+Raw SQL on the tables (sqlite3 / psycopg as a superuser with the triggers off, or the two-role
+app role), then the product as its users meet it: `evaledger serve` over real HTTP and the CLI
+as a subprocess. Every store is SQLite and PostgreSQL, with and without the checkpoint key
+where the hole depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.domain.aggregates import Meta
+from evaledger.domain.events import TokenScope
+from evaledger.domain.ledger import Context
+from evaledger.domain.store.chain import KEY_ENV, link_of
+from evaledger.domain.tokens import ApiToken, new_secret, secret_hash, split_token
+from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
+from tests.conftest import EXAMPLE_BUNDLE
+from tests.integrity_helpers import RawBlock, RawStore
+
+pytestmark = pytest.mark.reliability
+
+KEY = "5a" * 32
+
+
+@dataclass
+class Store:
+    """A store with one imported run and a real admin token, written by evaledger."""
+
+    db: str
+    key_file: Path | None
+    token: str
+    tmp: Path
+
+    def env(self) -> dict[str, str]:
+        """The environment of a process using this store (the key file when keyed)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("EVALEDGER_DB", KEY_ENV)}
+        if self.key_file is not None:
+            env[KEY_ENV] = str(self.key_file)
+        return env
+
+    def services(self) -> Services:
+        """In-process services on the store (with the key when keyed)."""
+        key = None if self.key_file is None else str(self.key_file)
+        return build_services(Settings(db=self.db, checkpoint_key_file=key))
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`evaledger ARGS --db DB` as a subprocess."""
+        return subprocess.run(
+            [str(EVALEDGER), *args, "--db", self.db],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=self.env() if env is None else env,
+            cwd=self.tmp,
+        )
+
+
+@pytest.fixture(params=["keyed", "unkeyed"])
+def store(request: pytest.FixtureRequest, store_url: str, tmp_path: Path) -> Store:
+    key_file = None
+    if request.param == "keyed":
+        key_file = tmp_path / "checkpoint.key"
+        key_file.write_text(KEY + "\n")
+        key_file.chmod(0o600)
+    s = Store(store_url, key_file, "", tmp_path)
+    services = s.services()
+    try:
+        services.ledger.import_bundle(_example(), Context("alice"))
+        s.token = services.ledger.issue_token(
+            "default", TokenScope.ADMIN, "ci", Context("admin")
+        ).token
+    finally:
+        services.close()
+    return s
+
+
+def _example() -> Any:
+    from evaledger.domain.bundle import RunBundle
+
+    return RunBundle.model_validate_json(EXAMPLE_BUNDLE.read_bytes())
+
+
+@contextmanager
+def raw(store: Store) -> Iterator[RawStore]:
+    """The attacker's connection to the tables."""
+    services = build_services(Settings(db=store.db))
+    r = RawStore(services)
+    try:
+        yield r
+    finally:
+        r.close()
+        services.close()
+
+
+@contextmanager
+def serving(store: Store) -> Iterator[str]:
+    """`evaledger serve` on the store (its key in the environment); yields its base URL."""
+    port = free_port()
+    log = store.tmp / f"serve-{port}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(EVALEDGER), "serve", "--host", "127.0.0.1", "--port", str(port), "--db", store.db],
+            cwd=store.tmp,
+            env=store.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_LIMIT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if request(base, "GET", "/health")[0] in (200, 503):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def request(
+    base: str, method: str, path: str, token: str | None = None, body: Any = None
+) -> tuple[int, Any]:
+    """One HTTP request; (status, decoded JSON body)."""
+    headers = {} if token is None else {"authorization": f"Bearer {token}"}
+    data = None
+    if body is not None:
+        headers["content-type"] = "application/json"
+        data = json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+# -- 1. forged tokens ----------------------------------------------------------------------------
+
+
+def forged_token_row(store: Store) -> tuple[str, Any, bytes, str]:
+    """An admin token's `TokenIssued` as evaledger would store it: (token, id, state, topic)."""
+    token_id, token = new_secret()
+    parts = split_token(token)
+    assert parts is not None
+    agg = ApiToken.issue(
+        token_id,
+        Meta(timestamp=datetime.now(UTC), actor="mallory"),
+        project="default",
+        scope=TokenScope.ADMIN,
+        name="forged",
+        secret_sha256=secret_hash(parts[1]),
+    )
+    services = build_services(Settings(db=store.db))
+    try:
+        stored = services.ledger.app.mapper.to_stored_event(agg.collect_events()[0])
+    finally:
+        services.close()
+    return token, agg.id, stored.state, stored.topic
+
+
+def _forge(store: Store, where: str) -> str:
+    token, oid, state, topic = forged_token_row(store)
+    with raw(store) as r:
+        if where == "head":
+            r.insert_at(0, oid, 1, topic, state)
+        elif where == "tail":
+            r.insert(oid, 1, topic, state)
+        elif where == "tail_with_block":
+            # The tail row and a chain block over it, linked to the last block: only the key's
+            # signature is missing (a keyed store), or nothing is (an unkeyed one: see below).
+            position = r.insert(oid, 1, topic, state)
+            last = r.blocks()[-1]
+            row = r.row(position)
+            from evaledger.domain.events import stored_hash
+
+            link = link_of(last.link, [(position, oid, 1, stored_hash(topic, row.state))])
+            blocks = [*r.blocks(), RawBlock(position, position, 1, link, "ab" * 32, False)]
+            r.replace_blocks(blocks)
+        else:  # an edited secret hash on the real token's own row
+            real = split_token(store.token)
+            assert real is not None
+            row = next(x for x in r.rows() if b'"token_id":"' + real[0].encode() in x.state)
+            r.update(row, replace(row, state=row.state.replace(
+                secret_hash(real[1]).encode(), secret_hash(split_token(token)[1]).encode()  # type: ignore[index]
+            )))  # fmt: skip
+            token = f"evl_{real[0]}_{split_token(token)[1]}"  # type: ignore[index]
+    return token
+
+
+def test_a_token_forged_at_the_head_or_the_tail_does_not_authenticate(store: Store) -> None:
+    at_head, at_tail = _forge(store, "head"), _forge(store, "tail")
+    verified = store.cli("verify")
+    assert verified.returncode == 1, verified.stdout  # verify flags them...
+    token_id = split_token(store.token)[0]  # type: ignore[index]
+    with serving(store) as base:
+        # ...and the server refuses them on reads and writes alike.
+        for forged in (at_head, at_tail):
+            status, body = request(base, "GET", "/runs", forged)
+            assert (status, body["status"]) == (401, 401), body
+            assert request(base, "POST", "/runs", forged, {"project": "x"})[0] == 401
+        # The real token passes (and is then remembered) until it is revoked.
+        assert request(base, "GET", "/runs", store.token)[0] == 200
+        assert request(base, "GET", "/runs", store.token)[0] == 200
+        done = store.cli("token", "revoke", token_id, "--reason", "leaked")
+        assert done.returncode == 0, done.stderr
+        assert request(base, "GET", "/runs", store.token)[0] == 401
+
+
+def test_an_edited_token_or_a_forged_signed_commit_does_not_authenticate(store: Store) -> None:
+    edited = _forge(store, "edited_hash")
+    # Unkeyed, a tail block with a correct link is a valid commit by design (verify passes it
+    # too); keyed, it lacks the key's signature.
+    signed = _forge(store, "tail_with_block") if store.key_file is not None else None
+    verified = store.cli("verify")
+    assert verified.returncode == 1, verified.stdout
+    with serving(store) as base:
+        assert request(base, "GET", "/runs", edited)[0] == 401
+        if signed is not None:
+            assert request(base, "GET", "/runs", signed)[0] == 401
