@@ -2,7 +2,8 @@
 
 A store whose events predate the ledger chain has no blocks. Those events are chained only by
 this explicit admin act: one `adopted` block over every stored event, written in the same commit
-as a `ChainAdopted` event carrying the range, the actor and the reason. Anything else that finds
+as a `ChainAdopted` event carrying the range, the actor and the reason, and signed with the
+checkpoint key on a keyed store. Anything else that finds
 an empty chain over stored events (a writer, `verify`) treats it as tampering.
 """
 
@@ -16,6 +17,7 @@ from evaledger.domain.aggregates import NAMESPACE, Aggregate, Meta
 from evaledger.domain.errors import ConflictError, ValidationError
 from evaledger.domain.events import ChainAdopted, DomainEvent
 from evaledger.domain.ledger import Context, Ledger, require_reason
+from evaledger.domain.store.urls import KEY_ENV
 
 CHAIN_RECORD_ID = uuid5(NAMESPACE, "ledger\x1fchain")
 """The one aggregate recording the ledger's own acts on its chain."""
@@ -55,10 +57,23 @@ class Adoption:
     """Where the `ChainAdopted` record was written."""
 
 
-def adopt_chain(ledger: Ledger, ctx: Context, reason: str | None) -> Adoption:
-    """Chain every stored event in one adopted block; only over an empty chain, and once."""
+def adopt_chain(
+    ledger: Ledger, ctx: Context, reason: str | None, *, unsigned: bool = False
+) -> Adoption:
+    """Chain every stored event in one adopted block; only over an empty chain, and once.
+
+    The adopted block is signed with the ledger's checkpoint key: a keyed `verify` refuses an
+    unsigned adoption (issue 29). Without a key the caller says `unsigned`, so an operator of
+    a keyed store who forgot the key is stopped before writing an adoption verify refuses.
+    """
     ctx.check_admin("adopting unchained events")
     why = require_reason(reason, "adopting unchained events")
+    if ledger.checkpoint_key is None and not unsigned:
+        raise ValidationError(
+            f"chain adopt: no checkpoint key ({KEY_ENV}): on a keyed store the adoption must "
+            "be signed with it; for a store never verified with a key, pass --unsigned",
+            field="unsigned",
+        )
     if ledger.chain_blocks(-(2**62), 1):
         raise ConflictError(
             "the ledger chain already has commits: events outside it were written outside "

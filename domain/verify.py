@@ -496,6 +496,15 @@ class _ChainWalk:
             )
 
     def _check_signature(self, block: Block, key: bytes, where: str) -> None:
+        if block.adopted and block.mac is None:
+            # Whoever empties the chain without the key could adopt what is left and let the
+            # next keyed write sign on: on a keyed store an adoption is signed like a commit.
+            self._find(
+                block.first_position,
+                f"{where}: an adoption without the checkpoint key's signature (on a keyed "
+                "store `chain adopt` signs; an unsigned one re-chains a log emptied without "
+                "the key)",
+            )
         if block.mac is not None:
             if mac_of(key, block.last_position, block.link) != block.mac:
                 self._find(

@@ -53,6 +53,12 @@ def register(commands: Commands) -> None:
         help="chain, once and on the record, the events of a store written before the chain",
     )
     p.add_argument("--reason", required=True, help="why the unchained events are trusted")
+    p.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="adopt without the checkpoint key (only for a store never verified with a key: "
+        "a keyed verify refuses an unsigned adoption)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_chain_adopt, reads=True)
     p = commands.add(
@@ -179,7 +185,9 @@ def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
     from evaledger.domain.adoption import adopt_chain
     from evaledger.domain.ledger import Context
 
-    adoption = adopt_chain(services.ledger, Context(actor=args.actor), args.reason)
+    adoption = adopt_chain(
+        services.ledger, Context(actor=args.actor), args.reason, unsigned=args.unsigned
+    )
     if args.json:
         emit_json(
             {

@@ -206,7 +206,11 @@ def test_the_cli_adopts_on_the_record_and_verify_says_so_in_plain_words(
     services.close()
     assert cli("verify")[0] == 1
     assert cli("chain", "adopt")[0] == 2  # --reason is required
-    assert cli("chain", "adopt", "--reason", "written by 0.3, before the chain") == (
+    # No checkpoint key: the operator says the adoption is unsigned (issue 29).
+    code, out, err = cli("chain", "adopt", "--reason", "written by 0.3, before the chain")
+    assert (code, out) == (2, "")
+    assert "no checkpoint key (EVALEDGER_CHECKPOINT_KEY_FILE)" in err and "--unsigned" in err
+    assert cli("chain", "adopt", "--unsigned", "--reason", "written by 0.3, before the chain") == (
         0,
         "adopted positions 1–13 (13 events) into the chain; recorded at position 14\n",
         "",
@@ -220,7 +224,7 @@ def test_the_cli_adopts_on_the_record_and_verify_says_so_in_plain_words(
         "adopted: positions 1–13 (13 events) were chained by `chain adopt` (by cli at "
     )
     assert lines[2].endswith(": 'written by 0.3, before the chain'), not when they were written")
-    code, _, err = cli("chain", "adopt", "--reason", "again")
+    code, _, err = cli("chain", "adopt", "--unsigned", "--reason", "again")
     assert code != 0 and "already has commits" in err
 
 

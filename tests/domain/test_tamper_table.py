@@ -280,7 +280,7 @@ def _chain_dropped(s: Tampered) -> Exception | None:
 def _adopt_then(edit: Callable[[Tampered], None]) -> Callable[[Tampered], None]:
     def tamper(s: Tampered) -> None:
         s.raw.empty_chain()
-        adopt_chain(s.services.ledger, Context("admin"), "legacy")
+        adopt_chain(s.services.ledger, Context("admin"), "legacy", unsigned=not s.keyed)
         edit(s)
 
     return tamper

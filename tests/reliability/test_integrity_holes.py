@@ -250,3 +250,52 @@ def test_an_edited_token_or_a_forged_signed_commit_does_not_authenticate(store: 
         assert request(base, "GET", "/runs", edited)[0] == 401
         if signed is not None:
             assert request(base, "GET", "/runs", signed)[0] == 401
+
+
+# -- 2. re-adoption without the key --------------------------------------------------------------
+
+
+KEYED = pytest.mark.parametrize("store", ["keyed"], indirect=True)
+"""Unkeyed, anyone with the database can rebuild an unsigned chain: by design (README)."""
+
+
+@KEYED
+def test_a_chain_emptied_and_re_adopted_without_the_key_fails_a_keyed_verify(
+    store: Store,
+) -> None:
+    with raw(store) as r:  # the attacker: database access, no key
+        r.delete(max(row.position for row in r.rows()))  # the token, say
+        r.empty_chain()
+    keyless = {k: v for k, v in store.env().items() if k != KEY_ENV}
+    refused = store.cli("chain", "adopt", "--reason", "legacy", env=keyless)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "evaledger: error: chain adopt: no checkpoint key (EVALEDGER_CHECKPOINT_KEY_FILE): on a "
+        "keyed store the adoption must be signed with it; for a store never verified with a "
+        "key, pass --unsigned\n"
+    )
+    adopted = store.cli("chain", "adopt", "--unsigned", "--reason", "legacy", env=keyless)
+    assert adopted.returncode == 0, adopted.stderr
+    # One legitimate keyed write signs on after it...
+    written = store.cli("import", str(EXAMPLE_BUNDLE), "--run-key", "next")
+    assert written.returncode == 0, written.stderr
+    # ...and the keyed verify refuses the unsigned adoption.
+    verified = store.cli("verify", "--full")
+    assert verified.returncode == 1, verified.stdout
+    assert verified.stdout.startswith(
+        "BROKEN at position 1: positions 1–13 (one commit): an adoption without the checkpoint "
+        "key's signature"
+    ), verified.stdout
+
+
+@KEYED
+def test_a_keyed_adoption_is_signed_and_verifies(store: Store) -> None:
+    with raw(store) as r:
+        r.empty_chain()
+    adopted = store.cli("chain", "adopt", "--reason", "legacy")
+    assert adopted.returncode == 0, adopted.stderr
+    with raw(store) as r:
+        first = r.blocks()[0]
+    assert first.adopted and first.mac is not None
+    verified = store.cli("verify")
+    assert verified.returncode == 0, verified.stdout
