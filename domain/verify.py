@@ -78,7 +78,7 @@ class VerifyReport:
     resumed_from: int | None = None
     """Incremental: the signed checkpoint this verify resumed from (events up to it not re-read)."""
     resumption: str = "full"
-    """`incremental`, `full` (asked, or nothing to resume from) or `unsigned` (no key: full)."""
+    """`incremental`, `full` (the default, or nothing to resume from) or `unsigned` (no key)."""
     findings: list[tuple[int, str]] = field(default_factory=list)
 
     @property
@@ -268,7 +268,7 @@ def verify(
     progress: Callable[[int, int], None] | None = None,
     expect: Checkpoint | None = None,
     *,
-    full: bool = False,
+    incremental: bool = False,
 ) -> VerifyReport:
     """Check all three layers; `expect` is an earlier checkpoint that must still be in the log.
 
@@ -276,16 +276,21 @@ def verify(
     valid signature, and at least one must. Without it, signatures are not checked (a rewrite
     that recomputes every hash is then undetectable; the report says `keyed: false`).
 
-    With the key and unless `full`, the walk resumes from the last checkpoint a keyed verify
-    recorded (`evaledger_verified`, signed with the key): that record's signature and the
-    chain block it names (same link, valid signature) are re-checked, then only the events
-    and blocks after it, so the cost follows the new events. Events before it are read only
-    where a new event or seal depends on them; an edit elsewhere before it waits for `full`.
+    Every event is checked unless `incremental` (issue 29: full is the default); a full keyed
+    walk still checks the recorded checkpoint below. With the key and `incremental`, the walk
+    resumes from the last checkpoint a keyed verify recorded (`evaledger_verified`, signed with
+    the key): that record's signature and the chain block it names (same link, valid
+    signature) are re-checked, then only the events and blocks after it, so the cost follows
+    the new events. Events before it are read only where a new event or seal depends on them;
+    an edit elsewhere before it waits for a full walk.
     An ok keyed walk records its checkpoint for the next one.
     """
     head = ledger.position()
     key = ledger.checkpoint_key
-    resume = None if full or key is None else _resume_point(ledger, key)
+    # A full walk still checks the recorded checkpoint (a rolled-back tail loses it).
+    resume = None if key is None else _resume_point(ledger, key)
+    if resume is not None and not resume.findings and not incremental:
+        resume = None
     walk = _ChainWalk(ledger, expect, resume)
     if key is None:
         walk.report.resumption = "unsigned"

@@ -61,7 +61,7 @@ def get_health(request: Request, services: ServicesDep) -> Health:
 
 
 def record_verification(
-    state: Any, services: Services, *, full: bool = False, views: bool = False
+    state: Any, services: Services, *, incremental: bool = False, views: bool = False
 ) -> dict[str, Any]:
     """Verify the log (and with `views` the read models); remember what `/health` reports.
 
@@ -70,7 +70,7 @@ def record_verification(
     later log that lost it fails), the last result and the last views report.
     """
     expect: Checkpoint | None = getattr(state, "verified_checkpoint", None)
-    report = verify(services.ledger, expect=expect, full=full)
+    report = verify(services.ledger, expect=expect, incremental=incremental)
     if report.ok and report.checkpoint is not None:
         state.verified_checkpoint = report.checkpoint
     result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
@@ -87,19 +87,31 @@ def record_verification(
 def verify_log(
     request: Request,
     services: ServicesDep,
-    full: Annotated[bool, Query(description="Re-check every event, not only new ones.")] = False,
+    incremental: Annotated[
+        bool,
+        Query(
+            description="With the checkpoint key: resume from the last verified checkpoint "
+            "(only later events and what they depend on). By default every event is checked."
+        ),
+    ] = False,
+    full: Annotated[
+        bool, Query(description="Re-check every event: the default (kept for old callers).")
+    ] = False,
     views: Annotated[
         bool, Query(description="Also rebuild the read models from the log and compare.")
     ] = False,
 ) -> VerifyResult:
     """Check hash chains, run seals and chain signatures; name the first break.
 
-    With the checkpoint key it resumes from the last signed checkpoint a verification recorded
-    (`full=1`: every event). The last checkpoint verified by this server is remembered: a later
-    log that no longer contains it (rolled back, rewritten) fails. With `views=1` the read
+    Every event is checked; with the checkpoint key and `incremental=1` it resumes from the
+    last signed checkpoint a verification recorded (`full=1` wins over it). The last
+    checkpoint verified by this server is remembered: a later log that no longer contains it
+    (rolled back, rewritten) fails. With `views=1` the read
     models are rebuilt in a scratch store and compared; `/health` reports drift it found.
     """
-    result = record_verification(request.app.state, services, full=full, views=views)
+    result = record_verification(
+        request.app.state, services, incremental=incremental and not full, views=views
+    )
     return VerifyResult.model_validate(result)
 
 

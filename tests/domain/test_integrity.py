@@ -217,14 +217,17 @@ def test_the_cli_checks_signatures_and_a_remembered_checkpoint(
         f"checkpoint: 23:{link}\n",
         "",
     )
-    # By default a keyed verify resumes from the checkpoint the last one recorded.
-    assert _verify_cli(story, cli, monkeypatch) == (
+    # A plain verify checks every event (issue 29); `--incremental` resumes from the checkpoint
+    # the last one recorded.
+    assert _verify_cli(story, cli, monkeypatch)[1].startswith("ok: 23 events in 7 aggregates")
+    assert _verify_cli(story, cli, monkeypatch, "--incremental") == (
         0,
         "ok: 0 new events since the verified checkpoint 23 in 0 aggregates, 0 sealed runs, "
-        "0 commits chained, signatures checked (incremental: `verify --full` re-checks every "
+        "0 commits chained, signatures checked (incremental: a plain `verify` re-checks every "
         f"event)\ncheckpoint: 23:{link}\n",
         "",
     )
+    assert _verify_cli(story, cli, monkeypatch, "--incremental", "--full")[0] == 2
     code, out, _ = _verify_cli(story, cli, monkeypatch, key=False)
     assert (code, out) == (
         0,

@@ -1,8 +1,9 @@
-"""Incremental verify (issue 19): a keyed verify resumes from the last signed checkpoint.
+"""Incremental verify (issue 19): a keyed `verify --incremental` resumes from the last signed
+checkpoint (issue 29: a plain `verify` is full).
 
 What it re-checks: the recorded checkpoint's signature, the chain block it names (same link,
 valid signature), every event and block after it, and each earlier event a new event or a new
-seal depends on. What it does not: an earlier event nothing new depends on (`--full` does).
+seal depends on. What it does not: an earlier event nothing new depends on (a full one does).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.reliability
 
 def _recorded(story: Story) -> int:
     """A full keyed verify (which records its checkpoint); the log's head."""
-    report = verify(story.services.ledger, full=True)
+    report = verify(story.services.ledger)
     assert report.ok and report.resumption == "full", report.broken
     return report.checkpoint.position  # type: ignore[union-attr]
 
@@ -36,14 +37,14 @@ def _recorded(story: Story) -> int:
 def test_a_keyed_verify_resumes_and_checks_only_the_new_events(story: Story) -> None:
     assert _recorded(story) == 23
     _import(story.services, "new", "running", case("e", 2))
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.ok, report.broken
     assert (report.resumption, report.resumed_from) == ("incremental", 23)
     # The new run: created, case opened, transcript, verdict, attached (one commit).
     assert (report.events, report.commits) == (story.services.ledger.position() - 23, 1)
     assert report.checkpoint is not None and report.checkpoint.position > 23
     # The next one resumes from there.
-    again = verify(story.services.ledger)
+    again = verify(story.services.ledger, incremental=True)
     assert (again.resumed_from, again.events) == (report.checkpoint.position, 0)
 
 
@@ -51,7 +52,7 @@ def test_an_edit_after_the_checkpoint_is_caught(story: Story) -> None:
     _recorded(story)
     position = _override(story.services, story.ids["d"], "dave", True)
     story.raw.edit(position, b'"passed":true', b'"passed":false')
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumed_from == 23
     assert report.first_broken_position == position
     assert report.broken[0].startswith(f"positions {position}–{position} (one commit): ")
@@ -64,7 +65,7 @@ def test_an_edit_before_the_checkpoint_under_a_later_event_is_caught(story: Stor
     # `--full` sees that one.)
     position = _override(story.services, story.ids["d"], "dave", True)
     story.raw.edit(story.pos["verdict_d"], b'"score":5', b'"score":1')
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumed_from == 23
     assert not report.ok
     assert report.broken[0].startswith(
@@ -77,11 +78,11 @@ def test_an_edit_before_the_checkpoint_nothing_new_depends_on_waits_for_full(
 ) -> None:
     _recorded(story)
     story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
-    incremental = verify(story.services.ledger)
+    incremental = verify(story.services.ledger, incremental=True)
     # Not re-read: the documented limit of resuming (the chain block at the checkpoint still
     # stands); the report says it resumed, and `--full` finds the edit.
     assert (incremental.ok, incremental.resumed_from, incremental.events) == (True, 23, 0)
-    full = verify(story.services.ledger, full=True)
+    full = verify(story.services.ledger)
     assert (full.ok, full.first_broken_position) == (False, 1)
 
 
@@ -93,7 +94,7 @@ def test_a_forged_or_orphaned_resumption_point_falls_back_to_a_full_walk(story: 
         f"(30, '{'0' * 64}', '{'f' * 64}', 'now')"
     )
     story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumption == "full"
     assert report.broken[0].startswith("positions 1–9 (one commit): the chain link")
     assert any("is not signed with the checkpoint key (a forged" in b for b in report.broken)
@@ -105,7 +106,7 @@ def test_a_rewritten_chain_block_at_the_checkpoint_is_caught(story: Story) -> No
     from dataclasses import replace
 
     story.raw.replace_blocks([*blocks[:-1], replace(blocks[-1], mac="0" * 64)])
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumption == "full"
     assert report.first_broken_position is not None
     assert any("lost its signature or carries another one" in b for b in report.broken)
@@ -119,7 +120,7 @@ def test_a_run_sealed_after_the_checkpoint_is_checked_against_its_earlier_cases(
     # check reads case c's last event from before the checkpoint, so an edit of it shows.
     seal = story.services.ledger.complete_run(story.ids["open"], Context("alice")).position
     story.raw.edit(story.pos["override_c"], b'"passed":false', b'"passed":true')
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumed_from == 23
     assert report.broken == [
         f"run {story.ids['open']} (position {seal}): seal does not match its cases' hashes"
@@ -129,7 +130,7 @@ def test_a_run_sealed_after_the_checkpoint_is_checked_against_its_earlier_cases(
 def test_without_a_key_verify_says_it_checked_everything(story: Story) -> None:
     _recorded(story)
     story.services.ledger.checkpoint_key = None
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert (report.ok, report.resumption, report.resumed_from) == (True, "unsigned", None)
     assert report.events == 23
 
@@ -151,8 +152,8 @@ def test_a_verifier_that_cannot_record_still_verifies_in_full(
         conn.execute(f'REVOKE INSERT ON evaledger_verified FROM "{two_roles.app_role}"')
     auditor = build_services(Settings(db=two_roles.app_url, checkpoint_key_file=str(key_file)))
     try:
-        first = verify(auditor.ledger)
-        again = verify(auditor.ledger)
+        first = verify(auditor.ledger, incremental=True)
+        again = verify(auditor.ledger, incremental=True)
     finally:
         auditor.close()
     assert (first.ok, first.resumption) == (True, "full")
@@ -164,7 +165,7 @@ def test_rows_forged_below_position_1_after_the_checkpoint_are_still_caught(
 ) -> None:
     _recorded(story)
     forge_admin_token(story, 0)
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert (report.resumed_from, report.first_broken_position) == (23, 0)
     assert report.broken[0].endswith(
         "is below 1, the first position, and not covered by the ledger chain (written outside "
@@ -172,7 +173,7 @@ def test_rows_forged_below_position_1_after_the_checkpoint_are_still_caught(
     )
     blocks = story.raw.blocks()
     story.raw.replace_blocks([replace(blocks[0], first_position=-5, last_position=-5), *blocks])
-    report = verify(story.services.ledger)
+    report = verify(story.services.ledger, incremental=True)
     assert report.resumed_from == 23
     assert any(
         b.startswith("positions -5–-5 (one commit): not a range of positions from 1")
@@ -180,19 +181,21 @@ def test_rows_forged_below_position_1_after_the_checkpoint_are_still_caught(
     )
 
 
-def test_get_verify_resumes_and_full_1_rechecks_everything(story: Story) -> None:
+def test_get_verify_is_full_and_incremental_1_resumes(story: Story) -> None:
     with TestClient(create_app(services=story.services)) as client:
         first = client.get("/verify").json()
         assert (first["resumption"], first["events"]) == ("full", 23)
-        again = client.get("/verify").json()
+        again = client.get("/verify", params={"incremental": 1}).json()
         assert (again["resumption"], again["resumed_from"], again["events"]) == (
             "incremental",
             23,
             0,
         )
         story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
-        assert client.get("/verify").json()["ok"] is True  # nothing new depends on it
-        full = client.get("/verify", params={"full": 1}).json()
+        # Incremental: nothing new depends on it; the default (and `full=1`) walk finds it.
+        assert client.get("/verify", params={"incremental": 1}).json()["ok"] is True
+        assert client.get("/verify", params={"incremental": 1, "full": 1}).json()["ok"] is False
+        full = client.get("/verify").json()
         assert (full["ok"], full["resumption"], full["first_broken_position"]) == (
             False,
             "full",

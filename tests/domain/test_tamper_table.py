@@ -208,7 +208,7 @@ def _rewrite(rechain: bool, keep_macs: bool) -> Callable[[Tampered], None]:
 
 
 def _roll_back_tail(s: Tampered) -> Checkpoint:
-    earlier = verify(s.services.ledger, full=True).checkpoint
+    earlier = verify(s.services.ledger).checkpoint
     assert earlier is not None and earlier.position == 23
     s.raw.delete(*range(18, 24))
     s.raw.delete_block(23)
@@ -716,13 +716,13 @@ def _check(s: Tampered, outcome: Outcome, result: Any) -> None:
         assert isinstance(result, Exception), result
         assert outcome.match in str(result), result
     elif isinstance(outcome, Drift):
-        assert verify(s.services.ledger, full=True).ok  # the log itself is whole
+        assert verify(s.services.ledger).ok  # the log itself is whole
         drift = check_views(s.services.ledger, s.services.engine).drift
         assert drift is not None
         assert (drift.table, drift.column) == (outcome.table, outcome.column)
         assert drift.key == {"case_id": str(s.ids["b"])}
     else:
-        report = verify(s.services.ledger, full=True)
+        report = verify(s.services.ledger)
         assert report.ok, report.broken
         assert report.keyed is s.keyed
         assert outcome.why
@@ -732,8 +732,8 @@ def _verify(s: Tampered, outcome: Broken, result: Any) -> VerifyReport:
     ledger = s.services.ledger
     if outcome.how == "expect":
         assert isinstance(result, Checkpoint)
-        return verify(ledger, expect=result, full=True)
-    return verify(ledger, full=outcome.how == "full")
+        return verify(ledger, expect=result)
+    return verify(ledger, incremental=outcome.how == "incremental")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])

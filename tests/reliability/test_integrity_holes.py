@@ -26,7 +26,7 @@ import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.aggregates import Meta
-from evaledger.domain.events import TokenScope
+from evaledger.domain.events import TokenScope, TranscriptRecorded
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.chain import KEY_ENV, link_of
 from evaledger.domain.tokens import ApiToken, new_secret, secret_hash, split_token
@@ -299,3 +299,23 @@ def test_a_keyed_adoption_is_signed_and_verifies(store: Store) -> None:
     assert first.adopted and first.mac is not None
     verified = store.cli("verify")
     assert verified.returncode == 0, verified.stdout
+
+
+# -- 3. a plain verify is full -------------------------------------------------------------------
+
+
+@KEYED
+def test_a_plain_verify_checks_every_event_and_incremental_is_asked_for(store: Store) -> None:
+    first = store.cli("verify")  # records its signed checkpoint
+    assert first.returncode == 0, first.stdout
+    with raw(store) as r:  # an edit before that checkpoint, which nothing later depends on
+        row = next(x for x in r.rows() if x.topic == TranscriptRecorded.topic())
+        r.update(row, replace(row, state=row.state + b" "))  # same JSON, other bytes
+    resumed = store.cli("verify", "--incremental")
+    assert resumed.returncode == 0, resumed.stdout
+    assert "since the verified checkpoint" in resumed.stdout
+    assert "(incremental: a plain `verify` re-checks every event)" in resumed.stdout
+    plain = store.cli("verify")
+    assert plain.returncode == 1, plain.stdout
+    assert plain.stdout.startswith("BROKEN at position "), plain.stdout
+    assert "chain link does not match" in plain.stdout, plain.stdout
