@@ -55,6 +55,14 @@ Entry = tuple[int, UUID | str, int, str]
 """(position, aggregate id, version, event hash) of one event."""
 
 
+def unextendable(reason: str) -> InfrastructureError:
+    """A chain this writer cannot append to (exit 3 / 503): the one wording for every store."""
+    return InfrastructureError(
+        f"the ledger chain cannot be extended: {reason}; nothing was written. Run `evaledger "
+        "verify`"
+    )
+
+
 def event_hash(event: StoredEvent) -> str:
     """The per-aggregate hash of a stored event (reused when the domain computed it)."""
     return (
@@ -140,7 +148,8 @@ class ChainWriter:
             f"state FROM {events} WHERE {position} < {p} ORDER BY {position}"
         )
         self.select_last = (
-            f"SELECT link, mac FROM {qualified_table} ORDER BY last_position DESC LIMIT 1"
+            f"SELECT last_position, link, mac FROM {qualified_table} "
+            "ORDER BY last_position DESC LIMIT 1"
         )
         self.count = f"SELECT count(*) AS n FROM {qualified_table}"
         self.select_position = (
@@ -194,6 +203,11 @@ class ChainWriter:
             self._check_nothing_unchained(curs, ids[0])
             curs.execute(self.select_last)
             row = curs.fetchone()
+        if row is not None and row["last_position"] >= ids[0]:
+            raise unextendable(
+                f"its last commit ends at position {row['last_position']}, past the events being "
+                f"written (from position {ids[0]}): a chain row written outside evaledger"
+            )
         if row is not None and row["mac"] is not None and self.key is None:
             # An unsigned commit after signed ones would fail every later verify: refuse it.
             raise InfrastructureError(

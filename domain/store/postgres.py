@@ -26,6 +26,7 @@ from evaledger.domain.store.chain import (
     VERIFIED_TABLE,
     ChainWriter,
     postgres_chain_ddl,
+    unextendable,
 )
 from evaledger.domain.store.errors import first_line, store_errors
 from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection
@@ -167,7 +168,10 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
                 ids = [row["notification_id"] for row in curs.fetchall()]
             else:
                 ids = self._copy(curs, stored_events)
-            self.chain.append(curs, stored_events, ids)
+            try:
+                self.chain.append(curs, stored_events, ids)
+            except psycopg.errors.RaiseException as e:
+                raise _refused_by_chain_function(e) from None
         return ids
 
     def _copy(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
@@ -420,6 +424,23 @@ def chain_append_ddl(schema: str, events_table: str) -> str:
         "LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp "
         f"AS $${chain_append_body(schema, events_table)}$$"
     )
+
+
+SIGNS_AFTER_UNSIGNED = "only the owner signs a commit after unsigned ones"
+
+
+def _refused_by_chain_function(e: psycopg.errors.RaiseException) -> Exception:
+    """The chain function's refusal as the one-line infrastructure error (issue 29)."""
+    message = first_line(e)
+    if not message.startswith("evaledger chain: "):
+        return e
+    reason = message.removeprefix("evaledger chain: ")
+    if reason == SIGNS_AFTER_UNSIGNED:
+        reason = (
+            "its last commit is unsigned although the ledger is signed (written without the "
+            "checkpoint key), and only the migration role may sign after it"
+        )
+    return unextendable(reason)
 
 
 def _triggers(table: str) -> list[tuple[str, str, str]]:

@@ -319,3 +319,68 @@ def test_a_plain_verify_checks_every_event_and_incremental_is_asked_for(store: S
     assert plain.returncode == 1, plain.stdout
     assert plain.stdout.startswith("BROKEN at position "), plain.stdout
     assert "chain link does not match" in plain.stdout, plain.stdout
+
+
+# -- 4. a chain writers cannot extend --------------------------------------------------------------
+
+
+def _unsigned_block_as_app_role(app_url: str) -> None:
+    """As the two-role app role, without the key: an event and its unsigned chain block."""
+    import psycopg
+
+    with psycopg.connect(app_url, autocommit=True) as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO evaledger_events (originator_id, originator_version, topic, state) "
+            "VALUES (gen_random_uuid(), 1, 'x', '{}') RETURNING notification_id"
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "SELECT evaledger_chain_append(%s, %s, 1, %s, NULL, false)",
+            (row[0], row[0], "0" * 64),
+        )
+
+
+@pytest.mark.postgres
+def test_keyed_writers_exit_3_and_serve_503_after_the_app_role_appends_an_unsigned_block(
+    two_roles: Any, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text(KEY)
+    key_file.chmod(0o600)
+    store = Store(two_roles.app_url, key_file, "", tmp_path)
+    owner = Store(two_roles.migrator_url, key_file, "", tmp_path)
+    migrated = owner.cli("migrate", "--app-role", two_roles.app_role)
+    assert migrated.returncode == 0, migrated.stderr
+    assert store.cli("import", str(EXAMPLE_BUNDLE)).returncode == 0
+    _unsigned_block_as_app_role(two_roles.app_url)
+    written = store.cli("import", str(EXAMPLE_BUNDLE), "--run-key", "next")
+    assert (written.returncode, written.stdout) == (3, ""), written.stderr
+    assert written.stderr == (
+        "evaledger: error: the ledger chain cannot be extended: its last commit is unsigned "
+        "although the ledger is signed (written without the checkpoint key), and only the "
+        "migration role may sign after it; nothing was written. Run `evaledger verify`\n"
+    )
+    with serving(store) as base:
+        status, body = request(base, "POST", "/runs", None, _example_run())
+        assert (status, body["status"], body["code"]) == (503, 503, "store_unavailable"), body
+        assert "the ledger chain cannot be extended" in body["detail"]
+
+
+def _example_run() -> dict[str, Any]:
+    data = json.loads(EXAMPLE_BUNDLE.read_bytes())
+    run: dict[str, Any] = data["run"]
+    return run | {"key": "over-http"}
+
+
+def test_writers_exit_3_on_a_chain_row_ahead_of_the_log(store: Store) -> None:
+    with raw(store) as r:  # a chain row past the log's head, written outside evaledger
+        last = r.blocks()[-1]
+        r.replace_blocks([*r.blocks(), RawBlock(100, 100, 1, last.link, last.mac, False)])
+    written = store.cli("import", str(EXAMPLE_BUNDLE), "--run-key", "next")
+    assert (written.returncode, written.stdout) == (3, ""), written.stderr
+    assert written.stderr.startswith(
+        "evaledger: error: the ledger chain cannot be extended: its last commit ends at "
+        "position 100, past the events being written (from position 15): a chain row written "
+        "outside evaledger; nothing was written. Run `evaledger verify`\n"
+    ), written.stderr
+    assert len(written.stderr.splitlines()) == 1
