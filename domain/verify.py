@@ -31,7 +31,14 @@ from evaledger.domain.events import (
     stored_hash,
 )
 from evaledger.domain.ledger import Ledger
-from evaledger.domain.store.chain import GENESIS_LINK, Block, link_of, mac_of, verified_mac
+from evaledger.domain.store.chain import (
+    GENESIS_LINK,
+    KEY_ENV,
+    Block,
+    link_of,
+    mac_of,
+    verified_mac,
+)
 
 PAGE = 5000
 
@@ -273,8 +280,9 @@ def verify(
     """Check all three layers; `expect` is an earlier checkpoint that must still be in the log.
 
     With the ledger's checkpoint key, every commit from the first signed one on must carry a
-    valid signature, and at least one must. Without it, signatures are not checked (a rewrite
-    that recomputes every hash is then undetectable; the report says `keyed: false`).
+    valid signature, and at least one must. Without it, signatures cannot be checked: a signed
+    commit is a finding (writers without the key refuse to extend it), and on an unsigned
+    chain a rewrite that recomputes every hash is undetectable (the report says `keyed: false`).
 
     Every event is checked unless `incremental` (issue 29: full is the default); a full keyed
     walk still checks the recorded checkpoint below. With the key and `incremental`, the walk
@@ -488,6 +496,17 @@ class _ChainWalk:
             self.adopted = block
         if self.key is not None:
             self._check_signature(block, self.key, where)
+        elif block.mac is not None and self.signed_from is None:
+            # Writers without the key refuse to extend a signed chain: verify without it cannot
+            # vouch for one either, so the two agree (issue 29), whether the key exists or the
+            # signature was forged on a ledger that never had one.
+            self.signed_from = block.first_position
+            self._find(
+                block.first_position,
+                f"{where}: carries a signature this verify cannot check (no checkpoint key: set "
+                f"{KEY_ENV}); writers without the key refuse to extend a signed chain, and on a "
+                "ledger that never had a key the signature was written outside evaledger",
+            )
         if self.expect is not None and block.last_position == self.expect.position:
             self.found_expected = block.link == self.expect.link
         # The next block follows the stored link, so one edited commit is named once.

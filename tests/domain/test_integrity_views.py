@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from evaledger.api.app import create_app
+from evaledger.domain.store.chain import KEY_ENV
 from evaledger.projections.drift import check_views
 from tests.api.test_cli import Cli
 from tests.domain.test_integrity import Story
@@ -85,8 +86,9 @@ def test_an_edited_run_pass_rate_and_a_deleted_row_are_named(story: Story) -> No
 
 
 def test_the_cli_exits_1_naming_the_row_and_0_when_untouched(
-    story: Story, capsys: pytest.CaptureFixture[str]
+    story: Story, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(KEY_ENV, str(story.key_file))  # the story's commits are signed
     cli = Cli(capsys, story.services.settings.db)
     code, out, _ = cli("verify", "--views")
     assert code == 0, out

@@ -384,3 +384,39 @@ def test_writers_exit_3_on_a_chain_row_ahead_of_the_log(store: Store) -> None:
         "outside evaledger; nothing was written. Run `evaledger verify`\n"
     ), written.stderr
     assert len(written.stderr.splitlines()) == 1
+
+
+# -- 5. a signature the store cannot check -------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ["unkeyed"], indirect=True)
+def test_a_forged_signature_on_an_unkeyed_ledger_fails_verify_as_it_stops_writers(
+    store: Store,
+) -> None:
+    with raw(store) as r:  # the attacker signs the last commit with a made-up key
+        blocks = r.blocks()
+        r.replace_blocks([*blocks[:-1], replace(blocks[-1], mac="ab" * 32)])
+        last = blocks[-1]
+    written = store.cli("import", str(EXAMPLE_BUNDLE), "--run-key", "next")
+    assert (written.returncode, written.stdout) == (3, ""), written.stderr
+    assert "the ledger's commits are signed but this process has no checkpoint key" in (
+        written.stderr
+    )
+    verified = store.cli("verify")
+    assert verified.returncode == 1, verified.stdout
+    assert verified.stdout.startswith(
+        f"BROKEN at position {last.first_position}: positions {last.first_position}–"
+        f"{last.last_position} (one commit): carries a signature this verify cannot check (no "
+        "checkpoint key: set EVALEDGER_CHECKPOINT_KEY_FILE)"
+    ), verified.stdout
+
+
+@pytest.mark.parametrize("store", ["keyed"], indirect=True)
+def test_a_signed_ledger_verified_without_its_key_is_not_vouched_for(store: Store) -> None:
+    keyless = {k: v for k, v in store.env().items() if k != KEY_ENV}
+    assert store.cli("verify").returncode == 0
+    verified = store.cli("verify", "--json", env=keyless)
+    assert verified.returncode == 1
+    report = json.loads(verified.stdout)
+    assert (report["ok"], report["keyed"], report["first_broken_position"]) == (False, False, 1)
+    assert "carries a signature this verify cannot check" in report["broken"][0]
