@@ -22,7 +22,7 @@ from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import stored_hash
-from evaledger.domain.store.permissions import warn_if_shared
+from evaledger.domain.store.permissions import shared_mode
 from evaledger.domain.store.urls import KEY_ENV as KEY_ENV
 
 GENESIS_LINK = "0" * 64
@@ -104,8 +104,17 @@ def verified_mac(key: bytes, position: int, link: str) -> str:
 
 
 def load_key(path: str | Path) -> bytes:
-    """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored)."""
-    warn_if_shared(path, "checkpoint key file")
+    """Read a checkpoint key file (at least 32 bytes of secret; surrounding whitespace ignored).
+
+    Refused when group or others may read or write it (see `permissions`).
+    """
+    mode = shared_mode(path)
+    if mode is not None:
+        raise ValidationError(
+            f"checkpoint key file {str(path)!r} is open to other users (mode {mode:04o}): it "
+            f"must be readable by its owner only (chmod 600 {path})",
+            field="checkpoint_key",
+        )
     try:
         key = Path(path).read_bytes().strip()
     except OSError as e:

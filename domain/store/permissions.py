@@ -1,7 +1,9 @@
 """Who may read a store's files and the checkpoint key: the owner only (0700 folders, 0600 files).
 
-SQLite stores are created under umask 077; an existing store or key file that other users can
-read is reported once per open (a warning on stderr), not changed behind the owner's back.
+SQLite stores are created under umask 077; an existing store that other users can read is
+reported once per open (a warning on stderr), not changed behind the owner's back. A checkpoint
+key file that group or others may read or write is refused, as ssh refuses a private key
+(issue 29): whoever can read it can re-sign a rewritten log.
 """
 
 from __future__ import annotations
@@ -26,13 +28,19 @@ def private_files() -> Iterator[None]:
         os.umask(previous)
 
 
-def warn_if_shared(path: str | Path, what: str) -> bool:
-    """Warn when a file or folder is readable or writable by group or others; True if so."""
+def shared_mode(path: str | Path) -> int | None:
+    """The permission bits of a file or folder group or others may use; None if private."""
     try:
         mode = stat.S_IMODE(Path(path).stat().st_mode)
     except OSError:
-        return False
-    if not mode & 0o077:
+        return None  # missing or unreadable: whoever opens it reports that
+    return mode if mode & 0o077 else None
+
+
+def warn_if_shared(path: str | Path, what: str) -> bool:
+    """Warn when a file or folder is readable or writable by group or others; True if so."""
+    mode = shared_mode(path)
+    if mode is None:
         return False
     tight = "700" if Path(path).is_dir() else "600"
     log.warning(

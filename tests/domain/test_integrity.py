@@ -113,6 +113,7 @@ def write_story(services: Services) -> tuple[dict[str, int], dict[str, UUID]]:
 def story(store_url: str, tmp_path: Path) -> Iterator[Story]:
     key_file = tmp_path / "checkpoint.key"
     key_file.write_text(KEY + "\n")
+    key_file.chmod(0o600)  # a key file others may read is refused
     services = build_services(Settings(db=store_url, checkpoint_key_file=str(key_file)))
     pos, ids = write_story(services)
     raw = RawStore(services)

@@ -623,6 +623,7 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("key") / "checkpoint.key"
     path.write_text(KEY + "\n")
     path.chmod(0o600)
+    path.chmod(0o600)
     return path
 
 
