@@ -370,17 +370,25 @@ def migrate_store(settings: Settings, app_role: str | None = None) -> None:
     """Create or repair every table, trigger and grant, as the store's owner (migration role).
 
     On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
-    SELECT, INSERT, UPDATE, DELETE on the read models; nothing else (no DDL, no ownership).
+    SELECT, INSERT, UPDATE, DELETE on the read models, the web sessions and the job queue;
+    nothing else (no DDL, no ownership). Every table the app uses is made here (issue 29): the
+    app role cannot create one on first use.
     """
+    from evaledger.api.web.session import migrate_sessions
     from evaledger.domain.ledger import Ledger
 
     location = parse_db_url(settings.db)
     Ledger(location, migrate=True, app_role=app_role).close()
     engine = make_engine(location.views_url)
     try:
-        if app_role and location.kind == "postgresql":
-            with engine.begin() as conn:
-                grant_read_models(conn, app_role)
+        migrate_sessions(engine, app_role if location.kind == "postgresql" else None)
+        if location.kind == "postgresql":
+            from evaledger.api.jobs import ensure_job_schema
+
+            ensure_job_schema(location.events_env, app_role)
+            if app_role:
+                with engine.begin() as conn:
+                    grant_read_models(conn, app_role)
     finally:
         engine.dispose()
 

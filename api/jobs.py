@@ -62,6 +62,51 @@ def job_key(job_id: UUID, judge: str) -> str:
     return f"judge-job:{job_id}:{judge}"
 
 
+def ensure_job_schema(events_env: dict[str, str], app_role: str | None = None) -> None:
+    """Create the job queue's tables when missing, and (`app_role`) grant them (issue 29).
+
+    `evaledger migrate` runs it as the owner, so a two-role app role, which may not create
+    tables, finds them; the app itself creates them only when they are missing (one role).
+    """
+    with connect_postgres(events_env, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('evaledger.jobs.schema'))")
+        try:
+            found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+            if found is None or found[0] is None:
+                conn.execute(procrastinate.schema.SchemaManager.get_schema())
+            found = conn.execute("SELECT to_regclass(%s)", (REPORTS,)).fetchone()
+            if found is None or found[0] is None:  # IF NOT EXISTS still needs the CREATE right
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {REPORTS} "
+                    "(job_id uuid PRIMARY KEY, report jsonb, error text)"
+                )
+            if app_role is not None:
+                _grant_jobs(conn, app_role)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('evaledger.jobs.schema'))")
+
+
+def _grant_jobs(conn: Any, app_role: str) -> None:
+    """Read-write on the queue's tables and their sequences; nothing else."""
+    from evaledger.domain.store.postgres import quote_role
+
+    role = quote_role(app_role)
+    ours = r"procrastinate\_%"
+    tables = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
+        (ours,),
+    ).fetchall()
+    for table in [*(r[0] for r in tables), REPORTS]:
+        conn.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{table}" TO {role}')
+    sequences = conn.execute(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = current_schema() "
+        "AND sequencename LIKE %s",
+        (ours,),
+    ).fetchall()
+    for (sequence,) in sequences:
+        conn.execute(f'GRANT USAGE, SELECT ON SEQUENCE "{sequence}" TO {role}')
+
+
 class QueuedJob(BaseModel):
     """A durable job as the queue holds it."""
 
@@ -101,18 +146,7 @@ class JobQueue:
 
     def ensure_schema(self) -> None:
         """Create procrastinate's tables and the reports table once (under an advisory lock)."""
-        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtext('evaledger.jobs.schema'))")
-            try:
-                found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
-                if found is None or found[0] is None:
-                    conn.execute(self.app.schema_manager.get_schema())
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {REPORTS} "
-                    "(job_id uuid PRIMARY KEY, report jsonb, error text)"
-                )
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtext('evaledger.jobs.schema'))")
+        ensure_job_schema(self.services.location.events_env)
 
     def open(self) -> JobQueue:
         """Connect (synchronously, for the API's routes)."""

@@ -23,7 +23,11 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 
 from evaledger.api.bootstrap import Services
-from evaledger.domain.errors import AuthenticationError, PermissionDeniedError
+from evaledger.domain.errors import (
+    AuthenticationError,
+    InfrastructureError,
+    PermissionDeniedError,
+)
 from evaledger.domain.events import TokenScope
 from evaledger.domain.tokens import OPEN, Principal
 
@@ -70,9 +74,30 @@ class Viewer:
 
 def _table(engine: Engine) -> sa.Table:
     if id(engine) not in _created:
-        metadata.create_all(engine, checkfirst=True)
+        try:
+            metadata.create_all(engine, checkfirst=True)
+        except sa.exc.ProgrammingError as e:  # a two-role app role may not create tables
+            raise InfrastructureError(
+                f"{web_sessions.name} is missing and this role cannot create it; run "
+                "`evaledger migrate` as the database owner"
+            ) from e
         _created.add(id(engine))
     return web_sessions
+
+
+def migrate_sessions(engine: Engine, app_role: str | None) -> None:
+    """Create the sessions table (as the owner) and let the app role use it (issue 29)."""
+    metadata.create_all(engine, checkfirst=True)
+    if app_role is not None and engine.dialect.name == "postgresql":
+        from evaledger.domain.store.postgres import quote_role
+
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{web_sessions.name}" '
+                    f"TO {quote_role(app_role)}"
+                )
+            )
 
 
 def _digest(session_id: str) -> str:

@@ -420,3 +420,77 @@ def test_a_signed_ledger_verified_without_its_key_is_not_vouched_for(store: Stor
     report = json.loads(verified.stdout)
     assert (report["ok"], report["keyed"], report["first_broken_position"]) == (False, False, 1)
     assert "carries a signature this verify cannot check" in report["broken"][0]
+
+
+# -- 7. two roles: migrate makes every table the app role uses ------------------------------------
+
+
+def _http(
+    base: str, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+) -> tuple[int, dict[str, str], str]:
+    """One request without following redirects: (status, headers, body text)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.mark.postgres
+def test_two_roles_the_app_role_signs_in_on_the_web_and_opens_the_job_queue(
+    two_roles: Any, tmp_path: Path
+) -> None:
+    import re
+    from urllib.parse import urlencode
+
+    import psycopg
+
+    owner = Store(two_roles.migrator_url, None, "", tmp_path)
+    migrated = owner.cli("migrate", "--app-role", two_roles.app_role)
+    assert migrated.returncode == 0, migrated.stderr
+    app = Store(two_roles.app_url, None, "", tmp_path)
+    with (
+        psycopg.connect(two_roles.app_url, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("CREATE TABLE probe (x int)")  # the app role has no CREATE right
+    created = app.cli("token", "create", "--project", "default", "--scope", "admin")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    with serving(app) as base:
+        status, _, page = _http(base, "GET", "/ui/signin?next=/ui/", {})
+        assert status == 200
+        found = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert found is not None
+        form = urlencode({"token": token, "csrf_token": found.group(1), "next": "/ui/"})
+        status, headers, text = _http(
+            base,
+            "POST",
+            "/ui/signin",
+            {"content-type": "application/x-www-form-urlencoded", "origin": base},
+            form.encode(),
+        )
+        assert status == 303, text[:500]
+        cookie = headers["set-cookie"].split(";")[0]
+        assert cookie.startswith("evaledger_session=")
+        status, _, text = _http(base, "GET", "/ui/", {"cookie": cookie})
+        assert status == 200, text[:500]
+    # The judge-job queue's tables were made by migrate too: the app role opens the queue.
+    from evaledger.api.routes.judging import job_queue
+
+    services = build_services(Settings(db=two_roles.app_url))
+    try:
+        queue = job_queue(services)
+        assert queue is not None
+        queue.open()
+    finally:
+        services.close()
+    with psycopg.connect(two_roles.app_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM procrastinate_jobs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM evaledger_job_reports").fetchone() == (0,)
