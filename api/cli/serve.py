@@ -47,7 +47,7 @@ def register(commands: Commands) -> None:
         "--verify-every",
         type=positive_seconds,
         metavar="SECONDS",
-        help="verify the log and the read models every SECONDS in the server (what GET "
+        help="verify the whole log and the read models every SECONDS in the server (what GET "
         "/verify?views=1 does); /health reports what the last check found",
     )
 
