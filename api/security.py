@@ -15,8 +15,10 @@ name. This ASGI middleware, installed by `create_app` so every launcher (`evaled
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evaledger.api.errors import error_body
@@ -118,3 +120,27 @@ def _browser_refusal(
             "a token-less write needs Content-Type: application/json",
         )
     return None
+
+
+def request_origins(request: Request) -> set[str]:
+    """The origins of this server's own pages.
+
+    The request's own (its scheme as a trusted proxy reports it) and the configured public URL.
+    """
+    own = {origin_of(f"{request.url.scheme}://{request.url.netloc}")}
+    settings = getattr(request.app.state, "settings", None)
+    public: str | None = None if settings is None else settings.public_url
+    return own | {public} if public else own
+
+
+def cross_site(headers: Mapping[str, str], origins: set[str]) -> bool:
+    """Whether a browser sent the request from a page of another site.
+
+    `Sec-Fetch-Site` (every current browser sends it) other than same-origin or none (typed in
+    the address bar), or an `Origin`/`Referer` outside `origins`. No such header: not a browser.
+    """
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return True
+    source = headers.get("origin") or headers.get("referer")
+    return source is not None and (source == "null" or origin_of(source) not in origins)

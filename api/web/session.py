@@ -23,7 +23,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.security import origin_of
+from evaledger.api.security import origin_of, request_origins
 from evaledger.domain.errors import AuthenticationError, PermissionDeniedError
 from evaledger.domain.events import TokenScope
 from evaledger.domain.tokens import OPEN, Principal
@@ -172,9 +172,7 @@ def same_origin(request: Request) -> bool:
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return False
-    own = {origin_of(f"{request.url.scheme}://{request.url.netloc}")}
-    public = request.app.state.settings.public_url
-    return origin_of(source) in (own | {public} if public else own)
+    return origin_of(source) in request_origins(request)
 
 
 def secure_cookies(request: Request) -> bool:
