@@ -59,7 +59,8 @@ class BoundedConnection(psycopg.Connection[Any]):
         """
         params = psycopg.conninfo.conninfo_to_dict(conninfo, **kwargs)
         host, port = str(params.get("host") or ""), str(params.get("port") or "5432")
-        if host and "," not in host and not server_answers(host, port):
+        # Refused fails at once by itself, with the driver's own words; silent would wait.
+        if host and "," not in host and probe(host, port) == "silent":
             raise psycopg.OperationalError(
                 f"connection to {host}:{port} failed: timeout expired (the server does not "
                 f"answer within {PROBE_TIMEOUT_S} s: down or hung)"
@@ -164,6 +165,11 @@ def server_answers(host: str, port: str, timeout: float = PROBE_TIMEOUT_S) -> bo
 
     `host` is a name, an address or a socket folder; refused, silent or closed is False.
     """
+    return probe(host, port, timeout) == "answers"
+
+
+def probe(host: str, port: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """`answers`, `refused` (nothing listens, the socket closed) or `silent` (no byte in time)."""
     deadline = time.monotonic() + timeout
     try:
         if host.startswith("/"):
@@ -172,15 +178,19 @@ def server_answers(host: str, port: str, timeout: float = PROBE_TIMEOUT_S) -> bo
             sock.connect(f"{host}/.s.PGSQL.{port}")
         else:
             sock = socket.create_connection((host, int(port)), timeout=timeout)
+    except TimeoutError:
+        return "silent"
     except (OSError, ValueError):
-        return False
+        return "refused"
     with sock:
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.01))
             sock.sendall(_SSL_REQUEST)
-            return len(sock.recv(1)) == 1  # 'S' or 'N'
+            return "answers" if len(sock.recv(1)) == 1 else "refused"  # 'S' or 'N'
+        except TimeoutError:
+            return "silent"
         except OSError:
-            return False
+            return "refused"
 
 
 def bounded_getconn(pool: Any) -> None:
