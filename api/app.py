@@ -86,13 +86,16 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             )
         },
     )
+    app.state.settings = settings  # serve's options (public URL...) over the store's settings
     errors.install(app)
     # Not Starlette's own limiter: it answers a declared oversize body in plain text, and every
     # error here is `{detail, code, status}`.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     operation.install(app)  # /ready, /metrics: probe deadlines, request metrics
     # Outermost: a request from a foreign Host, machine or web page is refused before anything.
-    app.add_middleware(BrowserGuard, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(
+        BrowserGuard, allowed_hosts=settings.allowed_hosts, public_url=settings.public_url
+    )
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
     app.include_router(reports.router, dependencies=AUTH)

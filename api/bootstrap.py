@@ -18,10 +18,10 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import sqlalchemy.exc as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import Engine
 
 from evaledger.domain.errors import InfrastructureError
@@ -67,8 +67,15 @@ class Settings(BaseModel):
     )
     allowed_hosts: tuple[str, ...] = Field(
         default=(),
-        description="Host names served besides the loopback names (EVALEDGER_ALLOWED_HOSTS, "
-        "comma-separated; `serve --allowed-host`). Set, every request's Host must be one.",
+        description="Host names served besides the loopback names and the public URL's host "
+        "(EVALEDGER_ALLOWED_HOSTS, comma-separated; `serve --allowed-hosts`). Every request's "
+        "Host must be one of them, with or without tokens; `*` serves any Host.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Where people reach the server through a proxy (https://evals.example.com; "
+        "EVALEDGER_PUBLIC_URL, `serve --public-url`): its origin passes the same-origin checks, "
+        "its host the Host allow-list, and an https one marks the sign-in cookie Secure.",
     )
     verify_every_s: float | None = Field(
         default=None,
@@ -83,6 +90,19 @@ class Settings(BaseModel):
         "(HMAC-SHA256) and that `verify` checks; kept outside the database.",
     )
 
+    @field_validator("public_url")
+    @classmethod
+    def _origin(cls, value: str | None) -> str | None:
+        """The public URL as an origin: `scheme://host[:port]`, lower-cased, no path."""
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"an http(s)://host[:port] address, got {value!r}")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"the server is served at the root of its host, got {value!r}")
+        return f"{parts.scheme}://{parts.netloc.lower()}"
+
     @classmethod
     def from_env(cls, db: str | None = None, **overrides: str) -> Settings:
         """Settings from EVALEDGER_* environment variables, overridden by arguments."""
@@ -96,6 +116,8 @@ class Settings(BaseModel):
             values["verify_every_s"] = os.environ["EVALEDGER_VERIFY_EVERY"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
+        if os.environ.get("EVALEDGER_PUBLIC_URL"):
+            values["public_url"] = os.environ["EVALEDGER_PUBLIC_URL"]
         if db:
             values["db"] = db
         values.update(overrides)

@@ -78,8 +78,15 @@ def ensure_job_schema(events_env: dict[str, str], app_role: str | None = None) -
             if found is None or found[0] is None:  # IF NOT EXISTS still needs the CREATE right
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {REPORTS} "
-                    "(job_id uuid PRIMARY KEY, report jsonb, error text)"
+                    "(job_id uuid PRIMARY KEY, report jsonb, error text, finished_at timestamptz)"
                 )
+            column = conn.execute(
+                "SELECT 1 FROM information_schema.columns "
+                "WHERE table_name = %s AND column_name = 'finished_at'",
+                (REPORTS,),
+            ).fetchone()
+            if column is None:  # a table made before finished_at was kept (migrate adds it)
+                conn.execute(f"ALTER TABLE {REPORTS} ADD COLUMN finished_at timestamptz")
             if app_role is not None:
                 _grant_jobs(conn, app_role)
         finally:
@@ -120,6 +127,12 @@ class QueuedJob(BaseModel):
     attempts: int = Field(description="Times a worker started it (a retry after a crash adds one).")
     report: dict[str, Any] | None = None
     error: str | None = None
+    finished_at: datetime | None = Field(
+        default=None, description="When it succeeded, failed or was canceled; null before."
+    )
+
+
+FINAL = frozenset({"succeeded", "failed", "canceled"})
 
 
 class JobQueue:
@@ -218,6 +231,8 @@ class JobQueue:
         assert job.id is not None
         if job.status in ("todo", "doing"):
             self.app.job_manager.cancel_job_by_id(job.id, abort=True)
+            if job.status == "todo":  # never runs: canceled now (a running one ends later)
+                self._save_report(job_id, None, None)
         return self.get(job_id)
 
     def pending(self) -> int:
@@ -231,28 +246,31 @@ class JobQueue:
     def _describe(self, job: Job) -> QueuedJob:
         kwargs = job.task_kwargs
         job_id = UUID(str(kwargs["job_id"]))
-        report, error = self._report(job_id)
+        report, error, finished_at = self._report(job_id)
+        status = STATUS.get(str(job.status), str(job.status))
         return QueuedJob(
             job_id=job_id,
             run_id=UUID(str(kwargs["run_id"])),
             project=str(kwargs["project"]),
-            status=STATUS.get(str(job.status), str(job.status)),
+            status=status,
             judges=[str(j) for j in kwargs["judges"]],  # type: ignore[union-attr]
             cases_total=int(str(kwargs["cases_total"])),
             created_at=datetime.fromisoformat(str(kwargs["created_at"])),
             attempts=job.attempts,
             report=report,
             error=error,
+            # The last attempt's end: a job retried after its worker died ends on the retry.
+            finished_at=finished_at if status in FINAL else None,
         )
 
-    def _report(self, job_id: UUID) -> tuple[dict[str, Any] | None, str | None]:
+    def _report(self, job_id: UUID) -> tuple[dict[str, Any] | None, str | None, datetime | None]:
         with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
             row = conn.execute(
-                f"SELECT report, error FROM {REPORTS} WHERE job_id = %s", (job_id,)
+                f"SELECT report, error, finished_at FROM {REPORTS} WHERE job_id = %s", (job_id,)
             ).fetchone()
         if row is None:
-            return None, None
-        return row[0], row[1]
+            return None, None, None
+        return row[0], row[1], row[2]
 
     def cases_done(self, job: QueuedJob) -> int:
         """Cases every judge of the job has a verdict of this job for (from the ledger)."""
@@ -278,9 +296,10 @@ class JobQueue:
     def _save_report(self, job_id: UUID, report: dict[str, Any] | None, error: str | None) -> None:
         with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
             conn.execute(
-                f"INSERT INTO {REPORTS} (job_id, report, error) VALUES (%s, %s, %s) "
+                f"INSERT INTO {REPORTS} (job_id, report, error, finished_at) "
+                "VALUES (%s, %s, %s, now()) "
                 "ON CONFLICT (job_id) DO UPDATE SET report = excluded.report, "
-                "error = excluded.error",
+                "error = excluded.error, finished_at = excluded.finished_at",
                 (job_id, None if report is None else orjson.dumps(report).decode(), error),
             )
 

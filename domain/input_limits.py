@@ -1,24 +1,37 @@
-"""Bounded input: JSON nesting depth checked before parsing, zip members checked while inflating.
+"""Bounded input: JSON depth and zip members checked on raw bytes, YAML loaded within limits.
 
 Parsers spend memory on nesting (a 200 KB body of `[` × 100,000 cost 10 GB through the streamed
-import path) and on inflated bytes (a 1 MB `.eval` member inflating to 1 GiB). Both are checked
-on the raw bytes, in constant memory, before any parser sees them: every importer (`detect`
-runs first on every file) and every JSON request body (api/limits.py) go through here.
+import path), on inflated bytes (a 4 MB `.eval` member inflating to 524 MB) and on YAML aliases
+(a 625-byte "billion laughs" expanding past 8 GB). JSON and zips are checked on the raw bytes, in
+constant memory, before any parser sees them: every importer (`detect` runs first on every file)
+and every JSON request body (api/limits.py) go through here. Every YAML the product reads
+(promptfoo outputs, rubric files) is loaded by `load_yaml`, which counts nodes as it composes
+them, each alias counted as the whole subtree it stands for.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import yaml
+from yaml._yaml import CParser
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent, CollectionStartEvent, ScalarEvent
+from yaml.nodes import Node
+from yaml.resolver import Resolver
 
 from evaledger.domain.errors import ValidationError
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects accepted (bundles need about 8)."""
-MAX_MEMBER_BYTES = 512 * 1024 * 1024
-"""Largest inflated zip member."""
+MEMBER_BYTES_ENV = "EVALEDGER_MAX_ZIP_MEMBER_BYTES"
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+"""Largest inflated zip member (overridden by EVALEDGER_MAX_ZIP_MEMBER_BYTES)."""
 MAX_ARCHIVE_BYTES = 2 * 1024 * 1024 * 1024
 """Largest inflated total of one archive."""
 MAX_RATIO = 200
@@ -112,9 +125,11 @@ def check_zip(path: Path) -> None:
 
 
 def _check_sizes(where: str, size: int, total: int, compressed: int) -> None:
-    if size > MAX_MEMBER_BYTES:
+    limit = max_member_bytes()
+    if size > limit:
         raise ValidationError(
-            f"{where}: inflates past {MAX_MEMBER_BYTES} bytes (a zip bomb?)", field="file"
+            f"{where}: inflates past {limit} bytes (a zip bomb? the limit is {MEMBER_BYTES_ENV})",
+            field="file",
         )
     if total > MAX_ARCHIVE_BYTES:
         raise ValidationError(
@@ -125,3 +140,135 @@ def _check_sizes(where: str, size: int, total: int, compressed: int) -> None:
             f"{where}: inflates more than {MAX_RATIO} times its compressed size (a zip bomb?)",
             field="file",
         )
+
+
+def max_member_bytes() -> int:
+    """The largest inflated zip member: EVALEDGER_MAX_ZIP_MEMBER_BYTES, else MAX_MEMBER_BYTES."""
+    text = os.environ.get(MEMBER_BYTES_ENV, "").strip()
+    if not text:
+        return MAX_MEMBER_BYTES
+    if not text.isdigit() or int(text) < 1:
+        raise ValidationError(
+            f"{MEMBER_BYTES_ENV}: a whole number of bytes above 0, got {text!r}",
+            field=MEMBER_BYTES_ENV,
+        )
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML
+
+MAX_YAML_BYTES = 16 * 1024 * 1024
+"""Largest YAML document read (promptfoo's JSON output is streamed and has no such limit)."""
+MAX_YAML_NODES = 250_000
+"""Most nodes in one YAML document, every alias counted as the whole subtree it repeats."""
+MAX_YAML_ALIASES = 10_000
+"""Most aliases (`*name`) in one YAML document."""
+_YAML_1_2_BOOLEANS = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_BOOL = "tag:yaml.org,2002:bool"
+
+
+class YamlLimitError(ValueError):
+    """A YAML document past MAX_YAML_NODES, MAX_YAML_ALIASES or MAX_YAML_BYTES."""
+
+
+class _BoundedComposer(Composer):
+    """PyYAML's composer, counting nodes as composed and aliases as what they expand to.
+
+    Composition itself keeps one node per event of the input, but every consumer (the
+    constructor's objects serialised again, a validator walking them) pays for the expansion:
+    an alias is counted as the subtree it names, measured when that subtree was composed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes = 0
+        self.aliases = 0
+        self.sizes: dict[str, int] = {}
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()  # type: ignore[attr-defined]  # the parser's (mixin)
+        if isinstance(event, AliasEvent):
+            if event.anchor is not None and event.anchor in self.anchors:
+                size = self.sizes.get(event.anchor)
+                if size is None:
+                    raise YamlLimitError(f"the alias *{event.anchor} refers to itself")
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise YamlLimitError(f"more than {MAX_YAML_ALIASES} aliases")
+                self._count(size)
+            return super().compose_node(parent, index)
+        before = self.nodes
+        self._count(1)
+        node = super().compose_node(parent, index)
+        if isinstance(event, ScalarEvent | CollectionStartEvent) and event.anchor is not None:
+            self.sizes[event.anchor] = self.nodes - before
+        return node
+
+    def compose_document(self) -> Node | None:
+        node = super().compose_document()
+        self.sizes = {}
+        return node
+
+    def _count(self, nodes: int) -> None:
+        self.nodes += nodes
+        if self.nodes > MAX_YAML_NODES:
+            raise YamlLimitError(
+                f"more than {MAX_YAML_NODES} nodes once its aliases are expanded "
+                '(a "billion laughs"?)'
+            )
+
+
+class BoundedYamlLoader(_BoundedComposer, CParser, SafeConstructor, Resolver):
+    """A safe loader (libyaml's parser, PyYAML's composer and safe constructor) with limits."""
+
+    def __init__(self, stream: str | bytes) -> None:
+        CParser.__init__(self, stream)
+        _BoundedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+class _Yaml12BooleansLoader(BoundedYamlLoader):
+    """`yes`, `no`, `on`, `off` are strings; only `true` and `false` are booleans (YAML 1.2)."""
+
+
+_Yaml12BooleansLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+    for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+}
+_Yaml12BooleansLoader.add_implicit_resolver(_BOOL, _YAML_1_2_BOOLEANS, list("tTfF"))
+
+
+def load_yaml(
+    source: Path | str, where: str, field: str = "file", *, yaml_1_2: bool = False
+) -> Any:
+    """The one YAML loader of the product: a file (or text) within the limits above, loaded safely.
+
+    `yaml_1_2`: `yes`/`no`/`on`/`off` stay strings (rubric labels), as YAML 1.2 reads them.
+    A document past a limit raises ValidationError naming `where`; a malformed one raises
+    ValueError (`not valid YAML at line L, column C: problem`) for the caller to name.
+    """
+    if isinstance(source, Path):
+        with source.open("rb") as f:
+            data = f.read(MAX_YAML_BYTES + 1)
+        if len(data) > MAX_YAML_BYTES:
+            raise ValidationError(f"{where}: YAML larger than {MAX_YAML_BYTES} bytes", field=field)
+        # utf-8-sig: a byte order mark (editors on Windows write one) is not part of the text.
+        text = data.decode("utf-8-sig")
+    else:
+        text = source
+        if len(text) > MAX_YAML_BYTES:
+            raise ValidationError(f"{where}: YAML larger than {MAX_YAML_BYTES} bytes", field=field)
+    loader = (_Yaml12BooleansLoader if yaml_1_2 else BoundedYamlLoader)(text)
+    try:
+        return loader.get_single_data()
+    except YamlLimitError as e:
+        raise ValidationError(f"{where}: YAML refused: {e}", field=field) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ValueError(f"not valid YAML{at}: {problem}") from None
+    finally:
+        loader.dispose()

@@ -14,10 +14,9 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import ijson
-import orjson
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -160,10 +159,11 @@ def _stored_version(path: Path) -> Any:
             with zipfile.ZipFile(path) as z:
                 names = set(z.namelist())
                 member = "header.json" if "header.json" in names else "_journal/start.json"
-                return orjson.loads(z.read(member)).get("version")
+                with z.open(member) as f:
+                    return next(ijson.items(f, "version"), None)
         with path.open("rb") as f:
             return next(ijson.items(f, "version"), None)
-    except (zipfile.BadZipFile, KeyError, orjson.JSONDecodeError, ijson.common.JSONError) as e:
+    except (zipfile.BadZipFile, KeyError, ijson.common.JSONError) as e:
         raise fail(path, f"detected an Inspect log that cannot be read: {e}") from None
 
 
@@ -231,11 +231,36 @@ def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
                     field="samples",
                 )
             for name in sorted(names, key=key):
-                yield load(orjson.loads(z.read(name)))
+                with z.open(name) as member:
+                    yield load(_sample_data(member))
         return
     with path.open("rb") as f:
         for data in ijson.items(f, "samples.item", use_float=True):
             yield load(data)
+
+
+_UNREAD = frozenset({"events", "events_data"})
+"""A sample's members skipped unbuilt: the model-call log and its message pool map to nothing."""
+
+
+def _sample_data(member: IO[bytes]) -> dict[str, Any]:
+    """One sample member parsed as it inflates, its `events` and `events_data` never built.
+
+    The member is never held whole in memory (its inflated size is bounded by `check_zip`).
+    """
+    builder = ijson.ObjectBuilder()
+    skipping = False
+    for prefix, event, value in ijson.parse(member, use_float=True):
+        if prefix == "":
+            if event == "map_key":
+                skipping = value in _UNREAD
+                if skipping:
+                    continue
+            builder.event(event, value)
+        elif not skipping:
+            builder.event(event, value)
+    data: dict[str, Any] = builder.value
+    return data
 
 
 def _turns(messages: Sequence[Any]) -> list[Turn]:

@@ -18,7 +18,6 @@ from typing import Any, BinaryIO
 
 import ijson
 import orjson
-import yaml
 
 from evaledger.domain.bundle import (
     BundleCase,
@@ -39,6 +38,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
 )
+from evaledger.domain.input_limits import load_yaml
 from evaledger.domain.spec import RunConfig, ScoreGate, ScorerInfo
 from evaledger.importers.base import (
     Format,
@@ -78,9 +78,8 @@ def open_output(path: Path) -> BinaryIO:
     if not is_yaml(path):
         return path.open("rb")
     try:
-        with path.open("rb") as f:
-            data = yaml.safe_load(f)
-    except yaml.YAMLError as e:
+        data = load_yaml(path, path.name)
+    except ValueError as e:
         raise fail(path, f"detected promptfoo YAML output that cannot be read ({e})") from None
     return io.BytesIO(orjson.dumps(data, default=str))
 

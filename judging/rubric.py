@@ -24,6 +24,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import MetricScore, ParseStatus
+from evaledger.domain.input_limits import load_yaml
 from evaledger.domain.metrics import MetricDefinition, ScoreType
 from evaledger.domain.model import FrozenModel
 from evaledger.judging.prompt import (
@@ -163,41 +164,18 @@ class RubricFile(FrozenModel):
     rubrics: list[JudgeRubric] = Field(min_length=1)
 
 
-def _yaml(text: str) -> Any:
-    """YAML as a rubric author means it: `yes`, `no`, `on`, `off` are labels, not booleans.
-
-    PyYAML follows YAML 1.1, where those words are booleans, so a scale `{yes: 5, no: 0}`
-    would be refused as non-string labels; YAML 1.2 (and this loader) reads only `true` and
-    `false` as booleans.
-    """
-    import re
-
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    booleans = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-    Loader.add_implicit_resolver("tag:yaml.org,2002:bool", booleans, list("tTfF"))
-    try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(e, "problem", None) or " ".join(str(e).split())
-        raise ValueError(f"not valid YAML{where}: {problem}") from None
-
-
 def load_rubrics(path: Path) -> dict[str, JudgeRubric]:
     """Read a rubric file (JSON, or YAML by its suffix): metric id → rubric."""
     try:
-        # utf-8-sig: a byte order mark (editors on Windows write one) is not part of the text.
-        text = path.read_text(encoding="utf-8-sig")
-        data = _yaml(text) if path.suffix.lower() in (".yaml", ".yml") else orjson.loads(text)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            # YAML as a rubric author means it: `yes`, `no`, `on`, `off` are labels, not
+            # booleans (YAML 1.2), so a scale `{yes: 5, no: 0}` keeps its string labels.
+            data = load_yaml(path, f"rubric: {path}", field="rubric", yaml_1_2=True)
+        else:
+            # utf-8-sig: a byte order mark (editors on Windows write one) is not part of the text.
+            data = orjson.loads(path.read_text(encoding="utf-8-sig"))
+    except ValidationError:
+        raise
     except (OSError, ValueError) as e:
         raise ValidationError(f"rubric: cannot read {path}: {e}", field="rubric") from None
     if not isinstance(data, dict):

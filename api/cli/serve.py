@@ -12,7 +12,7 @@ from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from evaledger.api.bootstrap import Services
+    from evaledger.api.bootstrap import Services, Settings
 
 
 def register(commands: Commands) -> None:
@@ -28,11 +28,26 @@ def register(commands: Commands) -> None:
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
     p.add_argument(
+        "--allowed-hosts",
         "--allowed-host",
+        dest="allowed_hosts",
         action="append",
         default=[],
-        metavar="NAME",
-        help="also answer requests whose Host is NAME (default: loopback names only)",
+        metavar="NAMES",
+        help="also answer requests whose Host is one of NAMES (comma-separated, repeatable; "
+        "`*`: any). Always: the loopback names, the --public-url host and the --host address",
+    )
+    p.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="where people reach the server through a proxy (https://evals.example.com): "
+        "same-origin checks accept it, and an https URL makes the sign-in cookie Secure",
+    )
+    p.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="proxies (comma-separated addresses or networks, `*`: any) whose X-Forwarded-For "
+        "and X-Forwarded-Proto are believed (default: FORWARDED_ALLOW_IPS, else 127.0.0.1,::1)",
     )
     p.add_argument(
         "--workers",
@@ -131,17 +146,16 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
         from evaledger.api.web.launch import open_when_up
 
         open_when_up(f"http://{args.host}:{args.port}")
-    hosts = (*services.settings.allowed_hosts, *args.allowed_host)
-    update: dict[str, Any] = {"allowed_hosts": hosts}
-    if args.verify_every is not None:
-        update["verify_every_s"] = args.verify_every
-    settings = services.settings.model_copy(update=update)
+    settings = _serve_settings(services.settings, args)
     options: dict[str, Any] = {
         "host": args.host,
         "port": args.port,
         "log_level": "info",
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+        "proxy_headers": True,
     }
+    if args.forwarded_allow_ips is not None:
+        options["forwarded_allow_ips"] = args.forwarded_allow_ips
     config = log_config(args.log_format)
     if config is not None:
         options["log_config"] = config
@@ -155,6 +169,25 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
         os.environ.setdefault(MULTIPROC_ENV, metrics_dir)
         uvicorn.run("evaledger.api.app:app_from_env", factory=True, workers=args.workers, **options)
     return EXIT_OK
+
+
+def _serve_settings(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The store's settings with serve's options: Host allow-list, public URL, checks."""
+    from pydantic import ValidationError as PydanticError
+
+    names = [h.strip() for value in args.allowed_hosts for h in value.split(",") if h.strip()]
+    if args.host not in ("0.0.0.0", "::", ""):  # noqa: S104 (compared, not bound)
+        names.append(args.host)  # the address bound is a name clients may use
+    update: dict[str, Any] = {"allowed_hosts": (*settings.allowed_hosts, *names)}
+    if args.public_url is not None:
+        update["public_url"] = args.public_url
+    if args.verify_every is not None:
+        update["verify_every_s"] = args.verify_every
+    try:
+        return type(settings).model_validate({**settings.model_dump(), **update})
+    except PydanticError as e:
+        first = e.errors()[0]
+        raise UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
 
 
 def cmd_demo(services: Services, args: argparse.Namespace) -> int:

@@ -10,10 +10,12 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
 from evaledger.api.bootstrap import Services
-from evaledger.api.deps import AUTH, ContextDep, ProjectDep, ServicesDep, SyncedDep
+from evaledger.api.deps import AUTH, ContextDep, PrincipalDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
-from evaledger.domain.errors import ValidationError
+from evaledger.api.security import cross_site, request_origins
+from evaledger.domain.errors import PermissionDeniedError, ValidationError
+from evaledger.domain.events import TokenScope
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.verify import Checkpoint, verify
 from evaledger.judging.rubric import JudgeRubric, check_rubric
@@ -87,6 +89,7 @@ def record_verification(
 def verify_log(
     request: Request,
     services: ServicesDep,
+    principal: PrincipalDep,
     incremental: Annotated[
         bool,
         Query(
@@ -108,7 +111,19 @@ def verify_log(
     checkpoint verified by this server is remembered: a later log that no longer contains it
     (rolled back, rewritten) fails. With `views=1` the read
     models are rebuilt in a scratch store and compared; `/health` reports drift it found.
+    `views=1` is a full rebuild: it needs the admin scope, and a browser may ask for it only
+    from this server's own pages (403 for a cross-site request).
     """
+    if views:
+        if not principal.scope.allows(TokenScope.ADMIN):
+            raise PermissionDeniedError(
+                "views=1 rebuilds the read models: it needs a token with the admin scope "
+                f"(this one is {principal.scope.value})"
+            )
+        if cross_site(request.headers, request_origins(request)):
+            raise PermissionDeniedError(
+                "views=1 rebuilds the read models: a web page of another site may not ask for it"
+            )
     result = record_verification(
         request.app.state, services, incremental=incremental and not full, views=views
     )

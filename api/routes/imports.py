@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from evaledger.api.deps import ContextDep, ServicesDep
-from evaledger.domain.errors import ValidationError
+from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.importers.base import Format
 from evaledger.importers.load import FORMATS, import_all, open_imports
 
@@ -127,4 +127,20 @@ async def import_files(
                 ]
             )
 
-        return await run_in_threadpool(work)
+        try:
+            return await run_in_threadpool(work)
+        except EvaledgerError as e:
+            raise _without_paths(e, Path(tmp), paths) from None
+
+
+def _without_paths(error: EvaledgerError, folder: Path, paths: list[Path]) -> EvaledgerError:
+    """The error as the client sees it: uploads named by their file names.
+
+    Never by where the server spooled them (a temporary folder of the server's).
+    """
+    detail = error.detail
+    for path in paths:
+        detail = detail.replace(str(path), path.name)
+    error.detail = detail.replace(str(folder), "upload")
+    error.args = (error.detail,)
+    return error

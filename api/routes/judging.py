@@ -331,6 +331,7 @@ def _from_queue(queue: JobQueue, queued: QueuedJob, progress: bool = False) -> J
         cases_total=queued.cases_total,
         cases_done=report.cases if report is not None else done,
         created_at=queued.created_at,
+        finished_at=queued.finished_at,
         report=report,
         error=queued.error,
     )

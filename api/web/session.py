@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from fastapi import Depends, Request
@@ -23,6 +23,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 
 from evaledger.api.bootstrap import Services
+from evaledger.api.security import origin_of, request_origins
 from evaledger.domain.errors import (
     AuthenticationError,
     InfrastructureError,
@@ -188,12 +189,21 @@ ViewerDep = Annotated[Viewer, Depends(get_viewer)]
 
 
 def same_origin(request: Request) -> bool:
-    """The request comes from a page of this server (`Origin`, else `Referer`, matches Host)."""
+    """The request comes from a page of this server.
+
+    `Origin` (else `Referer`) is the request's own origin (its scheme as a trusted proxy
+    reports it) or the configured public URL.
+    """
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return False
-    parts = urlsplit(source)
-    return f"{parts.scheme}://{parts.netloc}" == f"{request.url.scheme}://{request.url.netloc}"
+    return origin_of(source) in request_origins(request)
+
+
+def secure_cookies(request: Request) -> bool:
+    """Cookies marked Secure: the request came over https, or the public URL is https."""
+    public = request.app.state.settings.public_url
+    return request.url.scheme == "https" or (public or "").startswith("https://")
 
 
 async def check_form(request: Request, viewer: ViewerDep) -> None:

@@ -23,6 +23,7 @@ from evaledger.api.web.session import (
     open_session,
     safe_next,
     same_origin,
+    secure_cookies,
     sign_in_url,
 )
 from evaledger.domain.errors import EvaledgerError
@@ -70,7 +71,7 @@ def sign_in(
         path="/",
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request),
     )
     return response
 

@@ -8,12 +8,17 @@ them (a stopped PostgreSQL, a stuck proxy).
 
 So every connection the ledger opens is a `BoundedConnection`: while it waits on the server, a
 watchdog thread knows it. A wait longer than `SILENT_AFTER_S` makes the watchdog probe the server
-with a fresh connection (same settings, `PROBE_TIMEOUT_S`); a server that does not finish the
-handshake in time is hung, and every connection waiting on it is broken (its socket shut down):
+(`server_answers`: a fresh socket asks for TLS, the first message of every session, and any
+PostgreSQL answers it with one byte, before any login); a server that does not answer within
+`PROBE_TIMEOUT_S` is hung, and every connection waiting on it is broken (its socket shut down):
 the call fails with the driver's own "connection lost" error, the transaction is not committed,
 and the caller reports the store unavailable (503 / exit 3). A slow statement on a live server is
 left alone: the probe answers, and the server's `statement_timeout` bounds it. For a moment after
 a failed probe (`HUNG_FOR_S`) further waits on that server are broken without probing again.
+
+libpq's own `connect_timeout` cannot go below 2 s, so a new connection is preceded by the same
+probe, and the events pool's wait for a connection is cut short when the probe fails
+(`bounded_getconn`): a request answers 503 within 2 s when the server is down or hung (issue 29).
 """
 
 from __future__ import annotations
@@ -27,10 +32,14 @@ from typing import Any
 
 import psycopg
 
-SILENT_AFTER_S = 2.0
+SILENT_AFTER_S = 0.5
 """A wait on the server longer than this makes the watchdog check the server is alive."""
-PROBE_TIMEOUT_S = 2
-"""Seconds a probe connection may take (libpq's `connect_timeout`: whole seconds, at least 2)."""
+PROBE_TIMEOUT_S = 0.8
+"""Seconds the server has to answer a probe (`server_answers`)."""
+POOL_FIRST_WAIT_S = 0.5
+"""A wait for a pooled connection longer than this probes the server (`bounded_getconn`)."""
+_SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
+"""The SSLRequest message: length 8, code 1234.5679 (PostgreSQL's protocol)."""
 HUNG_FOR_S = 1.0
 """After a failed probe, waits on that server are broken at once for this long."""
 TICK_S = 0.2
@@ -44,7 +53,18 @@ class BoundedConnection(psycopg.Connection[Any]):
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
-        """Connect, remembering the settings so the watchdog can probe the same server."""
+        """Connect, remembering the settings so the watchdog can probe the same server.
+
+        A server that does not answer the probe first is not waited on for libpq's 2 s or more.
+        """
+        params = psycopg.conninfo.conninfo_to_dict(conninfo, **kwargs)
+        host, port = str(params.get("host") or ""), str(params.get("port") or "5432")
+        # Refused fails at once by itself, with the driver's own words; silent would wait.
+        if host and "," not in host and probe(host, port) == "silent":
+            raise psycopg.OperationalError(
+                f"connection to {host}:{port} failed: timeout expired (the server does not "
+                f"answer within {PROBE_TIMEOUT_S} s: down or hung)"
+            )
         conn = super().connect(conninfo, **kwargs)
         conn._probe_args = (conninfo, kwargs)
         return conn
@@ -135,15 +155,66 @@ class Watchdog:
 
 
 def _answers(conn: BoundedConnection) -> bool:
-    """Whether the server of `conn` completes a new connection's handshake in time."""
-    conninfo, kwargs = conn._probe_args
+    """Whether the server of `conn` answers a probe in time."""
+    info = conn.info
+    return server_answers(str(info.host), str(info.port))
+
+
+def server_answers(host: str, port: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Whether a PostgreSQL server answers the first message of a session within `timeout`.
+
+    `host` is a name, an address or a socket folder; refused, silent or closed is False.
+    """
+    return probe(host, port, timeout) == "answers"
+
+
+def probe(host: str, port: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """`answers`, `refused` (nothing listens, the socket closed) or `silent` (no byte in time)."""
+    deadline = time.monotonic() + timeout
     try:
-        with psycopg.connect(conninfo, **{**kwargs, "connect_timeout": PROBE_TIMEOUT_S}):
-            return True
-    except psycopg.OperationalError as e:
-        # A refusal of the login (password, too many clients) is an answer: the server is alive.
-        message = str(e).lower()
-        return not any(word in message for word in ("timeout", "timed out", "refused", "closed"))
+        if host.startswith("/"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(f"{host}/.s.PGSQL.{port}")
+        else:
+            sock = socket.create_connection((host, int(port)), timeout=timeout)
+    except TimeoutError:
+        return "silent"
+    except (OSError, ValueError):
+        return "refused"
+    with sock:
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            sock.sendall(_SSL_REQUEST)
+            return "answers" if len(sock.recv(1)) == 1 else "refused"  # 'S' or 'N'
+        except TimeoutError:
+            return "silent"
+        except OSError:
+            return "refused"
+
+
+def bounded_getconn(pool: Any) -> None:
+    """Make `pool.getconn` (psycopg_pool) give up early when its server does not answer.
+
+    A request waits `POOL_FIRST_WAIT_S` for a connection; past that the server is probed: a
+    live server (a busy pool) gets the rest of the pool's timeout, a down or hung one fails now.
+    """
+    from psycopg_pool import PoolTimeout
+
+    original = pool.getconn
+
+    def getconn(timeout: float | None = None) -> Any:
+        total = pool.timeout if timeout is None else timeout
+        try:
+            return original(timeout=min(POOL_FIRST_WAIT_S, total))
+        except PoolTimeout:
+            kwargs = pool.kwargs or {}
+            host, port = str(kwargs.get("host", "")), str(kwargs.get("port", "5432"))
+            if total <= POOL_FIRST_WAIT_S or (host and not server_answers(host, port)):
+                raise
+        return original(timeout=total - POOL_FIRST_WAIT_S)
+
+    pool.getconn = getconn
 
 
 def _break(conn: BoundedConnection) -> None:

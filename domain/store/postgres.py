@@ -19,6 +19,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Identifier
+from psycopg_pool import PoolTimeout
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.store.chain import (
@@ -29,7 +30,7 @@ from evaledger.domain.store.chain import (
     unextendable,
 )
 from evaledger.domain.store.errors import first_line, store_errors
-from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection
+from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection, bounded_getconn
 from evaledger.domain.store.recorder import LedgerRecorder
 from evaledger.domain.store.urls import (
     CONNECT_TIMEOUT,
@@ -71,6 +72,7 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         pool.kwargs.update(POSTGRES_CONNECT_KWARGS)
         pool.connection_class = BoundedConnection
         pool.reconnect_timeout = RECONNECT_TIMEOUT
+        bounded_getconn(pool)
         kwargs = pool.kwargs
         self._name = f"PostgreSQL at {kwargs['host']}:{kwargs['port']}/{kwargs['dbname']}"
         # Open the pool's first connection before using it: a use racing the opening would
@@ -110,9 +112,11 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         with store_errors(self._name):
             try:
                 return func(self, *args, **kwargs)
-            except (OperationalError, InterfaceError):
-                if WATCHDOG.saw_hang():
-                    raise  # the watchdog broke the call: a retry would only wait again
+            except (OperationalError, InterfaceError) as e:
+                if WATCHDOG.saw_hang() or isinstance(e.__cause__, PoolTimeout):
+                    # The watchdog broke the call, or the pool found no server: a retry would
+                    # only wait again.
+                    raise
                 self.datastore.pool.check()
                 return func(self, *args, **kwargs)
 

@@ -11,7 +11,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,19 @@ class Server:
         self.log = log
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+@contextmanager
+def launch(
+    tmp_path: Path,
+    *args: str,
+    db: str | None = None,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+) -> Iterator[Server]:
+    """Start `evaledger serve` on a free loopback port with `args`; stop it (SIGTERM) after."""
     port = free_port()
-    log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
+    log = tmp_path / f"serve-{port}.log"
+    environment = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
+    environment.update(env or {})
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
@@ -69,12 +78,14 @@ def server(tmp_path: Path) -> Iterator[Server]:
                 "--port",
                 str(port),
                 "--db",
-                f"sqlite:///{tmp_path}/store/",
+                db or f"sqlite:///{tmp_path}/store/",
+                *args,
             ],
             cwd=tmp_path,
-            env=env,
+            env=environment,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -83,7 +94,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             if proc.poll() is not None:
                 pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
             try:
-                if call(base, "GET", "/health")[0] == 200:
+                if call(base, "GET", "/health")[0] in (200, 503):
                     break
             except (urllib.error.URLError, ConnectionError):
                 pass
@@ -99,6 +110,12 @@ def server(tmp_path: Path) -> Iterator[Server]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    with launch(tmp_path) as running:
+        yield running
 
 
 @pytest.mark.slow

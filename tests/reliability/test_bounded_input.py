@@ -56,10 +56,13 @@ def test_the_cli_refuses_nested_json_and_a_zip_bomb_with_exit_2(tmp_path: Path) 
     nested.write_bytes(NESTED)
     bomb = zip_bomb(tmp_path / "bomb.eval")
     assert bomb.stat().st_size < 2 * 1024 * 1024
+    # Under the 64 MiB member limit (issue 29), so the ratio rule is what refuses it.
+    dense = zip_bomb(tmp_path / "dense.eval", 60 * 1024 * 1024)
     db = f"sqlite:///{tmp_path}/store/"
     for path, message in (
         (nested, "JSON nested deeper than 64 levels"),
-        (bomb, "inflates more than 200 times its compressed size (a zip bomb?)"),
+        (bomb, "inflates past 67108864 bytes (a zip bomb?"),
+        (dense, "inflates more than 200 times its compressed size (a zip bomb?)"),
     ):
         done = subprocess.run(
             [str(EVALEDGER), "import", str(path), "--db", db],

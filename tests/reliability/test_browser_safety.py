@@ -24,7 +24,7 @@ def test_a_foreign_host_is_not_answered_in_open_mode(store_services: Services) -
         got = client.get("/runs", headers={"Host": "attacker.example:8000"})
         assert got.status_code == 421
         assert got.json() == {
-            "detail": "Host 'attacker.example:8000' is not served here (allow it: --allowed-host)",
+            "detail": "Host 'attacker.example:8000' is not served here (allow it: --allowed-hosts)",
             "code": "bad_host",
             "status": 421,
         }
@@ -77,23 +77,30 @@ def test_a_client_from_another_machine_is_refused_in_open_mode(
         assert client.get("/runs").status_code == 200
 
 
-def test_with_tokens_required_the_origin_rule_leaves_authenticated_clients_alone(
-    sqlite_url: str,
-) -> None:
+def test_with_tokens_required_the_host_allow_list_still_applies(store_url: str) -> None:
+    """Issue 29 (this test asserted the opposite before): token mode refuses a foreign Host."""
     from evaledger.api.bootstrap import build_services
     from evaledger.domain.events import TokenScope
     from evaledger.domain.ledger import Context
 
-    services = build_services(Settings(db=sqlite_url))
+    services = build_services(Settings(db=store_url))
     try:
         token = services.ledger.issue_token("default", TokenScope.ADMIN, "ci", Context("cli")).token
+        auth = {"Authorization": f"Bearer {token}"}
         with TestClient(create_app(services=services)) as client:
-            # Tokens: any Host is served (no allow-list configured), as before.
-            got = client.get(
-                "/runs",
-                headers={"Authorization": f"Bearer {token}", "Host": "evals.example.com"},
+            got = client.get("/runs", headers={**auth, "Host": "evals.example.com"})
+            assert (got.status_code, got.json()["code"]) == (421, "bad_host")
+            assert (
+                client.get("/runs", headers={**auth, "Host": "localhost:8000"}).status_code == 200
             )
-            assert got.status_code == 200
+        for allowed, host in ((("evals.example.com",), "evals.example.com"), (("*",), "any.lan")):
+            settings = services.settings.model_copy(update={"allowed_hosts": allowed})
+            with TestClient(create_app(settings=settings, services=services)) as client:
+                got = client.get("/runs", headers={**auth, "Host": host})
+                assert got.status_code == 200, (allowed, got.text)
+                # The origin rule is open mode's: an authenticated client is left alone.
+                got = client.get("/runs", headers={**auth, "Host": host, "Origin": "http://x.y"})
+                assert got.status_code == 200
     finally:
         services.close()
 

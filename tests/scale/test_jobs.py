@@ -6,6 +6,7 @@ import copy
 import signal
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -89,6 +90,7 @@ def test_a_job_killed_with_its_worker_is_finished_by_another_without_a_second_ve
         status, job = request(server.base, "POST", f"/runs/{run_id}/judge", body)
         assert status == 202, job
         assert (job["status"], job["cases_total"]) in {("queued", 12), ("running", 12)}
+        assert job["finished_at"] is None
         job_id = job["job_id"]
 
         # Kill -9 the worker once it has written some verdicts, not all.
@@ -114,6 +116,10 @@ def test_a_job_killed_with_its_worker_is_finished_by_another_without_a_second_ve
         )
         assert done["status"] == "succeeded", done
         assert done["cases_done"] == 12
+        # The retried job reports when it ended (issue 29: it was null).
+        assert done["finished_at"] is not None, done
+        ended, created = (datetime.fromisoformat(done[k]) for k in ("finished_at", "created_at"))
+        assert ended >= created
         report = done["report"]
         assert (report["verdicts"] + written, report["errors"]) == (24, 0)
 
@@ -131,6 +137,7 @@ def test_a_job_killed_with_its_worker_is_finished_by_another_without_a_second_ve
         assert status == 200
         assert [j["job_id"] for j in listed["data"]] == [other["job_id"], job_id]
         assert [j["status"] for j in listed["data"]] == ["canceled", "succeeded"]
+        assert all(j["finished_at"] is not None for j in listed["data"]), listed
         status, ready = request(server.base, "GET", "/ready", timeout=2)
         assert (status, ready["queue_depth"]) == (200, 0)
     finally:
