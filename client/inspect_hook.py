@@ -20,6 +20,7 @@ from evaledger.domain.bundle import BundleRun, BundleRunStatus
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog
 
+
 def enabled() -> bool:
     """Whether a store or a server is named in the environment."""
     return bool(os.environ.get(DB_ENV) or os.environ.get(URL_ENV))
@@ -101,13 +102,13 @@ class EvaledgerHooks(Hooks):
 
 def finish(recorder: RunRecorder, log: EvalLog) -> None:
     """Close the run as `evaledger import` reads the task's log: completed, canceled or failed."""
-    from evaledger.importers.inspect import inspect_run
+    from evaledger.importers.inspect import CANCELED_REASON, inspect_run
 
     run = inspect_run(log.eval, recorder.header.created_at, log)
     if run.status is BundleRunStatus.COMPLETED:
         recorder.end()
     elif run.status is BundleRunStatus.CANCELED:
-        recorder.cancel(run.reason)
+        recorder.cancel(run.reason or CANCELED_REASON)
     elif run.status is BundleRunStatus.FAILED:
         recorder.fail(run.reason or "the eval errored")
 

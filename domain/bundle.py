@@ -8,7 +8,6 @@ from uuid import UUID
 
 from pydantic import Field, PrivateAttr, StrictBool, model_validator
 
-from evaledger.domain.events import request_digest
 from evaledger.domain.events import (
     AgentSnapshot,
     CheckStatus,
@@ -22,6 +21,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
     Usage,
+    request_digest,
 )
 from evaledger.domain.model import FrozenModel
 from evaledger.domain.spec import RunConfig
@@ -253,7 +253,7 @@ class BundleRun(FrozenModel):
     it stored still matches (`creation_digests`); set with `with_legacy_config`."""
 
     def with_legacy_config(self, config: RunConfig) -> BundleRun:
-        """This run, knowing the config an older importer gave it (see `creation_digests`)."""
+        """Set the config an older importer gave this run (see `creation_digests`); returns it."""
         self._legacy_config = config
         return self
 
@@ -277,7 +277,8 @@ class BundleRun(FrozenModel):
     def creation_digests(self) -> frozenset[str]:
         """Digests a stored RunCreated may carry for this run: the body's, and the v1 body's.
 
-        v1 (before session 7) kept every label and dropped each scorer's reducer as well; its config is the legacy config when an importer gave one.
+        v1 (before session 7) kept every label and dropped each scorer's reducer as well; its
+        config is the legacy config when an importer gave one.
         """
         v1 = self._body(self._legacy_config or self.config)
         for scorer in (v1.get("config") or {}).get("scorers") or ():

@@ -81,9 +81,11 @@ def open_inspect(path: Path) -> PeerImport:
     )
 
 
-def inspect_run(ev: Any, created_at: datetime, log: Any | None = None) -> BundleRun:
-    """The run of an Inspect task: from its `EvalSpec` alone (the hook, at the task's start),
-    or with its log (`log`: status, error, results), which adds what is known at the end.
+def inspect_run(ev: Any, created_at: datetime, log: Any = None) -> BundleRun:
+    """The run of an Inspect task, from its `EvalSpec` (and its log, once there is one).
+
+    The hook calls it at the task's start with the spec alone; the importer with the log
+    (`log`: status, error, results), which adds what is known at the end.
 
     Everything in the run's identity (`BundleRun.creation_body`) comes from the spec, so the
     hook and the import of the task's log make the same run: the scorers (named as Inspect
@@ -91,11 +93,9 @@ def inspect_run(ev: Any, created_at: datetime, log: Any | None = None) -> Bundle
     """
     results = log.results.scores if log is not None and log.results else []
     status_name = log.status if log is not None else "started"
-    scorers = declared_scorers(ev)
-    if scorers is None:  # a log older than `eval.scorers`: its results name them
-        scorers = _scorers(results)
-    else:
-        scorers = _with_results(scorers, results)
+    declared = declared_scorers(ev)
+    # A log older than `eval.scorers`: its results name the scorers.
+    scorers = _scorers(results) if declared is None else _with_results(declared, results)
     provider, _, model = ev.model.partition("/")
     labels = {
         "source": "inspect",
@@ -169,7 +169,7 @@ def shown_name(name: str, reducer: str | None) -> str:
 
 
 def metric_name(definition: Any) -> str:
-    """A metric definition's name as Inspect keys its figure (`inspect_ai/accuracy` → `accuracy`)."""
+    """A metric definition's name as Inspect keys it (`inspect_ai/accuracy` → `accuracy`)."""
     return str(getattr(definition, "name", definition)).rpartition("/")[2]
 
 
@@ -192,7 +192,9 @@ def declared_scorers(ev: Any) -> list[ScorerInfo] | None:
             name, count = f"{base}{count}", count + 1
         used.append(name)
         metrics = declared.metrics or []
-        simple = [] if isinstance(metrics, dict) else [m for m in metrics if not isinstance(m, dict)]
+        simple = (
+            [] if isinstance(metrics, dict) else [m for m in metrics if not isinstance(m, dict)]
+        )
         keyed: dict[str, list[Any]] = {}
         for group in [metrics] if isinstance(metrics, dict) else metrics:
             if isinstance(group, dict):

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 
 from pydantic import Field
 
@@ -54,6 +55,7 @@ _METRICS: dict[str, Callable[[Sequence[float]], float]] = {
     "var": lambda v: statistics.variance(v) if len(v) > 1 else 0.0,
 }
 """Metrics recomputed by name; a metric not listed keeps only its reported figure."""
+
 
 def _at_least(k: int) -> Callable[[Sequence[float]], float]:
     # Inspect's `at_least(k)`: 1 when at least k epochs read >= 1 (its default `value`).
@@ -246,3 +248,25 @@ def headline_metric(spec: ScoringSpec) -> str | None:
         if scorer.metrics:
             return f"{scorer.name}/{scorer.metrics[0]}"
     return None
+
+
+def figure_text(value: float, places: int = 4) -> str:
+    """A source metric's figure as written, rounded half up: 0.60625 → `0.6063`.
+
+    The float nearest 0.60625 lies just below it, so binary rounding (`f"{v:.4f}"`) prints
+    0.6062; rounding the shortest decimal that reads back as the value (what the source's log
+    and JSON show) gives the figure a reader of the source expects.
+    """
+    if not math.isfinite(value):
+        return str(value)
+    exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return f"{exact:.{places}f}"
+
+
+def not_recomputed(metric: str, scorer: ScorerInfo) -> str:
+    """Why a source's figure is shown as it reported it, not recomputed from the cases."""
+    if metric in RANDOM_METRICS:
+        return "not recomputed: random"
+    if reducer(scorer.reducer) is None:
+        return f"not recomputed: reducer {scorer.reducer!r} unknown"
+    return "NOT reproduced from the cases"
