@@ -269,4 +269,7 @@ def not_recomputed(metric: str, scorer: ScorerInfo) -> str:
         return "not recomputed: random"
     if reducer(scorer.reducer) is None:
         return f"not recomputed: reducer {scorer.reducer!r} unknown"
+    if metric not in _METRICS:
+        # e.g. the groups of Inspect's `grouped()`, keyed by the group's name
+        return "not recomputed: a metric the ledger does not compute"
     return "NOT reproduced from the cases"
