@@ -1,9 +1,9 @@
 """The live Inspect hook: each sample is recorded as it ends, the run completes with the task.
 
 Registered through the `inspect_ai` entry point and enabled when EVALEDGER_DB or EVALEDGER_URL is
-set. The run and its cases are exactly what `evaledger import` makes of the task's log (the same
-key, ids and request digests, built by `evaledger.importers.inspect` itself), so importing the
-log afterwards writes nothing new.
+set. The run and its cases are what `evaledger import` makes of the task's log (the same key,
+scorers, ids and request digests, built by `evaledger.importers.inspect` itself), so importing
+the log afterwards adds no case: only what the log alone has (its status, Inspect's figures).
 """
 
 from __future__ import annotations

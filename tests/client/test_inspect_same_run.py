@@ -4,7 +4,8 @@ The same Inspect tasks (named reducers, a dict scorer, grouped and random metric
 second scorer, an errored sample, epochs) run once with the hook and are imported once from
 their logs: the runs are equal case for case and event for event, each source metric equals
 Inspect's own figure (read with inspect_ai's log reader), and importing the log over the live
-run is accepted. On SQLite and PostgreSQL.
+run adds what only the log has (its status, Inspect's figures) as one event. On SQLite and
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -195,13 +196,21 @@ def test_a_task_recorded_live_is_the_run_its_log_imports(
 
     # Each source metric the ledger recomputes is Inspect's own figure.
     figures = inspect_figures(log)
-    got = imported_agg["scorer_metrics"]
+    got = imported_agg.get("scorer_metrics", {})
     assert (figures is None) == (name == "errors")
     if figures is not None:
         assert got, "no source metric recomputed"
         for key, value in got.items():
             assert value == pytest.approx(figures[key], rel=1e-12, abs=1e-12), key
 
-    # The log imported over the live run is accepted: the same run, nothing refused.
+    # The log imported over the live run is accepted: the same run and cases; what only the
+    # log has (its status, Inspect's figures) is added as one event, and then the two agree.
+    assert "inspect.status" not in live["payload"]["run"]["labels"]
     result = import_json(log, store)
-    assert (result["run_id"], result["new_cases"]) == (run_id, 0)
+    assert (result["run_id"], result["new_cases"], result["events"]) == (run_id, 0, 1)
+    final = recorded(store, run_id)
+    assert final["events"] == imported["events"]
+    for part in ("labels", "spec"):
+        assert final["payload"]["run"][part] == imported["payload"]["run"][part], part
+    assert final["payload"]["aggregate"] == imported_agg
+    assert import_json(log, store)["events"] == 0
