@@ -1,32 +1,24 @@
 """The live Inspect hook: each sample is recorded as it ends, the run completes with the task.
 
 Registered through the `inspect_ai` entry point and enabled when EVALEDGER_DB or EVALEDGER_URL is
-set. The run and its cases are exactly what `evaledger import` makes of the task's log (the same
-key, ids and request digests, built by `evaledger.importers.inspect` itself), so importing the
-log afterwards writes nothing new.
+set. The run and its cases are what `evaledger import` makes of the task's log (the same key,
+scorers, ids and request digests, built by `evaledger.importers.inspect` itself), so importing
+the log afterwards adds no case: only what the log alone has (its status, Inspect's figures).
 """
 
 from __future__ import annotations
 
-import math
 import os
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inspect_ai.hooks import Hooks, RunEnd, SampleEnd, TaskEnd, TaskStart, hooks
 
 from evaledger.client.backends import DB_ENV, URL_ENV, connect
 from evaledger.client.recorder import RunRecorder, error_text
-from evaledger.domain.bundle import BundleRun
+from evaledger.domain.bundle import BundleRun, BundleRunStatus
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog
-
-SUCCESS = "success"
-CANCELLED = "cancelled"
-CANCELED_REASON = "cancelled in Inspect"
-"""What the importer says of a cancelled log."""
 
 
 def enabled() -> bool:
@@ -35,40 +27,19 @@ def enabled() -> bool:
 
 
 def run_header(start: TaskStart) -> BundleRun:
-    """The run `evaledger import` makes of this task's log once it has succeeded.
+    """The run `evaledger import` makes of this task's log, as far as its start knows it.
 
-    The importer reads a log file; the task's header is written to a scratch log as it will read
-    when the task succeeds (that is what the run's labels say), and read back by the importer.
+    The importer's own mapping (`inspect_run`) from the task's `EvalSpec`: the same key,
+    scorers, reducers and score gate; what only the log has (Inspect's figures, its status)
+    is not part of the run's identity.
     """
-    from inspect_ai.log import EvalLog, EvalMetric, EvalResults, EvalScore, write_eval_log
+    from evaledger.importers.base import parse_time
+    from evaledger.importers.inspect import inspect_run
 
-    from evaledger.importers.inspect import open_inspect
-
-    scores = [
-        # The metrics' names as the task declares them; their figures come only at the end.
-        EvalScore(
-            name=s.name,
-            scorer=s.name,
-            metrics={m: EvalMetric(name=m, value=math.nan) for m in declared_metrics(s)},
-        )
-        for s in (start.spec.scorers or [])
-    ]
-    header = EvalLog(
-        eval=start.spec.model_copy(deep=True),
-        plan=start.plan.model_copy(deep=True),
-        status=SUCCESS,
-        results=EvalResults(scores=scores),
-    )
-    with tempfile.TemporaryDirectory(prefix="evaledger-inspect-") as scratch:
-        path = Path(scratch) / "header.json"
-        write_eval_log(header, str(path), format="json")
-        return open_inspect(path).run
-
-
-def declared_metrics(scorer: Any) -> list[str]:
-    """The metric names a task's scorer declares (`inspect_ai/accuracy` → `accuracy`)."""
-    declared = scorer.metrics if isinstance(scorer.metrics, list) else []
-    return [str(m.name).rpartition("/")[2] for m in declared if hasattr(m, "name")]
+    created_at = parse_time(start.spec.created)
+    if created_at is None:
+        raise ValueError("the task's EvalSpec has no created time")
+    return inspect_run(start.spec, created_at)
 
 
 @hooks(name="evaledger", description="Records each sample into an evaledger ledger as it ends.")
@@ -124,17 +95,22 @@ class EvaledgerHooks(Hooks):
             else:
                 # Interrupted (Ctrl-C): Inspect ends the run with no log and writes the task's
                 # log as cancelled, which is how the importer will read it.
+                from evaledger.importers.inspect import CANCELED_REASON
+
                 recorder.cancel(CANCELED_REASON)
 
 
 def finish(recorder: RunRecorder, log: EvalLog) -> None:
     """Close the run as `evaledger import` reads the task's log: completed, canceled or failed."""
-    if log.status == SUCCESS:
+    from evaledger.importers.inspect import CANCELED_REASON, inspect_run
+
+    run = inspect_run(log.eval, recorder.header.created_at, log)
+    if run.status is BundleRunStatus.COMPLETED:
         recorder.end()
-    elif log.status == CANCELLED:
-        recorder.cancel(CANCELED_REASON)
-    else:
-        recorder.fail(log.error.message if log.error is not None else "the eval errored")
+    elif run.status is BundleRunStatus.CANCELED:
+        recorder.cancel(run.reason or CANCELED_REASON)
+    elif run.status is BundleRunStatus.FAILED:
+        recorder.fail(run.reason or "the eval errored")
 
 
 def sample_case(sample: Any) -> Any:

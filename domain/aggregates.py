@@ -46,11 +46,13 @@ from evaledger.domain.events import (
     RunEvent,
     RunFailed,
     RunStarted,
+    SourceResultsRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
 )
 from evaledger.domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
+from evaledger.domain.spec import ScorerInfo
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
 E = TypeVar("E", bound=DomainEvent)
@@ -215,6 +217,8 @@ class Run(Aggregate):
             self.case_ids = []
             self._case_set: set[UUID] = set()
             self.baseline = False
+            self.end_labels: dict[str, str] = dict(event.labels)
+            self.end_scorers = event.config.scorers
         elif isinstance(event, RunStarted):
             self.status = RunStatus.RUNNING
         elif isinstance(event, CasesAttached):
@@ -226,6 +230,9 @@ class Run(Aggregate):
             self.status = RunStatus.CANCELED
         elif isinstance(event, RunFailed):
             self.status = RunStatus.FAILED
+        elif isinstance(event, SourceResultsRecorded):
+            self.end_labels = {**self.end_labels, **event.labels}
+            self.end_scorers = event.scorers
         elif isinstance(event, BaselineApproved):
             self.baseline = True
         elif isinstance(event, BaselineRevoked):
@@ -273,6 +280,26 @@ class Run(Aggregate):
         """Record RunFailed."""
         self.ensure_open()
         self._trigger(RunFailed, meta, reason=reason)
+
+    def record_source_results(
+        self, meta: Meta, labels: Mapping[str, str], scorers: Sequence[ScorerInfo]
+    ) -> None:
+        """Record what the source knew only at its end, if the run does not say it yet.
+
+        Allowed on a closed run: a live run closes before its log is imported. Only scorers
+        that are the run's own (same names, scores and reducers) take new figures.
+        """
+        new_labels = {k: v for k, v in labels.items() if self.end_labels.get(k) != v}
+        own = [(s.name, s.score, s.reducer) for s in self.end_scorers]
+        same = own == [(s.name, s.score, s.reducer) for s in scorers]
+        new_scorers = same and tuple(scorers) != tuple(self.end_scorers)
+        if new_labels or new_scorers:
+            self._trigger(
+                SourceResultsRecorded,
+                meta,
+                labels=new_labels,
+                scorers=tuple(scorers) if same else self.end_scorers,
+            )
 
     def approve_baseline(self, meta: Meta, reason: str | None) -> None:
         """Approve this completed run as the baseline of its (agent, suite)."""

@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, PrivateAttr, StrictBool, model_validator
 
 from evaledger.domain.events import (
     AgentSnapshot,
@@ -21,6 +21,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
     Usage,
+    request_digest,
 )
 from evaledger.domain.model import FrozenModel
 from evaledger.domain.spec import RunConfig
@@ -247,18 +248,52 @@ class BundleRun(FrozenModel):
         )
         return self
 
+    _legacy_config: RunConfig | None = PrivateAttr(default=None)
+    """Not part of the format: the config an older importer gave this source's run, so a run
+    it stored still matches (`creation_digests`); set with `with_legacy_config`."""
+
+    def with_legacy_config(self, config: RunConfig) -> BundleRun:
+        """Set the config an older importer gave this run (see `creation_digests`); returns it."""
+        self._legacy_config = config
+        return self
+
     def creation_body(self) -> dict[str, Any]:
         """The part of the run that RunCreated fixes: its identity for "same run, same body".
 
-        Lifecycle fields are excluded, and so is what a source knows of its scorers only when it
-        ends (their metrics' names and figures, the epoch reducer): a run recorded live (the
-        Inspect hook) is created before them, and importing its log later is the same run.
+        Lifecycle fields are excluded, and so is what a source knows only when it ends: its
+        scorers' metric names (as its results list them) and reported figures, and the labels in
+        `END_LABELS` (a run recorded live, by the
+        Inspect hook, is created before them, and importing its log later is the same run).
         """
-        body = self.model_dump(mode="json", exclude={"status", "reason", "completed_at"})
+        body = self._body(self.config)
+        labels = body.get("labels") or {}
+        for label in END_LABELS:
+            labels.pop(label, None)
         for scorer in (body.get("config") or {}).get("scorers") or ():
-            for known_at_the_end in ("metrics", "reported", "reducer"):
+            for known_at_the_end in ("metrics", "reported"):
                 scorer.pop(known_at_the_end, None)
         return body
+
+    def creation_digests(self) -> frozenset[str]:
+        """Digests a stored RunCreated may carry for this run: the body's, and the v1 body's.
+
+        v1 (before session 7) kept every label and dropped each scorer's reducer as well; its
+        config is the legacy config when an importer gave one.
+        """
+        v1 = self._body(self._legacy_config or self.config)
+        for scorer in (v1.get("config") or {}).get("scorers") or ():
+            for known_at_the_end in ("metrics", "reported", "reducer"):
+                scorer.pop(known_at_the_end, None)
+        return frozenset({request_digest(self.creation_body()), request_digest(v1)})
+
+    def _body(self, config: RunConfig) -> dict[str, Any]:
+        body = self.model_dump(mode="json", exclude={"status", "reason", "completed_at", "config"})
+        body["config"] = config.model_dump(mode="json")
+        return dict(sorted(body.items()))
+
+
+END_LABELS = ("inspect.status",)
+"""Labels a source writes only when it ends (Inspect's log status): not in a run's identity."""
 
 
 class RunBundle(FrozenModel):

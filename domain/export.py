@@ -33,6 +33,7 @@ from evaledger.domain.events import (
     RunCreated,
     RunFailed,
     RunStarted,
+    SourceResultsRecorded,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -55,7 +56,11 @@ def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
     status = BundleRunStatus.CREATED
     completed_at = None
     reason = None
+    labels, config = created.labels, created.config
     for event in ledger.events_of(run_id):
+        if isinstance(event, SourceResultsRecorded):
+            labels = {**labels, **event.labels}
+            config = config.model_copy(update={"scorers": event.scorers})
         if type(event) in _RUN_STATUS:
             status = _RUN_STATUS[type(event)]
         if isinstance(event, RunCompleted):
@@ -68,8 +73,8 @@ def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
         project=created.project,
         suite=created.suite,
         agent=created.agent,
-        labels=created.labels,
-        config=created.config,
+        labels=labels,
+        config=config,
         status=status,
         reason=reason,
         created_at=created.created_at,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from evaledger.domain.aggregates import Case, Meta, Run, RunStatus, case_id_for
-from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus, RunBundle
+from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
 from evaledger.domain.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -154,7 +154,14 @@ def _check_stream(
 def close_as_bundled(
     ledger: Ledger, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
 ) -> None:
-    """Move a run to the status its bundle gives (complete seals over its cases)."""
+    """Move a run to the status its bundle gives (complete seals over its cases).
+
+    First, what the bundle knows of the source's end and the run does not say yet (a run
+    created live, before its source ended) is recorded (`SourceResultsRecorded`).
+    """
+    run.record_source_results(
+        meta, {k: body.labels[k] for k in END_LABELS if k in body.labels}, body.config.scorers
+    )
     status = body.status
     if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
         known = hashes or {}

@@ -461,7 +461,8 @@ class Ledger:
         digest = request_digest(body)
         existing = self._find(Run, run_id)
         if existing is not None:
-            if existing.created.request_digest != digest:
+            # A run stored by an older body rule (v1) is still the same run.
+            if existing.created.request_digest not in run.creation_digests():
                 raise ConflictError(
                     f"run {run.key!r} already exists in project {run.project!r} "
                     "with a different body",

@@ -70,47 +70,8 @@ def open_inspect(path: Path) -> PeerImport:
     except Exception as e:
         raise fail(path, f"detected an Inspect log that cannot be read: {_reason(e)}") from None
     ev = header.eval
-    scorers = _scorers(header.results.scores if header.results else [])
-    provider, _, model = ev.model.partition("/")
-    labels = {
-        "source": "inspect",
-        "inspect.eval_id": ev.eval_id,
-        "inspect.run_id": ev.run_id,
-        "inspect.task_id": ev.task_id,
-        "inspect.status": header.status,
-    }
-    if ev.packages.get("inspect_ai"):
-        labels["inspect.version"] = ev.packages["inspect_ai"]
-    if ev.revision is not None:
-        labels["git.commit"] = ev.revision.commit
-    if ev.dataset.name:
-        labels["dataset"] = ev.dataset.name
-    status = _RUN_STATUS.get(header.status, BundleRunStatus.RUNNING)
-    reason = None
-    if status is BundleRunStatus.FAILED:
-        reason = header.error.message if header.error is not None else "the eval errored"
-    elif status is BundleRunStatus.CANCELED:
-        reason = "cancelled in Inspect"
-    run = BundleRun(
-        key=f"inspect-{ev.eval_id}",
-        name=f"{ev.task} · {ev.model}",
-        suite=SuiteRef(name=ev.task, version=ev.task_version),
-        agent=AgentSnapshot(name=ev.model, provider=provider or None, model=model or ev.model),
-        labels=labels,
-        # The first scorer is the one Inspect reports first; its accuracy is the run's pass rate
-        # when a case passes iff that score reads 1 (C, true, 1.0).
-        config=RunConfig(
-            score_gates=(ScoreGate(score=scorers[0].score, op=">=", value=1.0),) if scorers else (),
-            reducers=Reducers(k=max(1, ev.config.epochs or 1)),
-            scorers=tuple(scorers),
-        ),
-        status=status,
-        reason=reason,
-        created_at=_required_time(path, ev.created),
-        completed_at=parse_time(header.stats.completed_at)
-        if status is BundleRunStatus.COMPLETED
-        else None,
-    )
+    created_at = _required_time(path, ev.created)
+    run = inspect_run(ev, created_at, header)
     return PeerImport(
         format=Format.INSPECT,
         sources=(str(path),),
@@ -119,15 +80,186 @@ def open_inspect(path: Path) -> PeerImport:
     )
 
 
+def inspect_run(ev: Any, created_at: datetime, log: Any = None) -> BundleRun:
+    """The run of an Inspect task, from its `EvalSpec` (and its log, once there is one).
+
+    The hook calls it at the task's start with the spec alone; the importer with the log
+    (`log`: status, error, results), which adds what is known at the end.
+
+    Everything in the run's identity (`BundleRun.creation_body`) comes from the spec, so the
+    hook and the import of the task's log make the same run: the scorers (named as Inspect
+    names them, one per reducer view and dict key), their reducers and the score gate.
+    """
+    results = log.results.scores if log is not None and log.results else []
+    status_name = log.status if log is not None else "started"
+    declared = declared_scorers(ev)
+    # A log older than `eval.scorers`: its results name the scorers.
+    scorers = _scorers(results) if declared is None else _with_results(declared, results)
+    provider, _, model = ev.model.partition("/")
+    labels = {
+        "source": "inspect",
+        "inspect.eval_id": ev.eval_id,
+        "inspect.run_id": ev.run_id,
+        "inspect.task_id": ev.task_id,
+    }
+    if log is not None:
+        labels["inspect.status"] = status_name
+    if ev.packages.get("inspect_ai"):
+        labels["inspect.version"] = ev.packages["inspect_ai"]
+    if ev.revision is not None:
+        labels["git.commit"] = ev.revision.commit
+    if ev.dataset.name:
+        labels["dataset"] = ev.dataset.name
+    status = _RUN_STATUS.get(status_name, BundleRunStatus.RUNNING)
+    reason = None
+    if status is BundleRunStatus.FAILED:
+        reason = log.error.message if log.error is not None else "the eval errored"
+    elif status is BundleRunStatus.CANCELED:
+        reason = CANCELED_REASON
+    run = BundleRun(
+        key=f"inspect-{ev.eval_id}",
+        name=f"{ev.task} · {ev.model}",
+        suite=SuiteRef(name=ev.task, version=ev.task_version),
+        agent=AgentSnapshot(name=ev.model, provider=provider or None, model=model or ev.model),
+        labels=labels,
+        config=_config(scorers, ev),
+        status=status,
+        reason=reason,
+        created_at=created_at,
+        completed_at=parse_time(log.stats.completed_at)
+        if status is BundleRunStatus.COMPLETED
+        else None,
+    )
+    # What importers before session 7 made of the same log: a run they stored is this run.
+    return run.with_legacy_config(_config(_scorers(results), ev))
+
+
+def _config(scorers: Sequence[ScorerInfo], ev: Any) -> RunConfig:
+    # The first scorer is the one Inspect reports first; its accuracy is the run's pass rate
+    # when a case passes iff that score reads 1 (C, true, 1.0).
+    return RunConfig(
+        score_gates=(ScoreGate(score=scorers[0].score, op=">=", value=1.0),) if scorers else (),
+        reducers=Reducers(k=max(1, ev.config.epochs or 1)),
+        scorers=tuple(scorers),
+    )
+
+
+CANCELED_REASON = "cancelled in Inspect"
+"""The reason of a run whose Inspect log (or live task) was cancelled."""
+
 PASSES_WHEN = "value_to_float(value) == 1 (C, true, 1.0); P reads 0.5, I and N 0"
 """When a case passes under an imported Inspect scorer (the first one gates the case)."""
+
+
+def reducer_views(reducers: Sequence[str] | None) -> list[str | None]:
+    """The reducer of each view Inspect reports a scorer under; None for its default (mean).
+
+    Inspect 0.3.285 names even a lone explicit "mean" view; older logs name none. A lone mean
+    stays unnamed here, so a scorer keeps one name whichever Inspect wrote the log.
+    """
+    if not reducers or list(reducers) == ["mean"]:
+        return [None]
+    return list(dict.fromkeys(reducers))
+
+
+def shown_name(name: str, reducer: str | None) -> str:
+    """A scorer's name with its reducer, as Inspect View shows it: `match (max)`."""
+    return name if reducer is None else f"{name} ({reducer})"
+
+
+def metric_name(definition: Any) -> str:
+    """A metric definition's name as Inspect keys it (`inspect_ai/accuracy` → `accuracy`)."""
+    return str(getattr(definition, "name", definition)).rpartition("/")[2]
+
+
+def declared_scorers(ev: Any) -> list[ScorerInfo] | None:
+    """The scorers an `EvalSpec` declares, as `EvalScore`s will report them; None without any.
+
+    One per reducer view of each scorer (Inspect's `eval.config.epochs_reducer`), and for a
+    dict-valued scorer (metrics given per key) one per key, reading the named score
+    `scorer/key`. Scorer names are made unique as Inspect makes them (`match`, `match1`).
+    """
+    if not ev.scorers:
+        return None
+    views = reducer_views(ev.config.epochs_reducer)
+    used: list[str] = []
+    out: list[ScorerInfo] = []
+    for declared in ev.scorers:
+        base = name = declared.name.rpartition("/")[2]
+        count = 1
+        while name in used:  # Inspect's `unique_scorer_name`
+            name, count = f"{base}{count}", count + 1
+        used.append(name)
+        metrics = declared.metrics or []
+        simple = (
+            [] if isinstance(metrics, dict) else [m for m in metrics if not isinstance(m, dict)]
+        )
+        keyed: dict[str, list[Any]] = {}
+        for group in [metrics] if isinstance(metrics, dict) else metrics:
+            if isinstance(group, dict):
+                for key, listed in group.items():
+                    keyed.setdefault(key, []).extend(listed)
+        for view in views:
+            if not keyed or simple:
+                out.append(
+                    ScorerInfo(
+                        name=shown_name(name, view),
+                        score=name,
+                        semantics="inspect",
+                        metrics=tuple(metric_name(m) for m in simple),
+                        reducer=view,
+                        passes_when=PASSES_WHEN,
+                    )
+                )
+            out.extend(
+                ScorerInfo(
+                    name=shown_name(key, view),
+                    score=f"{name}/{key}",
+                    semantics="inspect",
+                    value_type="dict",
+                    metrics=tuple(metric_name(m) for m in listed),
+                    reducer=view,
+                    passes_when=PASSES_WHEN,
+                )
+                for key, listed in keyed.items()
+            )
+    return out
+
+
+def _with_results(scorers: list[ScorerInfo], results: Sequence[Any]) -> list[ScorerInfo]:
+    """The declared scorers with the metrics and figures the log's `EvalScore`s report."""
+    views = {s.reducer for s in scorers}
+    by_name: dict[str, Any] = {}
+    for r in results:
+        reducer = r.reducer if r.reducer in views else None
+        by_name.setdefault(shown_name(r.name, reducer), r)
+    out = []
+    for s in scorers:
+        r = by_name.get(s.name)
+        if r is None:
+            out.append(s)
+            continue
+        out.append(
+            s.model_copy(
+                update={
+                    "metrics": tuple(r.metrics),
+                    "reported": {
+                        k: float(m.value)
+                        for k, m in r.metrics.items()
+                        if isinstance(m.value, int | float) and math.isfinite(m.value)
+                    },
+                }
+            )
+        )
+    return out
 
 
 def _scorers(results: Sequence[Any]) -> list[ScorerInfo]:
     """Each `EvalScore` as a scorer, its metrics' reported figures kept (finite ones).
 
-    A dict-valued scorer gives one `EvalScore` per key, named by the key; its cases' named
-    scores are `scorer/key` (see `named_scores`).
+    What importers before session 7 made of every log, and still of a log whose `eval` lists
+    no scorers. A dict-valued scorer gives one `EvalScore` per key, named by the key; its
+    cases' named scores are `scorer/key` (see `named_scores`).
     """
     shared = Counter(s.scorer for s in results)
     out = []

@@ -21,6 +21,7 @@ from evaledger.domain.events import (
     RunCreated,
     RunFailed,
     RunStarted,
+    SourceResultsRecorded,
 )
 from evaledger.domain.events.run import is_undated
 from evaledger.domain.spec import ScoringSpec
@@ -64,7 +65,16 @@ _STATUS_OF: dict[type[Any], str] = {
     RunCanceled: "canceled",
     RunFailed: "failed",
 }
-_RUN_TOPICS = frozenset({RunCreated, CasesAttached, BaselineApproved, BaselineRevoked, *_STATUS_OF})
+_RUN_TOPICS = frozenset(
+    {
+        RunCreated,
+        CasesAttached,
+        BaselineApproved,
+        BaselineRevoked,
+        SourceResultsRecorded,
+        *_STATUS_OF,
+    }
+)
 
 
 def _utc(dt: datetime) -> str:
@@ -103,6 +113,8 @@ class RunsProjection:
                 _baseline_approved(conn, decoded.oid, event, position)
             elif isinstance(event, BaselineRevoked):
                 _baseline_revoked(conn, decoded.oid, event, position)
+            elif isinstance(event, SourceResultsRecorded):
+                _source_results(conn, decoded.oid, event, position)
             else:
                 _run_status(conn, decoded.oid, event, position)
 
@@ -133,6 +145,24 @@ def _run_created(conn: Connection, run_id: str, event: RunCreated, position: int
             created=encoding.dumps(event.model_dump(mode="json", include=_CREATED_SNAPSHOT)),
             position=position,
         )
+    )
+
+
+def _source_results(
+    conn: Connection, run_id: str, event: SourceResultsRecorded, position: int
+) -> None:
+    """The source's end: its labels over the run's, its scorers in the config and spec."""
+    row = conn.execute(select(runs.c.labels, runs.c.created).where(runs.c.run_id == run_id)).one()
+    labels = {**encoding.loads(row.labels), **event.labels}
+    created = encoding.loads(row.created)
+    created["labels"] = {**created.get("labels", {}), **event.labels}
+    scorers = [s.model_dump(mode="json") for s in event.scorers]
+    for part in ("config", "spec"):
+        created[part] = {**created[part], "scorers": scorers}
+    conn.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id)
+        .values(labels=encoding.dumps(labels), created=encoding.dumps(created), position=position)
     )
 
 
@@ -274,6 +304,8 @@ class CasesProjection:
                 page.touched[d.oid] = position
             elif cls is RunCreated:
                 self._run_created(conn, d)
+            elif cls is SourceResultsRecorded:
+                self._source_results(conn, d, position, page.dirty_runs)
             elif cls in _STATUS_OF:
                 self._run_status(conn, d.oid, _STATUS_OF[cls], position, page.dirty_runs)
         upsert(conn, cases, self._case_rows(conn, page))
@@ -301,6 +333,20 @@ class CasesProjection:
                 status="created",
             )
         )
+
+    def _source_results(
+        self, conn: Connection, d: Decoded, position: int, dirty: dict[str, int]
+    ) -> None:
+        event = d.event
+        assert isinstance(event, SourceResultsRecorded)
+        found = self._run(conn, d.oid)
+        spec = found.spec.model_copy(update={"scorers": event.scorers})
+        self._runs[d.oid] = found._replace(spec=spec)
+        conn.execute(
+            update(case_runs).where(case_runs.c.run_id == d.oid).values(spec=encoding.dumps(spec))
+        )
+        if found.status in CLOSED:
+            dirty[d.oid] = max(position, dirty.get(d.oid, 0))
 
     def _run_status(
         self, conn: Connection, run_id: str, status: str, position: int, dirty: dict[str, int]

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 
 from pydantic import Field
 
@@ -37,8 +38,16 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
+def _accuracy(values: Sequence[float]) -> float:
+    # Inspect's accuracy adds in order (not fsum): the same float to the last bit.
+    total = 0.0
+    for v in values:
+        total += v
+    return total / float(len(values))
+
+
 _METRICS: dict[str, Callable[[Sequence[float]], float]] = {
-    "accuracy": _mean,
+    "accuracy": _accuracy,
     "pass_rate": _mean,
     "mean": _mean,
     "stderr": _stderr,
@@ -47,21 +56,80 @@ _METRICS: dict[str, Callable[[Sequence[float]], float]] = {
 }
 """Metrics recomputed by name; a metric not listed keeps only its reported figure."""
 
+
+def _at_least(k: int) -> Callable[[Sequence[float]], float]:
+    # Inspect's `at_least(k)`: 1 when at least k epochs read >= 1 (its default `value`).
+    return lambda v: 1.0 if sum(1 for x in v if x >= 1.0) >= k else 0.0
+
+
+def _pass_at(k: int) -> Callable[[Sequence[float]], float]:
+    # Inspect's `pass_at(k)` (Chen et al. 2021's unbiased estimator); NaN below k epochs.
+    def reduce(v: Sequence[float]) -> float:
+        total, correct = len(v), sum(1 for x in v if x >= 1.0)
+        if total < k:
+            return math.nan
+        if total - correct < k:
+            return 1.0
+        return 1.0 - math.prod(1.0 - k / i for i in range(total - correct + 1, total + 1))
+
+    return reduce
+
+
+def _pass_k(k: int) -> Callable[[Sequence[float]], float]:
+    # Inspect's `pass_k(k)`: C(correct, k) / C(total, k); NaN below k epochs.
+    def reduce(v: Sequence[float]) -> float:
+        if len(v) < k:
+            return math.nan
+        return math.comb(sum(1 for x in v if x >= 1.0), k) / math.comb(len(v), k)
+
+    return reduce
+
+
 _REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {
-    "mean": _mean,
+    "mean": lambda v: float(statistics.mean(v)),
     "median": lambda v: float(statistics.median(v)),
     "max": max,
     "min": min,
+    # Inspect counts raw values and keeps the first most common (epoch order); C/P/I read
+    # 1/0.5/0, so only I and N (both 0) are told apart by Inspect and not here.
     "mode": lambda v: float(statistics.mode(v)),
+}
+_REDUCERS_WITH_K: dict[str, Callable[[int], Callable[[Sequence[float]], float]]] = {
+    "at_least": _at_least,
+    "pass_at": _pass_at,
+    "pass_k": _pass_k,
 }
 
 
-def _per_sample(scores: Sequence[CaseScore], scorer: ScorerInfo) -> list[float]:
+def reducer(name: str | None) -> Callable[[Sequence[float]], float] | None:
+    """Inspect's epoch reducer by its log name (`mode`, `at_least_3`, `pass_at_2`); None: unknown.
+
+    As inspect_ai 0.3.285 implements them (`inspect_ai/scorer/_reducer/reducer.py`); a reducer
+    with `k` is logged as `NAME_K`. None (no reducer) is Inspect's default, the mean.
+    """
+    found = _REDUCERS.get(name or "mean")
+    if found is not None:
+        return found
+    base, _, k = (name or "").rpartition("_")
+    with_k = _REDUCERS_WITH_K.get(base)
+    return with_k(int(k)) if with_k is not None and k.isdigit() and int(k) > 0 else None
+
+
+RANDOM_METRICS = frozenset({"bootstrap_stderr"})
+"""Metrics that draw random samples: the source's figure is shown, never recomputed."""
+
+
+def _per_sample(scores: Sequence[CaseScore], scorer: ScorerInfo) -> list[float] | None:
     """One value per test case (sample): its epochs reduced, unscored ones left out.
 
     An Inspect sample that errored has no score, so it is left out as Inspect leaves it out;
     a promptfoo row that errored has its `success` false and counts, as promptfoo counts it.
+    A reduction Inspect leaves unscored (NaN: pass_at_k over fewer than k epochs) is left out
+    too. None when the scorer's reducer is not one the ledger knows.
     """
+    reduce = reducer(scorer.reducer)
+    if reduce is None:
+        return None
     by_key: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in scores:
         if scorer.variant is not None and s.variant != scorer.variant:
@@ -69,8 +137,8 @@ def _per_sample(scores: Sequence[CaseScore], scorer: ScorerInfo) -> list[float]:
         number = s.named_scores.get(scorer.score)
         if number is not None:
             by_key[s.test_case_key, s.variant].append(number)
-    reduce = _REDUCERS.get(scorer.reducer or "mean", _mean)
-    return [reduce(values) for _, values in sorted(by_key.items())]
+    reduced = [reduce(values) for _, values in sorted(by_key.items())]
+    return [v for v in reduced if not math.isnan(v)]
 
 
 def scorer_metrics(scores: Sequence[CaseScore], scorers: Sequence[ScorerInfo]) -> dict[str, float]:
@@ -90,10 +158,15 @@ def scorer_metrics(scores: Sequence[CaseScore], scorers: Sequence[ScorerInfo]) -
 def reported_mismatches(
     computed: Mapping[str, float], scorers: Sequence[ScorerInfo]
 ) -> dict[str, float]:
-    """The source's own figures that differ from the recomputed ones (or were not recomputed)."""
+    """The source's own figures that differ from the recomputed ones (or were not recomputed).
+
+    A random metric (`RANDOM_METRICS`) is neither: its figure is shown as the source's.
+    """
     out: dict[str, float] = {}
     for scorer in scorers:
         for metric, figure in scorer.reported.items():
+            if metric in RANDOM_METRICS:
+                continue
             key = f"{scorer.name}/{metric}"
             mine = computed.get(key)
             if mine is None or not math.isclose(mine, figure, abs_tol=REPORTED_TOLERANCE):
@@ -175,3 +248,28 @@ def headline_metric(spec: ScoringSpec) -> str | None:
         if scorer.metrics:
             return f"{scorer.name}/{scorer.metrics[0]}"
     return None
+
+
+def figure_text(value: float, places: int = 4) -> str:
+    """A source metric's figure as written, rounded half up: 0.60625 → `0.6063`.
+
+    The float nearest 0.60625 lies just below it, so binary rounding (`f"{v:.4f}"`) prints
+    0.6062; rounding the shortest decimal that reads back as the value (what the source's log
+    and JSON show) gives the figure a reader of the source expects.
+    """
+    if not math.isfinite(value):
+        return str(value)
+    exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return f"{exact:.{places}f}"
+
+
+def not_recomputed(metric: str, scorer: ScorerInfo) -> str:
+    """Why a source's figure is shown as it reported it, not recomputed from the cases."""
+    if metric in RANDOM_METRICS:
+        return "not recomputed: random"
+    if reducer(scorer.reducer) is None:
+        return f"not recomputed: reducer {scorer.reducer!r} unknown"
+    if metric not in _METRICS:
+        # e.g. the groups of Inspect's `grouped()`, keyed by the group's name
+        return "not recomputed: a metric the ledger does not compute"
+    return "NOT reproduced from the cases"

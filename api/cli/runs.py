@@ -31,11 +31,17 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
+from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow, Summary
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
-from evaledger.scoring.scorer_metrics import headline_metric
+from evaledger.scoring.scorer_metrics import (
+    RANDOM_METRICS,
+    figure_text,
+    headline_metric,
+    not_recomputed,
+)
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
@@ -380,9 +386,18 @@ def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> Non
     """An imported run's figures in its source's terms: its metrics, then the pass rate's parts."""
     print("source metrics:")
     for name, value in aggregate.get("scorer_metrics", {}).items():
-        print(f"  {name:<32} {fmt(value, 4)}")
-    for name, value in aggregate.get("scorer_metrics_mismatched", {}).items():
-        print(f"  {name:<32} source reported {fmt(value, 4)}: NOT reproduced from the cases")
+        print(f"  {name:<32} {figure_text(value)}")
+    scorers = {s["name"]: ScorerInfo.model_validate(s) for s in spec.get("scorers") or ()}
+    shown = dict(aggregate.get("scorer_metrics_mismatched", {}))
+    for scorer in scorers.values():  # random metrics are never mismatches: listed here
+        for metric, value in scorer.reported.items():
+            if metric in RANDOM_METRICS:
+                shown[f"{scorer.name}/{metric}"] = value
+    for name, value in sorted(shown.items()):
+        scorer_name, _, metric = name.rpartition("/")
+        found = scorers.get(scorer_name)
+        why = not_recomputed(metric, found) if found else "NOT reproduced from the cases"
+        print(f"  {name:<32} source reported {figure_text(value)}: {why}")
     for k, value in aggregate.get("pass_hat_k", {}).items():
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]

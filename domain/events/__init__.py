@@ -58,6 +58,7 @@ from evaledger.domain.events.run import (
     RunEvent,
     RunFailed,
     RunStarted,
+    SourceResultsRecorded,
 )
 from evaledger.domain.events.values import (
     GRADE_VALUES,
@@ -110,6 +111,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     HumanLabelRecorded,
     CaseFlagged,
     CaseUnflagged,
+    SourceResultsRecorded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -157,6 +159,7 @@ __all__ = [
     "RunFailed",
     "RunStarted",
     "ScoreScale",
+    "SourceResultsRecorded",
     "StructuralCheckRecorded",
     "SuiteRef",
     "TestCaseSnapshot",

@@ -16,7 +16,7 @@ from evaledger.domain.events.values import (
     AgentSnapshot,
     SuiteRef,
 )
-from evaledger.domain.spec import RunConfig, ScoringSpec
+from evaledger.domain.spec import RunConfig, ScorerInfo, ScoringSpec
 
 UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
 """`RunCreated.created_at` of a run whose source records no time (tau-bench): a fixed date keeps
@@ -87,6 +87,23 @@ class RunFailed(RunEvent):
     topic_name: ClassVar[str] = "evaledger.run.failed"
 
     reason: str
+
+
+class SourceResultsRecorded(RunEvent):
+    """What a run's source knew only when it ended, recorded after the run was created live.
+
+    The Inspect hook creates its run at the task's start; importing the task's log later adds
+    the log's status label and the scorers' final metric names and reported figures here.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.run.source_results_recorded"
+
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels the source wrote at its end, over the run's."
+    )
+    scorers: tuple[ScorerInfo, ...] = Field(
+        default=(), description="The run's scorers with their final metrics and reported figures."
+    )
 
 
 class BaselineApproved(RunEvent):

@@ -69,3 +69,28 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     return subprocess.run(
         [str(EVALEDGER), *args], capture_output=True, text=True, cwd=cwd, check=False
     )
+
+
+def run_inspect(
+    script: str, tmp_path: Path, store: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run an Inspect script (`python SCRIPT LOG_DIR ARGS…`) with the hook recording into `store`.
+
+    `store` is the environment that names it (`{"EVALEDGER_DB": url}`, or a URL and token); the
+    caller's own EVALEDGER_* variables are left out. The logs go to `tmp_path / "logs"`.
+    """
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    env.update(store)
+    path = tmp_path / "run_eval.py"
+    path.write_text(script)
+    return subprocess.run(
+        [sys.executable, str(path), str(tmp_path / "logs"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )

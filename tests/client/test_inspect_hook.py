@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import evaledger
-from tests.client.conftest import Target, run_cli
+from tests.client.conftest import Target, run_cli, run_inspect
 
 EVAL = """
 import sys
@@ -51,18 +51,7 @@ print(log.location)
 @pytest.mark.slow
 def test_a_task_recorded_live_then_imported_writes_nothing_new(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/store/"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
-    env["EVALEDGER_DB"] = db
-    script = tmp_path / "run_eval.py"
-    script.write_text(EVAL)
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "logs")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_inspect(EVAL, tmp_path, {"EVALEDGER_DB": db})
     assert done.returncode == 0, done.stdout + done.stderr
     log = done.stdout.strip().splitlines()[-1]
     with evaledger.open(db) as reader:
@@ -271,18 +260,7 @@ print(log.status)
 @pytest.mark.slow
 def test_a_task_that_errors_leaves_no_run_running(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/store/"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
-    env["EVALEDGER_DB"] = db
-    script = tmp_path / "run_eval.py"
-    script.write_text(FAILING_EVAL)
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "logs")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_inspect(FAILING_EVAL, tmp_path, {"EVALEDGER_DB": db})
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == "error"
     with evaledger.open(db) as reader:
@@ -291,6 +269,13 @@ def test_a_task_that_errors_leaves_no_run_running(tmp_path: Path) -> None:
     # Closed as `evaledger import` reads the errored log: failed, with Inspect's error message.
     assert (run.status, run.reason) == ("failed", "RuntimeError('solver blew up')")
     assert {c.test_case_key: c.status for c in report.cases} == {"a": "passed", "b": "errored"}
+    # The errored log is the same run: importing it is accepted and adds no case (session 7:
+    # the hook no longer writes a successful log's `inspect.status` at start).
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    imported = run_cli("import", str(log), "--db", db, "--json")
+    assert imported.returncode == 0, imported.stderr
+    (result,) = json.loads(imported.stdout)["imported"]
+    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 0)
 
 
 SLOW_EVAL = (
@@ -346,6 +331,10 @@ def test_a_task_interrupted_by_ctrl_c_cancels_its_run(tmp_path: Path) -> None:
         report = reader.show(run.run_id)
     assert (run.status, run.reason) == ("canceled", "cancelled in Inspect")
     assert report.cases[0].test_case_key == "a"
+    imported = run_cli("import", str(log), "--db", db, "--json")
+    assert imported.returncode == 0, imported.stderr
+    (result,) = json.loads(imported.stdout)["imported"]
+    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 0)
 
 
 def case_recorded(events: Path) -> bool:

@@ -67,6 +67,7 @@ from evaledger.domain.events import (
     RunFailed,
     RunStarted,
     ScoreScale,
+    SourceResultsRecorded,
     StructuralCheckRecorded,
     SuiteRef,
     TestCaseSnapshot,
@@ -86,7 +87,14 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import MetricDefinition, ScoreType, Tier
-from evaledger.domain.spec import JudgeConfig, MetricSelection, RunConfig, Severity, resolve_spec
+from evaledger.domain.spec import (
+    JudgeConfig,
+    MetricSelection,
+    RunConfig,
+    ScorerInfo,
+    Severity,
+    resolve_spec,
+)
 from evaledger.domain.store.codec import UPCASTERS, EventMapper, OrjsonTranscoder, upcaster
 from evaledger.domain.verify import verify
 from tests.conftest import FIXTURES
@@ -134,6 +142,7 @@ TOPICS = [
     "evaledger.case.human_label_recorded/v1",
     "evaledger.case.flagged/v1",
     "evaledger.case.unflagged/v1",
+    "evaledger.run.source_results_recorded/v1",
 ]
 
 
@@ -234,6 +243,20 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             agent="northwind-support",
             suite="northwind-support-voice",
             reason="regressed",
+        ),
+        SourceResultsRecorded(
+            **_meta(RUN_ID, 9),
+            labels={"inspect.status": "success"},
+            scorers=(
+                ScorerInfo(
+                    name="match (max)",
+                    score="match",
+                    semantics="inspect",
+                    metrics=("accuracy", "stderr"),
+                    reducer="max",
+                    reported={"accuracy": 0.75, "stderr": 0.25},
+                ),
+            ),
         ),
         CaseOpened(
             **_meta(CASE_ID, 1, key="case-1"),
@@ -432,7 +455,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 27
+    assert len(EVENT_CLASSES) == 28
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
