@@ -1,10 +1,10 @@
 """promptfoo's row-shaped outputs: `-o out.jsonl` (one result row a line) and `-o out.csv`.
 
 Neither carries the eval's header (no `evalId`, no time, no per-prompt metrics): the run is
-named by the file's content digest and dated by the file's modification time, and it has no
-source metrics. A JSONL row is the JSON output's result row, read by the same `case_of`. A CSV
-row is a test (× repetition); each `[provider] prompt` column group of it is a case, with the
-output, its PASS / FAIL / ERROR status, score, named scores and grader reason.
+named by the file's content digest and undated (listed by its import time, as tau-bench's),
+and it has no source metrics. A JSONL row is the JSON output's result row, read by the same
+`case_of`. A CSV row is a test (× repetition); each `[provider] prompt` column group of it is a
+case, with the output, its PASS / FAIL / ERROR status, score, named scores and grader reason.
 
 Repetitions (`--repeat N`) are told apart as in the JSON output (`repetition_places`): rows of
 one test with the same vars are repetitions of it, in testIdx order (a CSV row's index is its
@@ -18,7 +18,6 @@ import hashlib
 import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
 )
+from evaledger.domain.events.run import UNDATED
 from evaledger.domain.spec import RunConfig, ScoreGate
 from evaledger.importers.base import Format, PeerImport, fail, named_score
 from evaledger.importers.promptfoo import (
@@ -62,22 +62,21 @@ _CSV_FIELD_LIMIT = 16 << 20
 """The longest CSV field read (an output text); a longer one is refused, not loaded."""
 
 
-def _file_key(path: Path) -> tuple[str, datetime]:
-    """A row-shaped output's run key (its content digest) and time (its modification time)."""
+def _file_key(path: Path) -> str:
+    """A row-shaped output's run key: its content digest (the same file twice is one run)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
-    created = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    return f"promptfoo-{digest.hexdigest()[:16]}", created
+    return f"promptfoo-{digest.hexdigest()[:16]}"
 
 
 def _run(path: Path, kind: str, providers: list[str]) -> BundleRun:
-    key, created = _file_key(path)
+    key = _file_key(path)
     provider, _, model = providers[0].partition(":") if len(providers) == 1 else ("", "", "")
     return BundleRun(
         key=key,
-        name=f"promptfoo eval ({kind} output {path.name})",
+        name=f"promptfoo eval ({kind} output)",  # not its file name: a copy is the same run
         suite=SuiteRef(name="promptfoo eval"),
         agent=AgentSnapshot(
             name=", ".join(providers) or "promptfoo",
@@ -86,7 +85,9 @@ def _run(path: Path, kind: str, providers: list[str]) -> BundleRun:
         ),
         labels={"source": "promptfoo", "promptfoo.output": kind},
         config=RunConfig(score_gates=(ScoreGate(score=PASS_SCORE, op=">=", value=1.0),)),
-        created_at=created,
+        # No time in the file: undated, as tau-bench's (lists show the import time, marked);
+        # a file's modification time would make a copy of it another run.
+        created_at=UNDATED,
     )
 
 

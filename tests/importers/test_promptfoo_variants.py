@@ -9,6 +9,7 @@ rows (the reference), never from what the importer made of them.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -221,7 +222,7 @@ def _figures(store_url: str, run_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("output", ["baseline.csv", "baseline.jsonl"])
 def test_csv_and_jsonl_outputs_import_with_the_json_figures(
-    cli: Cli, store_url: str, output: str
+    cli: Cli, store_url: str, output: str, tmp_path: Path
 ) -> None:
     from_json = _figures(store_url, import_run(cli, BASELINE)["run_id"])
     row = import_run(cli, HERE / output)
@@ -229,7 +230,11 @@ def test_csv_and_jsonl_outputs_import_with_the_json_figures(
     assert _figures(store_url, row["run_id"]) == from_json
     assert from_json["pass_rate"] == pytest.approx(14 / 24)  # promptfoo's stats: 14 successes
     assert len(from_json["variants"]) == 4
-    again = import_run(cli, HERE / output)
+    # A copy (another name, another modification time) is the same run: nothing written.
+    copy = tmp_path / f"copy-{output}"
+    copy.write_bytes((HERE / output).read_bytes())
+    os.utime(copy, (1_000_000, 1_000_000))
+    again = import_run(cli, copy)
     assert (again["run_id"], again["events"]) == (row["run_id"], 0)
 
 
