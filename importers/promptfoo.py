@@ -106,16 +106,11 @@ def _header(path: Path) -> dict[str, Any]:
 
 def open_promptfoo(path: Path) -> PeerImport:
     """The run of one promptfoo output file: JSON or YAML (`-o out.json`), JSONL or CSV."""
-    from evaledger.importers.promptfoo_rows import (
-        is_jsonl_row,
-        is_promptfoo_csv,
-        open_csv,
-        open_jsonl,
-    )
+    from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
 
     if is_promptfoo_csv(path):
         return open_csv(path)
-    if not is_yaml(path) and is_jsonl_row(_first_value(path)):
+    if not is_yaml(path) and _is_jsonl(path):
         return open_jsonl(path)
     head = _header(path)
     results = head.get("results")
@@ -172,13 +167,26 @@ def open_promptfoo(path: Path) -> PeerImport:
     return PeerImport(format=Format.PROMPTFOO, sources=(str(path),), run=run, cases=cases)
 
 
-def _first_value(path: Path) -> Any:
-    """The first JSON value of a file (a JSONL output's first row), None if it has none."""
+def _is_jsonl(path: Path) -> bool:
+    """Whether a JSON file's first value is one result row (`-o out.jsonl`), not an output.
+
+    Only the first value's top-level keys are read, streamed: an output's rows are never built.
+    """
+    keys: set[str] = set()
     with path.open("rb") as f:
         try:
-            return next(iter(ijson.items(f, "", multiple_values=True, use_float=True)), None)
+            for prefix, event, value in ijson.parse(f, multiple_values=True):
+                if prefix == "" and event == "map_key":
+                    keys.add(value)
+                    if value == "evalId":
+                        return False
+                    if {"testCase", "success"} <= keys:
+                        return True
+                elif prefix == "" and event in ("end_map", "end_array"):
+                    break
         except ijson.common.JSONError:
-            return None
+            return False
+    return False
 
 
 def repetition_places(seen: Iterator[tuple[int, bytes]]) -> dict[int, tuple[str, int]]:

@@ -107,15 +107,6 @@ def jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
             raise fail(path, f"promptfoo JSONL output is cut off or not valid JSON ({e})") from None
 
 
-def is_jsonl_row(value: Any) -> bool:
-    """Whether a JSON value is one promptfoo result row (a line of `-o out.jsonl`)."""
-    return (
-        isinstance(value, Mapping)
-        and "evalId" not in value
-        and {"testCase", "success"} <= (value.keys())
-    )
-
-
 def open_jsonl(path: Path) -> PeerImport:
     """The run of a promptfoo JSONL output."""
     providers: list[str] = []

@@ -238,7 +238,7 @@ class ReadModels:
             return load_scores(conn, str(run_id))
 
     def first_cases(self, run_id: UUID, keys: Iterable[str]) -> dict[tuple[str, str], UUID]:
-        """(test case key, variant) → the id of its first-opened case, for the keys given only.
+        """(test case key, variant) → its first-opened case id, for the keys given, in that order.
 
         Per variant: a promptfoo test's providers and prompts are each a case of their own. A
         page showing a few test cases of a 10k-case run reads those rows, not every score.

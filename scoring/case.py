@@ -625,8 +625,12 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
 def variant_figures(results: Sequence[TestCaseResult], spec: ScoringSpec) -> list[VariantFigures]:
     """Each variant's executions and pass rate (sorted by variant), from the reduced results.
 
-    [] when the run has no variant (every case the test case's own): its headline is the run's.
+    [] unless some test case has several variants (promptfoo's providers × prompts in one run):
+    a variant that is only its test case's attribute (one provider, a persona per test) is no
+    breakdown of the run, whose headline is then the run's own.
     """
+    if len(results) == len({r.test_case_key for r in results}):
+        return []
     totals: dict[str, list[int]] = {}
     for r in results:
         t = totals.setdefault(r.variant, [0, 0, 0, 0])
@@ -634,8 +638,6 @@ def variant_figures(results: Sequence[TestCaseResult], spec: ScoringSpec) -> lis
         t[1] += r.repetitions
         t[2] += r.passes
         t[3] += r.failures
-    if set(totals) <= {""}:
-        return []
     out = []
     for variant in sorted(totals):
         tests, executions, passed, failed = totals[variant]

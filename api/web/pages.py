@@ -489,13 +489,14 @@ def _answers(
     wanted = {(t.test_case_key, t.variant) for t in rows}
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
     for side, run_id in runs.items():
+        # In opening order: a row matched by key alone (no variant) takes the key's first case.
         for (key, variant), case_id in services.reads.first_cases(run_id, keys).items():
-            label = variant_label(variant)
-            if (key, label) in wanted:
-                found[(side, key, label)] = {
-                    "case_id": str(case_id),
-                    "answer": answer_of(services, case_id),
-                }
+            for label in (variant_label(variant), ""):
+                if (key, label) in wanted and (side, key, label) not in found:
+                    found[(side, key, label)] = {
+                        "case_id": str(case_id),
+                        "answer": answer_of(services, case_id),
+                    }
     return found
 
 

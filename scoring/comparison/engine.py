@@ -64,12 +64,13 @@ class RunColumns:
         "errored",
         "flaky",
         "has_named",
-        "has_variants",
         "index",
         "keys",
         "latency",
+        "multi",
         "names",
         "passed",
+        "plain",
         "repetitions",
         "results",
         "score",
@@ -104,7 +105,14 @@ class RunColumns:
             names.update(r.metric_passed)
         self.names = names
         self.has_named = any(r.named_scores for r in results)
-        self.has_variants = any(variant for _, variant in self.keys)
+        # Several variants of one test case (promptfoo's providers × prompts in one run): rows
+        # match the other side's same variant. Else a variant is only an attribute of its test
+        # case (its one provider, a persona): rows match by key, whatever the other side's is.
+        self.multi = len(self.keys) > len({k for k, _ in self.keys})
+        self.plain: tuple[list[Key], dict[Key, int]] | None = None
+        if not self.multi:
+            plain: list[Key] = [(k, "") for k, _ in self.keys]
+            self.plain = (plain, {k: i for i, k in enumerate(plain)})
         self._metrics: dict[tuple[str, bool], tuple[list[float | None], float | None]] = {}
         self._lock = threading.Lock()
 
@@ -388,15 +396,20 @@ class _Matched(NamedTuple):
 
 
 def _match(base: RunColumns, cand: RunColumns) -> _Matched:
-    if base.keys == cand.keys:
-        return _Matched(base.keys, None, None, [], [])
-    keys = [k for k in base.keys if k in cand.index]
+    """Rows matched by (key, variant) when a side has several variants of a test, else by key."""
+    if base.plain is not None and cand.plain is not None:
+        (b_keys, b_index), (c_keys, c_index) = base.plain, cand.plain
+    else:
+        b_keys, b_index, c_keys, c_index = base.keys, base.index, cand.keys, cand.index
+    if b_keys == c_keys:
+        return _Matched(b_keys, None, None, [], [])
+    keys = [k for k in b_keys if k in c_index]
     return _Matched(
         keys,
-        None if len(keys) == len(base.keys) else [base.index[k] for k in keys],
-        None if len(keys) == len(cand.keys) else [cand.index[k] for k in keys],
-        [case_label(*k) for k in base.keys if k not in cand.index],
-        [case_label(*k) for k in cand.keys if k not in base.index],
+        None if len(keys) == len(b_keys) else [b_index[k] for k in keys],
+        None if len(keys) == len(c_keys) else [c_index[k] for k in keys],
+        [case_label(*k) for k in b_keys if k not in c_index],
+        [case_label(*k) for k in c_keys if k not in b_index],
     )
 
 
@@ -524,7 +537,7 @@ def compare_columns(
         metric_pairs = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
     per_metric = _per_metric_means(base, cand, bidx, cidx, types)
     aggregate = _aggregate(baseline, candidate, classified.counts, per_metric)
-    if base.has_variants or cand.has_variants:
+    if base.multi or cand.multi:
         per_variant = _per_variant(
             base, cand, matched, classified.statuses, spec or baseline.spec, spec or candidate.spec
         )
