@@ -461,6 +461,24 @@ def print_comparison(result: RunComparison) -> None:
         f"cases: {agg.total_regressions} regression, {agg.total_improvements} improvement, "
         f"{agg.total_unchanged} unchanged, {agg.total_errors} error"
     )
+    if agg.per_variant:
+        print_table(
+            [
+                (
+                    v.variant,
+                    v.baseline_pass_rate,
+                    v.candidate_pass_rate,
+                    v.pass_rate_delta,
+                    v.total_regressions,
+                    v.total_improvements,
+                    v.total_unchanged,
+                    v.total_errors,
+                )
+                for v in agg.per_variant
+            ],
+            ["variant", "baseline", "candidate", "delta", "regr", "impr", "same", "error"],
+            fold=("variant",),
+        )
     _print_flips(result)
     _print_comparison_statistics(result)
     for w in result.warnings:
@@ -480,7 +498,7 @@ def _print_flips(result: RunComparison) -> None:
         [
             (
                 tc.status,
-                tc.test_case_key,
+                f"{tc.test_case_key} [{tc.variant}]" if tc.variant else tc.test_case_key,
                 f"{outcome(tc.baseline_passed)} → {outcome(tc.candidate_passed)}",
                 f"{fmt(tc.baseline_score)} → {fmt(tc.candidate_score)}",
                 tc.score_delta,

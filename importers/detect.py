@@ -16,6 +16,7 @@ import ijson
 from evaledger.domain.input_limits import check_json_file, check_zip
 from evaledger.importers.base import Format, fail
 from evaledger.importers.promptfoo import is_yaml
+from evaledger.importers.promptfoo_rows import is_promptfoo_csv
 
 _MAX_EVENTS = 20_000
 """Parse events read before giving up on deciding (the deciding keys come first in practice)."""
@@ -74,7 +75,8 @@ def _decide(kind: str, keys: dict[str, Any]) -> Format | None:
         fmt = keys.get("format")
         if isinstance(fmt, str) and fmt.startswith("evaledger.run-bundle"):
             return Format.BUNDLE
-        if "evalId" in keys:
+        if "evalId" in keys or {"testCase", "success"} <= keys.keys():
+            # An eval's output, or one result row (the first line of `-o out.jsonl`).
             return Format.PROMPTFOO
         if {"version", "eval"} <= keys.keys():
             return Format.INSPECT
@@ -91,6 +93,8 @@ def _describe(kind: str, keys: dict[str, Any]) -> str:
     if kind == "object":
         if {"session_id", "role", "message"} <= k:
             return "a per-turn conversation log (JSON lines), not a result file"
+        if "prompts" in k and k & {"providers", "targets", "tests"}:
+            return PROMPTFOO_CONFIG
         if "openapi" in k:
             return "an OpenAPI document"
         if {"name", "first_message"} <= k or {"name", "persona_context"} <= k:
@@ -123,17 +127,22 @@ _MAX_YAML_LINES = 200
 """Lines of a YAML file read to find its top-level keys (promptfoo dumps evalId first)."""
 
 
-def _is_promptfoo_yaml(path: Path) -> bool:
-    """Promptfoo's YAML output (`-o out.yaml`): a top-level `evalId`, found without parsing."""
+PROMPTFOO_CONFIG = (
+    "a promptfoo config (promptfooconfig.yaml: prompts, providers, tests): it describes an "
+    "eval to run, not its results; run `promptfoo eval -o results.json` and import that output"
+)
+
+
+def _yaml_top_keys(path: Path) -> set[bytes]:
+    """The top-level keys of a YAML file's first lines, found without parsing."""
     if not is_yaml(path):
-        return False
+        return set()
     with path.open("rb") as f:
-        keys = {
+        return {
             m.group(1)
             for _, line in zip(range(_MAX_YAML_LINES), f, strict=False)
             if (m := _TOP_KEY.match(line))
         }
-    return b"evalId" in keys
 
 
 def detect(path: Path) -> Format:
@@ -156,8 +165,11 @@ def detect(path: Path) -> Format:
     try:
         kind, keys = _peek_json(path)
     except MalformedJSONError as e:
-        if _is_promptfoo_yaml(path):
+        top = _yaml_top_keys(path)
+        if b"evalId" in top or is_promptfoo_csv(path):  # promptfoo's -o out.yaml, -o out.csv
             return Format.PROMPTFOO
+        if b"prompts" in top and top & {b"providers", b"targets", b"tests"}:
+            raise fail(path, f"detected {PROMPTFOO_CONFIG}") from None
         raise fail(
             path, f"malformed JSON (neither JSON nor an .eval archive, or cut off): {e}"
         ) from None

@@ -104,7 +104,13 @@ def _header(path: Path) -> dict[str, Any]:
 
 
 def open_promptfoo(path: Path) -> PeerImport:
-    """The run of one promptfoo output file."""
+    """The run of one promptfoo output file: JSON or YAML (`-o out.json`), JSONL or CSV."""
+    from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
+
+    if is_promptfoo_csv(path):
+        return open_csv(path)
+    if not is_yaml(path) and _is_jsonl(path):
+        return open_jsonl(path)
     head = _header(path)
     results = head.get("results")
     if not isinstance(results, dict) or "version" not in results:
@@ -150,12 +156,81 @@ def open_promptfoo(path: Path) -> PeerImport:
     several_prompts = (
         len({p.get("label") or p.get("raw") for p in results.get("prompts") or []}) > 1
     )
-    return PeerImport(
-        format=Format.PROMPTFOO,
-        sources=(str(path),),
-        run=run,
-        cases=lambda: _cases(path, several_prompts),
-    )
+    places: list[dict[int, tuple[str, int]]] = []
+
+    def cases() -> Iterator[BundleCase]:
+        if not places:  # one pass over the rows first, for the repetitions (then kept)
+            places.append(_places(path))
+        return _cases(path, several_prompts, places[0])
+
+    return PeerImport(format=Format.PROMPTFOO, sources=(str(path),), run=run, cases=cases)
+
+
+def _is_jsonl(path: Path) -> bool:
+    """Whether a JSON file's first value is one result row (`-o out.jsonl`), not an output.
+
+    Only the first value's top-level keys are read, streamed: an output's rows are never built.
+    """
+    keys: set[str] = set()
+    with path.open("rb") as f:
+        try:
+            for prefix, event, value in ijson.parse(f, multiple_values=True):
+                if prefix == "" and event == "map_key":
+                    keys.add(value)
+                    if value == "evalId":
+                        return False
+                    if {"testCase", "success"} <= keys:
+                        return True
+                elif prefix == "" and event in ("end_map", "end_array"):
+                    break
+        except ijson.common.JSONError:
+            return False
+    return False
+
+
+def repetition_places(seen: Iterator[tuple[int, bytes]]) -> dict[int, tuple[str, int]]:
+    """Each testIdx → (test case key, repetition), from every row's (testIdx, test identity).
+
+    promptfoo gives every repetition of `--repeat` (and every expanded vars combination) a
+    testIdx of its own. Rows with one identity (the test case and its vars) are repetitions of
+    one test: its key is `test-<first testIdx>` (`test-<testIdx>` without repetitions, as
+    before), their repetition the rank of their testIdx.
+    """
+    groups: dict[bytes, set[int]] = {}
+    for idx, identity in seen:
+        groups.setdefault(identity, set()).add(idx)
+    places: dict[int, tuple[str, int]] = {}
+    for indices in groups.values():
+        ordered = sorted(indices)
+        for repetition, idx in enumerate(ordered):
+            places[idx] = (f"test-{ordered[0]}", repetition)
+    return places
+
+
+def identity(*parts: Any) -> bytes:
+    """A digest naming one test (its definition and vars) within one eval."""
+    data = orjson.dumps(list(parts), option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(data).digest()
+
+
+def row_identity(row: Mapping[str, Any]) -> bytes:
+    """The test a result row is of: its test case and vars (the same in its repetitions)."""
+    return identity(row.get("testCase"), row.get("vars"))
+
+
+def _places(path: Path) -> dict[int, tuple[str, int]]:
+    """Each testIdx → (test case key, repetition), over every row (`repetition_places`)."""
+
+    def seen() -> Iterator[tuple[int, bytes]]:
+        with open_output(path) as f:
+            try:
+                for row in ijson.items(f, ROWS, use_float=True):
+                    if isinstance(row, Mapping) and isinstance(row.get("testIdx"), int):
+                        yield row["testIdx"], row_identity(row)
+            except ijson.common.JSONError as e:
+                raise fail(path, f"promptfoo output is cut off or not valid JSON ({e})") from None
+
+    return repetition_places(seen())
 
 
 def _scorers(results: Mapping[str, Any]) -> tuple[ScorerInfo, ...]:
@@ -226,16 +301,19 @@ def _providers(results: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
     return found
 
 
-def _cases(path: Path, several_prompts: bool) -> Iterator[BundleCase]:
+def _cases(
+    path: Path, several_prompts: bool, places: Mapping[int, tuple[str, int]]
+) -> Iterator[BundleCase]:
     with open_output(path) as f:
         try:
             for row in ijson.items(f, ROWS, use_float=True):
-                yield _case(row, several_prompts)
+                yield case_of(row, several_prompts, places)
         except ijson.common.JSONError as e:
             raise fail(path, f"promptfoo output is cut off or not valid JSON ({e})") from None
 
 
-def _provider_name(row: Mapping[str, Any]) -> str:
+def provider_name(row: Mapping[str, Any]) -> str:
+    """A result row's provider: its label, else its id."""
     p = row.get("provider")
     if isinstance(p, Mapping):
         return str(p.get("label") or p.get("id") or "provider")
@@ -316,16 +394,20 @@ def _transcript(row: Mapping[str, Any]) -> list[Turn]:
     return turns
 
 
-def _case(row: Mapping[str, Any], several_prompts: bool) -> BundleCase:
+def case_of(
+    row: Mapping[str, Any], several_prompts: bool, places: Mapping[int, tuple[str, int]]
+) -> BundleCase:
+    """One result row as a case; `places` names the test and repetition of each testIdx."""
     test = row.get("testCase") or {}
     grading = row.get("gradingResult") or {}
+    repetition = 0
     if "testIdx" in row:
-        key = f"test-{row['testIdx']}"
+        key, repetition = places.get(row["testIdx"], (f"test-{row['testIdx']}", 0))
     else:
         # Older outputs have no test index: the test's vars name it (the same across providers).
         digest = hashlib.sha256(orjson.dumps(row.get("vars") or {}, option=orjson.OPT_SORT_KEYS))
         key = f"vars-{digest.hexdigest()[:12]}"
-    configuration = _provider_name(row)
+    configuration = provider_name(row)
     if several_prompts:
         prompt = row.get("prompt") or {}
         configuration += f" | {prompt.get('label') or row.get('promptIdx')}"
@@ -358,6 +440,7 @@ def _case(row: Mapping[str, Any], several_prompts: bool) -> BundleCase:
             expected_outcomes=[ExpectedOutcome(statement=o.statement) for o, _ in components],
             configuration=configuration,
         ),
+        repetition=repetition,
         status=BundleCaseStatus.ERRORED if error else BundleCaseStatus.COMPLETED,
         error=error,
         transcript=_transcript(row),

@@ -237,22 +237,23 @@ class ReadModels:
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
 
-    def first_cases(self, run_id: UUID, keys: Iterable[str]) -> dict[str, UUID]:
-        """Test case key → the id of its first-opened case in the run, for the keys given only.
+    def first_cases(self, run_id: UUID, keys: Iterable[str]) -> dict[tuple[str, str], UUID]:
+        """(test case key, variant) → its first-opened case id, for the keys given, in that order.
 
-        A page showing a few test cases of a 10k-case run reads those rows, not every score.
+        Per variant: a promptfoo test's providers and prompts are each a case of their own. A
+        page showing a few test cases of a 10k-case run reads those rows, not every score.
         """
-        found: dict[str, UUID] = {}
+        found: dict[tuple[str, str], UUID] = {}
         wanted = sorted(set(keys))
         with self.engine.connect() as conn:
             for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
                 rows = conn.execute(
-                    select(cases.c.test_case_key, cases.c.case_id)
+                    select(cases.c.test_case_key, cases.c.variant, cases.c.case_id)
                     .where(cases.c.run_id == str(run_id), cases.c.test_case_key.in_(chunk))
                     .order_by(cases.c.seq)
                 )
-                for key, case_id in rows:
-                    found.setdefault(key, UUID(case_id))
+                for key, variant, case_id in rows:
+                    found.setdefault((key, variant), UUID(case_id))
         return found
 
     def case_score_objects(self, run_id: UUID) -> list[dict[str, Any]]:

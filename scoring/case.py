@@ -23,6 +23,7 @@ from evaledger.domain.spec import (
     ScoringSpec,
     Severity,
 )
+from evaledger.domain.types import variant_label
 from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
 from evaledger.scoring.exact import meets_threshold
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
@@ -35,12 +36,20 @@ from evaledger.scoring.models import (
     OutcomeView,
     RunAggregate,
     TestCaseResult,
+    VariantFigures,
 )
 from evaledger.scoring.named import named_score_means
 from evaledger.scoring.scorer_metrics import pass_hat_k, reported_mismatches, scorer_metrics
 from evaledger.scoring.stats import percentile
 
-__all__ = ["latest_checks", "reduce_repetitions", "score_case", "score_run", "summarize_run"]
+__all__ = [
+    "latest_checks",
+    "reduce_repetitions",
+    "score_case",
+    "score_run",
+    "summarize_run",
+    "variant_figures",
+]
 
 MAX_SCORE = 5
 """Top of the 0-5 metric scale; a binary pass counts as this score, a fail as 0."""
@@ -563,18 +572,21 @@ def score_run(
 
 
 def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[TestCaseResult]:
-    """One result per test case key (sorted by key) from its repetitions, by the spec's reducers.
+    """One result per test case key and variant (sorted) from its repetitions, by the reducers.
 
-    pass@k is the chance that at least one of k repetitions drawn without replacement passes,
-    pass^k the chance that all k pass (tau-bench); both need at least k decided repetitions.
+    A variant (promptfoo's provider × prompt, a configuration or persona) is a result of its
+    own: two providers that disagree are two results, never one flaky test; only repetitions
+    of one variant reduce together. pass@k is the chance that at least one of k repetitions
+    drawn without replacement passes, pass^k the chance that all k pass (tau-bench); both need
+    at least k decided repetitions.
     """
-    groups: dict[str, list[CaseScore]] = {}
+    groups: dict[tuple[str, str], list[CaseScore]] = {}
     for s in scores:
-        groups.setdefault(s.test_case_key, []).append(s)
+        groups.setdefault((s.test_case_key, s.variant), []).append(s)
     reducers = spec.reducers
     results: list[TestCaseResult] = []
-    for key in sorted(groups):
-        reps = sorted(groups[key], key=lambda s: (s.repetition, s.variant))
+    for key, variant in sorted(groups):
+        reps = sorted(groups[key, variant], key=lambda s: s.repetition)
         scored = [s for s in reps if s.scored and s.overall_score is not None]
         decided = [s.passed for s in reps if s.passed is not None]
         n, c, k = len(decided), sum(decided), reducers.k
@@ -583,6 +595,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
         results.append(
             TestCaseResult(
                 test_case_key=key,
+                variant=variant,
                 repetitions=len(reps),
                 case_ids=[s.case_id for s in reps],
                 score=_reduce_score(
@@ -594,6 +607,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
                 any_errored=any(s.errored for s in reps),
                 passes=c,
                 decided=n,
+                failures=sum(s.passed is False and not s.errored for s in reps),
                 flaky=0 < c < n,
                 pass_at_k=None if n < k else 1 - math.comb(n - c, k) / math.comb(n, k),
                 pass_hat_k=None if n < k else math.comb(c, k) / math.comb(n, k),
@@ -606,6 +620,39 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
             )
         )
     return results
+
+
+def variant_figures(results: Sequence[TestCaseResult], spec: ScoringSpec) -> list[VariantFigures]:
+    """Each variant's executions and pass rate (sorted by variant), from the reduced results.
+
+    [] unless some test case has several variants (promptfoo's providers × prompts in one run):
+    a variant that is only its test case's attribute (one provider, a persona per test) is no
+    breakdown of the run, whose headline is then the run's own.
+    """
+    if len(results) == len({r.test_case_key for r in results}):
+        return []
+    totals: dict[str, list[int]] = {}
+    for r in results:
+        t = totals.setdefault(r.variant, [0, 0, 0, 0])
+        t[0] += 1
+        t[1] += r.repetitions
+        t[2] += r.passes
+        t[3] += r.failures
+    out = []
+    for variant in sorted(totals):
+        tests, executions, passed, failed = totals[variant]
+        out.append(
+            VariantFigures(
+                variant=variant,
+                label=variant_label(variant),
+                test_case_count=tests,
+                executions=executions,
+                passed_count=passed,
+                failed_count=failed,
+                pass_rate=pass_rate_figures(passed, failed, executions, spec)[0],
+            )
+        )
+    return out
 
 
 def _reduce_score(values: list[float], reducer: ScoreReducer) -> float | None:

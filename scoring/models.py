@@ -224,6 +224,12 @@ class TestCaseResult(StrictModel):
 
     __test__ = False
     test_case_key: str
+    variant: str = Field(
+        default="",
+        exclude_if=_empty,
+        description="The variant (configuration / persona, joined by U+001F) whose repetitions "
+        "these are; a test case has one result per variant. Left out when empty.",
+    )
     repetitions: int = Field(description="How many executions (cases) the key has.")
     case_ids: list[UUID]
     score: float | None = Field(description="Score reducer over scored repetitions; None if none.")
@@ -232,6 +238,11 @@ class TestCaseResult(StrictModel):
     any_errored: bool = False
     passes: int = 0
     decided: int = Field(default=0, description="Repetitions with a pass/fail.")
+    failures: int = Field(
+        default=0,
+        exclude_if=_empty,
+        description="Repetitions that failed (an errored one is not failed); left out when 0.",
+    )
     flaky: bool = Field(default=False, description="Decided repetitions disagree on pass/fail.")
     pass_at_k: float | None = None
     pass_hat_k: float | None = None
@@ -250,4 +261,22 @@ class TestCaseResult(StrictModel):
     )
     named_scores: dict[str, float] = Field(
         default_factory=dict, exclude_if=_empty, description="Named scores, repetitions averaged."
+    )
+
+
+class VariantFigures(StrictModel):
+    """One variant of a run (promptfoo's provider × prompt): its own pass rate.
+
+    The pass rate is the run pass rate's rule (`scoring.case.pass_rate_figures`) over the
+    variant's executions only; a run's headline `pass_rate` stays over every execution.
+    """
+
+    variant: str = Field(description="Configuration / persona, joined by U+001F ('' for none).")
+    label: str = Field(description="The variant as people read it (`variant_label`).")
+    test_case_count: int = Field(description="Test cases that have this variant.")
+    executions: int = Field(description="Its cases, every repetition and status.")
+    passed_count: int
+    failed_count: int = Field(description="Failed executions; errored ones are not failed.")
+    pass_rate: float | None = Field(
+        description="passed_count / executions; null while none passed or failed."
     )

@@ -33,9 +33,11 @@ from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
+from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.agreement import shown
+from evaledger.scoring.case import variant_figures
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
@@ -382,7 +384,8 @@ def run_page(
             "sorts": list(views.SortKey),
             "metric_names": names,
             "rescores": services.reads.stored_rescores(rid),
-            "test_case_count": len(summary.test_cases),
+            # One result per test case × variant: count the test cases themselves.
+            "test_case_count": len({t.test_case_key for t in summary.test_cases}),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
             "total_cost": run_cost(services, rid, summary.aggregate),
@@ -476,16 +479,24 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
 
 def _answers(
     services: Services, runs: dict[str, UUID], rows: list[Any]
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """(run side, test case key) → the first repetition's case id and final answer.
+) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(run side, test case key, variant label) → the first repetition's case id and answer.
 
-    Only for the rows of one page: each answer is read from its case's transcript event.
+    Only for the rows of one page: each answer is read from its case's transcript event. Each
+    variant (promptfoo provider × prompt) is its own row, paired with the same variant's case.
     """
     keys = [t.test_case_key for t in rows]
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    wanted = {(t.test_case_key, t.variant) for t in rows}
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
     for side, run_id in runs.items():
-        for key, case_id in services.reads.first_cases(run_id, keys).items():
-            found[(side, key)] = {"case_id": str(case_id), "answer": answer_of(services, case_id)}
+        # In opening order: a row matched by key alone (no variant) takes the key's first case.
+        for (key, variant), case_id in services.reads.first_cases(run_id, keys).items():
+            for label in (variant_label(variant), ""):
+                if (key, label) in wanted and (side, key, label) not in found:
+                    found[(side, key, label)] = {
+                        "case_id": str(case_id),
+                        "answer": answer_of(services, case_id),
+                    }
     return found
 
 
@@ -556,7 +567,8 @@ def compare_page(
         cases = [
             t
             for t in result.test_case_comparisons
-            if (show == "all" or t.status == show) and needle in t.test_case_key.casefold()
+            if (show == "all" or t.status == show)
+            and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
         ]
         rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
         runs = {str(r.run_id): r for r in completed}
@@ -570,6 +582,7 @@ def compare_page(
             first=first,
             q=q,
             answers=_answers(services, {"baseline": b, "candidate": c}, rows),
+            grid=views.compare_matrix(rows) if result.aggregate.per_variant else None,
             baseline_run=runs.get(str(b)) or services.reads.get_run(b),
             candidate_run=runs.get(str(c)) or services.reads.get_run(c),
             threshold_query=query,
@@ -657,7 +670,10 @@ def matrix_page(
             rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
         grid = views.matrix(rows, page)
         answers = {key: answer_of(services, UUID(cell.case_id)) for key, cell in grid.cells.items()}
+        summary = services.reads.summary(rid)
+        figures = {f.variant: f for f in variant_figures(summary.test_cases, summary.spec)}
         return {
+            "figures": figures,
             "title": f"Matrix: {run.name or run.run_key}",
             "run": run,
             "grid": grid,

@@ -372,3 +372,21 @@ def matrix(rows: Sequence[CaseRow], page: int, per_page: int = PER_PAGE) -> Matr
     shown, page, pages, _ = page_of(keys, page, per_page)
     kept = {k: v for k, v in cells.items() if k[0] in set(shown)}
     return Matrix(variants, shown, kept, page, pages, len(keys))
+
+
+@dataclass(frozen=True)
+class CompareMatrix:
+    """One page of a multi-variant comparison as test case × variant (promptfoo's view)."""
+
+    variants: list[str]
+    keys: list[str]
+    cells: dict[tuple[str, str], Any]
+    """(key, variant label) → its `TestCaseComparison`."""
+
+
+def compare_matrix(rows: Sequence[Any]) -> CompareMatrix:
+    """The compared rows of a page as a grid: a row per test case, a column per variant."""
+    cells = {(t.test_case_key, t.variant): t for t in rows}
+    variants = sorted({t.variant for t in rows}, key=natural_key)
+    keys = sorted({t.test_case_key for t in rows}, key=natural_key)
+    return CompareMatrix(variants, keys, cells)

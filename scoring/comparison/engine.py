@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -13,7 +14,8 @@ import orjson
 from pydantic import BaseModel, TypeAdapter
 
 from evaledger.domain.spec import ScoringSpec
-from evaledger.scoring.case import reduce_repetitions
+from evaledger.domain.types import variant_label
+from evaledger.scoring.case import reduce_repetitions, variant_figures
 from evaledger.scoring.comparison.config_diff import config_diff
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
@@ -23,6 +25,7 @@ from evaledger.scoring.comparison.models import (
     MetricAggregateDelta,
     RunComparison,
     TestCaseComparison,
+    VariantDelta,
 )
 from evaledger.scoring.comparison.rules import (
     _DP,
@@ -35,12 +38,15 @@ from evaledger.scoring.comparison.rules import (
     _run_cost,
     _verdict,
     _warnings,
+    case_label,
 )
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
 from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_statistics_of
 
 _CASES = TypeAdapter(list[TestCaseComparison])
+Key = tuple[str, str]
+"""A compared row: (test case key, variant)."""
 
 
 class RunColumns:
@@ -61,8 +67,10 @@ class RunColumns:
         "index",
         "keys",
         "latency",
+        "multi",
         "names",
         "passed",
+        "plain",
         "repetitions",
         "results",
         "score",
@@ -70,7 +78,9 @@ class RunColumns:
     )
 
     def __init__(self, results: Sequence[TestCaseResult]) -> None:
-        by_key = {r.test_case_key: r for r in results}
+        # A test case × variant (promptfoo's provider × prompt) is one row: variants are never
+        # merged, and match only the same variant on the other side.
+        by_key = {(r.test_case_key, r.variant): r for r in results}
         self.source = results
         self.keys = sorted(by_key)
         rows = [by_key[k] for k in self.keys]
@@ -95,6 +105,14 @@ class RunColumns:
             names.update(r.metric_passed)
         self.names = names
         self.has_named = any(r.named_scores for r in results)
+        # Several variants of one test case (promptfoo's providers × prompts in one run): rows
+        # match the other side's same variant. Else a variant is only an attribute of its test
+        # case (its one provider, a persona): rows match by key, whatever the other side's is.
+        self.multi = len(self.keys) > len({k for k, _ in self.keys})
+        self.plain: tuple[list[Key], dict[Key, int]] | None = None
+        if not self.multi:
+            plain: list[Key] = [(k, "") for k, _ in self.keys]
+            self.plain = (plain, {k: i for i, k in enumerate(plain)})
         self._metrics: dict[tuple[str, bool], tuple[list[float | None], float | None]] = {}
         self._lock = threading.Lock()
 
@@ -220,8 +238,47 @@ def _per_metric_means(
     return out
 
 
-def _flaky_warning(side: str, keys: list[str], flaky: npt.NDArray[np.bool_]) -> str | None:
-    found = [keys[i] for i in np.flatnonzero(flaky).tolist()]
+def _per_variant(
+    base: RunColumns,
+    cand: RunColumns,
+    matched: _Matched,
+    statuses: list[CaseStatus],
+    base_spec: ScoringSpec,
+    cand_spec: ScoringSpec,
+) -> list[VariantDelta]:
+    """Each variant's pass rate on both sides (`variant_figures`) and its matched cases' classes."""
+    sides = [
+        {f.variant: f for f in variant_figures(columns.results, s)}
+        for columns, s in ((base, base_spec), (cand, cand_spec))
+    ]
+    counts: dict[str, Counter[str]] = {}
+    for (_, variant), status in zip(matched.keys, statuses, strict=True):
+        counts.setdefault(variant, Counter())[status] += 1
+    out = []
+    for variant in sorted(sides[0].keys() | sides[1].keys()):
+        b, c = sides[0].get(variant), sides[1].get(variant)
+        found = counts.get(variant, Counter())
+        b_rate = None if b is None else b.pass_rate
+        c_rate = None if c is None else c.pass_rate
+        out.append(
+            VariantDelta(
+                variant=variant_label(variant) or "(default)",
+                baseline_pass_rate=b_rate,
+                candidate_pass_rate=c_rate,
+                pass_rate_delta=_delta(b_rate, c_rate),
+                baseline_executions=0 if b is None else b.executions,
+                candidate_executions=0 if c is None else c.executions,
+                total_regressions=found["regression"],
+                total_improvements=found["improvement"],
+                total_unchanged=found["unchanged"],
+                total_errors=found["error"],
+            )
+        )
+    return out
+
+
+def _flaky_warning(side: str, keys: list[Key], flaky: npt.NDArray[np.bool_]) -> str | None:
+    found = [case_label(*keys[i]) for i in np.flatnonzero(flaky).tolist()]
     if not found:
         return None
     return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + _keys_text(found)
@@ -230,7 +287,7 @@ def _flaky_warning(side: str, keys: list[str], flaky: npt.NDArray[np.bool_]) -> 
 class _CaseColumns(NamedTuple):
     """The matched test cases' output fields, one list each, in key order."""
 
-    keys: list[str]
+    keys: list[Key]
     statuses: list[CaseStatus]
     baseline_passed: list[bool | None]
     candidate_passed: list[bool | None]
@@ -278,7 +335,8 @@ class Comparison:
         columns = self.cases if (start, end) == (0, None) else [c[window] for c in self.cases]
         rows = [
             {
-                "test_case_key": k,
+                "test_case_key": k[0],
+                **({"variant": variant_label(k[1])} if k[1] else {}),
                 "status": st,
                 "baseline_passed": b_pass,
                 "candidate_passed": c_pass,
@@ -330,7 +388,7 @@ class Comparison:
 class _Matched(NamedTuple):
     """Test cases matched by key: their keys, each side's row indices (None: all, in order)."""
 
-    keys: list[str]
+    keys: list[Key]
     bidx: list[int] | None
     cidx: list[int] | None
     baseline_only: list[str]
@@ -338,15 +396,20 @@ class _Matched(NamedTuple):
 
 
 def _match(base: RunColumns, cand: RunColumns) -> _Matched:
-    if base.keys == cand.keys:
-        return _Matched(base.keys, None, None, [], [])
-    keys = [k for k in base.keys if k in cand.index]
+    """Rows matched by (key, variant) when a side has several variants of a test, else by key."""
+    if base.plain is not None and cand.plain is not None:
+        (b_keys, b_index), (c_keys, c_index) = base.plain, cand.plain
+    else:
+        b_keys, b_index, c_keys, c_index = base.keys, base.index, cand.keys, cand.index
+    if b_keys == c_keys:
+        return _Matched(b_keys, None, None, [], [])
+    keys = [k for k in b_keys if k in c_index]
     return _Matched(
         keys,
-        None if len(keys) == len(base.keys) else [base.index[k] for k in keys],
-        None if len(keys) == len(cand.keys) else [cand.index[k] for k in keys],
-        [k for k in base.keys if k not in cand.index],
-        [k for k in cand.keys if k not in base.index],
+        None if len(keys) == len(b_keys) else [b_index[k] for k in keys],
+        None if len(keys) == len(c_keys) else [c_index[k] for k in keys],
+        [case_label(*k) for k in b_keys if k not in c_index],
+        [case_label(*k) for k in c_keys if k not in b_index],
     )
 
 
@@ -474,6 +537,11 @@ def compare_columns(
         metric_pairs = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
     per_metric = _per_metric_means(base, cand, bidx, cidx, types)
     aggregate = _aggregate(baseline, candidate, classified.counts, per_metric)
+    if base.multi or cand.multi:
+        per_variant = _per_variant(
+            base, cand, matched, classified.statuses, spec or baseline.spec, spec or candidate.spec
+        )
+        aggregate = aggregate.model_copy(update={"per_variant": per_variant})
     warnings = _warnings(baseline, candidate, spec)
     for side, flaky in (("baseline", b_arr.flaky), ("candidate", c_arr.flaky)):
         text = _flaky_warning(side, matched.keys, flaky)

@@ -239,7 +239,9 @@ def _regressed_cases(c: RunComparison, max_cases: int) -> list[str]:
     ]
     for t in regressed[:max_cases]:
         lines.append(
-            f"| `{_md(t.test_case_key)}` | {_case_side(t.baseline_passed, t.baseline_score)} "
+            f"| `{_md(t.test_case_key)}`"
+            + (f" ({_md(t.variant)})" if t.variant else "")
+            + f" | {_case_side(t.baseline_passed, t.baseline_score)} "
             f"| {_case_side(t.candidate_passed, t.candidate_score)} "
             f"| {_fmt(t.score_delta, '.1f', signed=True)} |"
         )

@@ -14,6 +14,13 @@ from evaledger.scoring.models import CaseScore, RunAggregate
 from evaledger.scoring.named import NamedScoreComparison
 from evaledger.scoring.stats import PairedStatistics
 
+
+def _empty(value: Any) -> bool:
+    # Variant fields are left out when empty: comparisons of runs without variants keep their
+    # exact shape.
+    return not value
+
+
 CaseStatus = Literal["regression", "improvement", "unchanged", "error"]
 MetricStatus = Literal["regression", "improvement", "unchanged", "pass→fail", "fail→pass"]
 
@@ -98,6 +105,12 @@ class TestCaseComparison(StrictModel):
 
     __test__ = False
     test_case_key: str
+    variant: str = Field(
+        default="",
+        exclude_if=_empty,
+        description="The variant compared (promptfoo: `provider | prompt`), as `variant_label` "
+        "reads it; each test case × variant is a row of its own. Left out when empty.",
+    )
     status: CaseStatus
     baseline_passed: bool | None = None
     candidate_passed: bool | None = None
@@ -123,6 +136,23 @@ class TestCaseComparison(StrictModel):
     baseline_flaky: bool = False
     candidate_flaky: bool = False
     repetitions: RepetitionCounts
+
+
+class VariantDelta(StrictModel):
+    """One variant (promptfoo provider × prompt) of both runs: its pass rates and case classes."""
+
+    variant: str = Field(description="The variant's label (`variant_label`).")
+    baseline_pass_rate: float | None = Field(
+        default=None, description="The run pass rate's rule over this variant's executions."
+    )
+    candidate_pass_rate: float | None = None
+    pass_rate_delta: float | None = Field(default=None, description="Fraction, 4 dp.")
+    baseline_executions: int = 0
+    candidate_executions: int = 0
+    total_regressions: int = 0
+    total_improvements: int = 0
+    total_unchanged: int = 0
+    total_errors: int = 0
 
 
 class AggregateComparison(StrictModel):
@@ -169,6 +199,12 @@ class AggregateComparison(StrictModel):
     total_unchanged: int = 0
     total_errors: int = 0
     per_metric_aggregate_deltas: list[MetricAggregateDelta] = Field(default_factory=list)
+    per_variant: list[VariantDelta] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="Per variant (promptfoo provider × prompt): pass rates and case classes; "
+        "left out when neither run has variants.",
+    )
 
 
 class FieldChange(StrictModel):

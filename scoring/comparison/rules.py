@@ -12,6 +12,7 @@ from typing import Any
 
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.domain.types import variant_label
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
     CaseStatus,
@@ -166,6 +167,7 @@ def _compare_case(
 ) -> dict[str, Any]:
     return {
         "test_case_key": base.test_case_key,
+        **({"variant": variant_label(base.variant)} if base.variant else {}),
         "status": classify_case(base, cand, thresholds.case_score_delta),
         "baseline_passed": base.passed,
         "candidate_passed": cand.passed,
@@ -240,6 +242,11 @@ def _verdict(
 
 def _self_judged(run: ComparedRun) -> int:
     return sum(1 for c in run.cases if c.self_judged) or run.aggregate.self_judged_count
+
+
+def case_label(key: str, variant: str = "") -> str:
+    """A test case × variant as people read it: `key`, or `key [provider | prompt]`."""
+    return f"{key} [{variant_label(variant)}]" if variant else key
 
 
 def _keys_text(keys: Sequence[str], limit: int = 10) -> str:

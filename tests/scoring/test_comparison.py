@@ -978,3 +978,54 @@ def test_markdown_delta_cells_agree_with_the_reasons() -> None:
     assert "| Avg score | 80.0 | 74.9999 | -5.0001 |" in md
     same = render_markdown(compare(base, run([case("a")], run_id=CAND_ID, agg={"pass_rate": 1.0})))
     assert "| Pass rate | 100.0% | 100.0% | +0.0pt |" in same
+
+
+def _variant(c: CaseScore, variant: str) -> CaseScore:
+    return c.model_copy(update={"variant": variant})
+
+
+def test_variants_of_one_test_are_rows_of_their_own_and_never_flaky():
+    """Two providers of one test that disagree: two rows, each classed alone, neither flaky."""
+    a, b = "openai:a\x1f", "openai:b\x1f"
+    base = run(
+        [_variant(case("k", rep=r), a) for r in (0, 1)]
+        + [_variant(case("k", 60.0, passed=False, rep=r), b) for r in (0, 1)]
+    )
+    cand = run(
+        [_variant(case("k", rep=r, run_id=CAND_ID), v) for r in (0, 1) for v in (a, b)],
+        run_id=CAND_ID,
+    )
+    result = compare(base, cand)
+    rows = {(t.test_case_key, t.variant): t for t in result.test_case_comparisons}
+    assert {k: t.status for k, t in rows.items()} == {
+        ("k", "openai:a"): "unchanged",
+        ("k", "openai:b"): "improvement",
+    }
+    assert not any(t.baseline_flaky or t.candidate_flaky for t in rows.values())
+    assert not any("flaky" in w for w in result.warnings)
+    per = {v.variant: v for v in result.aggregate.per_variant}
+    assert (per["openai:b"].baseline_pass_rate, per["openai:b"].candidate_pass_rate) == (0.0, 1.0)
+    assert per["openai:b"].total_improvements == 1
+
+
+def test_one_provider_per_run_matches_by_key_when_the_provider_changes():
+    """A run of gpt-4o against a run of gpt-5: the variant is the change compared, not a row."""
+    base = run([_variant(case("k"), "gpt-4o\x1f")])
+    cand = run(
+        [_variant(case("k", 60.0, passed=False, run_id=CAND_ID), "gpt-5\x1f")], run_id=CAND_ID
+    )
+    result = compare(base, cand)
+    (row,) = result.test_case_comparisons
+    assert (row.test_case_key, row.variant, row.status) == ("k", "", "regression")
+    assert result.baseline_only_test_cases == result.candidate_only_test_cases == []
+    assert result.aggregate.per_variant == []
+    assert "variant" not in result.model_dump(mode="json")["test_case_comparisons"][0]
+
+
+def test_a_variant_on_one_side_only_is_listed_with_its_key():
+    a, b = "p1\x1f", "p2\x1f"
+    base = run([_variant(case("k"), a), _variant(case("k"), b)])
+    cand = run([_variant(case("k", run_id=CAND_ID), a)], run_id=CAND_ID)
+    result = compare(base, cand)
+    assert [(t.test_case_key, t.variant) for t in result.test_case_comparisons] == [("k", "p1")]
+    assert result.baseline_only_test_cases == ["k [p2]"]
