@@ -247,6 +247,14 @@ def print_table(
     return [cols[i].name for i in kept]
 
 
+def fits(rows: Sequence[Sequence[Any]], header: Sequence[Col]) -> bool:
+    """Whether `print_table` would show every column of this table (piped or --wide: always)."""
+    if not sys.stdout.isatty() or TABLES.wide:
+        return True
+    cells = [[_cell(c, True) for c in r] for r in rows]
+    return len(_fitting(header, cells, Console(file=sys.stdout).width)) == len(header)
+
+
 def _cell(value: Any, short: bool) -> str:
     text = fmt(value)
     return text[:SHORT_ID] if short and _UUID.fullmatch(text) else text

@@ -33,6 +33,7 @@ from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.metrics import ScoreType
+from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.agreement import shown
@@ -43,6 +44,7 @@ from evaledger.scoring.comparison import (
     source_metric_deltas,
 )
 from evaledger.scoring.grading import preset_names
+from evaledger.scoring.headline import run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
@@ -62,6 +64,8 @@ RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
 COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
+SPREADS = frozenset({"stderr", "std", "var"})
+"""Source metrics that measure a spread, not a level: not drawn as bars beside the levels."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +104,19 @@ def fmt_time(value: str | datetime | None) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def fmt_created(run: RunRow) -> str:
+    """When a run was created at its source; "unknown" when the source has no date.
+
+    Never the 1970 placeholder a dateless import keeps (its `created_at`).
+    """
+    return "unknown" if run.undated else fmt_time(run.created_at)
+
+
+def fmt_created_day(run: RunRow) -> str:
+    """A run's creation day for a picker; "no date" when its source has none."""
+    return "no date" if run.undated else run.created_at[:10]
+
+
 def fmt_signed(value: float | None, digits: int = 2) -> str:
     """A delta with its sign."""
     return "—" if value is None else f"{value:+,.{digits}f}"
@@ -124,7 +141,7 @@ def viewer_of(request: Request) -> Viewer | None:
 templates.env.globals["viewer_of"] = viewer_of
 templates.env.filters.update(
     num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
-    flag=fmt_flag, pretty=fmt_json,
+    flag=fmt_flag, pretty=fmt_json, created=fmt_created, created_day=fmt_created_day,
 )  # fmt: skip
 
 
@@ -294,9 +311,17 @@ def runs_page(
         rows, total = services.reads.list_runs(f)
         listed = []
         for r in rows:
-            aggregate = services.reads.summary(r.run_id).aggregate
+            summary = services.reads.summary(r.run_id)
+            aggregate = summary.aggregate
             cost = run_cost(services, r.run_id, aggregate)
-            listed.append({"run": r, "aggregate": aggregate, "total_cost": cost})
+            listed.append(
+                {
+                    "run": r,
+                    "aggregate": aggregate,
+                    "headline": run_headline(summary.spec, aggregate),
+                    "total_cost": cost,
+                }
+            )
         completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
@@ -349,21 +374,7 @@ def run_page(
         )
         names = _metric_names(services, run.project)
         agg = summary.aggregate
-        metric_bars = []
-        for m in summary.spec.metrics:
-            mean = agg.per_metric_means.get(m.metric)
-            binary = m.score_type is ScoreType.BINARY
-            metric_bars.append(
-                {
-                    "metric": m.metric,
-                    "name": names.get(m.metric, m.metric),
-                    "binary": binary,
-                    "value": mean,
-                    "fraction": None if mean is None else (mean if binary else mean / 5),
-                    "weight": m.weight,
-                }
-            )
-        overall = [s.overall_score for s in scores if s.overall_score is not None]
+        charts = run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
         keep = {"show": show.value, "metric": metric, "below": below, "q": q}
         return {
@@ -371,8 +382,10 @@ def run_page(
             "run": run,
             "agg": agg,
             "spec": summary.spec,
-            "metric_bars": metric_bars,
-            "score_bins": views.histogram(overall, 0.0, 100.0),
+            "headline": run_headline(summary.spec, agg),
+            "scorer_names": list(dict.fromkeys(s.score for s in summary.spec.scorers)),
+            "charts": charts,
+            "metric_bars": charts.rubric,
             "latency_bins": views.latency_bins(latencies),
             "cases": views.select_cases(scores, flaky, query),
             "flaky": flaky,
@@ -389,6 +402,61 @@ def run_page(
         }
 
     return render(request, "run.html", build)
+
+
+def run_charts(
+    spec: ScoringSpec,
+    agg: RunAggregate,
+    scores: list[views.CaseRow],
+    names: dict[str, str],
+) -> views.RunCharts:
+    """The run page's charts, drawn from what the run has.
+
+    Its source scorers' metrics and values, else its rubric metrics and overall scores, else
+    its named scores (issue 30: no empty rubric bars for a run no rubric judged).
+    """
+    if spec.scorers:
+        head = spec.scorers[0].score
+        # In the source's order, the headline first; spreads (stderr, std, var) are no levels.
+        keys = [f"{s.name}/{m}" for s in spec.scorers for m in s.metrics if m not in SPREADS]
+        bars = [
+            views.ChartBar.of(key, key, agg.scorer_metrics[key], digits=4)
+            for key in keys
+            if key in agg.scorer_metrics
+        ]
+        values = [s.named_scores[head] for s in scores if head in s.named_scores]
+        return views.RunCharts(
+            bars, "Source metrics", [], views.value_bins(values), f"{head} per case", "value"
+        )
+    rubric = [
+        views.ChartBar.rubric(
+            m.metric,
+            names.get(m.metric, m.metric),
+            agg.per_metric_means.get(m.metric),
+            binary=m.score_type is ScoreType.BINARY,
+        )
+        for m in spec.metrics
+    ]
+    overall = [s.overall_score for s in scores if s.overall_score is not None]
+    if overall or not agg.named_score_means:
+        shown = rubric if any(b.value is not None for b in rubric) else []
+        return views.RunCharts(
+            shown,
+            "Per-metric means",
+            rubric,
+            views.histogram(overall, 0.0, 100.0),
+            "Overall score distribution (cases)",
+            "score 0–100",
+        )
+    head = next(iter(agg.named_score_means))
+    bars = [
+        views.ChartBar.of(name, name, value, digits=4)
+        for name, value in agg.named_score_means.items()
+    ]
+    values = [s.named_scores[head] for s in scores if head in s.named_scores]
+    return views.RunCharts(
+        bars, "Named score means", [], views.value_bins(values), f"{head} per case", "value"
+    )
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)

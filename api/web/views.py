@@ -69,6 +69,8 @@ class CaseRow:
     cost_usd: float | None
     hallucinations: int
     metric_scores: dict[str, float | None]
+    named_scores: dict[str, float]
+    """The case's named scores (an imported run's scorer values), by name."""
 
     @classmethod
     def of(cls, score: dict[str, Any]) -> CaseRow:
@@ -90,6 +92,7 @@ class CaseRow:
             cost_usd=score.get("cost_usd"),
             hallucinations=score.get("hallucinations", 0),
             metric_scores={m["metric"]: m["score"] for m in score.get("metric_scores", [])},
+            named_scores=score.get("named_scores", {}),
         )
 
 
@@ -203,6 +206,59 @@ def histogram(values: Iterable[float], low: float, high: float, bins: int = 10) 
         i = int((v - low) / width) if width else 0
         counts[min(max(i, 0), bins - 1)] += 1
     return [Bin(low + i * width, low + (i + 1) * width, c) for i, c in enumerate(counts)]
+
+
+def value_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
+    """Histogram of scorer values: over [0, 1] when they all lie there, else their range."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if low >= 0.0 and high <= 1.0:
+        low, high = 0.0, 1.0
+    return histogram(values, low, high, bins)
+
+
+@dataclass(frozen=True)
+class ChartBar:
+    """One bar of a bar chart: its label, figure as printed and share of the track."""
+
+    metric: str
+    name: str
+    value: float | None
+    fraction: float | None
+    text: str
+    binary: bool = False
+    cls: str = "bar"
+    """The bar's CSS class (the chart macro's)."""
+
+    @classmethod
+    def of(cls, metric: str, name: str, value: float | None, digits: int) -> ChartBar:
+        """A figure drawn to scale when it lies in [0, 1] (a rate, a mean of 0-1 values)."""
+        inside = value is not None and 0.0 <= value <= 1.0
+        text = "—" if value is None else f"{value:,.{digits}f}"
+        return cls(metric, name, value, value if inside else None, text)
+
+    @classmethod
+    def rubric(cls, metric: str, name: str, value: float | None, *, binary: bool) -> ChartBar:
+        """A rubric metric's mean: binary ones a share passing, scored ones out of 5."""
+        if value is None:
+            return cls(metric, name, None, None, "—", binary)
+        if binary:
+            return cls(metric, name, value, value, f"{value * 100:.1f}% pass", binary)
+        return cls(metric, name, value, value / 5, f"{value:,.2f} / 5", binary)
+
+
+@dataclass(frozen=True)
+class RunCharts:
+    """The run page's charts, from what the run has (`pages.run_charts` chooses)."""
+
+    bars: list[ChartBar]
+    bars_label: str
+    rubric: list[ChartBar]
+    """The rubric's metrics (the cases filter lists them), shown as bars only with values."""
+    bins: list[Bin]
+    bins_label: str
+    bins_unit: str
 
 
 def latency_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
