@@ -71,9 +71,9 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("status", drop=1), lambda x: x.run.status),
     (Col("cases", drop=4), lambda x: x.run.case_count),
     (Col("metric", drop=7, fold=True), lambda x: x.headline.label),
-    (Col("headline", drop=3), lambda x: x.headline.value_text),
+    (Col("score", drop=3), lambda x: x.headline.value_text),
     (Col("pass", drop=2), lambda x: x.headline.pass_rate_text),
-    (Col("passes when", drop=9, fold=True), lambda x: x.headline.rule),
+    (Col("passes_when", drop=9, fold=True), lambda x: x.headline.rule),
     (Col("created_at", drop=8), lambda x: listed_at(x.run)),
 )
 UNDATED_MARK = "*"
@@ -404,9 +404,9 @@ def print_source_metrics(aggregate: dict[str, Any], headline: dict[str, Any]) ->
     for k, value in aggregate.get("pass_hat_k", {}).items():
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]
-    rate = (
-        headline["pass_rate_text"] if headline["pass_rate"] is not None else "— (no case decided)"
-    )
+    # Derived from the counts (the headline's), not from a null pass_rate.
+    undecided = headline["pass_rate"] is None
+    rate = "— (no case decided)" if undecided else fmt(headline["pass_rate"], 4)
     print(
         f"  {'pass rate':<32} {rate}"
         f" ({aggregate['passed_count']} of {aggregate['total_executions']} cases; "

@@ -1,5 +1,6 @@
 """Tables on a real terminal: at 60, 80, 100 and 140 columns keys, status, pass rate and score
-stay whole; what does not fit is dropped and named, never cut; ids show 8 characters."""
+(the headline's figure) stay whole; what does not fit is dropped and named, never cut; ids show
+8 characters."""
 
 from __future__ import annotations
 
@@ -89,7 +90,12 @@ def dropped_note(lines: list[str]) -> str:
     start = next((i for i, line in enumerate(lines) if line.startswith("not shown at")), None)
     if start is None:
         return ""
-    end = next(i for i in range(start, len(lines)) if lines[i].endswith("(--wide shows them)"))
+    # The terminal may wrap inside "(--wide shows them)" itself.
+    end = next(
+        i
+        for i in range(start, len(lines))
+        if " ".join(lines[start : i + 1]).endswith("(--wide shows them)")
+    )
     return " ".join(lines[start : end + 1])
 
 
@@ -104,6 +110,8 @@ def test_runs_keeps_keys_status_pass_rate_and_score_whole(store: str, columns: i
         # Ids: their first 8 characters (as git); keys in full, on one line.
         assert cells["run_id"] == run["run_id"][:8]
         assert cells["key"] == run["run_key"]
+        # Issue 30: `score` is the headline's figure (here the rubric's weighted score).
+        assert run["headline"]["metric"] == "weighted_metrics_score_pct"
         expected = {
             "status": run["status"],
             "cases": str(run["case_count"]),
@@ -137,8 +145,10 @@ def test_wide_shows_every_column_and_full_ids(store: str) -> None:
         "agent",
         "status",
         "cases",
-        "pass",
+        "metric",
         "score",
+        "pass",
+        "passes_when",
         "created_at",
     ]
     # The terminal wraps a row wider than itself: join the screen lines back into one row.
