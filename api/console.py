@@ -443,11 +443,13 @@ def print_rescore(result: dict[str, Any]) -> None:
         )
 
 
-def print_comparison(result: RunComparison) -> None:
-    """A readable comparison summary."""
+def print_comparison(result: RunComparison, headlines: dict[str, str] | None = None) -> None:
+    """A readable comparison summary, each side's headline first when given."""
     agg = result.aggregate
     verdict = "REGRESSION" if result.verdict.regression_detected else "no regression"
     print(f"baseline {result.baseline_run_id} → candidate {result.candidate_run_id}: {verdict}")
+    for side, line in (headlines or {}).items():
+        print(f"  {side + ':':<11} {line}")
     for reason in result.verdict.reasons:
         print(f"  - {reason}")
     b, c = agg.baseline_metrics, agg.candidate_metrics

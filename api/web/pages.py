@@ -643,6 +643,14 @@ def compare_page(
             threshold_query=query,
             judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
             source_deltas=source_metric_deltas(result.aggregate),
+            headlines={
+                "baseline": run_headline(
+                    services.reads.run_spec(b), result.aggregate.baseline_metrics
+                ),
+                "candidate": run_headline(
+                    services.reads.run_spec(c), result.aggregate.candidate_metrics
+                ),
+            },
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )
