@@ -164,4 +164,3 @@ def gate_checks(
             )
         )
     return checks
-
