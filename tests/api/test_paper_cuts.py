@@ -33,8 +33,8 @@ def cli(store_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
 def json_error(cli: Cli, *args: str) -> dict[str, Any]:
     code, out, err = cli(*args, "--json")
     assert (code, err) == (2, "")
-    payload: dict[str, Any] = orjson.loads(out)
-    return payload["error"]
+    error: dict[str, Any] = orjson.loads(out)["error"]
+    return error
 
 
 @pytest.mark.parametrize(
