@@ -32,19 +32,18 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
-from evaledger.domain.metrics import ScoreType
-from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.agreement import shown
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
+    RunComparison,
     render_markdown,
     source_metric_deltas,
 )
 from evaledger.scoring.grading import preset_names
-from evaledger.scoring.headline import run_headline
+from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
@@ -64,8 +63,6 @@ RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
 COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
-SPREADS = frozenset({"stderr", "std", "var"})
-"""Source metrics that measure a spread, not a level: not drawn as bars beside the levels."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,7 +371,7 @@ def run_page(
         )
         names = _metric_names(services, run.project)
         agg = summary.aggregate
-        charts = run_charts(summary.spec, agg, scores, names)
+        charts = views.run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
         keep = {"show": show.value, "metric": metric, "below": below, "q": q}
         return {
@@ -402,61 +399,6 @@ def run_page(
         }
 
     return render(request, "run.html", build)
-
-
-def run_charts(
-    spec: ScoringSpec,
-    agg: RunAggregate,
-    scores: list[views.CaseRow],
-    names: dict[str, str],
-) -> views.RunCharts:
-    """The run page's charts, drawn from what the run has.
-
-    Its source scorers' metrics and values, else its rubric metrics and overall scores, else
-    its named scores (issue 30: no empty rubric bars for a run no rubric judged).
-    """
-    if spec.scorers:
-        head = spec.scorers[0].score
-        # In the source's order, the headline first; spreads (stderr, std, var) are no levels.
-        keys = [f"{s.name}/{m}" for s in spec.scorers for m in s.metrics if m not in SPREADS]
-        bars = [
-            views.ChartBar.of(key, key, agg.scorer_metrics[key], digits=4)
-            for key in keys
-            if key in agg.scorer_metrics
-        ]
-        values = [s.named_scores[head] for s in scores if head in s.named_scores]
-        return views.RunCharts(
-            bars, "Source metrics", [], views.value_bins(values), f"{head} per case", "value"
-        )
-    rubric = [
-        views.ChartBar.rubric(
-            m.metric,
-            names.get(m.metric, m.metric),
-            agg.per_metric_means.get(m.metric),
-            binary=m.score_type is ScoreType.BINARY,
-        )
-        for m in spec.metrics
-    ]
-    overall = [s.overall_score for s in scores if s.overall_score is not None]
-    if overall or not agg.named_score_means:
-        shown = rubric if any(b.value is not None for b in rubric) else []
-        return views.RunCharts(
-            shown,
-            "Per-metric means",
-            rubric,
-            views.histogram(overall, 0.0, 100.0),
-            "Overall score distribution (cases)",
-            "score 0–100",
-        )
-    head = next(iter(agg.named_score_means))
-    bars = [
-        views.ChartBar.of(name, name, value, digits=4)
-        for name, value in agg.named_score_means.items()
-    ]
-    values = [s.named_scores[head] for s in scores if head in s.named_scores]
-    return views.RunCharts(
-        bars, "Named score means", [], views.value_bins(values), f"{head} per case", "value"
-    )
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
@@ -572,6 +514,20 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
     return notes
 
 
+def _compare_headlines(
+    services: Services, baseline: UUID, candidate: UUID, result: RunComparison
+) -> dict[str, Headline]:
+    """Each compared run's headline (its own spec: the page compares under the runs' own)."""
+    return {
+        "baseline": run_headline(
+            services.reads.run_spec(baseline), result.aggregate.baseline_metrics
+        ),
+        "candidate": run_headline(
+            services.reads.run_spec(candidate), result.aggregate.candidate_metrics
+        ),
+    }
+
+
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(
     request: Request,
@@ -643,14 +599,7 @@ def compare_page(
             threshold_query=query,
             judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
             source_deltas=source_metric_deltas(result.aggregate),
-            headlines={
-                "baseline": run_headline(
-                    services.reads.run_spec(b), result.aggregate.baseline_metrics
-                ),
-                "candidate": run_headline(
-                    services.reads.run_spec(c), result.aggregate.candidate_metrics
-                ),
-            },
+            headlines=_compare_headlines(services, b, c, result),
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )

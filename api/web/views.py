@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 
 from evaledger.domain.bundle import variant_label
 from evaledger.domain.events import GENESIS_HASH
+from evaledger.domain.metrics import ScoreType
+from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.facts import CaseFacts, VerdictFact
-from evaledger.scoring.models import CaseStatus
+from evaledger.scoring.models import CaseStatus, RunAggregate
 from evaledger.scoring.rollups import natural_key
 
 PER_PAGE = 50
@@ -259,6 +261,62 @@ class RunCharts:
     bins: list[Bin]
     bins_label: str
     bins_unit: str
+
+
+SPREADS = frozenset({"stderr", "std", "var"})
+"""Source metrics that measure a spread, not a level: not drawn as bars beside the levels."""
+
+
+def run_charts(
+    spec: ScoringSpec,
+    agg: RunAggregate,
+    scores: Sequence[CaseRow],
+    names: dict[str, str],
+) -> RunCharts:
+    """The run page's charts, drawn from what the run has.
+
+    Its source scorers' metrics and values, else its rubric metrics and overall scores, else
+    its named scores (issue 30: no empty rubric bars for a run no rubric judged).
+    """
+    if spec.scorers:
+        head = spec.scorers[0].score
+        # In the source's order, the headline first; spreads (stderr, std, var) are no levels.
+        keys = [f"{s.name}/{m}" for s in spec.scorers for m in s.metrics if m not in SPREADS]
+        bars = [
+            ChartBar.of(key, key, agg.scorer_metrics[key], digits=4)
+            for key in keys
+            if key in agg.scorer_metrics
+        ]
+        values = [s.named_scores[head] for s in scores if head in s.named_scores]
+        return RunCharts(
+            bars, "Source metrics", [], value_bins(values), f"{head} per case", "value"
+        )
+    rubric = [
+        ChartBar.rubric(
+            m.metric,
+            names.get(m.metric, m.metric),
+            agg.per_metric_means.get(m.metric),
+            binary=m.score_type is ScoreType.BINARY,
+        )
+        for m in spec.metrics
+    ]
+    overall = [s.overall_score for s in scores if s.overall_score is not None]
+    if overall or not agg.named_score_means:
+        shown = rubric if any(b.value is not None for b in rubric) else []
+        return RunCharts(
+            shown,
+            "Per-metric means",
+            rubric,
+            histogram(overall, 0.0, 100.0),
+            "Overall score distribution (cases)",
+            "score 0–100",
+        )
+    head = next(iter(agg.named_score_means))
+    bars = [
+        ChartBar.of(name, name, value, digits=4) for name, value in agg.named_score_means.items()
+    ]
+    values = [s.named_scores[head] for s in scores if head in s.named_scores]
+    return RunCharts(bars, "Named score means", [], value_bins(values), f"{head} per case", "value")
 
 
 def latency_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
