@@ -94,6 +94,7 @@ def run(
         header,
         owns_backend=True,
         rerun=key is not None,
+        checked_gates=True,
     )
 
 
@@ -160,6 +161,7 @@ class RunRecorder:
         *,
         owns_backend: bool = False,
         rerun: bool = False,
+        checked_gates: bool = False,
     ) -> None:
         self._backend: Backend | None = None if callable(backend) else backend
         self._connect = backend if callable(backend) else None
@@ -167,6 +169,9 @@ class RunRecorder:
         self.id: UUID = run_id_for(header.project, header.key)
         """The run's id (deterministic: the project and key name it)."""
         self._owns_backend = owns_backend
+        # The run's score gates are the user's `thresholds` (`evaledger.run`): checked at close.
+        # An Inspect task's gate is its importer's, which an all-errored task never meets.
+        self._checked_gates = checked_gates
         self._rerun = rerun
         self._recorded_times: dict[UUID, dict[str, Any]] = {}
         self._started = False
@@ -255,7 +260,7 @@ class RunRecorder:
         """
         with self._lock:
             recorded, names = bool(self.case_ids or self._recorded_times), set(self._score_names)
-        gates = [g.score for g in self.header.config.score_gates]
+        gates = [g.score for g in self.header.config.score_gates] if self._checked_gates else []
         missing = [g for g in dict.fromkeys(gates) if g not in names]
         if not recorded or not missing:
             return None
