@@ -1,6 +1,8 @@
 # evaledger developer tasks. `make check` is what CI runs (plus PostgreSQL).
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# pytest-xdist workers: one per CPU of this machine (`make check PYTEST_WORKERS=2` to choose).
+PYTEST_WORKERS ?= auto
 export EVALEDGER_TEST_PG ?= postgresql://postgres@127.0.0.1:5432/test
 
 .PHONY: install fmt lint typecheck test check demo bench schema
@@ -24,7 +26,7 @@ typecheck: $(PY)
 	$(VENV)/bin/mypy evaledger bench scripts tests
 
 test: $(PY)
-	$(VENV)/bin/pytest -q -n 4
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS)
 
 check: lint typecheck test
 

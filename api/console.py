@@ -247,6 +247,14 @@ def print_table(
     return [cols[i].name for i in kept]
 
 
+def fits(rows: Sequence[Sequence[Any]], header: Sequence[Col]) -> bool:
+    """Whether `print_table` would show every column of this table (piped or --wide: always)."""
+    if not sys.stdout.isatty() or TABLES.wide:
+        return True
+    cells = [[_cell(c, True) for c in r] for r in rows]
+    return len(_fitting(header, cells, Console(file=sys.stdout).width)) == len(header)
+
+
 def _cell(value: Any, short: bool) -> str:
     text = fmt(value)
     return text[:SHORT_ID] if short and _UUID.fullmatch(text) else text
@@ -435,11 +443,13 @@ def print_rescore(result: dict[str, Any]) -> None:
         )
 
 
-def print_comparison(result: RunComparison) -> None:
-    """A readable comparison summary."""
+def print_comparison(result: RunComparison, headlines: dict[str, str] | None = None) -> None:
+    """A readable comparison summary, each side's headline first when given."""
     agg = result.aggregate
     verdict = "REGRESSION" if result.verdict.regression_detected else "no regression"
     print(f"baseline {result.baseline_run_id} → candidate {result.candidate_run_id}: {verdict}")
+    for side, line in (headlines or {}).items():
+        print(f"  {side + ':':<11} {line}")
     for reason in result.verdict.reasons:
         print(f"  - {reason}")
     b, c = agg.baseline_metrics, agg.candidate_metrics

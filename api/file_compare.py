@@ -14,20 +14,28 @@ from evaledger.domain.errors import ValidationError
 from evaledger.domain.ledger import Context
 from evaledger.importers.load import import_all, open_imports
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
+from evaledger.scoring.comparison.suites import require_same_suite
 
 
 def compare_files(
-    baseline: str | Path, candidate: str | Path, thresholds: CompareThresholds | None = None
+    baseline: str | Path,
+    candidate: str | Path,
+    thresholds: CompareThresholds | None = None,
+    *,
+    allow_different_suites: bool = True,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store and compare their runs (baseline first).
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
-    candidate's key.
+    candidate's key. Without `allow_different_suites`, runs of two suites are refused
+    (`scoring.comparison.suites`) before anything is imported.
     """
     imports = open_imports([baseline]) + open_imports([candidate])
     if len(imports) != 2:
         raise ValidationError("files: each file must hold exactly one run", field="files")
     first, second = imports
+    if not allow_different_suites:
+        require_same_suite(first.run.suite.name, second.run.suite.name)
     if first.run.key == second.run.key and first.run.project == second.run.project:
         second = second.with_run(key=f"{second.run.key}~candidate")
     with tempfile.TemporaryDirectory(prefix="evaledger-compare-") as scratch:

@@ -9,6 +9,7 @@ the exception still propagates.
 
 from __future__ import annotations
 
+import difflib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -93,6 +94,7 @@ def run(
         header,
         owns_backend=True,
         rerun=key is not None,
+        checked_gates=True,
     )
 
 
@@ -159,6 +161,7 @@ class RunRecorder:
         *,
         owns_backend: bool = False,
         rerun: bool = False,
+        checked_gates: bool = False,
     ) -> None:
         self._backend: Backend | None = None if callable(backend) else backend
         self._connect = backend if callable(backend) else None
@@ -166,6 +169,9 @@ class RunRecorder:
         self.id: UUID = run_id_for(header.project, header.key)
         """The run's id (deterministic: the project and key name it)."""
         self._owns_backend = owns_backend
+        # The run's score gates are the user's `thresholds` (`evaledger.run`): checked at close.
+        # An Inspect task's gate is its importer's, which an all-errored task never meets.
+        self._checked_gates = checked_gates
         self._rerun = rerun
         self._recorded_times: dict[UUID, dict[str, Any]] = {}
         self._started = False
@@ -173,6 +179,8 @@ class RunRecorder:
         self._lock = threading.Lock()
         self.case_ids: list[UUID] = []
         """The cases recorded so far, in order."""
+        self._score_names: set[str] = set()
+        """Every named score a recorded case of this run holds (for the thresholds' check)."""
 
     @property
     def backend(self) -> Backend:
@@ -212,6 +220,7 @@ class RunRecorder:
             return
         self.header = self.header.model_copy(update={"created_at": recorded.run.created_at})
         for case in recorded.cases:
+            self._score_names |= score_names(case)
             case_id = case_id_for(self.id, case.test_case.key, case.repetition, case.variant)
             self._recorded_times[case_id] = {
                 "started_at": case.started_at,
@@ -230,11 +239,42 @@ class RunRecorder:
         interruption (Ctrl-C, `sys.exit`) cancels it, as it cancels the case it was in.
         """
         if error is None:
+            unknown = self.unknown_thresholds()
+            if unknown is not None:
+                # Every case would have failed on a score it never had: the run is failed, not
+                # completed as if its cases had been judged.
+                self.fail(unknown.detail)
+                raise unknown
             self._close(lambda: self.backend.complete_run(self.id, f"complete-{self.id}"))
         elif isinstance(error, Exception):
             self.fail(error_text(error))
         else:
             self.cancel(error_text(error))
+
+    def unknown_thresholds(self) -> ValidationError | None:
+        """The error for thresholds naming no score this run's cases recorded, else None.
+
+        A threshold is a gate on a named score; one no case recorded (a typo: `exact_mach`)
+        fails every case silently. Known once the run closes (any case may still record it
+        before then); a run with no case recorded is not checked.
+        """
+        with self._lock:
+            recorded, names = bool(self.case_ids or self._recorded_times), set(self._score_names)
+        gates = [g.score for g in self.header.config.score_gates] if self._checked_gates else []
+        missing = [g for g in dict.fromkeys(gates) if g not in names]
+        if not recorded or not missing:
+            return None
+        known = ", ".join(repr(n) for n in sorted(names)) or "none"
+        parts = []
+        for name in missing:
+            close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+            parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return ValidationError(
+            f"thresholds: {', '.join(parts)} "
+            f"{'names no score' if len(missing) == 1 else 'name no scores'} this run's cases "
+            f"recorded (they recorded: {known})",
+            field=f"thresholds.{missing[0]}",
+        )
 
     def fail(self, reason: str) -> None:
         """Close the run as failed, with why; then disconnect."""
@@ -327,7 +367,13 @@ class RunRecorder:
             ) from None
         with self._lock:
             self.case_ids.append(written)
+            self._score_names |= score_names(case)
         return written
+
+
+def score_names(case: BundleCase) -> set[str]:
+    """The names of a case's named scores (what a threshold names)."""
+    return {score.name for named in case.named_scores for score in named.scores}
 
 
 class CaseRecorder:

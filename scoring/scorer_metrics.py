@@ -20,7 +20,7 @@ from pydantic import Field
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import StrictModel
-from evaledger.domain.spec import ScorerInfo, ScoringSpec
+from evaledger.domain.spec import ScorerInfo
 from evaledger.scoring.models import CaseScore, RunAggregate
 
 REPORTED_TOLERANCE = 1e-9
@@ -237,17 +237,6 @@ def gate_checks(
             )
         )
     return checks
-
-
-def headline_metric(spec: ScoringSpec) -> str | None:
-    """The `SCORER/METRIC` a source leads with: its first scorer's first metric.
-
-    Inspect's viewer and promptfoo's both show that one first; None without source scorers.
-    """
-    for scorer in spec.scorers:
-        if scorer.metrics:
-            return f"{scorer.name}/{scorer.metrics[0]}"
-    return None
 
 
 def figure_text(value: float, places: int = 4) -> str:

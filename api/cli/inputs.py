@@ -6,6 +6,7 @@ The command table, argument types, JSON and spec files, and run and case referen
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shlex
 import sys
@@ -170,6 +171,21 @@ def positive_int(value: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
+
+
+def fraction(value: str) -> float:
+    """An argparse type: a fraction from 0 to 1 (`0.55`, not `55`: a percentage is refused)."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"a fraction from 0 to 1 is expected, got {value}")
+    if x > 1:
+        raise argparse.ArgumentTypeError(
+            f"a fraction from 0 to 1 is expected, got {value} ({x / 100:g}?)"
+        )
+    return x
 
 
 def comma_list(value: str) -> list[str]:

@@ -18,6 +18,7 @@ from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
     comma_list,
+    fraction,
     load_spec,
     read_json,
     resolve_run,
@@ -32,11 +33,14 @@ from evaledger.api.console import (
     print_grade,
     undecided,
 )
+from evaledger.domain.spec import keep_source_scorers
+from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.scorer_metrics import gate_checks
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
+    from evaledger.domain.spec import ScoringSpec
     from evaledger.scoring.grading import GradingSpec
 
 # Start-up (issue 19): the ledger, the reports and the grading rules are imported by the
@@ -66,9 +70,10 @@ def register(commands: Commands) -> None:
     )
     p.add_argument(
         "--min-pass-rate",
-        type=float,
+        type=fraction,
         metavar="X",
-        help="exit 1 when the run's pass rate (a fraction, every case counted) is below X",
+        help="exit 1 when the run's pass rate (a fraction from 0 to 1, every case counted) is "
+        "below X",
     )
     p = commands.add(
         "baseline",
@@ -115,11 +120,16 @@ def _register_compare(commands: Commands) -> None:
     p.add_argument(
         "--against-baseline", action="store_true", help="compare with the approved baseline"
     )
-    p.add_argument("--max-pass-rate-drop", type=float, help="fraction (default 0.0)")
+    p.add_argument("--max-pass-rate-drop", type=fraction, help="fraction (default 0.0)")
     p.add_argument("--max-avg-score-drop", type=float, help="points (default 5.0)")
     p.add_argument("--max-latency-increase-pct", type=float, help="fraction (default 0.2)")
     p.add_argument("--case-score-delta", type=float, help="points (default 5.0)")
     p.add_argument("--spec", metavar="FILE", help="compare under another scoring spec")
+    p.add_argument(
+        "--allow-different-suites",
+        action="store_true",
+        help="compare runs of two different suites (refused by default: exit 2)",
+    )
     p.add_argument(
         "--no-fail-on-thresholds",
         action="store_true",
@@ -158,10 +168,36 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
     services.sync()
     baseline, candidate = compared_runs(services, args)
+    if not args.allow_different_suites:
+        from evaledger.scoring.comparison.suites import require_same_suite  # numpy: see below
+
+        require_same_suite(
+            services.reads.get_run(baseline).suite["name"],
+            services.reads.get_run(candidate).suite["name"],
+        )
     spec = load_spec(services, args.spec, args.project) if args.spec else None
     result = services.reports.compare(baseline, candidate, thresholds_of(args), spec)
     notes = judge_error_notes(services, {"baseline": baseline, "candidate": candidate})
-    return report_comparison(result, args, notes)
+    heads = compared_headlines(
+        services, result, {"baseline": baseline, "candidate": candidate}, spec
+    )
+    return report_comparison(result, args, notes, heads)
+
+
+def compared_headlines(
+    services: Services, result: RunComparison, runs: dict[str, UUID], spec: ScoringSpec | None
+) -> dict[str, Headline]:
+    """Each side's headline under the spec the comparison scored it with (its own by default)."""
+    aggregates = {
+        "baseline": result.aggregate.baseline_metrics,
+        "candidate": result.aggregate.candidate_metrics,
+    }
+    heads = {}
+    for side, run_id in runs.items():
+        own = services.reads.run_spec(run_id)
+        used = own if spec is None else keep_source_scorers(spec, own)
+        heads[side] = run_headline(used, aggregates[side])
+    return heads
 
 
 def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
@@ -178,7 +214,10 @@ def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
 
 
 def report_comparison(
-    result: RunComparison, args: argparse.Namespace, notes: dict[str, dict[str, Any] | None]
+    result: RunComparison,
+    args: argparse.Namespace,
+    notes: dict[str, dict[str, Any] | None],
+    heads: dict[str, Headline] | None = None,
 ) -> int:
     """Print a comparison as asked (JSON, Markdown or text); its exit code."""
     from evaledger.scoring.comparison import render_markdown  # numpy: see `thresholds_of`
@@ -187,14 +226,17 @@ def report_comparison(
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
     if args.json:
-        emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes})
+        extra = (
+            {"headlines": {k: h.model_dump(mode="json") for k, h in heads.items()}} if heads else {}
+        )
+        emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes, **extra})
     elif args.markdown:
         sys.stdout.write(render_markdown(result, gate_failures=gate_failures) + "\n")
         for side, note in notes.items():
             if note:
                 sys.stdout.write(f"\n_{side}: {note['note']}_\n")
     else:
-        print_comparison(result)
+        print_comparison(result, {k: h.summary for k, h in (heads or {}).items()})
         for side, note in notes.items():
             if note:
                 print(f"{side}: {note['note']}")
@@ -224,7 +266,12 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
     # Deferred for start-up: the scratch import loads the importers and the comparison engine.
     from evaledger.api.file_compare import compare_files
 
-    result = compare_files(paths[0], paths[1], thresholds_of(args))
+    result = compare_files(
+        paths[0],
+        paths[1],
+        thresholds_of(args),
+        allow_different_suites=args.allow_different_suites,
+    )
     return report_comparison(result, args, {})
 
 

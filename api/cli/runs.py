@@ -25,21 +25,21 @@ from evaledger.api.console import (
     Col,
     Progress,
     emit_json,
+    fits,
     fmt,
-    percent,
     print_aggregate,
     print_rescore,
     print_table,
 )
 from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
-from evaledger.projections.queries import RunFilter, RunRow, Summary
+from evaledger.projections.queries import RunFilter, RunRow
+from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.scorer_metrics import (
     RANDOM_METRICS,
     figure_text,
-    headline_metric,
     not_recomputed,
 )
 
@@ -62,13 +62,13 @@ class RunLine(NamedTuple):
 
     run: RunRow
     aggregate: RunAggregate
-    headline: str | None = None
-    """An imported run's source headline metric (issue 18), else None."""
+    headline: Headline
+    """What the run leads with (`scoring.headline.run_headline`), as every view prints it."""
 
 
 # The columns of `runs` and `show` in display order, each one line: its header, its drop order
 # on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys,
-# status, pass rate and score stay longest; counts, names and times give way first.
+# status, pass rate and the headline figure stay longest; counts, names and times give way first.
 RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("run_id"), lambda x: str(x.run.run_id)),
     (Col("key", fold=True), lambda x: x.run.run_key),
@@ -76,9 +76,11 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("agent", drop=6), lambda x: x.run.agent["name"]),
     (Col("status", drop=1), lambda x: x.run.status),
     (Col("cases", drop=4), lambda x: x.run.case_count),
-    (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
-    (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
-    (Col("created_at", drop=7), lambda x: listed_at(x.run)),
+    (Col("metric", drop=7, fold=True), lambda x: x.headline.label),
+    (Col("score", drop=3), lambda x: x.headline.value_text),
+    (Col("pass", drop=2), lambda x: x.headline.pass_rate_text),
+    (Col("passes_when", drop=9, fold=True), lambda x: x.headline.rule),
+    (Col("created_at", drop=8), lambda x: listed_at(x.run)),
 )
 UNDATED_MARK = "*"
 UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
@@ -97,11 +99,6 @@ CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
     (Col("score", drop=2), lambda c: c["overall_score"]),
     (Col("gate", drop=3), lambda c: c["gate"]),
 )
-SOURCE_METRIC_COLUMN: tuple[Col, Callable[[RunLine], Any]] = (
-    Col("source metric", drop=3, fold=True),
-    lambda x: x.headline,
-)
-"""Listed only when a listed run has one (an import): before `created_at`."""
 VARIANT_COLUMN: tuple[Col, Callable[[dict[str, Any]], Any]] = (
     Col("variant", drop=4, fold=True),
     lambda c: c.get("variant", ""),
@@ -113,15 +110,37 @@ def scorer_column(name: str) -> tuple[Col, Callable[[dict[str, Any]], Any]]:
     return Col(name, drop=2), lambda c: fmt(c.get("named_scores", {}).get(name), 4)
 
 
+def scores_column(names: list[str]) -> tuple[Col, Callable[[dict[str, Any]], Any]]:
+    """Every scorer's value in one column that wraps (a scorer is listed, never dropped).
+
+    What a terminal too narrow for a column per scorer shows.
+    """
+
+    def scores(c: dict[str, Any]) -> str:
+        named = c.get("named_scores", {})
+        return "  ".join(f"{n}={fmt(named.get(n), 4)}" for n in names)
+
+    return Col("scores", fold=True), scores
+
+
 def case_columns(
-    scorers: list[dict[str, Any]], variants: bool
+    scorers: list[dict[str, Any]], variants: bool, *, listed: bool = False
 ) -> list[tuple[Col, Callable[[dict[str, Any]], Any]]]:
-    """The columns of `show`'s case table for this run."""
-    score_names = list(dict.fromkeys(s["score"] for s in scorers))[:4]
+    """The columns of `show`'s case table for this run.
+
+    A column per scorer (every one), or with `listed` one wrapping column listing them all.
+    """
+    names = list(dict.fromkeys(s["score"] for s in scorers))
+    if not scorers:
+        values = [CASE_COLUMNS[4]]
+    elif listed:
+        values = [scores_column(names)]
+    else:
+        values = [scorer_column(n) for n in names]
     return [
         *CASE_COLUMNS[:4],
         *([VARIANT_COLUMN] if variants else []),
-        *([scorer_column(n) for n in score_names] if scorers else [CASE_COLUMNS[4]]),
+        *values,
         CASE_COLUMNS[5],
     ]
 
@@ -259,6 +278,7 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     )
     summaries = [services.reads.summary(r.run_id) for r in rows]
     aggregates = [summary.aggregate for summary in summaries]
+    heads = [run_headline(summary.spec, summary.aggregate) for summary in summaries]
     if args.json:
         emit_json(
             {
@@ -272,19 +292,16 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
                         "pending": a.coverage.pending,
                         "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
                         **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
+                        "headline": head.model_dump(mode="json"),
                     }
-                    for r, a in zip(rows, aggregates, strict=True)
+                    for r, a, head in zip(rows, aggregates, heads, strict=True)
                 ],
                 "count": len(rows),
                 "total": total,
             }
         )
         return EXIT_OK
-    # The source's headline column only where a listed run has one (an import).
-    heads = [headline(summary) for summary in summaries]
-    columns = [*RUN_COLUMNS]
-    if any(heads):
-        columns.insert(len(columns) - 1, SOURCE_METRIC_COLUMN)
+    columns = RUN_COLUMNS
     shown = print_table(
         [
             [get(RunLine(r, a, head)) for _, get in columns]
@@ -299,13 +316,6 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def headline(summary: Summary) -> str:
-    """A run's source headline (`scoring.scorer_metrics.headline_metric`) with its figure."""
-    name = headline_metric(summary.spec)
-    value = None if name is None else summary.aggregate.scorer_metrics.get(name)
-    return "" if name is None else f"{name} {fmt(value, 4)}"
-
-
 def show_payload(
     services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
@@ -317,6 +327,7 @@ def show_payload(
         "cases_matching": matching,
         "run": run.model_dump(mode="json"),
         "aggregate": summary.aggregate.model_dump(mode="json"),
+        "headline": run_headline(summary.spec, summary.aggregate).model_dump(mode="json"),
         "judge_error_policy": judge_error_policy_json(
             services.reads.judge_error_count(run_id), summary.spec.judge_errors
         ),
@@ -359,9 +370,10 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
         print(f"  reason: {run['reason']}")
     if run["undated"]:
         print(f"  imported {run['recorded_at']}; the source has no date (listed by import time)")
+    print(f"  headline: {payload['headline']['summary']}")
     scorers = run["spec"].get("scorers") or []
     if scorers:
-        print_source_metrics(payload["aggregate"], run["spec"])
+        print_source_metrics(payload["aggregate"], run["spec"], payload["headline"])
     else:
         print_aggregate(
             payload["aggregate"], "aggregate:", unknown_costs(services, run_id, payload)
@@ -370,7 +382,13 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
             print(f"  {'named score ' + name:<28} {fmt(mean, 4)}")
     if payload["judge_error_policy"]:
         print(f"  {payload['judge_error_policy']['note']}")
-    columns = case_columns(scorers, any("variant" in c for c in payload["cases"]))
+    variants = any("variant" in c for c in payload["cases"])
+    columns = case_columns(scorers, variants)
+    if scorers and not fits(
+        [[get(c) for _, get in columns] for c in payload["cases"]], [col for col, _ in columns]
+    ):
+        # Too many scorers for a column each: listed in one column that wraps, none dropped.
+        columns = case_columns(scorers, variants, listed=True)
     print_table(
         [[get(c) for _, get in columns] for c in payload["cases"]],
         [col for col, _ in columns],
@@ -382,7 +400,9 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> None:
+def print_source_metrics(
+    aggregate: dict[str, Any], spec: dict[str, Any], headline: dict[str, Any]
+) -> None:
     """An imported run's figures in its source's terms: its metrics, then the pass rate's parts."""
     print("source metrics:")
     for name, value in aggregate.get("scorer_metrics", {}).items():
@@ -401,27 +421,17 @@ def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> Non
     for k, value in aggregate.get("pass_hat_k", {}).items():
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]
-    rate = aggregate["pass_rate"]
+    # Derived from the counts (the headline's), not from a null pass_rate.
+    undecided = headline["pass_rate"] is None
+    rate = "— (no case decided)" if undecided else fmt(headline["pass_rate"], 4)
     print(
-        f"  {'pass rate':<32} {fmt(rate, 4) if rate is not None else '— (no case decided)'} "
-        f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
+        f"  {'pass rate':<32} {rate}"
+        f" ({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
         f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
         f"{coverage['pending']} pending)"
     )
-    print(f"  {'a case passes when':<32} {passes_when(spec)}")
-
-
-def passes_when(spec: dict[str, Any]) -> str:
-    """The stated pass rule of an imported run: its score gates and what its scorer reads."""
-    rules = {s["score"]: s.get("passes_when") for s in spec.get("scorers") or []}
-    gates = [
-        f"{g['score']} {g['op']} {g['value']:g}"
-        + (f" [{rules[g['score']]}]" if rules.get(g["score"]) else "")
-        for g in spec.get("score_gates") or []
-    ]
-    if gates:
-        return " and ".join(gates)
-    return "; ".join(sorted({r for r in rules.values() if r})) or "its outcomes are met"
+    detail = f" [{headline['rule_detail']}]" if headline["rule_detail"] else ""
+    print(f"  {'a case passes when':<32} {headline['rule']}{detail}")
 
 
 def unknown_costs(services: Services, run_id: UUID, payload: dict[str, Any]) -> set[str]:

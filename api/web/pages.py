@@ -32,7 +32,6 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
-from evaledger.domain.metrics import ScoreType
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
@@ -41,10 +40,12 @@ from evaledger.scoring.case import variant_figures
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
+    RunComparison,
     render_markdown,
     source_metric_deltas,
 )
 from evaledger.scoring.grading import preset_names
+from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
@@ -102,6 +103,19 @@ def fmt_time(value: str | datetime | None) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def fmt_created(run: RunRow) -> str:
+    """When a run was created at its source; "unknown" when the source has no date.
+
+    Never the 1970 placeholder a dateless import keeps (its `created_at`).
+    """
+    return "unknown" if run.undated else fmt_time(run.created_at)
+
+
+def fmt_created_day(run: RunRow) -> str:
+    """A run's creation day for a picker; "no date" when its source has none."""
+    return "no date" if run.undated else run.created_at[:10]
+
+
 def fmt_signed(value: float | None, digits: int = 2) -> str:
     """A delta with its sign."""
     return "—" if value is None else f"{value:+,.{digits}f}"
@@ -126,7 +140,7 @@ def viewer_of(request: Request) -> Viewer | None:
 templates.env.globals["viewer_of"] = viewer_of
 templates.env.filters.update(
     num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
-    flag=fmt_flag, pretty=fmt_json,
+    flag=fmt_flag, pretty=fmt_json, created=fmt_created, created_day=fmt_created_day,
 )  # fmt: skip
 
 
@@ -296,9 +310,17 @@ def runs_page(
         rows, total = services.reads.list_runs(f)
         listed = []
         for r in rows:
-            aggregate = services.reads.summary(r.run_id).aggregate
+            summary = services.reads.summary(r.run_id)
+            aggregate = summary.aggregate
             cost = run_cost(services, r.run_id, aggregate)
-            listed.append({"run": r, "aggregate": aggregate, "total_cost": cost})
+            listed.append(
+                {
+                    "run": r,
+                    "aggregate": aggregate,
+                    "headline": run_headline(summary.spec, aggregate),
+                    "total_cost": cost,
+                }
+            )
         completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
@@ -351,21 +373,7 @@ def run_page(
         )
         names = _metric_names(services, run.project)
         agg = summary.aggregate
-        metric_bars = []
-        for m in summary.spec.metrics:
-            mean = agg.per_metric_means.get(m.metric)
-            binary = m.score_type is ScoreType.BINARY
-            metric_bars.append(
-                {
-                    "metric": m.metric,
-                    "name": names.get(m.metric, m.metric),
-                    "binary": binary,
-                    "value": mean,
-                    "fraction": None if mean is None else (mean if binary else mean / 5),
-                    "weight": m.weight,
-                }
-            )
-        overall = [s.overall_score for s in scores if s.overall_score is not None]
+        charts = views.run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
         keep = {"show": show.value, "metric": metric, "below": below, "q": q}
         return {
@@ -373,8 +381,10 @@ def run_page(
             "run": run,
             "agg": agg,
             "spec": summary.spec,
-            "metric_bars": metric_bars,
-            "score_bins": views.histogram(overall, 0.0, 100.0),
+            "headline": run_headline(summary.spec, agg),
+            "scorer_names": list(dict.fromkeys(s.score for s in summary.spec.scorers)),
+            "charts": charts,
+            "metric_bars": charts.rubric,
             "latency_bins": views.latency_bins(latencies),
             "cases": views.select_cases(scores, flaky, query),
             "flaky": flaky,
@@ -515,6 +525,20 @@ def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[
     return notes
 
 
+def _compare_headlines(
+    services: Services, baseline: UUID, candidate: UUID, result: RunComparison
+) -> dict[str, Headline]:
+    """Each compared run's headline (its own spec: the page compares under the runs' own)."""
+    return {
+        "baseline": run_headline(
+            services.reads.run_spec(baseline), result.aggregate.baseline_metrics
+        ),
+        "candidate": run_headline(
+            services.reads.run_spec(candidate), result.aggregate.candidate_metrics
+        ),
+    }
+
+
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(
     request: Request,
@@ -588,6 +612,7 @@ def compare_page(
             threshold_query=query,
             judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
             source_deltas=source_metric_deltas(result.aggregate),
+            headlines=_compare_headlines(services, b, c, result),
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )

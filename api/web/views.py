@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 
 from evaledger.domain.bundle import variant_label
 from evaledger.domain.events import GENESIS_HASH
+from evaledger.domain.metrics import ScoreType
+from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.facts import CaseFacts, VerdictFact
-from evaledger.scoring.models import CaseStatus
+from evaledger.scoring.models import CaseStatus, RunAggregate
 from evaledger.scoring.rollups import natural_key
 
 PER_PAGE = 50
@@ -69,6 +71,8 @@ class CaseRow:
     cost_usd: float | None
     hallucinations: int
     metric_scores: dict[str, float | None]
+    named_scores: dict[str, float]
+    """The case's named scores (an imported run's scorer values), by name."""
 
     @classmethod
     def of(cls, score: dict[str, Any]) -> CaseRow:
@@ -90,6 +94,7 @@ class CaseRow:
             cost_usd=score.get("cost_usd"),
             hallucinations=score.get("hallucinations", 0),
             metric_scores={m["metric"]: m["score"] for m in score.get("metric_scores", [])},
+            named_scores=score.get("named_scores", {}),
         )
 
 
@@ -203,6 +208,115 @@ def histogram(values: Iterable[float], low: float, high: float, bins: int = 10) 
         i = int((v - low) / width) if width else 0
         counts[min(max(i, 0), bins - 1)] += 1
     return [Bin(low + i * width, low + (i + 1) * width, c) for i, c in enumerate(counts)]
+
+
+def value_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
+    """Histogram of scorer values: over [0, 1] when they all lie there, else their range."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if low >= 0.0 and high <= 1.0:
+        low, high = 0.0, 1.0
+    return histogram(values, low, high, bins)
+
+
+@dataclass(frozen=True)
+class ChartBar:
+    """One bar of a bar chart: its label, figure as printed and share of the track."""
+
+    metric: str
+    name: str
+    value: float | None
+    fraction: float | None
+    text: str
+    binary: bool = False
+    cls: str = "bar"
+    """The bar's CSS class (the chart macro's)."""
+
+    @classmethod
+    def of(cls, metric: str, name: str, value: float | None, digits: int) -> ChartBar:
+        """A figure drawn to scale when it lies in [0, 1] (a rate, a mean of 0-1 values)."""
+        inside = value is not None and 0.0 <= value <= 1.0
+        text = "—" if value is None else f"{value:,.{digits}f}"
+        return cls(metric, name, value, value if inside else None, text)
+
+    @classmethod
+    def rubric(cls, metric: str, name: str, value: float | None, *, binary: bool) -> ChartBar:
+        """A rubric metric's mean: binary ones a share passing, scored ones out of 5."""
+        if value is None:
+            return cls(metric, name, None, None, "—", binary)
+        if binary:
+            return cls(metric, name, value, value, f"{value * 100:.1f}% pass", binary)
+        return cls(metric, name, value, value / 5, f"{value:,.2f} / 5", binary)
+
+
+@dataclass(frozen=True)
+class RunCharts:
+    """The run page's charts, from what the run has (`pages.run_charts` chooses)."""
+
+    bars: list[ChartBar]
+    bars_label: str
+    rubric: list[ChartBar]
+    """The rubric's metrics (the cases filter lists them), shown as bars only with values."""
+    bins: list[Bin]
+    bins_label: str
+    bins_unit: str
+
+
+SPREADS = frozenset({"stderr", "std", "var"})
+"""Source metrics that measure a spread, not a level: not drawn as bars beside the levels."""
+
+
+def run_charts(
+    spec: ScoringSpec,
+    agg: RunAggregate,
+    scores: Sequence[CaseRow],
+    names: dict[str, str],
+) -> RunCharts:
+    """The run page's charts, drawn from what the run has.
+
+    Its source scorers' metrics and values, else its rubric metrics and overall scores, else
+    its named scores (issue 30: no empty rubric bars for a run no rubric judged).
+    """
+    if spec.scorers:
+        head = spec.scorers[0].score
+        # In the source's order, the headline first; spreads (stderr, std, var) are no levels.
+        keys = [f"{s.name}/{m}" for s in spec.scorers for m in s.metrics if m not in SPREADS]
+        bars = [
+            ChartBar.of(key, key, agg.scorer_metrics[key], digits=4)
+            for key in keys
+            if key in agg.scorer_metrics
+        ]
+        values = [s.named_scores[head] for s in scores if head in s.named_scores]
+        return RunCharts(
+            bars, "Source metrics", [], value_bins(values), f"{head} per case", "value"
+        )
+    rubric = [
+        ChartBar.rubric(
+            m.metric,
+            names.get(m.metric, m.metric),
+            agg.per_metric_means.get(m.metric),
+            binary=m.score_type is ScoreType.BINARY,
+        )
+        for m in spec.metrics
+    ]
+    overall = [s.overall_score for s in scores if s.overall_score is not None]
+    if overall or not agg.named_score_means:
+        shown = rubric if any(b.value is not None for b in rubric) else []
+        return RunCharts(
+            shown,
+            "Per-metric means",
+            rubric,
+            histogram(overall, 0.0, 100.0),
+            "Overall score distribution (cases)",
+            "score 0–100",
+        )
+    head = next(iter(agg.named_score_means))
+    bars = [
+        ChartBar.of(name, name, value, digits=4) for name, value in agg.named_score_means.items()
+    ]
+    values = [s.named_scores[head] for s in scores if head in s.named_scores]
+    return RunCharts(bars, "Named score means", [], value_bins(values), f"{head} per case", "value")
 
 
 def latency_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:

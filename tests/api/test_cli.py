@@ -604,6 +604,7 @@ def test_show_lists_case_ids_and_filters_failed_errored_and_limit(imported: Cli)
 
 
 def test_runs_shows_pass_rate_and_score(imported: Cli) -> None:
+    # Issue 30: the headline's metric and figure (score), the pass rate and its rule.
     _, out, _ = imported("runs")
     header, row = out.splitlines()
     assert header.split() == [
@@ -613,19 +614,23 @@ def test_runs_shows_pass_rate_and_score(imported: Cli) -> None:
         "agent",
         "status",
         "cases",
-        "pass",
+        "metric",
         "score",
+        "pass",
+        "passes_when",
         "created_at",
     ]
-    assert row.split() == [
+    assert re.split(r"\s{2,}", row) == [
         RUN_ID,
         RUN_KEY,
         "northwind-support-voice",
         "northwind-support",
         "completed",
         "3",
-        "33.3%",
+        "weighted score",
         "68.00",
+        "33.3%",
+        "every expected outcome passes, else overall_score >= 75",
         "2026-11-20T02:00:00+00:00",
     ]
     listed = imported.json("runs")["data"][0]

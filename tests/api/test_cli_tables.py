@@ -1,5 +1,6 @@
 """Tables on a real terminal: at 60, 80, 100 and 140 columns keys, status, pass rate and score
-stay whole; what does not fit is dropped and named, never cut; ids show 8 characters."""
+(the headline's figure) stay whole; what does not fit is dropped and named, never cut; ids show
+8 characters."""
 
 from __future__ import annotations
 
@@ -89,7 +90,12 @@ def dropped_note(lines: list[str]) -> str:
     start = next((i for i, line in enumerate(lines) if line.startswith("not shown at")), None)
     if start is None:
         return ""
-    end = next(i for i in range(start, len(lines)) if lines[i].endswith("(--wide shows them)"))
+    # The terminal may wrap inside "(--wide shows them)" itself.
+    end = next(
+        i
+        for i in range(start, len(lines))
+        if " ".join(lines[start : i + 1]).endswith("(--wide shows them)")
+    )
     return " ".join(lines[start : end + 1])
 
 
@@ -104,6 +110,8 @@ def test_runs_keeps_keys_status_pass_rate_and_score_whole(store: str, columns: i
         # Ids: their first 8 characters (as git); keys in full, on one line.
         assert cells["run_id"] == run["run_id"][:8]
         assert cells["key"] == run["run_key"]
+        # Issue 30: `score` is the headline's figure (here the rubric's weighted score).
+        assert run["headline"]["metric"] == "weighted_metrics_score_pct"
         expected = {
             "status": run["status"],
             "cases": str(run["case_count"]),
@@ -137,8 +145,10 @@ def test_wide_shows_every_column_and_full_ids(store: str) -> None:
         "agent",
         "status",
         "cases",
-        "pass",
+        "metric",
         "score",
+        "pass",
+        "passes_when",
         "created_at",
     ]
     # The terminal wraps a row wider than itself: join the screen lines back into one row.
@@ -169,3 +179,75 @@ def test_show_keeps_case_keys_status_and_score_whole(store: str, columns: int) -
     # The header: a missing agent version is no "vNone".
     assert "None" not in "\n".join(lines)
     assert any("agent northwind-support-agent-with-tools " in line for line in lines), lines
+
+
+SCORERS = [
+    "exact_match",
+    "answer_relevance",
+    "faithfulness",
+    "context_recall",
+    "toxicity_free",
+    "tool_accuracy",
+    "latency_budget",
+]
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A run with seven source scorers (more than fit 80 columns), three cases."""
+    folder = tmp_path_factory.mktemp("scorers")
+    db = f"sqlite:///{folder}/store/"
+    data = bundle(key="seven-scorers")
+    data["run"]["config"]["scorers"] = [
+        {"name": n, "score": n, "semantics": "inspect", "metrics": ["mean"]} for n in SCORERS
+    ]
+    data["cases"] = [case(f"q{i}") for i in range(3)]
+    for i, c in enumerate(data["cases"]):
+        c["verdicts"] = []
+        c["named_scores"] = [
+            {"scorer": n, "scores": [{"name": n, "value": (i + j) % 4 / 4, "scale": "fraction"}]}
+            for j, n in enumerate(SCORERS)
+        ]
+    path = folder / "seven.json"
+    path.write_bytes(orjson.dumps(data))
+    subprocess.run([str(EVALEDGER), "import", str(path), "--db", db], check=True)
+    return db
+
+
+def test_show_wide_shows_every_scorer(scored: str) -> None:
+    lines = on_terminal(["show", "seven-scorers", "--wide"], 80, scored)
+    # The terminal wraps a row wider than itself: join the screen lines back into one row.
+    screen = "".join(lines)
+    assert dropped_note(lines) == ""
+    for name in SCORERS:
+        assert name in screen, name
+    cases = run_json(scored, "show", "seven-scorers")["cases"]
+    for c in cases:
+        for name in SCORERS:
+            assert f"{c['named_scores'][name]:.4f}" in screen
+
+
+def test_show_lists_every_scorer_in_a_narrow_terminal_rather_than_dropping_one(
+    scored: str,
+) -> None:
+    lines = on_terminal(["show", "seven-scorers"], 80, scored)
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("case_id")) :]
+    assert all(len(line) <= 80 for line in table), table
+    note = dropped_note(lines)
+    assert not any(name in note for name in SCORERS), note
+    text = " ".join(line.strip() for line in table)
+    for c in run_json(scored, "show", "seven-scorers")["cases"]:
+        for name in SCORERS:
+            # name=value, each pair whole (the column wraps between pairs).
+            assert f"{name}={c['named_scores'][name]:.4f}" in text, (name, table)
+
+
+def test_show_piped_has_a_column_per_scorer(scored: str) -> None:
+    done = subprocess.run(
+        [str(EVALEDGER), "show", "seven-scorers", "--db", scored],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    header = next(line for line in done.stdout.splitlines() if line.startswith("case_id"))
+    assert header.split() == ["case_id", "test_case_key", "rep", "status", *SCORERS, "gate"]

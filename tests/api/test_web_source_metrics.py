@@ -18,7 +18,7 @@ import pytest
 
 from evaledger.api.web.pages import fmt_num
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
-from tests.api.test_web_browser import CHROMIUM, WAIT_LIMIT_MS, _require_chromium
+from tests.api.test_web_browser import ARTIFACTS, CHROMIUM, WAIT_LIMIT_MS, _require_chromium
 from tests.conftest import FIXTURES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -92,10 +92,10 @@ def test_an_imported_inspect_run_and_case_read_in_the_sources_terms(
             page = browser.new_page()
             page.set_default_timeout(WAIT_LIMIT_MS)
             page.goto(f"{base}/ui/runs/{shown['run']['run_id']}")
-            headline = page.locator("#source-metrics [data-field=headline]")
+            headline = page.locator("#headline [data-field=headline]")
             assert headline.inner_text() == fmt_num(accuracy, 4)
             # The card's label as written (CSS shows it in capitals).
-            label = page.locator("#source-metrics .card .k").first.text_content()
+            label = page.locator("#headline .card .k").first.text_content()
             assert label == "model_graded_qa/accuracy"
             row = page.locator("#scorer-metrics tr[data-metric='model_graded_qa/accuracy']")
             assert row.locator("td").nth(1).inner_text() == fmt_num(accuracy, 4)
@@ -109,3 +109,48 @@ def test_an_imported_inspect_run_and_case_read_in_the_sources_terms(
             assert "No judge verdict recorded" not in page.content()
         finally:
             browser.close()
+
+
+def test_an_inspect_runs_charts_are_its_scorers_with_no_empty_rubric_chart(
+    served: tuple[str, dict[str, Any]],
+) -> None:
+    """Issue 30, in Chromium: the charts are drawn from the run's own scorers; every bar drawn
+    has a width on screen (none of the rubric's eight empty tracks); a screenshot is kept."""
+    from playwright.sync_api import sync_playwright
+
+    base, shown = served
+    aggregate = shown["aggregate"]["scorer_metrics"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(WAIT_LIMIT_MS)
+            page.goto(f"{base}/ui/runs/{shown['run']['run_id']}")
+            charts = page.locator("section[aria-labelledby=charts-h]")
+            charts.screenshot(path=str(shot_path("inspect-run-charts")))
+            captions = charts.locator("figcaption").all_inner_texts()
+            assert "Per-metric means" not in captions
+            assert captions[0] == "Source metrics"
+            bars = charts.locator("svg.bars").first
+            labels = bars.locator("text.lbl").all_text_contents()
+            # Levels in the source's order, the headline first; spreads (stderr) are no bars.
+            assert labels == ["model_graded_qa/accuracy", "overlap/mean", "has_answer/accuracy"]
+            widths = bars.locator("rect.bar").evaluate_all(
+                "rects => rects.map(r => r.getBoundingClientRect().width)"
+            )
+            track = bars.locator("rect.track").first.evaluate(
+                "r => r.getBoundingClientRect().width"
+            )
+            # Each bar drawn to scale on its track: the figure's share of the track's width.
+            assert len(widths) == len(labels)
+            for label, width in zip(labels, widths, strict=True):
+                assert width == pytest.approx(aggregate[label] * track, abs=1.0), label
+            # The per-case histogram of the headline scorer has bars too.
+            assert charts.locator("svg.hist rect.bar").count() > 0
+        finally:
+            browser.close()
+
+
+def shot_path(name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / f"{name}.png"

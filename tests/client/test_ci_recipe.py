@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,17 @@ def run_cli_recorder(db: str, key: str) -> Any:
             yield case
 
     return recorder()
+
+
+def test_the_recipe_installs_from_the_repository_not_from_pypi() -> None:
+    """Issue 30: evaledger is not on PyPI; the recipe said `pip install evaledger`."""
+    text = DOC.read_text()
+    workflow = yaml.safe_load(block(text, "yaml", "## The workflow"))
+    (job,) = workflow["jobs"].values()
+    (install,) = [s["run"] for s in job["steps"] if s.get("name") == "Install"]
+    # A git URL pinned to a ref (the name@ref form pip needs for a URL requirement).
+    assert re.fullmatch(r'pip install "evaledger @ git\+https://github\.com/.+@v\d\S*"', install)
+    assert "pip install evaledger\n" not in text and not text.rstrip().endswith("install evaledger")
+    # The wheel route builds the way tests/client/test_packaging.py builds and installs it.
+    wheel = block(text, "sh", "or build a wheel once")
+    assert "python -m build --wheel" in wheel and "pip install dist/evaledger-0.1.0-" in wheel

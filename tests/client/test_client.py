@@ -356,3 +356,45 @@ def test_rerunning_an_unfinished_run_adds_the_missing_cases(tmp_path: Path) -> N
         report = reader.show("resume-1")
     assert report.run.status == "completed"
     assert [c.test_case_key for c in report.cases] == ["a", "b"]
+
+
+def test_a_threshold_naming_no_recorded_score_is_refused_at_close(target: Target) -> None:
+    """Issue 30: `thresholds={"exact_mach": 1.0}` (a typo) used to fail every case silently."""
+
+    def record() -> None:
+        with evaledger.run(
+            "typo", agent="bot", key="typo-1", thresholds={"exact_mach": 1.0}, **target.kwargs
+        ) as run:
+            for key in ("a", "b"):
+                with run.case(key) as case:
+                    case.turn("assistant", "yes", latency_ms=5)
+                    case.score("exact_match", 1.0)
+                    case.score("f1", 0.5)
+
+    with pytest.raises(ValidationError) as refused:
+        record()
+    message = (
+        "thresholds: 'exact_mach' (did you mean 'exact_match'?) names no score this run's "
+        "cases recorded (they recorded: 'exact_match', 'f1')"
+    )
+    assert (str(refused.value.detail), refused.value.field) == (message, "thresholds.exact_mach")
+    with evaledger.open(**target.kwargs) as reader:
+        report = reader.show("typo-1")
+    # Failed with the reason, not completed as if its cases had been judged.
+    assert (report.run.status, report.run.reason) == ("failed", message)
+
+
+def test_thresholds_naming_recorded_scores_complete_the_run(target: Target) -> None:
+    with evaledger.run(
+        "ok", agent="bot", key="ok-1", thresholds={"exact_match": 1.0}, **target.kwargs
+    ) as run:
+        with run.case("a") as case:
+            case.turn("assistant", "yes", latency_ms=5)
+            case.score("exact_match", 1.0)
+        with run.case("b") as case:  # a case without the score still fails on it
+            case.turn("assistant", "no", latency_ms=5)
+            case.score("f1", 0.2)
+    with evaledger.open(**target.kwargs) as reader:
+        report = reader.show("ok-1")
+    assert report.run.status == "completed"
+    assert [(c.test_case_key, c.passed) for c in report.cases] == [("a", True), ("b", False)]

@@ -200,8 +200,13 @@ def test_show_leads_with_the_source_metrics_and_each_cases_scorer_values(
     code, out, _ = run_cli(sqlite_url, capsys, "show", run_id)
     assert code == 0
     lines = out.splitlines()
-    assert lines[2] == "source metrics:"
-    assert lines[5].split() == ["model_graded_qa/accuracy", "0.6250"]
+    # Issue 30: the run's one headline first, then the source's metrics.
+    assert lines[2] == (
+        "  headline: model_graded_qa/accuracy 0.6250 · pass rate 40.0% "
+        "(2 of 5 cases; passes when model_graded_qa >= 1)"
+    )
+    assert lines[3] == "source metrics:"
+    assert lines[6].split() == ["model_graded_qa/accuracy", "0.6250"]
     assert (
         "pass rate                        0.4000 (2 of 5 cases; 2 failed, 1 errored, 0 pending)"
         in out
@@ -285,8 +290,8 @@ def test_runs_lists_an_imported_runs_source_headline(
     accuracy = inspect_reported(GRADED)["model_graded_qa/accuracy"]
     code, out, _ = run_cli(sqlite_url, capsys, "runs")
     assert code == 0
-    assert "source metric" in out.splitlines()[0]
-    assert f"model_graded_qa/accuracy {accuracy:.4f}" in out
+    assert out.splitlines()[0].split()[6:9] == ["metric", "score", "pass"]
+    assert f"model_graded_qa/accuracy  {accuracy:.4f}" in out
     listed = orjson.loads(run_cli(sqlite_url, capsys, "runs", "--json")[1])["data"][0]
     assert listed["scorer_metrics"]["model_graded_qa/accuracy"] == accuracy
 

@@ -473,7 +473,7 @@ def test_explain_walks_from_prompt_to_aggregate(client: TestClient) -> None:
     cases = client.get(f"/runs/{run_id}/cases").json()["data"]
     late = next(c for c in cases if c["test_case_key"] == "refund-late-delivery")
     body = client.get(f"/cases/{late['case_id']}/explain").json()
-    assert body["verdicts"][0]["prompt"].startswith("## Scoring Rules")
+    assert body["verdicts"][0]["prompt"].startswith("[system]\nYou are an expert evaluator")
     assert body["verdicts"][0]["raw_output"].startswith('{"tool_routing"')
     weights = {w["metric"]: w for w in body["weights"]}
     assert weights["tool_routing"]["contribution"] == pytest.approx(15.0)
