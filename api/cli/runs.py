@@ -26,6 +26,7 @@ from evaledger.api.console import (
     Progress,
     emit_json,
     fmt,
+    no_case_decided,
     percent,
     print_aggregate,
     print_rescore,
@@ -70,7 +71,10 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
     (Col("agent", drop=6), lambda x: x.run.agent["name"]),
     (Col("status", drop=1), lambda x: x.run.status),
     (Col("cases", drop=4), lambda x: x.run.case_count),
-    (Col("pass", drop=2), lambda x: percent(x.aggregate.pass_rate)),
+    (
+        Col("pass", drop=2),
+        lambda x: percent(x.aggregate.pass_rate if x.aggregate.decided else None),
+    ),
     (Col("score", drop=3), lambda x: x.aggregate.weighted_metrics_score_pct),
     (Col("created_at", drop=7), lambda x: listed_at(x.run)),
 )
@@ -387,8 +391,9 @@ def print_source_metrics(aggregate: dict[str, Any], spec: dict[str, Any]) -> Non
         print(f"  {'pass^' + k:<32} {fmt(value, 4)}")
     coverage = aggregate["coverage"]
     rate = aggregate["pass_rate"]
+    shown = "— (no case decided)" if no_case_decided(aggregate) else fmt(rate, 4)
     print(
-        f"  {'pass rate':<32} {fmt(rate, 4) if rate is not None else '— (no case decided)'} "
+        f"  {'pass rate':<32} {shown} "
         f"({aggregate['passed_count']} of {aggregate['total_executions']} cases; "
         f"{aggregate['failed_count']} failed, {coverage['errored']} errored, "
         f"{coverage['pending']} pending)"
