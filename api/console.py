@@ -407,16 +407,31 @@ AGGREGATE_FIELDS = (
 
 
 def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[str] = ()) -> None:
-    """The seed's aggregate fields, one per line; those in `unknown` as "—" (never a 0)."""
+    """The seed's aggregate fields, one per line; those in `unknown` as "—" (never a 0).
+
+    A run with no case passed or failed shows its pass rates as "—" with the reason (the JSON
+    keeps the seed's figures: 0.0 for an all-errored run, issue 29).
+    """
     print(title)
     for name in AGGREGATE_FIELDS:
         value = None if name in unknown else aggregate.get(name)
+        if name in RATE_FIELDS and no_case_decided(aggregate):
+            value = None
         why = f"  ({undecided(aggregate)})" if name == "pass_rate" and value is None else ""
         print(f"  {name:<28} {fmt(value)}{why}")
 
 
+RATE_FIELDS = ("pass_rate", "cases_pass_rate_pct")
+"""The figures a text display shows as "—" for a run with no case decided."""
+
+
+def no_case_decided(aggregate: dict[str, Any]) -> bool:
+    """No case passed or failed (all errored, pending or canceled, or none): from the counts."""
+    return not aggregate["passed_count"] and not aggregate["failed_count"]
+
+
 def undecided(aggregate: dict[str, Any]) -> str:
-    """Why a run has no pass rate: no case passed or failed, and what its cases are instead."""
+    """Why a run shows no pass rate: no case passed or failed, and what its cases are instead."""
     c = aggregate["coverage"]
     parts = [f"{c[k]} {k}" for k in ("errored", "pending", "canceled") if c.get(k)]
     return "no case passed or failed" + (f": {', '.join(parts)}" if parts else "")

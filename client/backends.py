@@ -75,6 +75,10 @@ class Backend(Protocol):
         """The run as recorded so far (a run bundle), or None when there is no such run."""
         ...
 
+    def run_id_of(self, key: str) -> UUID | None:
+        """The id of the run `key` in the default project (a token's own), or None."""
+        ...
+
     def list_runs(self, f: RunFilter) -> list[RunRow]:
         """Runs, newest first."""
         ...
@@ -171,6 +175,11 @@ class LocalBackend:
         except NotFoundError:
             return None
 
+    def run_id_of(self, key: str) -> UUID | None:
+        """The run `key` of project "default" (a local store has no token)."""
+        run = self.services.ledger.find_run("default", key)
+        return None if run is None else run.id
+
     def _synced(self) -> Services:
         with self._sync_lock:
             self.services.sync()
@@ -245,6 +254,7 @@ class HttpBackend:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
+        self.token = token
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=TIMEOUT_S)
 
     def _send(
@@ -276,8 +286,15 @@ class HttpBackend:
         raise AssertionError("unreachable")
 
     def create_run(self, run: BundleRun, key: str) -> UUID:
-        """POST /runs, then /start."""
-        written = self._send("POST", "/runs", body=run.model_dump(mode="json"), key=key)
+        """POST /runs, then /start; a run without a project given is sent without one.
+
+        The server then puts it in the token's project ("default" when serving without tokens)
+        and answers its id.
+        """
+        unset = None if "project" in run.model_fields_set else {"project"}
+        written = self._send(
+            "POST", "/runs", body=run.model_dump(mode="json", exclude=unset), key=key
+        )
         run_id = UUID(written["id"])
         self._send("POST", f"/runs/{run_id}/start", key=f"{key}:start")
         return run_id
@@ -307,6 +324,13 @@ class HttpBackend:
             return RunBundle.model_validate(self._send("GET", f"/runs/{run_id}/bundle"))
         except NotFoundError:
             return None
+
+    def run_id_of(self, key: str) -> UUID | None:
+        """GET /runs?key=: the token's project when the server requires tokens."""
+        # Without a token the server serves every project: the run's is "default".
+        params = {"key": key, "limit": 1, **({} if self.token else {"project": "default"})}
+        page = self._send("GET", "/runs", params=params)
+        return UUID(page["data"][0]["run_id"]) if page["data"] else None
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
         """GET /runs."""

@@ -60,7 +60,7 @@ def run(
     token: str | None = None,
     key: str | None = None,
     name: str | None = None,
-    project: str = "default",
+    project: str | None = None,
     suite_version: str | int | None = None,
     model: str | None = None,
     provider: str | None = None,
@@ -71,7 +71,8 @@ def run(
     """A run to record as a `with` block: created on entry, completed and sealed on exit.
 
     `key` names the run in its project (default: the suite, the UTC time and a random suffix,
-    so each call is a new run); `thresholds` are gates on named scores (`{"exact_match": 1.0}`:
+    so each call is a new run); `project` defaults to the token's project on a server that
+    requires one, else "default"; `thresholds` are gates on named scores (`{"exact_match": 1.0}`:
     a case passes iff each score is at least its threshold), added to `config`'s.
     """
     header = run_header(
@@ -105,7 +106,7 @@ def run_header(
     agent_version: str | None = None,
     key: str | None = None,
     name: str | None = None,
-    project: str = "default",
+    project: str | None = None,
     suite_version: str | int | None = None,
     model: str | None = None,
     provider: str | None = None,
@@ -113,7 +114,11 @@ def run_header(
     config: RunConfig | Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
 ) -> BundleRun:
-    """The run's header from keyword arguments (checked: a refusal names the argument)."""
+    """The run's header from keyword arguments (checked: a refusal names the argument).
+
+    Without `project` the header leaves it unset: the store puts the run in the token's project
+    (a server with project tokens), else in "default".
+    """
     now = datetime.now(UTC)
     if isinstance(config, RunConfig):
         run_config = config
@@ -134,7 +139,7 @@ def run_header(
         # is then the one that speaks).
         key=key or f"{suite[: MAX_KEY_CHARS - 26]}-{now:%Y%m%dT%H%M%SZ}-{uuid4().hex[:8]}",
         name=name,
-        project=project,
+        **({"project": project} if project is not None else {}),
         suite=build(SuiteRef, "suite", name=suite, version=suite_version),
         agent=build(
             AgentSnapshot,
@@ -167,7 +172,9 @@ class RunRecorder:
         self._connect = backend if callable(backend) else None
         self.header = header
         self.id: UUID = run_id_for(header.project, header.key)
-        """The run's id (deterministic: the project and key name it)."""
+        """The run's id (deterministic: the project and key name it). Without a project given,
+        the store's answer on `start` (a token's project names it there)."""
+        self._create_key = f"run-{self.id}"
         self._owns_backend = owns_backend
         # The run's score gates are the user's `thresholds` (`evaledger.run`): checked at close.
         # An Inspect task's gate is its importer's, which an all-errored task never meets.
@@ -205,7 +212,7 @@ class RunRecorder:
         if not self._started:
             if self._rerun:
                 self._adopt_recorded_times()
-            self.backend.create_run(self.header, f"run-{self.id}")
+            self.id = self.backend.create_run(self.header, self._create_key)
             self._started = True
         return self
 
@@ -215,6 +222,12 @@ class RunRecorder:
         The same block run again then sends the very bodies it sent before (a no-op), a changed
         one conflicts, and an unfinished run gets its missing cases.
         """
+        if "project" not in self.header.model_fields_set:
+            # The project is the store's to say (a token's own): find the run by its key there.
+            found = self.backend.run_id_of(self.key)
+            if found is None:
+                return
+            self.id = found
         recorded = self.backend.recorded(self.id)
         if recorded is None:
             return

@@ -8,9 +8,10 @@ so every stored verdict says exactly which prompt produced it.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,17 +290,32 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
 def parse_score(value: Any, metric: str, low: int = 0, high: int = MAX_SCORE) -> int:
-    """A judge's score truncated to int and clamped to low..high (§3.1); a bool is no score."""
+    """A judge's score truncated to int and clamped to low..high (§3.1); a bool is no score.
+
+    An integer of any size is clamped (10**400 is 5), never turned into a float on the way; a
+    non-finite number (1e400 reads as infinity) is no score.
+    """
     if isinstance(value, bool) or value is None:
-        raise BlockError(f"metric {metric}: score {value!r} is not a number")
+        raise BlockError(f"metric {metric}: score {_shown(value)} is not a number")
+    if isinstance(value, int):
+        return max(low, min(high, value))
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise BlockError(f"metric {metric}: score {value!r} is not a number") from None
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        raise BlockError(f"metric {metric}: score {value!r} is not a number")
+            raise BlockError(f"metric {metric}: score {_shown(value)} is not a number") from None
+    if not isinstance(value, float) or not math.isfinite(value):
+        raise BlockError(f"metric {metric}: score {_shown(value)} is not a number")
     return max(low, min(high, int(value)))
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A judge's value as an error message quotes it: its repr, cut to `limit` characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for repr (sys.get_int_max_str_digits)
+        text = f"<an integer of {value.bit_length()} bits>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_turns(value: Any, turn_count: int) -> list[int]:
@@ -313,14 +329,27 @@ def parse_turns(value: Any, turn_count: int) -> list[int]:
 
 def block_fields(block: Mapping[str, Any], metric: str, turn_count: int) -> dict[str, Any]:
     """A metric block's fields besides its value: justification, failure code, turns (§3.1)."""
-    code = block.get("failure_code")
     justification = block.get("justification")
     return {
         "metric": metric,
         "justification": justification if isinstance(justification, str) else None,
-        "failure_code": code if isinstance(code, str) and code.strip() else None,
+        "failure_code": parse_failure_code(block.get("failure_code"), metric),
         "turns": parse_turns(block.get("turns"), turn_count),
     }
+
+
+def parse_failure_code(value: Any, metric: str) -> str | None:
+    """A block's `failure_code`: a label, or null (§3.1: "failure_code empty → null").
+
+    Empty or whitespace-only → null (no label). Anything but a string or null breaks the output
+    schema the judge was given (`"type": ["string", "null"]`): the block is invalid, the case an
+    error verdict, as for any invalid block — never a silent null.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BlockError(f"metric {metric}: failure_code {_shown(value)} is not a string or null")
+    return value if value.strip() else None
 
 
 def _metric(block: Any, m: MetricDefinition, turn_count: int) -> MetricScore:
@@ -346,10 +375,15 @@ def parse_outcomes(value: Any, outcomes: Sequence[str]) -> list[OutcomeResult]:
     # judge's k-th result with that statement (one dict per statement would let a later passing
     # duplicate overwrite a failing one). A judge that rephrased a statement is matched by
     # position.
-    by_statement: dict[Any, list[Any]] = {}
-    for item in value:
-        if isinstance(item, Mapping):
-            by_statement.setdefault(item.get("statement"), []).append(item)
+    by_statement: dict[str, list[Any]] = {}
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping) or item.get("statement") is None:
+            continue
+        if not isinstance(item["statement"], str):
+            # The output schema says a string: a list or an object is a malformed result.
+            shown = _shown(item["statement"])
+            raise BlockError(f"expected_outcomes[{i}]: statement {shown} is not a string")
+        by_statement.setdefault(item["statement"], []).append(item)
     seen: dict[str, int] = {}
     results = []
     for i, statement in enumerate(outcomes):
@@ -376,21 +410,83 @@ def strip_fence(raw: str) -> str:
     return fenced.group(1) if fenced else raw
 
 
-def parse_reply(raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedReply:
-    """Parse a raw reply under §3.1: unparseable or a missing/invalid block → error verdict."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _valid_text(value: Any) -> bool:
+    """Every string in the decoded value is valid Unicode (no lone surrogate)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def load_reply(raw: str) -> dict[str, Any] | ParsedReply:
+    """A reply's JSON object, or the unparseable reply's `ParsedReply` (an error verdict).
+
+    orjson refuses a number it cannot hold as a double (an integer of 400 digits); the standard
+    library reads it as the integer it is, which `parse_score` clamps like any other (§3.1).
+    That second reading refuses what orjson would (NaN, Infinity, a lone surrogate).
+    """
+    text = strip_fence(raw)
     try:
-        data = orjson.loads(strip_fence(raw))
+        data = orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
+        if "number" not in str(e):
+            return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError):
+            return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
+        if not _valid_text(data):
+            return ParsedReply(ParseStatus.UNPARSEABLE, error="unparseable reply: invalid text")
     if not isinstance(data, dict):
         return ParsedReply(ParseStatus.UNPARSEABLE, error="unparseable reply: not a JSON object")
-    try:
+    return data
+
+
+def parse_reply(raw: str, prompt: RenderedPrompt, turn_count: int) -> ParsedReply:
+    """Parse a raw reply under §3.1: unparseable or a missing/invalid block → error verdict.
+
+    Never raises: whatever the reply holds, the case gets a verdict or an error verdict.
+    """
+    data = load_reply(raw)
+    if isinstance(data, ParsedReply):
+        return data
+
+    def read() -> ParsedReply:
         scores = [_metric(data.get(m.name), m, turn_count) for m in prompt.metrics]
         outcomes = (
             parse_outcomes(data.get("expected_outcomes"), prompt.outcomes)
             if prompt.outcomes
             else []
         )
+        return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)
+
+    return guarded(read)
+
+
+def guarded(read: Callable[[], ParsedReply]) -> ParsedReply:
+    """`read()`, or the error verdict's `ParsedReply` for what reading a reply's blocks raised.
+
+    A `BlockError` names the block; anything else a malformed reply could still raise (a value
+    the event model refuses) is caught too, so that one bad reply never stops a pass.
+    """
+    try:
+        return read()
     except BlockError as e:
         return ParsedReply(ParseStatus.MISSING_METRICS, error=str(e))
-    return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as e:
+        error = f"invalid reply: {type(e).__name__}: {e}"
+        return ParsedReply(ParseStatus.MISSING_METRICS, error=error[:500])

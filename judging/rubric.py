@@ -34,10 +34,11 @@ from evaledger.judging.prompt import (
     ParsedReply,
     RenderedPrompt,
     block_fields,
+    guarded,
+    load_reply,
     parse_outcomes,
     parse_score,
     render_user,
-    strip_fence,
 )
 
 RUBRIC_FORMAT: Literal["evaledger.rubric/1"] = "evaledger.rubric/1"
@@ -405,13 +406,11 @@ def parse_rubric_reply(
     turn_count: int,
 ) -> ParsedReply:
     """Parse a reply to a rubric prompt: each answer read on its scale and mapped to 0-5."""
-    try:
-        data = orjson.loads(strip_fence(raw))
-    except orjson.JSONDecodeError as e:
-        return ParsedReply(ParseStatus.UNPARSEABLE, error=f"unparseable reply: {e}")
-    if not isinstance(data, dict):
-        return ParsedReply(ParseStatus.UNPARSEABLE, error="unparseable reply: not a JSON object")
-    try:
+    data = load_reply(raw)
+    if isinstance(data, ParsedReply):
+        return data
+
+    def read() -> ParsedReply:
         scores = []
         for m in prompt.metrics:
             rubric = rubrics.get(m.name) or default_rubric(m)
@@ -426,9 +425,9 @@ def parse_rubric_reply(
             if prompt.outcomes
             else []
         )
-    except BlockError as e:
-        return ParsedReply(ParseStatus.MISSING_METRICS, error=str(e))
-    return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)
+        return ParsedReply(ParseStatus.PARSED, metric_scores=scores, expected_outcomes=outcomes)
+
+    return guarded(read)
 
 
 def rescore_reply(

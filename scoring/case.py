@@ -25,7 +25,7 @@ from evaledger.domain.spec import (
 )
 from evaledger.domain.types import variant_label
 from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
-from evaledger.scoring.exact import meets_threshold
+from evaledger.scoring.exact import run_mean
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 from evaledger.scoring.models import (
     CaseScore,
@@ -421,19 +421,18 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
 
 
 def pass_rate_figures(
-    passed: int, failed: int, total: int, spec: ScoringSpec
-) -> tuple[float | None, float | None, bool | None]:
+    passed: int, total: int, spec: ScoringSpec
+) -> tuple[float, float | None, bool | None]:
     """A run's pass rate (fraction), its cases pass rate (%) and the cases threshold's verdict.
 
-    The pass rate is passed / every execution (errored, canceled and pending cases stay in the
-    denominator), but only once some case was decided: with no case passed or failed (every
-    case pending, errored or canceled, or none at all) it is None, never 0 — a run with no
-    failed case never reads 0 % (issue 18); the counts say why. Such a run still fails a
-    cases threshold that applies to it (nothing shows the threshold met).
+    The seed's figures (DESIGN §3.2), kept whatever else is shown: the pass rate is passed /
+    every execution (errored, canceled and pending cases stay in the denominator: an
+    all-errored run is 0.0); no executions → pass rate 0.0, cases pass rate and flag null.
+    A display may print "—" for a run with no case decided (`RunAggregate.decided`, from the
+    counts): the fields keep these values (issue 29).
     """
-    if passed == 0 and failed == 0:
-        verdict = None if spec.scorers or total == 0 else False
-        return None, None, verdict
+    if total == 0:
+        return 0.0, None, None
     pct = 100 * passed / total
     return passed / total, pct, threshold_passed(pct, spec.cases_pass_threshold, spec)
 
@@ -462,8 +461,8 @@ def decided_figures(
             unscored += count
         elif status == _PENDING_VALUE:
             pending += count
-    metrics_pct = _mean(overall_scores)
-    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, failed, total, spec)
+    metrics_pct = run_mean(overall_scores)
+    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, total, spec)
     fields = {
         "passed_count": passed,
         "failed_count": failed,
@@ -471,7 +470,7 @@ def decided_figures(
         "avg_overall_score": metrics_pct,
         "weighted_metrics_score_pct": metrics_pct,
         "metrics_pass_threshold": spec.metrics_pass_threshold,
-        "metrics_passed": metrics_threshold_passed(overall_scores, spec),
+        "metrics_passed": threshold_passed(metrics_pct, spec.metrics_pass_threshold, spec),
         "cases_pass_rate_pct": cases_pct,
         "cases_pass_threshold": spec.cases_pass_threshold,
         "cases_passed": cases_passed,
@@ -498,16 +497,6 @@ def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> 
     if pct is None or spec.scorers:
         return None
     return pct >= threshold
-
-
-def metrics_threshold_passed(overall_scores: Sequence[float], spec: ScoringSpec) -> bool | None:
-    """The metrics threshold's verdict: the mean at its stated precision, exactly (issue 22).
-
-    None when no case is scored, or when the run brings its source's scorers (`threshold_passed`).
-    """
-    if spec.scorers:
-        return None
-    return meets_threshold(overall_scores, spec.metrics_pass_threshold)
 
 
 def _source_metrics(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, Any]:

@@ -96,8 +96,7 @@ def run_headline(spec: ScoringSpec, aggregate: RunAggregate) -> Headline:
         metric = label = value = None
     # "—" for a run with no decided case, read from the counts: the aggregate's pass_rate keeps
     # the seed's meaning (0.0 for an empty or all-errored run) and is not this view's to change.
-    decided = aggregate.passed_count + aggregate.failed_count > 0
-    rate = aggregate.pass_rate if decided else None
+    rate = aggregate.pass_rate if aggregate.decided else None
     figure = metric_text(value, source=source is not None)
     text = NO_FIGURE if label is None else f"{label} {figure}"
     rate_text = NO_FIGURE if rate is None else f"{100 * rate:.1f}%"

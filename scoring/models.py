@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from evaledger.domain.model import StrictModel
 
@@ -137,6 +137,30 @@ class Coverage(StrictModel):
 class RunAggregate(StrictModel):
     """Connexity AggregateMetrics plus coverage; unrounded values."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_pass_rate(cls, data: Any) -> Any:
+        """Read a summary stored while a run with no case decided had a null pass rate.
+
+        Sessions before issue 29 stored `pass_rate` (and `cases_pass_rate_pct`) null for such a
+        run; its counts give the seed's figures back (0.0 for an all-errored run).
+        """
+        if isinstance(data, dict) and data.get("pass_rate", 0.0) is None:
+            total = data.get("total_executions") or 0
+            passed = data.get("passed_count") or 0
+            data = {**data, "pass_rate": passed / total if total else 0.0}
+            if total and data.get("cases_pass_rate_pct") is None:
+                data["cases_pass_rate_pct"] = 100 * passed / total
+        return data
+
+    @property
+    def decided(self) -> bool:
+        """Some case passed or failed; a display may print "—" for a run where none did.
+
+        A view from the counts for displays (issue 29): `pass_rate` keeps the seed's 0.0.
+        """
+        return self.passed_count > 0 or self.failed_count > 0
+
     unique_test_case_count: int
     total_executions: int = Field(description="Every case, whatever its status.")
     passed_count: int
@@ -146,10 +170,9 @@ class RunAggregate(StrictModel):
     )
     error_count: int
     canceled_count: int = 0
-    pass_rate: float | None = Field(
+    pass_rate: float = Field(
         description="passed_count / total_executions (errored, canceled and pending stay in "
-        "the denominator); null while no case passed or failed (every case pending, errored "
-        "or canceled, or none): a run with no failed case never reads 0 "
+        "the denominator: an all-errored run is 0.0); 0.0 with no executions "
         "(scoring.case.pass_rate_figures)."
     )
     latency_p50_ms: float | None = Field(
@@ -190,7 +213,10 @@ class RunAggregate(StrictModel):
     weighted_metrics_score_pct: float | None = None
     metrics_pass_threshold: float
     metrics_passed: bool | None = None
-    cases_pass_rate_pct: float | None = None
+    cases_pass_rate_pct: float | None = Field(
+        default=None,
+        description="passed_count / total_executions × 100; null with no executions.",
+    )
     cases_pass_threshold: float
     cases_passed: bool | None = None
     per_metric_means: dict[str, float] = Field(

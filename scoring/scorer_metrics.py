@@ -201,9 +201,7 @@ class GateCheck(StrictModel):
     """One command-line gate (`gate --min SCORER/METRIC=VALUE`, `--min-pass-rate X`)."""
 
     name: str = Field(description='"SCORER/METRIC", or "pass_rate".')
-    value: float | None = Field(
-        description="The run's figure; null for a pass rate no case decided (fails the check)."
-    )
+    value: float = Field(description="The run's figure.")
     minimum: float = Field(description="The least value that passes.")
     passed: bool
 
@@ -233,7 +231,7 @@ def gate_checks(
                 name="pass_rate",
                 value=aggregate.pass_rate,
                 minimum=min_pass_rate,
-                passed=aggregate.pass_rate is not None and aggregate.pass_rate >= min_pass_rate,
+                passed=aggregate.pass_rate >= min_pass_rate,
             )
         )
     return checks

@@ -317,17 +317,20 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         print(
             f"metrics: {fmt(agg.weighted_metrics_score_pct)} vs "
             f"{fmt(agg.metrics_pass_threshold)} → "
-            f"{fmt(agg.metrics_passed)}; cases: {fmt(agg.cases_pass_rate_pct)} vs "
+            f"{fmt(agg.metrics_passed)}; cases: "
+            f"{fmt(agg.cases_pass_rate_pct if agg.decided else None)} vs "
             f"{fmt(agg.cases_pass_threshold)} → {fmt(agg.cases_passed)}"
             + (
                 f" ({undecided(agg.model_dump(mode='json'))})"
-                if agg.cases_pass_rate_pct is None and agg.total_executions
+                if not agg.decided and agg.total_executions
                 else ""
             )
         )
     for c in checks:
         verdict = "ok" if c.passed else "FAILED"
-        print(f"{c.name}: {fmt(c.value, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
+        # A run no case decided shows "—" for its pass rate (the JSON keeps the seed's 0.0).
+        shown = None if c.name == "pass_rate" and not agg.decided else c.value
+        print(f"{c.name}: {fmt(shown, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
     if not (configured or checks):
         print(
             "gate: passed (no thresholds configured for this run; "

@@ -466,7 +466,7 @@ def _aggregate(
     return AggregateComparison(
         baseline_metrics=ba,
         candidate_metrics=ca,
-        pass_rate_delta=_delta(ba.pass_rate, ca.pass_rate),
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, _DP),
         avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
         latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
         latency_avg_increase_pct=(

@@ -31,11 +31,6 @@ def _signed(text: str) -> str:
     return text if text.startswith(("-", "—")) else f"+{text}"
 
 
-def _rate_cell(rate: float | None) -> str:
-    """A pass rate as a percentage; "—" for a run with no case passed or failed."""
-    return "—" if rate is None else f"{_fixed(rate * 100, 1, _DP - 2)}%"
-
-
 def _case_side(passed: bool | None, score: float | None) -> str:
     verdict = "pass" if passed is True else "fail" if passed is False else "—"
     return verdict if score is None else f"{verdict} {score:.1f}"
@@ -165,15 +160,13 @@ def _heading(c: RunComparison, gate_failures: Sequence[str]) -> list[str]:
 def _delta_table(agg: AggregateComparison) -> list[str]:
     ba, ca = agg.baseline_metrics, agg.candidate_metrics
     # Δ cells show the compared 4 dp deltas in full, so they never contradict a reason above.
-    pr_delta = (
-        "—" if agg.pass_rate_delta is None else f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"
-    )
+    pr_delta = f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"
     score_delta = _score_cell(agg.avg_score_delta)
     lines = [
         "| | Baseline | Candidate | Δ |",
         "|---|---:|---:|---:|",
-        f"| Pass rate | {_rate_cell(ba.pass_rate)} | {_rate_cell(ca.pass_rate)} "
-        f"| {_signed(pr_delta)} |",
+        f"| Pass rate | {_fixed(ba.pass_rate * 100, 1, _DP - 2)}% "
+        f"| {_fixed(ca.pass_rate * 100, 1, _DP - 2)}% | {_signed(pr_delta)} |",
         f"| Avg score | {_score_cell(ba.weighted_metrics_score_pct)} "
         f"| {_score_cell(ca.weighted_metrics_score_pct)} | {_signed(score_delta)} |",
         f"| Latency avg | {_fmt(ba.latency_avg_ms, '.0f', 'ms')} "

@@ -160,10 +160,9 @@ class AggregateComparison(StrictModel):
 
     baseline_metrics: RunAggregate
     candidate_metrics: RunAggregate
-    pass_rate_delta: float | None = Field(
-        description="Fraction, 4 dp; the verdict compares -pass_rate_delta > max_pass_rate_drop. "
-        "Null when a side has no pass rate (no case passed or failed); a candidate without one "
-        "against a baseline with one is a regression."
+    pass_rate_delta: float = Field(
+        description="Fraction, 4 dp; the verdict compares -pass_rate_delta > max_pass_rate_drop "
+        "(errored cases are in each side's pass-rate denominator)."
     )
     avg_score_delta: float | None = Field(
         default=None,

@@ -198,16 +198,12 @@ def _verdict(
     """Hold the reported (rounded) deltas against the thresholds; reasons quote those deltas."""
     reasons: list[str] = []
     base, cand = agg.baseline_metrics, agg.candidate_metrics
-    if base.pass_rate is not None and cand.pass_rate is None:
-        c = cand.coverage
-        reasons.append(
-            f"pass_rate unknown in the candidate: no case passed or failed ({c.errored} errored, "
-            f"{c.pending} pending, {c.canceled} canceled of {cand.total_executions})"
-        )
-    elif agg.pass_rate_delta is not None and -agg.pass_rate_delta > thresholds.max_pass_rate_drop:
+    # The seed's rule and message: errored cases count in the denominator (an all-errored
+    # candidate drops to 0.0), so a lost pass rate reads as the drop it is.
+    if -agg.pass_rate_delta > thresholds.max_pass_rate_drop:
         reasons.append(
             f"pass_rate dropped {_pct(-agg.pass_rate_delta)} "
-            f"({_fixed(base.pass_rate or 0.0, 2)} → {_fixed(cand.pass_rate or 0.0, 2)})"
+            f"({_fixed(base.pass_rate, 2)} → {_fixed(cand.pass_rate, 2)})"
         )
     bs, cs = base.weighted_metrics_score_pct, cand.weighted_metrics_score_pct
     score_delta = agg.avg_score_delta

@@ -1,6 +1,7 @@
 """Issues 18 and 25 at the command line: a case's transcript, `--variant`, a run no case decided
-(never 0 %), and a run whose source has no date (listed by its import time). SQLite and
-PostgreSQL, through `evaledger.api.cli.main` on real stores.
+(shown as "—" from its counts; its JSON keeps the seed's 0.0, issue 29), and a run whose source
+has no date (listed by its import time). SQLite and PostgreSQL, through `evaledger.api.cli.main`
+on real stores.
 """
 
 from __future__ import annotations
@@ -175,17 +176,19 @@ def _undecided_run(cli: Cli, tmp_path: Path) -> dict[str, Any]:
     return cli.imported(path)
 
 
-def test_a_run_with_no_case_passed_or_failed_has_a_null_pass_rate_with_its_counts(
+def test_a_run_with_no_case_passed_or_failed_keeps_the_seed_pass_rate_0_with_its_counts(
     cli: Cli, tmp_path: Path
 ) -> None:
+    # Issue 29: the seed's fields keep the seed's values (errored and pending cases are in the
+    # denominator); the counts say no case was decided, and text displays show "—" from them.
     run = _undecided_run(cli, tmp_path)
     agg = cli.json("show", run["run_id"])["aggregate"]
-    assert (agg["pass_rate"], agg["cases_pass_rate_pct"]) == (None, None)
+    assert (agg["pass_rate"], agg["cases_pass_rate_pct"], agg["cases_passed"]) == (0.0, 0.0, False)
     assert (agg["passed_count"], agg["failed_count"]) == (0, 0)
     assert (agg["coverage"]["errored"], agg["coverage"]["pending"]) == (1, 1)
     (listed,) = cli.json("runs")["data"]
     assert {k: listed[k] for k in ("pass_rate", "passed", "failed", "errored", "pending")} == {
-        "pass_rate": None,
+        "pass_rate": 0.0,
         "passed": 0,
         "failed": 0,
         "errored": 1,
@@ -216,7 +219,7 @@ def test_runs_show_and_gate_never_print_0_percent_for_an_undecided_run(
     assert "pass_rate: — vs min 0.5000 → FAILED" in out
     gate = cli("gate", run["run_key"], "--json")
     checks = orjson.loads(gate[1])
-    assert (gate[0], checks["passed"], checks["aggregate"]["pass_rate"]) == (1, False, None)
+    assert (gate[0], checks["passed"], checks["aggregate"]["pass_rate"]) == (1, False, 0.0)
 
 
 def test_an_imported_run_with_one_pending_case_and_no_failure_never_reads_0(
@@ -228,9 +231,9 @@ def test_an_imported_run_with_one_pending_case_and_no_failure_never_reads_0(
     path = tmp_path / "one.json"
     path.write_text(json.dumps(data))
     run = cli.imported(path)
-    assert cli.json("show", run["run_id"])["aggregate"]["pass_rate"] is None
+    assert cli.json("show", run["run_id"])["aggregate"]["pass_rate"] == 0.0
     compared = cli("compare", run["run_key"], run["run_key"], "--markdown")
-    assert "| Pass rate | — | — | — |" in compared[1]
+    assert "| Pass rate | 0.0% | 0.0% | +0.0pt |" in compared[1]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -190,8 +190,10 @@ def test_an_inspect_log_imports_with_its_own_accuracy_as_the_pass_rate(
     agg = shown(cli, row["run_id"])["aggregate"]
     accuracy = inspect_accuracy(path)
     if accuracy is None:
-        # Run without scorers: every case waits for a verdict, so no pass rate (never 0 %).
-        assert (agg["pass_rate"], agg["coverage"]["pending"]) == (None, row["cases"])
+        # Run without scorers: every case waits for a verdict; pending cases stay in the
+        # denominator, so the seed's pass rate is 0.0 (issue 29; displays show "—").
+        assert (agg["pass_rate"], agg["coverage"]["pending"]) == (0.0, row["cases"])
+        assert (agg["passed_count"], agg["failed_count"]) == (0, 0)
         assert "named_score_means" not in agg
     else:
         assert agg["pass_rate"] == pytest.approx(accuracy, abs=1e-12)
@@ -564,13 +566,13 @@ def test_compare_two_imported_inspect_logs(cli: Cli) -> None:
     assert code == 0, err
     result = orjson.loads(out)
     assert len(result["test_case_comparisons"]) == 10
-    # The unscored log decided no case: no pass rate (never 0 %), so no pass-rate delta.
+    # The unscored log decided no case: the seed's pass rate 0.0 (issue 29), a delta of +0.8.
     agg = result["aggregate"]
     assert (agg["baseline_metrics"]["pass_rate"], agg["candidate_metrics"]["pass_rate"]) == (
-        None,
+        0.0,
         0.8,
     )
-    assert agg["pass_rate_delta"] is None
+    assert agg["pass_rate_delta"] == 0.8
     assert result["baseline_only_test_cases"] == result["candidate_only_test_cases"] == []
     (named,) = result["named_scores"]
     assert (named["name"], named["baseline_mean"], named["candidate_mean"]) == ("match", None, 0.8)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,13 @@ def test_ctrl_c_in_a_pass_keeps_what_was_recorded_and_exits_130(
     def script(kind: str, body: dict[str, Any]) -> Answer:
         if judges.calls() == 1:
             return default_script(kind, body)
-        # The user presses Ctrl-C while the second call is in flight.
+        # The user presses Ctrl-C while the second call is in flight, once the first call's
+        # verdict is in the store: the runner records it in a worker thread while the second
+        # call goes out, and a Ctrl-C before that write lands would leave "made 0 of 2" (the
+        # state the test needs is waited for, not assumed from timing).
+        deadline = time.monotonic() + 120
+        while count(store_url) < before + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
         return Answer(text="{}", delay_s=5)
 

@@ -162,11 +162,7 @@ def reference_compare_results(
     aggregate = AggregateComparison(
         baseline_metrics=ba,
         candidate_metrics=ca,
-        pass_rate_delta=(
-            None
-            if ba.pass_rate is None or ca.pass_rate is None
-            else round(ca.pass_rate - ba.pass_rate, 4)
-        ),
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, 4),
         avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
         latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
         latency_avg_increase_pct=(

@@ -931,12 +931,12 @@ def test_an_agent_crash_does_not_trip_the_latency_regression() -> None:
 
 
 def test_two_runs_without_cases_compare_to_no_deltas_and_no_regression() -> None:
-    """No case passed or failed on either side: no pass rate (never 0 %), so no delta."""
+    """No executions on either side: the seed's pass rate 0.0 on both, a delta of 0.0."""
     result = compare(run([]), run([], run_id=CAND_ID))
     agg = result.aggregate
-    assert (agg.baseline_metrics.pass_rate, agg.candidate_metrics.pass_rate) == (None, None)
+    assert (agg.baseline_metrics.pass_rate, agg.candidate_metrics.pass_rate) == (0.0, 0.0)
     assert (agg.pass_rate_delta, agg.avg_score_delta, agg.latency_avg_increase_pct) == (
-        None,
+        0.0,
         None,
         None,
     )
@@ -946,22 +946,20 @@ def test_two_runs_without_cases_compare_to_no_deltas_and_no_regression() -> None
     assert "latency check skipped: no latency data in baseline and candidate" in result.warnings
 
 
-def test_a_candidate_whose_every_case_errored_has_no_pass_rate_and_is_a_regression() -> None:
+def test_a_candidate_whose_every_case_errored_drops_its_pass_rate_to_0_as_the_seed_says() -> None:
+    """Errored cases stay in the denominator: 1.00 → 0.00 is the seed's drop (issue 29)."""
     base = run([case("a"), case("b")])
     cand = run(
         [case("a", None, None, errored=True, run_id=CAND_ID), case("b", None, None, errored=True)],
         run_id=CAND_ID,
     )
     result = compare(base, cand)
-    assert result.aggregate.candidate_metrics.pass_rate is None
-    assert result.aggregate.pass_rate_delta is None
+    assert result.aggregate.candidate_metrics.pass_rate == 0.0
+    assert result.aggregate.pass_rate_delta == -1.0
     assert result.verdict.regression_detected
-    assert result.verdict.reasons[0] == (
-        "pass_rate unknown in the candidate: no case passed or failed "
-        "(2 errored, 0 pending, 0 canceled of 2)"
-    )
+    assert result.verdict.reasons[0] == "pass_rate dropped 100% (1.00 → 0.00)"
     md = render_markdown(result)
-    assert "| Pass rate | 100.0% | — | — |" in md
+    assert "| Pass rate | 100.0% | 0.0% | -100.0pt |" in md
 
 
 def test_markdown_delta_cells_agree_with_the_reasons() -> None:

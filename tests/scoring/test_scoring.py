@@ -1160,7 +1160,7 @@ def test_a_run_with_no_executions_has_zero_counts_and_null_flags() -> None:
     assert scores == []
     assert (run.total_executions, run.unique_test_case_count) == (0, 0)
     assert (run.passed_count, run.failed_count, run.error_count, run.canceled_count) == (0, 0, 0, 0)
-    assert run.pass_rate is None  # no case decided: no pass rate, never 0 (issue 18)
+    assert run.pass_rate == 0.0  # the seed's value (DESIGN §3.2; issue 29 restores it)
     assert run.weighted_metrics_score_pct is None
     assert run.avg_overall_score is None
     assert run.metrics_passed is None

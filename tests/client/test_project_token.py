@@ -1,0 +1,70 @@
+"""Issue 29: `evaledger.run(..., url=, token=)` with a project token records into the token's
+project when no project is given (it was refused: "this token is for project 'acme', not
+'default'"). A live `evaledger serve` on loopback, a real project token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import evaledger
+from evaledger.api.bootstrap import Settings, build_services
+from evaledger.domain.aggregates import case_id_for, run_id_for
+from evaledger.domain.events import TokenScope
+from evaledger.domain.ledger import Context
+from tests.client.conftest import Target
+from tests.reliability.test_tenancy import serving
+
+
+@pytest.fixture
+def acme(tmp_path: Path) -> Iterator[Target]:
+    """A served store and a write token of project 'acme'."""
+    db = f"sqlite:///{tmp_path}/served/"
+    services = build_services(Settings(db=db))
+    try:
+        token = services.ledger.issue_token(
+            "acme", TokenScope.WRITE, "ci", Context(actor="ops")
+        ).token
+    finally:
+        services.close()
+    with serving(db, "127.0.0.1", tmp_path / "serve.log") as base:
+        yield Target({"url": base, "token": token}, db)
+
+
+def _record(target: Target, key: str | None = None) -> evaledger.RunRecorder:
+    with (
+        evaledger.run("support", agent="bot", key=key, **target.kwargs) as run,
+        run.case("refund", input="a refund please") as case,
+    ):
+        case.turn("assistant", "done", latency_ms=10)
+        case.score("accuracy", 1.0)
+    return run
+
+
+@pytest.mark.slow
+def test_a_project_token_records_into_its_project_when_none_is_given(acme: Target) -> None:
+    run = _record(acme)
+    assert run.id == run_id_for("acme", run.key)
+    again = _record(acme, key="nightly-1")
+    _record(acme, key="nightly-1")  # the same block again: found by key in 'acme', a no-op
+    services = build_services(Settings(db=acme.db))
+    try:
+        for recorded in (run, again):
+            assert services.ledger.project_of(recorded.id) == "acme"
+            assert services.ledger.get_run(recorded.id).status.value == "completed"
+        events = services.ledger.events_of(case_id_for(again.id, "refund", 0, ""))
+        assert [type(e).__name__ for e in events].count("CaseOpened") == 1
+        assert services.ledger.find_run("default", run.key) is None
+    finally:
+        services.close()
+    # Reading names the project (the reader's default stays "default", as before).
+    with evaledger.open(project="acme", **acme.kwargs) as reader:
+        assert {r.run_key for r in reader.runs()} == {run.key, "nightly-1"}
+        assert reader.show("nightly-1").run.run_id == again.id
+    # A project named explicitly is still held against the token's.
+    with pytest.raises(evaledger.PermissionDeniedError) as refused:
+        evaledger.run("support", agent="bot", project="default", **acme.kwargs).__enter__()
+    assert refused.value.field == "run.project"
