@@ -1,5 +1,5 @@
 """The live Inspect hook: a task run with the mock model fills the ledger as samples end; its
-log imported afterwards writes nothing new."""
+log imported afterwards adds no case, only what the log alone has."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ print(log.location)
 
 
 @pytest.mark.slow
-def test_a_task_recorded_live_then_imported_writes_nothing_new(tmp_path: Path) -> None:
+def test_a_task_recorded_live_then_imported_adds_only_the_logs_own_facts(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/store/"
     done = run_inspect(EVAL, tmp_path, {"EVALEDGER_DB": db})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -71,12 +71,17 @@ def test_a_task_recorded_live_then_imported_writes_nothing_new(tmp_path: Path) -
     imported = run_cli("import", log, "--db", db, "--json")
     assert imported.returncode == 0, imported.stderr
     (result,) = json.loads(imported.stdout)["imported"]
+    # Session 7: the same run and cases; the log's status and Inspect's figures, which only
+    # the log has, are added as one event (was: nothing written).
     assert (result["run_id"], result["cases"], result["new_cases"], result["events"]) == (
         str(run.run_id),
         4,
         0,
-        0,
+        1,
     )
+    with evaledger.open(db) as reader:
+        (after,) = reader.runs()
+    assert after.labels["inspect.status"] == "success"
 
 
 # A task for the real `inspect eval` command: samples run one at a time, and each sample's scorer
@@ -275,7 +280,8 @@ def test_a_task_that_errors_leaves_no_run_running(tmp_path: Path) -> None:
     imported = run_cli("import", str(log), "--db", db, "--json")
     assert imported.returncode == 0, imported.stderr
     (result,) = json.loads(imported.stdout)["imported"]
-    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 0)
+    # The same run and cases; the log's status label is added (one event).
+    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 1)
 
 
 SLOW_EVAL = (
@@ -334,7 +340,8 @@ def test_a_task_interrupted_by_ctrl_c_cancels_its_run(tmp_path: Path) -> None:
     imported = run_cli("import", str(log), "--db", db, "--json")
     assert imported.returncode == 0, imported.stderr
     (result,) = json.loads(imported.stdout)["imported"]
-    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 0)
+    # The same run and cases; the log's status label is added (one event).
+    assert (result["run_id"], result["new_cases"], result["events"]) == (str(run.run_id), 0, 1)
 
 
 def case_recorded(events: Path) -> bool:
