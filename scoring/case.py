@@ -638,7 +638,7 @@ def variant_figures(results: Sequence[TestCaseResult], spec: ScoringSpec) -> lis
                 executions=executions,
                 passed_count=passed,
                 failed_count=failed,
-                pass_rate=pass_rate_figures(passed, failed, executions, spec)[0],
+                pass_rate=pass_rate_figures(passed, executions, spec)[0],
             )
         )
     return out
