@@ -33,6 +33,7 @@ from evaledger.domain.events import (
     OutcomeEvaluated,
     ParseStatus,
     Role,
+    ScoreOverridden,
     ScoreScale,
     StructuralCheckRecorded,
     TranscriptRecorded,
@@ -66,6 +67,7 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     VerdictOverridden: 1,
     VerdictInvalidated: 1,
     NamedScoresRecorded: 1,
+    ScoreOverridden: 1,
     HumanLabelRecorded: 1,
     CaseFlagged: 1,
     CaseUnflagged: 1,
@@ -207,6 +209,7 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
         agent_provider=agent_provider,
         last_version=opened.version,
         named_scores={},
+        score_overrides={},
     )
 
 
@@ -284,6 +287,13 @@ def _named_scores(facts: CaseFacts, data: State) -> None:
         number = _named_number(score)
         if number is not None:
             facts.named_scores[score["name"]] = number
+            # The scorer's later reading supersedes an earlier human override of it.
+            facts.score_overrides.pop(score["name"], None)
+
+
+def _score_overridden(facts: CaseFacts, data: State) -> None:
+    facts.named_scores[data["score"]] = float(data["value"])
+    facts.score_overrides[data["score"]] = data["reason"]
 
 
 def _outcomes_evaluated(facts: CaseFacts, data: State) -> None:
@@ -342,6 +352,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     VerdictOverridden: _overridden,
     VerdictInvalidated: _invalidated,
     NamedScoresRecorded: _named_scores,
+    ScoreOverridden: _score_overridden,
     # A reviewer's label and flags score nothing: agreement and the review queue read them
     # from `judge_votes_v1`'s tables (projections/votes.py).
     HumanLabelRecorded: _unscored,

@@ -105,6 +105,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
         override_reason=(
             forced.override_reasons[-1] if forced is not None and forced.override_reasons else None
         ),
+        score_overrides=facts.score_overrides,
     )
     if decision.gate in _EXECUTION_RULES:
         # An execution that errored or was canceled is not judged: its verdicts show nowhere.

@@ -85,6 +85,8 @@ class Evidence(NamedTuple):
     judge_error: str | None
     outcomes: Sequence[OutcomeFact]
     override_reason: str | None
+    score_overrides: Mapping[str, str]
+    """Named scores a human overrode, with the reason (`ScoreOverridden`)."""
 
 
 def recorded(facts: CaseFacts) -> bool:
@@ -183,7 +185,12 @@ def explain(decision: Decision, case: Signals, spec: ScoringSpec, evidence: Evid
     if gate is GateRule.SCORE_GATE:
         gated = score_gate(case.named_scores or {}, spec)
         assert gated is not None
-        return gated[1]
+        overridden = [
+            f"{name} overridden by a human: {why}"
+            for name, why in evidence.score_overrides.items()
+            if any(g.score == name for g in spec.score_gates)
+        ]
+        return "; ".join([gated[1], *overridden])
     if gate is GateRule.NO_TRANSCRIPT:
         if evidence.has_transcript:
             return "the recorded transcript has no turns"

@@ -113,6 +113,10 @@ class CaseFacts(StrictModel):
     named_scores: dict[str, float] = Field(
         default_factory=dict, description="Peer named scores by name (latest), numeric readings."
     )
+    score_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="Named scores a human overrode (ScoreOverridden), with the latest reason.",
+    )
 
     @property
     def assistant_latencies(self) -> list[float]:

@@ -33,6 +33,7 @@ from evaledger.domain.events.case import (
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
+    ScoreOverridden,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -72,6 +73,7 @@ from evaledger.domain.events.values import (
     OutcomeResult,
     ParseStatus,
     Role,
+    ScoreLabel,
     ScoreScale,
     SuiteRef,
     TestCaseSnapshot,
@@ -110,6 +112,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     HumanLabelRecorded,
     CaseFlagged,
     CaseUnflagged,
+    ScoreOverridden,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -156,6 +159,8 @@ __all__ = [
     "RunEvent",
     "RunFailed",
     "RunStarted",
+    "ScoreLabel",
+    "ScoreOverridden",
     "ScoreScale",
     "StructuralCheckRecorded",
     "SuiteRef",
