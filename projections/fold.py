@@ -26,6 +26,7 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScore,
@@ -60,6 +61,7 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     TranscriptRecorded: 1,
     ExecutionErrored: 1,
     ExecutionCanceled: 1,
+    ExecutionSkipped: 1,
     JudgeVerdictRecorded: 1,
     OutcomeEvaluated: 1,
     ClaimsVerified: 1,
@@ -202,6 +204,7 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
         error_message=None,
         error_kind=None,
         canceled=False,
+        skipped=None,
         verdicts=[],
         outcome_evaluations=[],
         claims=[],
@@ -247,6 +250,10 @@ def _errored(facts: CaseFacts, data: State) -> None:
 
 def _canceled(facts: CaseFacts, data: State) -> None:
     facts.canceled = True
+
+
+def _skipped(facts: CaseFacts, data: State) -> None:
+    facts.skipped = data.get("outcome", "skipped")
 
 
 def _verdict(facts: CaseFacts, data: State) -> None:
@@ -345,6 +352,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     TranscriptRecorded: _transcript,
     ExecutionErrored: _errored,
     ExecutionCanceled: _canceled,
+    ExecutionSkipped: _skipped,
     JudgeVerdictRecorded: _verdict,
     OutcomeEvaluated: _outcomes_evaluated,
     ClaimsVerified: _claims,

@@ -104,6 +104,10 @@ class CaseFacts(StrictModel):
     error_message: str | None = None
     error_kind: str | None = None
     canceled: bool = False
+    skipped: str | None = Field(
+        default=None,
+        description="Not an execution (ExecutionSkipped): skipped, xfailed or xpassed.",
+    )
     verdicts: list[VerdictFact] = Field(default_factory=list)
     outcome_evaluations: list[list[OutcomeFact]] = Field(default_factory=list)
     claims: list[ClaimSupport] = Field(default_factory=list)

@@ -29,11 +29,13 @@ from evaledger.domain.events.case import (
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
     ScoreOverridden,
+    SkipOutcome,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -113,6 +115,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     CaseFlagged,
     CaseUnflagged,
     ScoreOverridden,
+    ExecutionSkipped,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -140,6 +143,7 @@ __all__ = [
     "DomainEvent",
     "ExecutionCanceled",
     "ExecutionErrored",
+    "ExecutionSkipped",
     "ExpectedOutcome",
     "HumanLabelRecorded",
     "IdempotencyKeyUsed",
@@ -162,6 +166,7 @@ __all__ = [
     "ScoreLabel",
     "ScoreOverridden",
     "ScoreScale",
+    "SkipOutcome",
     "StructuralCheckRecorded",
     "SuiteRef",
     "TestCaseSnapshot",

@@ -74,6 +74,26 @@ class ExecutionCanceled(CaseEvent):
     reason: str | None = None
 
 
+SkipOutcome = Literal["skipped", "xfailed", "xpassed"]
+"""How a test runner reported a test that was not an execution (pytest's own words)."""
+
+
+class ExecutionSkipped(CaseEvent):
+    """The test runner skipped the case, or it was an expected failure: not an execution.
+
+    The case stays in the run, shown apart (status `skipped`), and out of `total_executions`
+    and the pass rate's denominator, as pytest leaves skipped and xfailed tests out of its own
+    pass count.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_skipped"
+
+    outcome: SkipOutcome = Field(
+        default="skipped", description="skipped, xfailed or xpassed (pytest's report)."
+    )
+    reason: str | None = Field(default=None, description="The runner's reason, if any.")
+
+
 class JudgeVerdictRecorded(CaseEvent):
     """One judge call: identity, prompt, raw reply verbatim, parsed scores; or an error."""
 

@@ -47,6 +47,7 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     ExpectedOutcome,
     HumanLabelRecorded,
     IdempotencyKeyUsed,
@@ -137,6 +138,7 @@ TOPICS = [
     "evaledger.case.flagged/v1",
     "evaledger.case.unflagged/v1",
     "evaledger.case.score_overridden/v1",
+    "evaledger.case.execution_skipped/v1",
 ]
 
 
@@ -381,6 +383,7 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
         ),
         CaseFlagged(**_meta(CASE_ID, 13), reason="caller asked twice for a human"),
         CaseUnflagged(**_meta(CASE_ID, 14), reason="checked: the hand-off happened"),
+        ExecutionSkipped(**_meta(CASE_ID, 16), outcome="xfailed", reason="issue 12: flaky"),
         ScoreOverridden(
             **_meta(CASE_ID, 15),
             score="match",
@@ -441,7 +444,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 28
+    assert len(EVENT_CLASSES) == 29
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES

@@ -19,6 +19,7 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
@@ -108,6 +109,8 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
         facts.error_kind = event.kind
     elif isinstance(event, ExecutionCanceled):
         facts.canceled = True
+    elif isinstance(event, ExecutionSkipped):
+        facts.skipped = event.outcome
     elif isinstance(event, JudgeVerdictRecorded):
         facts.verdicts.append(
             VerdictFact(
