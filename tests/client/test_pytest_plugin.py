@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,12 @@ import pytest
 
 import evaledger
 from evaledger.api.bootstrap import Settings, build_services
-from evaledger.domain.events import ExecutionErrored, ExecutionSkipped, OutcomeEvaluated
+from evaledger.domain.events import (
+    ExecutionErrored,
+    ExecutionSkipped,
+    OutcomeEvaluated,
+    TranscriptRecorded,
+)
 from tests.client.conftest import Target
 
 TESTS = """
@@ -291,3 +297,47 @@ def test_an_xpass_is_not_an_execution_and_a_strict_xpass_fails(
     assert statuses == {"test_xpassed": "skipped", "test_strict": "failed"}
     agg = report.aggregate
     assert (agg.total_executions, agg.failed_count, agg.skipped_count) == (1, 1, 1)
+
+
+def readme_fixture_example() -> str:
+    """The README's `evaledger_case` example, as written."""
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    (example,) = [b for b in blocks if "def test_" in b and "evaledger_case" in b]
+    return example
+
+
+@pytest.mark.slow
+def test_the_readme_fixture_example_records_its_turns_and_score(
+    folder: Path, tmp_path: Path
+) -> None:
+    (folder / "test_sample.py").write_text(readme_fixture_example())
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    done = run_pytest(folder, "--evaledger", db, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        (case,) = reader.show(run.run_id).cases
+    assert (case.test_case_key, case.status.value) == (
+        "test_sample.py::test_refund_policy",
+        "passed",
+    )
+    assert case.named_scores == {"mentions_30_days": 1.0}
+    services = build_services(Settings(db=db))
+    try:
+        (transcript,) = [
+            e for e in services.ledger.events_of(case.case_id) if isinstance(e, TranscriptRecorded)
+        ]
+    finally:
+        services.close()
+    # The turns as given, then the test's duration (no turn of the test's carried a latency).
+    assert [(t.role, t.content) for t in transcript.turns] == [
+        ("user", "Can I get a refund?"),
+        ("assistant", "Yes, within 30 days."),
+        ("assistant", None),
+    ]
+    assert transcript.turns[-1].latency_ms is not None
+    # Without --evaledger the same file runs as a plain test.
+    plain = run_pytest(folder, env=env)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout
