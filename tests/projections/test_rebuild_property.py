@@ -32,6 +32,7 @@ from evaledger.domain.events import (
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     MetricScore,
     NamedScore,
@@ -123,7 +124,9 @@ def verdict_st(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def case_st(draw: st.DrawFn) -> dict[str, Any]:
-    status = draw(st.sampled_from(["completed", "completed", "completed", "errored", "canceled"]))
+    status = draw(
+        st.sampled_from(["completed", "completed", "completed", "errored", "canceled", "skipped"])
+    )
     key = draw(st.sampled_from(CASE_KEYS))
     body: dict[str, Any] = {
         "test_case": {
@@ -136,6 +139,9 @@ def case_st(draw: st.DrawFn) -> dict[str, Any]:
     }
     if status == "errored":
         body["error"] = {"message": "timeout", "kind": "timeout"}
+    if status == "skipped":
+        # Not an execution (issue 30): a skipped or xfailed test.
+        body["skipped"] = {"outcome": draw(st.sampled_from(["skipped", "xfailed"]))}
     if status == "completed" and draw(st.booleans()):
         # A peer scorer's reading (Inspect's `match`), which an admin may override.
         match = {"name": "match", "value": draw(st.booleans()), "scale": "boolean"}
@@ -248,7 +254,17 @@ class Driver:
             return
         kind = self.draw(
             st.sampled_from(
-                ["transcript", "verdict", "outcomes", "claims", "check", "error", "cancel", "named"]
+                [
+                    "transcript",
+                    "verdict",
+                    "outcomes",
+                    "claims",
+                    "check",
+                    "error",
+                    "cancel",
+                    "named",
+                    "skip",
+                ]
             ),
             "fact",
         )
@@ -273,6 +289,8 @@ class Driver:
             cls, body = StructuralCheckRecorded, {"check": "hook", "status": status}
         elif kind == "error":
             cls, body = ExecutionErrored, {"message": "crash", "kind": None}
+        elif kind == "skip":
+            cls, body = ExecutionSkipped, {"outcome": "xfailed", "reason": "known bug"}
         elif kind == "named":
             correct = self.draw(st.booleans(), "match")
             cls = NamedScoresRecorded
