@@ -304,7 +304,7 @@ def readme_fixture_example() -> str:
     text = (Path(__file__).parents[2] / "README.md").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
     (example,) = [b for b in blocks if "def test_" in b and "evaledger_case" in b]
-    return example
+    return str(example)
 
 
 @pytest.mark.slow
