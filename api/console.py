@@ -419,6 +419,10 @@ def print_aggregate(aggregate: dict[str, Any], title: str, unknown: Collection[s
             value = None
         why = f"  ({undecided(aggregate)})" if name == "pass_rate" and value is None else ""
         print(f"  {name:<28} {fmt(value)}{why}")
+        if name == "total_executions" and aggregate.get("skipped_count"):
+            # Not executions (skipped, xfailed tests): apart, shown only when there are some.
+            skipped = aggregate["skipped_count"]
+            print(f"  {'skipped_count':<28} {skipped}  ({skipped} skipped: not executions)")
 
 
 RATE_FIELDS = ("pass_rate", "cases_pass_rate_pct")

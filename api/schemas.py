@@ -8,7 +8,15 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from evaledger.domain.events import Claim, JudgeIdentity, MetricScore, OutcomeResult, Turn, Usage
+from evaledger.domain.events import (
+    Claim,
+    JudgeIdentity,
+    MetricScore,
+    OutcomeResult,
+    ScoreLabel,
+    Turn,
+    Usage,
+)
 from evaledger.domain.ledger import Written as LedgerWritten
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.model import FrozenModel
@@ -183,6 +191,31 @@ class OverrideBody(FrozenModel):
     reason: str = Field(min_length=1)
 
 
+class ScoreOverrideBody(FrozenModel):
+    """POST /cases/{id}/score-overrides: an admin corrects a source scorer's verdict."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "score": "match",
+                    "value": 1.0,
+                    "reason": "The answer is right; the target's spelling differs.",
+                }
+            ]
+        },
+    )
+
+    score: str = Field(
+        min_length=1, max_length=200, description="One of the case's named scores (`match`)."
+    )
+    value: float = Field(
+        allow_inf_nan=False,
+        description="Its corrected numeric reading (binary and graded scores: 1 pass, 0 fail).",
+    )
+    reason: str = Field(min_length=1, max_length=4000, description="Why the scorer was wrong.")
+
+
 class InvalidateBody(FrozenModel):
     """POST /cases/{id}/invalidations."""
 
@@ -210,6 +243,10 @@ class LabelBody(FrozenModel):
         default_factory=list, description="Optional scores of metrics (0-5, or passed)."
     )
     comment: str | None = Field(default=None, max_length=4000)
+    named_scores: list[ScoreLabel] = Field(
+        default_factory=list,
+        description="Optional readings of the case's own scorers (`match`: 1 pass, 0 fail).",
+    )
 
 
 class FlagBody(FrozenModel):

@@ -2,8 +2,10 @@
 
 A passed test is a completed case whose outcome "the test passes" held; a failed one carries the
 assertion message as that outcome's justification; an error in set-up or tear-down makes the case
-errored, a skip canceled. The test's duration is the latency of the case's one assistant turn.
-The fixture `evaledger_case` adds scores, outcomes and turns to the test's case.
+errored. A skipped, xfailed or (non-strict) xpassed test is not an execution, as pytest counts
+it: its case is `skipped` (ExecutionSkipped), shown apart and outside `total_executions`; a strict
+xpass is pytest's failure and fails. The test's duration is the latency of the case's one
+assistant turn. The fixture `evaledger_case` adds scores, outcomes and turns to the test's case.
 
 With pytest-xdist the controller creates the run and completes it; each worker records the cases
 of the tests it runs into that run (its header travels in `workerinput`). Without `--evaledger`
@@ -21,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from evaledger.client.recorder import CaseRecorder, RunRecorder
+    from evaledger.domain.events import SkipOutcome
 
 WORKER_KEY = "evaledger_run"
 """The run header (JSON) the controller hands to each xdist worker."""
@@ -171,15 +174,34 @@ def record_reports(case: CaseRecorder, reports: list[pytest.TestReport]) -> None
     if not any(t.role == "assistant" and t.latency_ms is not None for t in case.turns):
         case.turn("assistant", None, latency_ms=duration_ms)
     failed_phase = next((r for r in reports if r.failed), None)
-    if any(r.skipped for r in reports) and failed_phase is None:
-        case.cancel()
-        return
+    if failed_phase is None:
+        skip = not_an_execution(reports)
+        if skip is not None:
+            case.skip(*skip)
+            return
     if failed_phase is not None and failed_phase.when != "call":
         case.record(TestFailed(message_of(failed_phase)))  # errored
         return
     message = message_of(failed_phase) if failed_phase is not None else None
     case.outcome(PASSES, passed=failed_phase is None, justification=message)
     case.record()
+
+
+def not_an_execution(reports: list[pytest.TestReport]) -> tuple[SkipOutcome, str | None] | None:
+    """The outcome of a test pytest counts neither passed nor failed, with its reason.
+
+    A skip, an xfail, and a non-strict xpass (pytest's summary shows each apart from passed and
+    failed); a strict xpass is pytest's failure and reaches here as a failed report. None for a
+    test pytest counts as passed.
+    """
+    for r in reports:
+        expected: str | None = getattr(r, "wasxfail", None)
+        if expected is not None:
+            return ("xfailed" if r.skipped else "xpassed"), expected or None
+        if r.skipped:
+            reason = r.longrepr[2] if isinstance(r.longrepr, tuple) else None
+            return "skipped", (reason.removeprefix("Skipped: ") or None) if reason else None
+    return None
 
 
 def message_of(report: pytest.TestReport) -> str:

@@ -28,6 +28,7 @@ from evaledger.domain.bundle import (
     BundleNamedScores,
     BundleOutcomes,
     BundleRun,
+    BundleSkip,
     BundleVerdict,
 )
 from evaledger.domain.errors import IdempotencyConflictError, StateError, ValidationError
@@ -39,6 +40,7 @@ from evaledger.domain.events import (
     NamedScore,
     OutcomeResult,
     ScoreScale,
+    SkipOutcome,
     SuiteRef,
     TestCaseSnapshot,
     Turn,
@@ -570,8 +572,17 @@ class CaseRecorder:
         if cost_usd is not None:
             self._cost_usd = _cost(cost_usd)
 
-    def bundle(self, error: BaseException | None = None, *, canceled: bool = False) -> BundleCase:
-        """The case as the ledger stores it; an exception makes it errored (or canceled)."""
+    def bundle(
+        self,
+        error: BaseException | None = None,
+        *,
+        canceled: bool = False,
+        skipped: BundleSkip | None = None,
+    ) -> BundleCase:
+        """The case as the ledger stores it; an exception makes it errored (or canceled).
+
+        `skipped`: not an execution (a skipped or xfailed test), counted apart.
+        """
         turns = list(self.turns)
         if self.input is not None and not (
             turns and turns[0].role == "user" and turns[0].content == self.input
@@ -585,6 +596,8 @@ class CaseRecorder:
             failure = BundleError(message=error_text(error), kind=type(error).__name__)
         elif error is not None or canceled:
             status = BundleCaseStatus.CANCELED
+        elif skipped is not None:
+            status = BundleCaseStatus.SKIPPED
         return build(
             BundleCase,
             "case",
@@ -600,6 +613,7 @@ class CaseRecorder:
             verdicts=self.verdicts,
             outcomes=self.outcomes,
             named_scores=self.named_scores,
+            skipped=skipped,
         )
 
     def record(self, error: BaseException | None = None) -> UUID:
@@ -610,9 +624,16 @@ class CaseRecorder:
         return self.id
 
     def cancel(self) -> UUID:
-        """Write the case as canceled (it did not run: a skipped test)."""
+        """Write the case as canceled (it did not run)."""
         if self.id is None:
             self.written = self.bundle(canceled=True)
+            self.id = self._write(self.written)
+        return self.id
+
+    def skip(self, outcome: SkipOutcome = "skipped", reason: str | None = None) -> UUID:
+        """Write the case as not an execution: a skipped, xfailed or xpassed test."""
+        if self.id is None:
+            self.written = self.bundle(skipped=BundleSkip(outcome=outcome, reason=reason))
             self.id = self._write(self.written)
         return self.id
 

@@ -39,6 +39,7 @@ from evaledger.domain.events import (
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
+    NamedScoresRecorded,
     OutcomeResult,
     RunCanceled,
     RunCompleted,
@@ -46,6 +47,8 @@ from evaledger.domain.events import (
     RunEvent,
     RunFailed,
     RunStarted,
+    ScoreLabel,
+    ScoreOverridden,
     SourceResultsRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -345,6 +348,8 @@ class Case(Aggregate):
     errored: bool
     canceled: bool
     verdict_ids: set[UUID]
+    scores: set[str]
+    """The case's named scores that have a numeric reading (an override or label names one)."""
     flag: str | None
     """The reason of the case's standing flag (None: not flagged)."""
 
@@ -365,6 +370,7 @@ class Case(Aggregate):
             self.errored = False
             self.canceled = False
             self.verdict_ids = set()
+            self.scores = set()
             self.flag = None
         elif isinstance(event, TranscriptRecorded):
             self.turn_count = len(event.turns)
@@ -375,6 +381,8 @@ class Case(Aggregate):
             self.canceled = True
         elif isinstance(event, JudgeVerdictRecorded):
             self.verdict_ids.add(event.verdict_id)
+        elif isinstance(event, NamedScoresRecorded):
+            self.scores.update(s.name for s in event.scores if s.number is not None)
         elif isinstance(event, CaseFlagged):
             self.flag = event.reason
         elif isinstance(event, CaseUnflagged):
@@ -417,8 +425,22 @@ class Case(Aggregate):
                 self._check_scores(fields["metric_scores"], catalogue, "metric_scores")
         if cls is HumanLabelRecorded:
             self._check_scores(fields.get("metric_scores") or [], catalogue, "metric_scores")
+            for i, label in enumerate(fields.get("named_scores") or ()):
+                name = label.score if isinstance(label, ScoreLabel) else label.get("score")
+                self._check_named(name, f"named_scores[{i}].score")
+        if cls is ScoreOverridden:
+            self._check_named(fields.get("score"), "score")
         self._check_flag(cls)
         return self._trigger_with(cls, meta, dumped, fields)
+
+    def _check_named(self, name: object, field: str) -> None:
+        """A scorer override or label names one of the case's own numeric named scores."""
+        if isinstance(name, str) and name in self.scores:
+            return
+        known = ", ".join(sorted(self.scores)) or "none"
+        raise ValidationError(
+            f"{field}: the case has no named score {name!r} (it has: {known})", field=field
+        )
 
     def _check_flag(self, cls: type[CaseEvent]) -> None:
         """A case is flagged once until unflagged; only a flagged case can be unflagged."""

@@ -17,6 +17,7 @@ from evaledger.domain.events import (
     NamedScore,
     OutcomeResult,
     ParseStatus,
+    SkipOutcome,
     SuiteRef,
     TestCaseSnapshot,
     Turn,
@@ -53,6 +54,9 @@ class BundleCaseStatus(StrEnum):
     """Canceled before or while it ran."""
     PENDING = "pending"
     """Not run yet, or still running: no result, so never scored as failed."""
+    SKIPPED = "skipped"
+    """Not an execution: skipped by its test runner, or an expected failure (`skipped` says
+    which); shown apart, out of `total_executions` and the pass rate."""
 
 
 _EXECUTION_FIELDS = (
@@ -75,6 +79,13 @@ class BundleError(FrozenModel):
 
     message: str = Field(min_length=1)
     kind: str | None = None
+
+
+class BundleSkip(FrozenModel):
+    """Why a case is not an execution: the test runner's report (pytest's words)."""
+
+    outcome: SkipOutcome = Field(default="skipped", description="skipped, xfailed or xpassed.")
+    reason: str | None = Field(default=None, description="The runner's reason, if any.")
 
 
 class BundleVerdict(FrozenModel):
@@ -179,6 +190,12 @@ class BundleCase(FrozenModel):
     # Left out of the dump when empty, so digests of cases stored before named scores existed
     # are unchanged (re-importing an old bundle stays a no-op).
     named_scores: list[BundleNamedScores] = Field(default_factory=list, exclude_if=_empty)
+    # Left out of the dump when absent, as named scores are (issue 30).
+    skipped: BundleSkip | None = Field(
+        default=None,
+        exclude_if=_empty,
+        description="A `skipped` case's report (absent: skipped, no reason).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -186,6 +203,8 @@ class BundleCase(FrozenModel):
         if isinstance(data, dict) and data.get("status") is None:
             if data.get("error") is not None:
                 inferred = BundleCaseStatus.ERRORED
+            elif data.get("skipped") is not None:
+                inferred = BundleCaseStatus.SKIPPED
             elif any(data.get(name) for name in _EXECUTION_FIELDS):
                 inferred = BundleCaseStatus.COMPLETED
             else:
@@ -201,6 +220,8 @@ class BundleCase(FrozenModel):
             raise ValueError("error: an errored case needs an error {message, kind}")
         if status is not BundleCaseStatus.ERRORED and self.error is not None:
             raise ValueError(f"error: a {status.value} case has no error")
+        if status is not BundleCaseStatus.SKIPPED and self.skipped is not None:
+            raise ValueError(f"skipped: a {status.value} case was not skipped")
         if status is BundleCaseStatus.PENDING and reported:
             raise ValueError(
                 f"{reported[0]}: a pending case (not run yet or still running) has no "

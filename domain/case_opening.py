@@ -11,12 +11,13 @@ from typing import Any, cast
 from uuid import UUID, uuid5
 
 from evaledger.domain.aggregates import Case, Meta
-from evaledger.domain.bundle import BundleCase, BundleCaseStatus, BundleVerdict
+from evaledger.domain.bundle import BundleCase, BundleCaseStatus, BundleSkip, BundleVerdict
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
@@ -197,6 +198,11 @@ def _record_ending(case: Case, bc: BundleCase, follow: Meta, catalogue: Catalogu
         )
     elif bc.status is BundleCaseStatus.CANCELED:
         case.record(ExecutionCanceled, follow, catalogue, dumped={}, reason=None)
+    elif bc.status is BundleCaseStatus.SKIPPED:
+        skip = bc.skipped or BundleSkip()
+        case.record(
+            ExecutionSkipped, follow, catalogue, dumped={}, outcome=skip.outcome, reason=skip.reason
+        )
 
 
 def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from evaledger.domain.bundle import (
     BundleOverride,
     BundleRun,
     BundleRunStatus,
+    BundleSkip,
     BundleVerdict,
     RunBundle,
 )
@@ -24,6 +25,7 @@ from evaledger.domain.events import (
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
@@ -115,6 +117,9 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
             fields["error"] = BundleError(message=event.message, kind=event.kind)
         elif isinstance(event, ExecutionCanceled):
             status = BundleCaseStatus.CANCELED
+        elif isinstance(event, ExecutionSkipped):
+            status = BundleCaseStatus.SKIPPED
+            fields["skipped"] = BundleSkip(outcome=event.outcome, reason=event.reason)
         elif isinstance(event, JudgeVerdictRecorded):
             fields["verdicts"].append(_bundle_verdict(event, case_id, len(fields["verdicts"])))
         elif isinstance(event, NamedScoresRecorded):

@@ -26,6 +26,7 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     HumanLabelRecorded,
     JudgeVerdictRecorded,
     NamedScore,
@@ -33,6 +34,7 @@ from evaledger.domain.events import (
     OutcomeEvaluated,
     ParseStatus,
     Role,
+    ScoreOverridden,
     ScoreScale,
     StructuralCheckRecorded,
     TranscriptRecorded,
@@ -59,6 +61,7 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     TranscriptRecorded: 1,
     ExecutionErrored: 1,
     ExecutionCanceled: 1,
+    ExecutionSkipped: 1,
     JudgeVerdictRecorded: 1,
     OutcomeEvaluated: 1,
     ClaimsVerified: 1,
@@ -66,6 +69,7 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     VerdictOverridden: 1,
     VerdictInvalidated: 1,
     NamedScoresRecorded: 1,
+    ScoreOverridden: 1,
     HumanLabelRecorded: 1,
     CaseFlagged: 1,
     CaseUnflagged: 1,
@@ -200,6 +204,7 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
         error_message=None,
         error_kind=None,
         canceled=False,
+        skipped=None,
         verdicts=[],
         outcome_evaluations=[],
         claims=[],
@@ -207,6 +212,7 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
         agent_provider=agent_provider,
         last_version=opened.version,
         named_scores={},
+        score_overrides={},
     )
 
 
@@ -244,6 +250,10 @@ def _errored(facts: CaseFacts, data: State) -> None:
 
 def _canceled(facts: CaseFacts, data: State) -> None:
     facts.canceled = True
+
+
+def _skipped(facts: CaseFacts, data: State) -> None:
+    facts.skipped = data.get("outcome", "skipped")
 
 
 def _verdict(facts: CaseFacts, data: State) -> None:
@@ -284,6 +294,13 @@ def _named_scores(facts: CaseFacts, data: State) -> None:
         number = _named_number(score)
         if number is not None:
             facts.named_scores[score["name"]] = number
+            # The scorer's later reading supersedes an earlier human override of it.
+            facts.score_overrides.pop(score["name"], None)
+
+
+def _score_overridden(facts: CaseFacts, data: State) -> None:
+    facts.named_scores[data["score"]] = float(data["value"])
+    facts.score_overrides[data["score"]] = data["reason"]
 
 
 def _outcomes_evaluated(facts: CaseFacts, data: State) -> None:
@@ -335,6 +352,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     TranscriptRecorded: _transcript,
     ExecutionErrored: _errored,
     ExecutionCanceled: _canceled,
+    ExecutionSkipped: _skipped,
     JudgeVerdictRecorded: _verdict,
     OutcomeEvaluated: _outcomes_evaluated,
     ClaimsVerified: _claims,
@@ -342,6 +360,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     VerdictOverridden: _overridden,
     VerdictInvalidated: _invalidated,
     NamedScoresRecorded: _named_scores,
+    ScoreOverridden: _score_overridden,
     # A reviewer's label and flags score nothing: agreement and the review queue read them
     # from `judge_votes_v1`'s tables (projections/votes.py).
     HumanLabelRecorded: _unscored,

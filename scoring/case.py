@@ -104,6 +104,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
         outcomes=outcome_bits(outcomes),
         panel_overall=panel.overall,
         forced=forced.forced_passed if forced is not None else None,
+        skipped=facts.skipped is not None,
     )
     decision = decide(signals, spec)
     evidence = Evidence(
@@ -114,6 +115,8 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
         override_reason=(
             forced.override_reasons[-1] if forced is not None and forced.override_reasons else None
         ),
+        score_overrides=facts.score_overrides,
+        skipped=facts.skipped,
     )
     if decision.gate in _EXECUTION_RULES:
         # An execution that errored or was canceled is not judged: its verdicts show nowhere.
@@ -151,7 +154,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
     )
 
 
-_EXECUTION_RULES = (GateRule.EXECUTION_ERROR, GateRule.CANCELED)
+_EXECUTION_RULES = (GateRule.EXECUTION_ERROR, GateRule.CANCELED, GateRule.SKIPPED)
 _NO_PANEL = _Panel(counted=[], metrics=[], overall=None, outcomes=[], error=None)
 
 
@@ -377,11 +380,19 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
     """Connexity AggregateMetrics of one run's case scores plus coverage (DESIGN §3.2).
 
     Values are unrounded. Canceled, errored and pending cases stay in the pass-rate denominator;
-    pending ones are never failed. Latency figures are over the per-case p50s of the cases that
-    did not error (a crash or timeout is reported as an error, not as a slow answer); tokens and
-    cost add up every case, errored ones included (the agent spent them). Percentiles are
+    pending ones are never failed. A case that was not an execution (status skipped: a skipped or
+    xfailed test) is only counted in `skipped_count`. Latency figures are over the per-case p50s
+    of the cases that did not error (a crash or timeout is reported as an error, not as a slow
+    answer); tokens and cost add up every case, errored ones included (the agent spent them).
+    Percentiles are
     `projections.stats.percentile`; p95 needs `P95_MIN_SAMPLES` cases.
     """
+    test_cases = len({s.test_case_key for s in scores})
+    # A case that was not an execution (a skipped or xfailed test) is counted apart, in
+    # skipped_count, and out of every other figure (issue 30).
+    executions = [s for s in scores if s.status is not CaseStatus.SKIPPED]
+    skipped = len(scores) - len(executions)
+    scores = executions
     total = len(scores)
     scored = [s for s in scores if s.scored and s.overall_score is not None]
     latencies = _latencies(scores)
@@ -392,10 +403,11 @@ def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregat
         spec,
     )
     return RunAggregate(
-        unique_test_case_count=len({s.test_case_key for s in scores}),
+        unique_test_case_count=test_cases,
         total_executions=total,
         error_count=sum(s.errored for s in scores),
         canceled_count=sum(s.canceled and not s.errored for s in scores),
+        skipped_count=skipped,
         latency_p50_ms=percentile(latencies, 50) if latencies else None,
         latency_p95_ms=(percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None),
         latency_max_ms=max(latencies) if latencies else None,
@@ -450,6 +462,8 @@ def decided_figures(
     total = passed = failed = unscored = pending = 0
     overall_scores: list[float] = []
     for overall, passed_, status, count in decisions:
+        if status == _SKIPPED_VALUE:
+            continue  # not an execution: out of every count here (skipped_count has it)
         total += count
         if passed_ is True:
             passed += count
@@ -486,6 +500,7 @@ def decided_figures(
 _ERRORED_VALUE = CaseStatus.ERRORED.value
 _UNSCORED_VALUE = CaseStatus.UNSCORED.value
 _PENDING_VALUE = CaseStatus.PENDING.value
+_SKIPPED_VALUE = CaseStatus.SKIPPED.value
 
 
 def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:

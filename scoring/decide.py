@@ -40,6 +40,7 @@ BLOCKERS_ALL_PASSED = 8
 # member looked up through its class is a Python-level call on every use.
 _PASSED, _FAILED, _PENDING = CaseStatus.PASSED, CaseStatus.FAILED, CaseStatus.PENDING
 _ERRORED, _CANCELED, _UNSCORED = CaseStatus.ERRORED, CaseStatus.CANCELED, CaseStatus.UNSCORED
+_SKIPPED = CaseStatus.SKIPPED
 _SCORE_ZERO = JudgeErrorPolicy.SCORE_ZERO
 _BLOCKERS_GATE = Gate.BLOCKERS
 
@@ -65,6 +66,8 @@ class Signals(NamedTuple):
     """The counted verdicts' overall score (None without a valid verdict)."""
     forced: bool | None
     """A human override forcing pass/fail on a counted verdict (the latest wins), else None."""
+    skipped: bool = False
+    """Not an execution (ExecutionSkipped: a skipped or xfailed test)."""
 
 
 class Decision(NamedTuple):
@@ -85,6 +88,10 @@ class Evidence(NamedTuple):
     judge_error: str | None
     outcomes: Sequence[OutcomeFact]
     override_reason: str | None
+    score_overrides: Mapping[str, str]
+    """Named scores a human overrode, with the reason (`ScoreOverridden`)."""
+    skipped: str | None = None
+    """How the test runner reported a case that was not an execution (skipped, xfailed...)."""
 
 
 def recorded(facts: CaseFacts) -> bool:
@@ -113,13 +120,16 @@ def outcome_bits(outcomes: Sequence[OutcomeFact]) -> int:
 def decide(case: Signals, spec: ScoringSpec) -> Decision:
     """A case's status, pass/fail, gate rule and overall score under the spec.
 
-    Precedence: execution error, cancellation, the spec's score gates, not run yet (pending), no
-    transcript, judge error, not judged yet (pending), then the spec's gate. A human override on a
-    counted verdict has the last word over the judge error and the gate, never over the execution
-    facts (error, cancellation, not run, no transcript) nor over the score gates.
+    Precedence: execution error, not an execution (skipped), cancellation, the spec's score
+    gates, not run yet (pending), no transcript, judge error, not judged yet (pending), then the
+    spec's gate. A human override on a counted verdict has the last word over the judge error and
+    the gate, never over the execution facts (error, skip, cancellation, not run, no transcript)
+    nor over the score gates.
     """
     if case.errored:
         return Decision(_ERRORED, False, GateRule.EXECUTION_ERROR, None)
+    if case.skipped:
+        return Decision(_SKIPPED, None, GateRule.SKIPPED, None)
     if case.canceled:
         return Decision(_CANCELED, None, GateRule.CANCELED, None)
     overall = case.panel_overall
@@ -180,10 +190,18 @@ def explain(decision: Decision, case: Signals, spec: ScoringSpec, evidence: Evid
         return f"execution error{detail}"
     if gate is GateRule.CANCELED:
         return "canceled before it ran"
+    if gate is GateRule.SKIPPED:
+        why = f": {evidence.skipped}" if evidence.skipped else ""
+        return f"not an execution{why}; out of total_executions and the pass rate"
     if gate is GateRule.SCORE_GATE:
         gated = score_gate(case.named_scores or {}, spec)
         assert gated is not None
-        return gated[1]
+        overridden = [
+            f"{name} overridden by a human: {why}"
+            for name, why in evidence.score_overrides.items()
+            if any(g.score == name for g in spec.score_gates)
+        ]
+        return "; ".join([gated[1], *overridden])
     if gate is GateRule.NO_TRANSCRIPT:
         if evidence.has_transcript:
             return "the recorded transcript has no turns"

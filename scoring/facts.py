@@ -104,6 +104,10 @@ class CaseFacts(StrictModel):
     error_message: str | None = None
     error_kind: str | None = None
     canceled: bool = False
+    skipped: str | None = Field(
+        default=None,
+        description="Not an execution (ExecutionSkipped): skipped, xfailed or xpassed.",
+    )
     verdicts: list[VerdictFact] = Field(default_factory=list)
     outcome_evaluations: list[list[OutcomeFact]] = Field(default_factory=list)
     claims: list[ClaimSupport] = Field(default_factory=list)
@@ -112,6 +116,10 @@ class CaseFacts(StrictModel):
     last_version: int = 0
     named_scores: dict[str, float] = Field(
         default_factory=dict, description="Peer named scores by name (latest), numeric readings."
+    )
+    score_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="Named scores a human overrode (ScoreOverridden), with the latest reason.",
     )
 
     @property

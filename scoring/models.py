@@ -31,6 +31,9 @@ class CaseStatus(StrEnum):
     PENDING = "pending"
     """Not run yet or still running (nothing but its opening recorded), or run but not judged
     yet (no verdict, outcome or check): never failed, never in failed_count."""
+    SKIPPED = "skipped"
+    """Not an execution (ExecutionSkipped: a skipped or xfailed test): neither passed nor failed,
+    out of total_executions and the pass rate's denominator, counted in skipped_count."""
 
 
 class GateRule(StrEnum):
@@ -44,6 +47,8 @@ class GateRule(StrEnum):
     JUDGE_ERROR = "judge_error"
     OVERRIDE = "override"
     CANCELED = "canceled"
+    SKIPPED = "skipped"
+    """Not an execution (a skipped or xfailed test)."""
     SCORE_GATE = "score_gate"
     """The spec's gates on named scores decided (e.g. accuracy >= 0.8)."""
     NONE = "none"
@@ -162,7 +167,10 @@ class RunAggregate(StrictModel):
         return self.passed_count > 0 or self.failed_count > 0
 
     unique_test_case_count: int
-    total_executions: int = Field(description="Every case, whatever its status.")
+    total_executions: int = Field(
+        description="Every case, whatever its status, but the ones that were not an execution "
+        "(skipped_count)."
+    )
     passed_count: int
     failed_count: int = Field(
         description="Cases that failed; errored cases are in error_count, pending ones in "
@@ -170,6 +178,11 @@ class RunAggregate(StrictModel):
     )
     error_count: int
     canceled_count: int = 0
+    skipped_count: int = Field(
+        default=0,
+        description="Cases that were not an execution (a skipped or xfailed test, status "
+        "skipped): shown apart, outside total_executions and the pass rate's denominator.",
+    )
     pass_rate: float = Field(
         description="passed_count / total_executions (errored, canceled and pending stay in "
         "the denominator: an all-errored run is 0.0); 0.0 with no executions "

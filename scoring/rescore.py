@@ -122,6 +122,8 @@ class CaseInputs(NamedTuple):
     outcomes: int
     """`decide.outcome_bits` of the case's outcome results with the verdict's outcomes (bits 0-3)
     and without a valid verdict (bits 4-7)."""
+    skipped: bool = False
+    """Not an execution (a skipped or xfailed test); last, so arrays stored before it read."""
 
 
 _WITHOUT_VERDICT = 4
@@ -141,6 +143,7 @@ class _Shape(NamedTuple):
     has_pass: int
     forced: bool | None
     outcomes: int
+    skipped: bool
 
     @classmethod
     def of(cls, case: CaseInputs) -> _Shape:
@@ -155,6 +158,7 @@ class _Shape(NamedTuple):
             case.passing,
             case.forced,
             case.outcomes,
+            case.skipped,
         )
 
     def signals(self, valid: bool, overall: float | None) -> Signals:
@@ -171,6 +175,7 @@ class _Shape(NamedTuple):
             outcomes=self.outcomes if valid else self.outcomes >> _WITHOUT_VERDICT,
             panel_overall=overall,
             forced=self.forced,
+            skipped=self.skipped,
         )
 
 
@@ -195,10 +200,12 @@ def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
 def _case_inputs(
     facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]
 ) -> CaseInputs:
-    # The verdicts of an execution that errored or was canceled never count (`score_case`).
+    # The verdicts of an execution that errored, was canceled or was not one (skipped) never
+    # count (`score_case`).
+    skipped = facts.skipped is not None
     active = (
         [v for v in facts.verdicts if not v.invalidated]
-        if not (facts.errored or facts.canceled)
+        if not (facts.errored or facts.canceled or skipped)
         else []
     )
     complex_at: int | None = None
@@ -228,6 +235,7 @@ def _case_inputs(
         self_judged=one is not None and agent is not None and one.judge_provider == agent,
         outcomes=outcome_bits(_outcome_results(facts, with_verdict))
         | outcome_bits(_outcome_results(facts, [])) << _WITHOUT_VERDICT,
+        skipped=skipped,
     )
 
 
@@ -296,6 +304,11 @@ class RunInputs:
         self.old_overall = [o[0] for o in stored]
         self.old_passed = [o[1] for o in stored]
         self.old_status = [o[2] for o in stored]
+        test_cases = len({f.test_case_key for f in facts})
+        # Not an execution (a skipped or xfailed test): only in skipped_count (`summarize_run`).
+        executions = [f for f in facts if f.skipped is None]
+        skipped = len(facts) - len(executions)
+        facts = executions
         observed = [usage(f) for f in facts]
         latencies = [
             float(o["latency_p50_ms"])
@@ -307,10 +320,11 @@ class RunInputs:
         self.errored = sum(f.errored for f in facts)
         self.canceled = sum(f.canceled and not f.errored for f in facts)
         self.constant = {
-            "unique_test_case_count": len({f.test_case_key for f in facts}),
+            "unique_test_case_count": test_cases,
             "total_executions": len(facts),
             "error_count": self.errored,
             "canceled_count": self.canceled,
+            "skipped_count": skipped,
             "latency_p50_ms": percentile(latencies, 50) if latencies else None,
             "latency_p95_ms": (
                 percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None

@@ -22,6 +22,7 @@ from evaledger.api.schemas import (
     OverrideBody,
     ReasonBody,
     RunHistory,
+    ScoreOverrideBody,
     TranscriptBody,
     Written,
 )
@@ -37,6 +38,7 @@ from evaledger.domain.events import (
     HumanLabelRecorded,
     JudgeVerdictRecorded,
     OutcomeEvaluated,
+    ScoreOverridden,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -142,6 +144,27 @@ def override_verdict(
     return _record(services, case_id, VerdictOverridden, ctx, dict(body), response)
 
 
+@router.post("/cases/{case_id}/score-overrides", status_code=201, responses=replayed(Written))
+def override_score(
+    case_id: UUID,
+    body: ScoreOverrideBody,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+) -> Written:
+    """An admin corrects a source scorer's verdict (Inspect's `match`, a promptfoo assertion).
+
+    The case's named score reads `value` from then on: its pass/fail under the score gates and
+    the run's source metrics change; the scorer's own reading stays in the history.
+    """
+    fields = {
+        "score": body.score,
+        "value": body.value,
+        "reason": require_reason(body.reason, "a score override"),
+    }
+    return _record(services, case_id, ScoreOverridden, ctx, fields, response)
+
+
 @router.post("/cases/{case_id}/invalidations", status_code=201, responses=replayed(Written))
 def invalidate_verdict(
     case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep, response: Response
@@ -155,8 +178,10 @@ def label_case(
     case_id: UUID, body: LabelBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """A reviewer's own label (pass/fail, metric scores, a comment); feeds judge-vs-human."""
-    fields = body.model_dump(exclude_none=True)
+    fields = body.model_dump(exclude_none=True, exclude={"named_scores"})
     fields["metric_scores"] = body.metric_scores
+    if body.named_scores:
+        fields["named_scores"] = body.named_scores
     return _record(services, case_id, HumanLabelRecorded, ctx, fields, response)
 
 

@@ -32,6 +32,7 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
+from evaledger.domain.spec import ScoringSpec
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
@@ -443,12 +444,17 @@ def case_page(
             "outcomes": payloads("OutcomeEvaluated"),
             "claims": payloads("ClaimsVerified"),
             "checks": payloads("StructuralCheckRecorded"),
-            "corrections": [
-                e for e in events if e["type"] in ("VerdictOverridden", "VerdictInvalidated")
-            ],
+            "corrections": [e for e in events if e["type"] in _CORRECTIONS],
             "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
             "flag": standing_flag(services.engine, case_id),
-            "label_metrics": services.reads.run_spec(run.run_id).metrics,
+            # A case is labelled in its own terms: the rubric metrics when a judge scored it on
+            # them, its own scorers (an Inspect `match`, a promptfoo assertion) when it has them.
+            "label_metrics": services.reads.run_spec(run.run_id).metrics
+            if chain["verdicts"]
+            else (),
+            "label_scores": _own_scores(
+                history["state"]["facts"], events, services.reads.run_spec(run.run_id)
+            ),
             "spec": spec,
             "rescores": services.reads.stored_rescores(run.run_id),
             "metric_names": _metric_names(services, run.project),
@@ -456,6 +462,29 @@ def case_page(
         }
 
     return render(request, "case.html", build)
+
+
+_CORRECTIONS = ("VerdictOverridden", "VerdictInvalidated", "ScoreOverridden")
+
+
+def _own_scores(
+    facts: dict[str, Any], events: list[dict[str, Any]], spec: ScoringSpec
+) -> list[dict[str, Any]]:
+    """The case's named scores as the review forms offer them: name, reading, pass/fail or not.
+
+    A score recorded as a boolean or a grade (Inspect's C/I, a promptfoo pass), or that its
+    source's scorer declares binary, is offered as pass (1) / fail (0); any other as a number.
+    """
+    binary = {s.score for s in spec.scorers if s.value_type == "binary"}
+    for e in events:
+        if e["type"] == "NamedScoresRecorded":
+            binary.update(
+                s["name"] for s in e["payload"]["scores"] if s["scale"] in ("boolean", "grade")
+            )
+    return [
+        {"score": name, "value": value, "binary": name in binary}
+        for name, value in facts.get("named_scores", {}).items()
+    ]
 
 
 def _neighbours(services: Services, viewer: Viewer, run: str, case_id: UUID) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Human review: verdict corrections (admin), labels and flags (write), a run's review queue.
 
-An admin overrides or invalidates a judge verdict; a write-scope reviewer labels or flags a case.
+An admin overrides or invalidates a judge verdict, or overrides a source scorer's verdict (an
+imported case's own `match`, a promptfoo assertion); a write-scope reviewer labels (in the case's
+own terms: its scorers, and the rubric metrics when a judge scored them) or flags a case.
 
 Each form goes through the Ledger's own command with the signed-in principal as actor (a token's
 actor; the open local user is the server's default actor), then back to the case page, whose
@@ -9,6 +11,7 @@ history shows the new event at once (the page reads after a sync).
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -27,6 +30,7 @@ from evaledger.domain.events import (
     CaseFlagged,
     CaseUnflagged,
     HumanLabelRecorded,
+    ScoreOverridden,
     VerdictInvalidated,
     VerdictOverridden,
 )
@@ -90,6 +94,20 @@ def _metric_scores(
     return [*kept, _score(metric, value)]
 
 
+def _reading(value: str, field: str) -> float:
+    """A named score's reading as typed: pass (1) or fail (0), else a finite number."""
+    text = value.strip().lower()
+    if text in ("pass", "fail"):
+        return 1.0 if text == "pass" else 0.0
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValidationError(f"{field}: pass, fail or a number; got {value!r}", field=field)
+    return number
+
+
 def _write(
     request: Request,
     services: Services,
@@ -105,7 +123,7 @@ def _write(
         check_scope(services, viewer, case_id, "case")
         services.ledger.record(case_id, cls, _context(services, viewer), build())
         back = f"?{urlencode({'queue': queue})}" if queue else ""
-        anchor = "corr-h" if cls in (VerdictOverridden, VerdictInvalidated) else "labels-h"
+        anchor = "labels-h" if cls in _REVIEWER_ACTS else "corr-h"
         return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
 
     return guarded(request, act)
@@ -141,6 +159,31 @@ def override_case(
     return _write(request, services, case_id, VerdictOverridden, build, viewer, queue)
 
 
+@router.post("/cases/{case_id}/score-override")
+def override_score(
+    request: Request,
+    case_id: UUID,
+    viewer: ViewerDep,
+    score: Text = "",
+    value: Text = "",
+    reason: Text = "",
+    queue: Text = "",
+) -> Response:
+    """An admin corrects a source scorer's verdict on the case, saying why."""
+    services: Services = request.app.state.services
+
+    def build() -> dict[str, Any]:
+        if not score.strip():
+            raise ValidationError("score: choose one of the case's scores", field="score")
+        return {
+            "score": score.strip(),
+            "value": _reading(value, "value"),
+            "reason": require_reason(reason, "a score override"),
+        }
+
+    return _write(request, services, case_id, ScoreOverridden, build, viewer, queue)
+
+
 @router.post("/cases/{case_id}/invalidate")
 def invalidate_case_verdict(
     request: Request,
@@ -169,6 +212,8 @@ async def _form(request: Request) -> FormData:
 
 SCORE_FIELD = "score."
 """A label form's metric score fields: `score.<metric id>` (blank: not scored)."""
+NAMED_FIELD = "named."
+"""A label form's scorer fields: `named.<named score>` (pass, fail or a number; blank: none)."""
 
 
 @router.post("/cases/{case_id}/label")
@@ -193,12 +238,22 @@ def label_case(
             for name, value in form.multi_items()
             if name.startswith(SCORE_FIELD) and isinstance(value, str) and value.strip()
         ]
+        named = [
+            {"score": name.removeprefix(NAMED_FIELD), "value": _reading(value, name)}
+            for name, value in form.multi_items()
+            if name.startswith(NAMED_FIELD) and isinstance(value, str) and value.strip()
+        ]
         body: dict[str, Any] = {"passed": verdict, "metric_scores": scores}
+        if named:
+            body["named_scores"] = named
         if comment.strip():
             body["comment"] = comment.strip()
         return body
 
     return _write(request, services, case_id, HumanLabelRecorded, build, viewer, queue)
+
+
+_REVIEWER_ACTS = (HumanLabelRecorded, CaseFlagged, CaseUnflagged)
 
 
 @router.post("/cases/{case_id}/flag")

@@ -21,6 +21,7 @@ from evaledger.domain.events.values import (
     NamedScore,
     OutcomeResult,
     ParseStatus,
+    ScoreLabel,
     TestCaseSnapshot,
     Turn,
     Usage,
@@ -71,6 +72,26 @@ class ExecutionCanceled(CaseEvent):
     topic_name: ClassVar[str] = "evaledger.case.execution_canceled"
 
     reason: str | None = None
+
+
+SkipOutcome = Literal["skipped", "xfailed", "xpassed"]
+"""How a test runner reported a test that was not an execution (pytest's own words)."""
+
+
+class ExecutionSkipped(CaseEvent):
+    """The test runner skipped the case, or it was an expected failure: not an execution.
+
+    The case stays in the run, shown apart (status `skipped`), and out of `total_executions`
+    and the pass rate's denominator, as pytest leaves skipped and xfailed tests out of its own
+    pass count.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.execution_skipped"
+
+    outcome: SkipOutcome = Field(
+        default="skipped", description="skipped, xfailed or xpassed (pytest's report)."
+    )
+    reason: str | None = Field(default=None, description="The runner's reason, if any.")
 
 
 class JudgeVerdictRecorded(CaseEvent):
@@ -175,6 +196,26 @@ class VerdictInvalidated(CaseEvent):
     reason: str = Field(min_length=1)
 
 
+class ScoreOverridden(CaseEvent):
+    """A human corrected a peer scorer's verdict on the case; the scorer's own stays in the history.
+
+    The case's named score `score` reads `value` from here on: the spec's score gates and the
+    source's metrics (e.g. Inspect's `match/accuracy`) use it as they would the scorer's, so the
+    case's pass/fail and the run's figures change, in a catch-up, a rebuild and a rescore alike.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.score_overridden"
+
+    score: str = Field(
+        min_length=1, description="The named score corrected, as the case records it (`match`)."
+    )
+    value: float = Field(
+        allow_inf_nan=False,
+        description="Its corrected numeric reading (binary and graded scores: 1 pass, 0 fail).",
+    )
+    reason: str = Field(min_length=1, description="Why the scorer's verdict was wrong.")
+
+
 class NamedScoresRecorded(CaseEvent):
     """A peer scorer's result (Inspect scorer, promptfoo grading, a reward).
 
@@ -201,15 +242,21 @@ class HumanLabelRecorded(CaseEvent):
 
     A label is not a verdict and scores nothing: it is what judge-vs-human agreement compares
     the judges with. A later label by anyone replaces an earlier one there; both stay here.
+    `named_scores` labels the case's own scorers (an Inspect `match`, a promptfoo assertion):
+    shown beside the scorer's reading; an admin's `ScoreOverridden` is what changes a result.
     """
 
     topic_name: ClassVar[str] = "evaledger.case.human_label_recorded"
+    added_fields: ClassVar[frozenset[str]] = frozenset({"named_scores"})
 
     passed: StrictBool = Field(description="The reviewer's pass/fail for the case.")
     metric_scores: list[MetricScore] = Field(
         default_factory=list, description="The reviewer's score of some metrics (0-5 or passed)."
     )
     comment: str | None = Field(default=None, description="What the reviewer noted.")
+    named_scores: list[ScoreLabel] = Field(
+        default_factory=list, description="The reviewer's reading of some of the case's scorers."
+    )
 
 
 class CaseFlagged(CaseEvent):
@@ -231,6 +278,7 @@ class CaseUnflagged(CaseEvent):
 HUMAN_ACTS: dict[type[CaseEvent], tuple[TokenScope, str]] = {
     VerdictOverridden: (TokenScope.ADMIN, "recording overrides or invalidations"),
     VerdictInvalidated: (TokenScope.ADMIN, "recording overrides or invalidations"),
+    ScoreOverridden: (TokenScope.ADMIN, "recording overrides or invalidations"),
     HumanLabelRecorded: (TokenScope.WRITE, "labelling or flagging a case"),
     CaseFlagged: (TokenScope.WRITE, "labelling or flagging a case"),
     CaseUnflagged: (TokenScope.WRITE, "labelling or flagging a case"),

@@ -198,6 +198,15 @@ GRADE_VALUES: dict[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 """Numeric reading of letter grades (Inspect's `value_to_float`)."""
 
 
+class ScoreLabel(Value):
+    """A reviewer's reading of one of the case's named scores (its scorer's verdict, relabelled)."""
+
+    score: str = Field(min_length=1, description="The named score, as the case records it.")
+    value: float = Field(
+        allow_inf_nan=False, description="The reviewer's reading (binary scores: 1 pass, 0 fail)."
+    )
+
+
 class NamedScore(Value):
     """A peer's score that is not a 0-5 rubric metric: its name, raw value and scale."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,12 @@ import pytest
 
 import evaledger
 from evaledger.api.bootstrap import Settings, build_services
-from evaledger.domain.events import ExecutionErrored, OutcomeEvaluated
+from evaledger.domain.events import (
+    ExecutionErrored,
+    ExecutionSkipped,
+    OutcomeEvaluated,
+    TranscriptRecorded,
+)
 from tests.client.conftest import Target
 
 TESTS = """
@@ -113,7 +119,8 @@ def test_a_session_is_one_run_and_each_test_one_case(
         "test_sample.py::test_param[1]": ("passed", True),
         "test_sample.py::test_param[2]": ("passed", True),
         "test_sample.py::test_scored": ("passed", True),
-        "test_sample.py::test_skipped": ("canceled", None),
+        # Issue 30: a skip is not an execution (it was "canceled", in the denominator).
+        "test_sample.py::test_skipped": ("skipped", None),
     }
     assert cases["test_sample.py::test_scored"].named_scores == {"accuracy": 0.75}
     ran = [k for k in cases if k != "test_sample.py::test_skipped"]
@@ -187,3 +194,150 @@ def test_an_interrupted_session_cancels_its_run(folder: Path, tmp_path: Path) ->
         "KeyboardInterrupt: the test session was interrupted",
     )
     assert [c.test_case_key for c in report.cases] == ["test_sample.py::test_one"]
+
+
+OUTCOMES = """
+import pytest
+
+def test_passes_1():
+    pass
+
+def test_passes_2():
+    pass
+
+def test_passes_3():
+    pass
+
+def test_fails():
+    assert 2 + 2 == 5, "arithmetic"
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup exploded")
+
+def test_errors(broken):
+    pass
+
+@pytest.mark.skip(reason="no network here")
+def test_skipped():
+    pass
+
+@pytest.mark.xfail(reason="issue 12: rounding")
+def test_xfailed():
+    assert 0.1 + 0.2 == 0.3
+"""
+
+
+@pytest.mark.slow
+def test_pytest_outcomes_count_as_pytest_counts_them(folder: Path, tmp_path: Path) -> None:
+    """3 passed, 1 failed, 1 error, 1 skipped, 1 xfailed: a pass rate of 3/5, the rest apart."""
+    (folder / "test_sample.py").write_text(OUTCOMES)
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    done = run_pytest(folder, "--evaledger", db, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed, 3 passed, 1 skipped, 1 xfailed, 1 error" in done.stdout
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    agg = report.aggregate
+    assert (agg.passed_count, agg.total_executions, agg.pass_rate) == (3, 5, 3 / 5)
+    assert (agg.failed_count, agg.error_count, agg.canceled_count) == (1, 1, 0)
+    assert agg.skipped_count == 2
+    assert agg.unique_test_case_count == 7
+    statuses = {c.test_case_key.split("::")[1]: c.status.value for c in report.cases}
+    assert statuses["test_skipped"] == statuses["test_xfailed"] == "skipped"
+    # Recorded facts, not a display trick: the event says what pytest reported, and why.
+    services = build_services(Settings(db=db))
+    try:
+        skips = {
+            c.test_case_key.split("::")[1]: [
+                e for e in services.ledger.events_of(c.case_id) if isinstance(e, ExecutionSkipped)
+            ]
+            for c in report.cases
+        }
+    finally:
+        services.close()
+    assert [(e.outcome, e.reason) for e in skips["test_skipped"]] == [
+        ("skipped", "no network here")
+    ]
+    assert [(e.outcome, e.reason) for e in skips["test_xfailed"]] == [
+        ("xfailed", "issue 12: rounding")
+    ]
+    assert all(not skips[k] for k in skips if k not in ("test_skipped", "test_xfailed"))
+    # `evaledger show` says it apart from the executions.
+    shown = subprocess.run(
+        [sys.executable, "-m", "evaledger", "show", "--db", db, str(run.run_id)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "skipped_count" in shown.stdout and "2 skipped" in shown.stdout
+
+
+@pytest.mark.slow
+def test_an_xpass_is_not_an_execution_and_a_strict_xpass_fails(
+    folder: Path, tmp_path: Path
+) -> None:
+    (folder / "test_sample.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.xfail(reason='was broken')\ndef test_xpassed():\n    pass\n\n"
+        "@pytest.mark.xfail(reason='must fail', strict=True)\ndef test_strict():\n    pass\n"
+    )
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    done = run_pytest(folder, "--evaledger", db, env=env)
+    assert "1 failed, 1 xpassed" in done.stdout, done.stdout
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        report = reader.show(run.run_id)
+    statuses = {c.test_case_key.split("::")[1]: c.status.value for c in report.cases}
+    assert statuses == {"test_xpassed": "skipped", "test_strict": "failed"}
+    agg = report.aggregate
+    assert (agg.total_executions, agg.failed_count, agg.skipped_count) == (1, 1, 1)
+
+
+def readme_fixture_example() -> str:
+    """The README's `evaledger_case` example, as written."""
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    (example,) = [b for b in blocks if "def test_" in b and "evaledger_case" in b]
+    return str(example)
+
+
+@pytest.mark.slow
+def test_the_readme_fixture_example_records_its_turns_and_score(
+    folder: Path, tmp_path: Path
+) -> None:
+    (folder / "test_sample.py").write_text(readme_fixture_example())
+    db = f"sqlite:///{tmp_path}/store/"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    done = run_pytest(folder, "--evaledger", db, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with evaledger.open(db) as reader:
+        (run,) = reader.runs()
+        (case,) = reader.show(run.run_id).cases
+    assert (case.test_case_key, case.status.value) == (
+        "test_sample.py::test_refund_policy",
+        "passed",
+    )
+    assert case.named_scores == {"mentions_30_days": 1.0}
+    services = build_services(Settings(db=db))
+    try:
+        (transcript,) = [
+            e for e in services.ledger.events_of(case.case_id) if isinstance(e, TranscriptRecorded)
+        ]
+    finally:
+        services.close()
+    # The turns as given, then the test's duration (no turn of the test's carried a latency).
+    assert [(t.role, t.content) for t in transcript.turns] == [
+        ("user", "Can I get a refund?"),
+        ("assistant", "Yes, within 30 days."),
+        ("assistant", None),
+    ]
+    assert transcript.turns[-1].latency_ms is not None
+    # Without --evaledger the same file runs as a plain test.
+    plain = run_pytest(folder, env=env)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout

@@ -47,6 +47,7 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     ExpectedOutcome,
     HumanLabelRecorded,
     IdempotencyKeyUsed,
@@ -66,6 +67,8 @@ from evaledger.domain.events import (
     RunEvent,
     RunFailed,
     RunStarted,
+    ScoreLabel,
+    ScoreOverridden,
     ScoreScale,
     SourceResultsRecorded,
     StructuralCheckRecorded,
@@ -143,6 +146,8 @@ TOPICS = [
     "evaledger.case.flagged/v1",
     "evaledger.case.unflagged/v1",
     "evaledger.run.source_results_recorded/v1",
+    "evaledger.case.score_overridden/v1",
+    "evaledger.case.execution_skipped/v1",
 ]
 
 
@@ -401,6 +406,13 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
         ),
         CaseFlagged(**_meta(CASE_ID, 13), reason="caller asked twice for a human"),
         CaseUnflagged(**_meta(CASE_ID, 14), reason="checked: the hand-off happened"),
+        ExecutionSkipped(**_meta(CASE_ID, 16), outcome="xfailed", reason="issue 12: flaky"),
+        ScoreOverridden(
+            **_meta(CASE_ID, 15),
+            score="match",
+            value=1.0,
+            reason="the answer is right; the target spells it differently",
+        ),
         ChainAdopted(
             **_meta(CHAIN_ID, 1),
             reason="written by 0.3, before the chain",
@@ -455,7 +467,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 28
+    assert len(EVENT_CLASSES) == 30
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -795,3 +807,30 @@ def test_equal_events_stay_equal_after_one_is_hashed() -> None:
     b = RunStarted(**_meta(RUN_ID, 2))
     b.hash()
     assert a == b
+
+
+def test_a_score_override_is_frozen_refuses_extra_fields_and_needs_a_finite_value() -> None:
+    sample = SAMPLES[ScoreOverridden]
+    assert isinstance(sample, ScoreOverridden)
+    with pytest.raises(pydantic.ValidationError, match=r"extra_forbidden|Extra inputs"):
+        ScoreOverridden.model_validate({**sample.model_dump(), "verdict_id": str(VERDICT_ID)})
+    for bad in (math.nan, math.inf):
+        with pytest.raises(pydantic.ValidationError, match="value"):
+            ScoreOverridden.model_validate({**sample.model_dump(), "value": bad})
+    with pytest.raises(pydantic.ValidationError, match="reason"):
+        ScoreOverridden.model_validate({**sample.model_dump(), "reason": ""})
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        sample.value = 0.0  # type: ignore[misc]
+
+
+def test_a_label_of_a_scorer_is_stored_and_a_label_without_one_keeps_its_bytes() -> None:
+    plain = SAMPLES[HumanLabelRecorded]
+    assert "named_scores" not in orjson.loads(MAPPER.to_stored_event(plain).state)
+    labelled = HumanLabelRecorded.model_validate(
+        {**plain.model_dump(), "named_scores": [{"score": "match", "value": 1.0}]}
+    )
+    stored = MAPPER.to_stored_event(labelled)
+    assert orjson.loads(stored.state)["named_scores"] == [{"score": "match", "value": 1.0}]
+    decoded = MAPPER.to_domain_event(stored)
+    assert isinstance(decoded, HumanLabelRecorded)
+    assert decoded.named_scores == [ScoreLabel(score="match", value=1.0)]

@@ -19,11 +19,13 @@ from evaledger.domain.events import (
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
+    ScoreOverridden,
     StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
@@ -107,6 +109,8 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
         facts.error_kind = event.kind
     elif isinstance(event, ExecutionCanceled):
         facts.canceled = True
+    elif isinstance(event, ExecutionSkipped):
+        facts.skipped = event.outcome
     elif isinstance(event, JudgeVerdictRecorded):
         facts.verdicts.append(
             VerdictFact(
@@ -137,7 +141,13 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
         )
     elif isinstance(event, NamedScoresRecorded):
         # Labels have no numeric reading; they stay in the event.
-        facts.named_scores.update((s.name, s.number) for s in event.scores if s.number is not None)
+        for s in event.scores:
+            if s.number is not None:
+                facts.named_scores[s.name] = s.number
+                facts.score_overrides.pop(s.name, None)
+    elif isinstance(event, ScoreOverridden):
+        facts.named_scores[event.score] = event.value
+        facts.score_overrides[event.score] = event.reason
     elif isinstance(event, OutcomeEvaluated):
         facts.outcome_evaluations.append(_outcomes(event.results, declared))
     elif isinstance(event, ClaimsVerified):

@@ -171,7 +171,9 @@ def test_golden_events_fold_to_the_reference_facts_rows_and_scores(provider: str
         reference.apply_fact(seq_full, event)
         fold_event(seq, decoded)
         assert rows_of(seq) == rows_of(seq_full), cls.__name__
-    assert seq.named_scores == {"model_graded_fact": 1.0, "Tone": 0.6, "refused": 0.0}
+    # The golden ScoreOverridden sets `match` (issue 30), with its reason.
+    assert seq.named_scores == {"model_graded_fact": 1.0, "Tone": 0.6, "refused": 0.0, "match": 1.0}
+    assert seq.score_overrides == {"match": "the answer is right; the target spells it differently"}
     assert seq.canceled and seq.errored
     assert_every_field_given(seq)
     assert_every_field_given(scoring_view(seq))

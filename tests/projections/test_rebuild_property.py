@@ -32,10 +32,14 @@ from evaledger.domain.events import (
     ClaimsVerified,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     JudgeVerdictRecorded,
     MetricScore,
+    NamedScore,
+    NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
+    ScoreOverridden,
     StructuralCheckRecorded,
     TranscriptRecorded,
     Turn,
@@ -120,7 +124,9 @@ def verdict_st(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def case_st(draw: st.DrawFn) -> dict[str, Any]:
-    status = draw(st.sampled_from(["completed", "completed", "completed", "errored", "canceled"]))
+    status = draw(
+        st.sampled_from(["completed", "completed", "completed", "errored", "canceled", "skipped"])
+    )
     key = draw(st.sampled_from(CASE_KEYS))
     body: dict[str, Any] = {
         "test_case": {
@@ -133,7 +139,14 @@ def case_st(draw: st.DrawFn) -> dict[str, Any]:
     }
     if status == "errored":
         body["error"] = {"message": "timeout", "kind": "timeout"}
-    elif status == "completed" and draw(st.booleans()):
+    if status == "skipped":
+        # Not an execution (issue 30): a skipped or xfailed test.
+        body["skipped"] = {"outcome": draw(st.sampled_from(["skipped", "xfailed"]))}
+    if status == "completed" and draw(st.booleans()):
+        # A peer scorer's reading (Inspect's `match`), which an admin may override.
+        match = {"name": "match", "value": draw(st.booleans()), "scale": "boolean"}
+        body["named_scores"] = [{"scorer": "match", "scores": [match]}]
+    if status == "completed" and draw(st.booleans()):
         body["transcript"] = turns(draw(st.lists(st.integers(100, 3000), min_size=1, max_size=3)))
         body["verdicts"] = draw(st.lists(verdict_st(), max_size=2))
         if draw(st.booleans()):
@@ -193,6 +206,12 @@ class Driver:
         }
         if self.draw(st.integers(0, 3), "custom metric in config") == 3:
             config["judge"]["metrics"] = [{"metric": "tool_routing"}, {"metric": "m1"}]
+        if self.draw(st.booleans(), "score gate"):
+            # A peer scorer's `match` decides (issue 30: its overrides change the result).
+            config["score_gates"] = [{"score": "match", "op": ">=", "value": 1.0}]
+            config["scorers"] = [
+                {"name": "match", "score": "match", "semantics": "inspect", "metrics": ["accuracy"]}
+            ]
         run = BundleRun.model_validate(
             {
                 **bundle()["run"],
@@ -235,7 +254,17 @@ class Driver:
             return
         kind = self.draw(
             st.sampled_from(
-                ["transcript", "verdict", "outcomes", "claims", "check", "error", "cancel"]
+                [
+                    "transcript",
+                    "verdict",
+                    "outcomes",
+                    "claims",
+                    "check",
+                    "error",
+                    "cancel",
+                    "named",
+                    "skip",
+                ]
             ),
             "fact",
         )
@@ -260,6 +289,15 @@ class Driver:
             cls, body = StructuralCheckRecorded, {"check": "hook", "status": status}
         elif kind == "error":
             cls, body = ExecutionErrored, {"message": "crash", "kind": None}
+        elif kind == "skip":
+            cls, body = ExecutionSkipped, {"outcome": "xfailed", "reason": "known bug"}
+        elif kind == "named":
+            correct = self.draw(st.booleans(), "match")
+            cls = NamedScoresRecorded
+            body = {
+                "scorer": "match",
+                "scores": [NamedScore(name="match", value=correct, scale="boolean")],
+            }
         else:
             cls, body = ExecutionCanceled, {"reason": None}
         self.s.ledger.record(case_id, cls, self.ctx, body)
@@ -268,11 +306,17 @@ class Driver:
         case_id = self.pick(self.cases, "case")
         if case_id is None:
             return
-        verdicts = sorted(self.s.ledger.get_case(case_id).verdict_ids, key=str)
+        who = Context(actor="auditor")
+        case = self.s.ledger.get_case(case_id)
+        if case.scores and self.draw(st.booleans(), "override a scorer"):
+            value = self.draw(st.sampled_from([0.0, 0.5, 1.0]), "value")
+            override = {"score": "match", "value": value, "reason": "the scorer misread it"}
+            self.s.ledger.record(case_id, ScoreOverridden, who, override)
+            return
+        verdicts = sorted(case.verdict_ids, key=str)
         verdict_id = self.pick(verdicts, "verdict")
         if verdict_id is None:
             return
-        who = Context(actor="auditor")
         if self.draw(st.booleans(), "invalidate"):
             body: dict[str, Any] = {"verdict_id": verdict_id, "reason": "wrong transcript"}
             self.s.ledger.record(case_id, VerdictInvalidated, who, body)

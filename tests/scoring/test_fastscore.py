@@ -105,11 +105,18 @@ def verdict_st(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def facts_st(draw: st.DrawFn, i: int) -> CaseFacts:
-    shape = draw(st.sampled_from(["judged"] * 6 + ["opened", "errored", "canceled", "bare"]))
+    shape = draw(
+        st.sampled_from(["judged"] * 6 + ["opened", "errored", "canceled", "bare", "skipped"])
+    )
     latencies = draw(st.lists(st.integers(0, 5000), max_size=22))
     has_transcript = shape != "opened" and draw(st.booleans() if shape == "bare" else st.just(True))
     turns = draw(st.sampled_from([0] + [1] * 6)) if has_transcript else 0
-    verdicts = draw(st.lists(verdict_st(), max_size=3)) if shape in ("judged", "errored") else []
+    # A skipped test (issue 30) may carry anything a judged one does: none of it counts.
+    verdicts = (
+        draw(st.lists(verdict_st(), max_size=3))
+        if shape in ("judged", "errored", "skipped")
+        else []
+    )
     return CaseFacts(
         case_id=_id("case", i),
         run_id=RUN_ID,
@@ -126,6 +133,7 @@ def facts_st(draw: st.DrawFn, i: int) -> CaseFacts:
         cost_usd=draw(st.sampled_from([None, 0.1, 0.3])),
         errored=shape == "errored",
         canceled=shape == "canceled" or (shape == "errored" and draw(st.booleans())),
+        skipped=draw(st.sampled_from(["skipped", "xfailed"])) if shape == "skipped" else None,
         verdicts=[
             VerdictFact(verdict_id=_id("verdict", i, n), position=n, **v)
             for n, v in enumerate(verdicts)
@@ -153,7 +161,7 @@ def facts_st(draw: st.DrawFn, i: int) -> CaseFacts:
                 st.sampled_from(["accuracy", "match"]), st.sampled_from([0.0, 0.5, 1.0])
             )
         )
-        if shape in ("judged", "bare")
+        if shape in ("judged", "bare", "skipped")
         else {},
     )
 
