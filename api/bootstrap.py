@@ -29,7 +29,7 @@ from evaledger.domain.store.permissions import private_files, warn_if_shared
 from evaledger.domain.store.urls import DEFAULT_DB_URL, KEY_ENV, StorageLocation, parse_db_url
 from evaledger.projections.leadership import LeaderProbe
 from evaledger.projections.queries import ReadModels
-from evaledger.projections.tables import grant_read_models, make_engine
+from evaledger.projections.tables import make_engine
 
 if TYPE_CHECKING:
     import psycopg
@@ -386,33 +386,6 @@ def warn_shared_store(location: StorageLocation) -> None:
         warn_if_shared(events.parent, "the store folder")
     for path in (events, views):
         warn_if_shared(path, "the store file")
-
-
-def migrate_store(settings: Settings, app_role: str | None = None) -> None:
-    """Create or repair every table, trigger and grant, as the store's owner (migration role).
-
-    On PostgreSQL `app_role` then gets SELECT and INSERT on the events and the chain, and
-    SELECT, INSERT, UPDATE, DELETE on the read models, the web sessions and the job queue;
-    nothing else (no DDL, no ownership). Every table the app uses is made here (issue 29): the
-    app role cannot create one on first use.
-    """
-    from evaledger.api.web.session import migrate_sessions
-    from evaledger.domain.ledger import Ledger
-
-    location = parse_db_url(settings.db)
-    Ledger(location, migrate=True, app_role=app_role).close()
-    engine = make_engine(location.views_url)
-    try:
-        migrate_sessions(engine, app_role if location.kind == "postgresql" else None)
-        if location.kind == "postgresql":
-            from evaledger.api.jobs import ensure_job_schema
-
-            ensure_job_schema(location.events_env, app_role)
-            if app_role:
-                with engine.begin() as conn:
-                    grant_read_models(conn, app_role)
-    finally:
-        engine.dispose()
 
 
 # ---------------------------------------------------------------------------------------------

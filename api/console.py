@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaledger.domain.errors import EvaledgerError, InfrastructureError
+from evaledger.scoring.scorer_metrics import figure_text
 
 if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
@@ -130,7 +131,7 @@ def fmt(value: Any, digits: int = 2) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return figure_text(value, digits)
     return str(value)
 
 

@@ -237,17 +237,19 @@ def gate_checks(
     return checks
 
 
-def figure_text(value: float, places: int = 4) -> str:
-    """A source metric's figure as written, rounded half up: 0.60625 → `0.6063`.
+def figure_text(value: float, places: int = 4, *, grouping: bool = False) -> str:
+    """A figure as written, rounded half up: 0.60625 → `0.6063`, a mean of 66.365 → `66.37`.
 
     The float nearest 0.60625 lies just below it, so binary rounding (`f"{v:.4f}"`) prints
     0.6062; rounding the shortest decimal that reads back as the value (what the source's log
-    and JSON show) gives the figure a reader of the source expects.
+    and JSON show, what a reader computes by hand) gives the figure a reader expects. The one
+    display rounding of every figure (CLI `fmt`, the web's numbers); `grouping` adds thousands
+    separators.
     """
     if not math.isfinite(value):
         return str(value)
     exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return f"{exact:.{places}f}"
+    return f"{exact:,.{places}f}" if grouping else f"{exact:.{places}f}"
 
 
 def not_recomputed(metric: str, scorer: ScorerInfo) -> str:

@@ -111,7 +111,7 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 
 def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
     """Create or repair the store's tables, triggers and grants."""
-    from evaledger.api.bootstrap import migrate_store
+    from evaledger.api.migrate import migrate_store
 
     migrate_store(settings, args.app_role)
 

@@ -50,6 +50,7 @@ from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
+from evaledger.scoring.scorer_metrics import figure_text
 
 HERE = Path(__file__).parent
 # StrictUndefined: a misspelt field is an error in the tests, not an empty cell on a page.
@@ -76,7 +77,7 @@ def fmt_num(value: float | None, digits: int = 2) -> str:
     """A number rounded for display; an em dash when missing."""
     if value is None:
         return "—"
-    return f"{value:,.{digits}f}"
+    return figure_text(value, digits, grouping=True)
 
 
 def fmt_pct(fraction: float | None, digits: int = 1) -> str:

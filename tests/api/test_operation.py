@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Table
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services, Settings, build_services, migrate_store
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import JudgeVerdictRecorded, VerdictOverridden

@@ -16,7 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Settings, build_services, migrate_store
+from evaledger.api.bootstrap import Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
 from tests.api.test_operation import TwoRoles

@@ -232,7 +232,7 @@ def test_the_cli_adopts_on_the_record_and_verify_says_so_in_plain_words(
 def test_two_roles_a_trigger_function_swapped_for_a_no_op_stops_the_app(
     two_roles: TwoRoles,
 ) -> None:
-    from evaledger.api.bootstrap import migrate_store
+    from evaledger.api.migrate import migrate_store
 
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
     build_services(Settings(db=two_roles.app_url)).close()
@@ -305,7 +305,7 @@ def test_two_roles_the_app_cannot_write_a_chain_row_that_blocks_later_writers(
 
 @pytest.mark.postgres
 def test_two_roles_a_replaced_chain_function_stops_the_app(two_roles: TwoRoles) -> None:
-    from evaledger.api.bootstrap import migrate_store
+    from evaledger.api.migrate import migrate_store
 
     migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
     build_services(Settings(db=two_roles.app_url)).close()

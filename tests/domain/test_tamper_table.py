@@ -45,7 +45,8 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from evaledger.api.bootstrap import Services, Settings, build_services, migrate_store
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.domain.adoption import adopt_chain
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import VerdictInvalidated, VerdictOverridden
