@@ -277,12 +277,13 @@ class BundleRun(FrozenModel):
     def creation_digests(self) -> frozenset[str]:
         """Digests a stored RunCreated may carry for this run: the body's, and the v1 body's.
 
-        v1 (before session 7) kept every label and dropped each scorer's reducer as well; its
+        v1 (before session 7) kept every label and dropped each scorer's reducer (and grouped
+        metrics) as well; its
         config is the legacy config when an importer gave one.
         """
         v1 = self._body(self._legacy_config or self.config)
         for scorer in (v1.get("config") or {}).get("scorers") or ():
-            for known_at_the_end in ("metrics", "reported", "reducer"):
+            for known_at_the_end in ("metrics", "reported", "reducer", "grouped"):
                 scorer.pop(known_at_the_end, None)
         return frozenset({request_digest(self.creation_body()), request_digest(v1)})
 
