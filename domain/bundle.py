@@ -180,6 +180,23 @@ class BundleCase(FrozenModel):
     # are unchanged (re-importing an old bundle stays a no-op).
     named_scores: list[BundleNamedScores] = Field(default_factory=list, exclude_if=_empty)
 
+    _legacy: BundleCase | None = PrivateAttr(default=None)
+    """Not part of the format: the case an older importer made of the same source record, so a
+    case it stored still matches; set with `with_legacy`."""
+
+    def with_legacy(self, case: BundleCase) -> BundleCase:
+        """Set the case an older importer made of this record (see `legacy`); returns self."""
+        self._legacy = case
+        return self
+
+    @property
+    def legacy(self) -> BundleCase | None:
+        """The case an older importer made of this record, when it differs from this one.
+
+        A stored case whose digest is that case's is this case (Inspect: before group tags).
+        """
+        return self._legacy
+
     @model_validator(mode="before")
     @classmethod
     def _infer_status(cls, data: Any) -> Any:

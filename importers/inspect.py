@@ -486,11 +486,9 @@ def _sample_case(sample: Any, groups: Sequence[str]) -> BundleCase:
     error = None
     if sample.error is not None:
         error = BundleError(message=sample.error.message or "sample error", kind="inspect_error")
-    return BundleCase(
-        test_case=TestCaseSnapshot(
-            key=str(sample.id),
-            tags=[group_tag(k, metadata[k]) for k in groups if k in metadata],
-        ),
+    tags = [group_tag(k, metadata[k]) for k in groups if k in metadata]
+    case = BundleCase(
+        test_case=TestCaseSnapshot(key=str(sample.id), tags=tags),
         repetition=sample.epoch - 1,
         status=BundleCaseStatus.ERRORED if error else BundleCaseStatus.COMPLETED,
         error=error,
@@ -503,6 +501,12 @@ def _sample_case(sample: Any, groups: Sequence[str]) -> BundleCase:
             _scores(name, s.value, s.answer, s.explanation, s.metadata, extra)
             for name, s in (sample.scores or {}).items()
         ],
+    )
+    if not tags:
+        return case
+    # Importers before session 7 kept no group tags: a case they stored is this case.
+    return case.with_legacy(
+        case.model_copy(update={"test_case": TestCaseSnapshot(key=case.test_case.key)})
     )
 
 

@@ -193,6 +193,35 @@ def import_json(log: str, db: str) -> dict[str, Any]:
     return dict(result)
 
 
+def assert_an_older_import_stays_the_same_run(log: str, tmp_path: Path) -> None:
+    """A log imported before cases kept their group tags re-imports as the same cases; the run's
+    group figures stay the source's, "not recomputed" (its cases name no group)."""
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from evaledger.importers.inspect import open_inspect
+
+    db = f"sqlite:///{tmp_path}/older/"
+    peer = open_inspect(Path(log))
+    cases = list(peer.cases())
+    assert all(c.legacy is not None and not c.legacy.test_case.tags for c in cases)
+    older = RunBundle(
+        format="evaledger.run-bundle/1", run=peer.run, cases=[c.legacy or c for c in cases]
+    )
+    services = build_services(Settings(db=db))
+    try:
+        run_id = str(services.ledger.import_bundle(older, Context(actor="older")).run_id)
+    finally:
+        services.close()
+    result = import_json(log, db)
+    assert (result["run_id"], result["new_cases"]) == (run_id, 0)
+    aggregate = recorded(db, run_id)["payload"]["aggregate"]
+    groups = {k for k in aggregate["scorer_metrics_mismatched"] if not k.endswith("stderr")}
+    assert groups and not groups & aggregate.get("scorer_metrics", {}).keys()
+    shown = run_cli("show", run_id, "--db", db)
+    assert all(f"{g} " in shown.stdout for g in groups)
+    assert shown.stdout.count("not recomputed: a case has no group") >= len(groups)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_a_task_recorded_live_is_the_run_its_log_imports(
@@ -236,6 +265,7 @@ def test_a_task_recorded_live_is_the_run_its_log_imports(
     if name.startswith("grouped"):
         groups = {k for k in got if k.rpartition("/")[2] not in ("accuracy", "stderr", "mean")}
         assert groups == GROUPS[name], groups
+        assert_an_older_import_stays_the_same_run(log, tmp_path)
 
     # The log imported over the live run is accepted: the same run and cases; what only the
     # log has (its status, Inspect's figures) is added as one event, and then the two agree.
