@@ -70,7 +70,7 @@ class EvaledgerHooks(Hooks):
         """Record the sample's case: transcript, scores, usage, or its error."""
         recorder = self.runs.get(data.eval_id)
         if recorder is not None:
-            recorder.write(sample_case(data.sample))
+            recorder.write(sample_case(data.sample, recorder.header))
 
     async def on_task_end(self, data: TaskEnd) -> None:
         """Close the run as the task's log ended."""
@@ -113,11 +113,11 @@ def finish(recorder: RunRecorder, log: EvalLog) -> None:
         recorder.fail(run.reason or "the eval errored")
 
 
-def sample_case(sample: Any) -> Any:
-    """The importer's case of a sample, its attachments resolved as in a read log."""
+def sample_case(sample: Any, run: BundleRun) -> Any:
+    """The importer's case of a sample of `run`, its attachments resolved as in a read log."""
     from inspect_ai.log import resolve_sample_attachments
 
-    from evaledger.importers.inspect import _sample_case
+    from evaledger.importers.inspect import _sample_case, group_keys
 
     copy = sample.model_copy(update={"events": []})
-    return _sample_case(resolve_sample_attachments(copy, "full"))
+    return _sample_case(resolve_sample_attachments(copy, "full"), group_keys(run.config.scorers))

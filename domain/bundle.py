@@ -197,6 +197,23 @@ class BundleCase(FrozenModel):
         description="A `skipped` case's report (absent: skipped, no reason).",
     )
 
+    _legacy: BundleCase | None = PrivateAttr(default=None)
+    """Not part of the format: the case an older importer made of the same source record, so a
+    case it stored still matches; set with `with_legacy`."""
+
+    def with_legacy(self, case: BundleCase) -> BundleCase:
+        """Set the case an older importer made of this record (see `legacy`); returns self."""
+        self._legacy = case
+        return self
+
+    @property
+    def legacy(self) -> BundleCase | None:
+        """The case an older importer made of this record, when it differs from this one.
+
+        A stored case whose digest is that case's is this case (Inspect: before group tags).
+        """
+        return self._legacy
+
     @model_validator(mode="before")
     @classmethod
     def _infer_status(cls, data: Any) -> Any:
@@ -298,12 +315,13 @@ class BundleRun(FrozenModel):
     def creation_digests(self) -> frozenset[str]:
         """Digests a stored RunCreated may carry for this run: the body's, and the v1 body's.
 
-        v1 (before session 7) kept every label and dropped each scorer's reducer as well; its
+        v1 (before session 7) kept every label and dropped each scorer's reducer (and grouped
+        metrics) as well; its
         config is the legacy config when an importer gave one.
         """
         v1 = self._body(self._legacy_config or self.config)
         for scorer in (v1.get("config") or {}).get("scorers") or ():
-            for known_at_the_end in ("metrics", "reported", "reducer"):
+            for known_at_the_end in ("metrics", "reported", "reducer", "grouped"):
                 scorer.pop(known_at_the_end, None)
         return frozenset({request_digest(self.creation_body()), request_digest(v1)})
 

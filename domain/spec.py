@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -150,6 +150,45 @@ def _empty(value: Any) -> bool:
     return not value
 
 
+GROUP_TAG_SEPARATOR = "="
+"""A case's group under a grouped metric is its tag `KEY=VALUE` (Inspect: the sample's metadata)."""
+
+
+def group_tag(key: str, value: Any) -> str:
+    """The case tag naming its group under `key`: `category=math` (the value as Inspect's str)."""
+    return f"{key}{GROUP_TAG_SEPARATOR}{value}"
+
+
+class GroupedMetric(FrozenModel):
+    """A metric reported per group of cases (Inspect's `grouped(metric, group_key, ...)`).
+
+    A case's group is the value of `group_key` in its source's metadata, kept on the case as
+    the tag `KEY=VALUE` (`group_tag`). The metric is reported once per group, named by
+    `name_template`, and once over all of them under `all_label` (`all`: over every sample,
+    or the mean of the groups' values; null: not reported).
+    """
+
+    metric: str = Field(min_length=1, description="The metric applied to each group.")
+    group_key: str = Field(min_length=1, description="The metadata key that groups the cases.")
+    all: Literal["samples", "groups"] | None = Field(
+        default="samples", description="How the `all_label` figure is made; null: none is."
+    )
+    all_label: str = Field(default="all", description="The name of the figure over all groups.")
+    name_template: str = Field(
+        default="{group_name}",
+        description="Each group's figure's name; `{group_name}` is the group.",
+    )
+
+    def group_of(self, tags: Sequence[str]) -> str | None:
+        """The case's group from its tags; None when it has none (the figure is not recomputed)."""
+        prefix = group_tag(self.group_key, "")
+        return next((t.removeprefix(prefix) for t in tags if t.startswith(prefix)), None)
+
+    def name(self, group: str) -> str:
+        """A group's figure's name, as Inspect names it."""
+        return self.name_template.format(group_name=group)
+
+
 class ScorerInfo(FrozenModel):
     """A source's own scorer as its run declared it (issue 18): what it reads, what it reports.
 
@@ -174,6 +213,12 @@ class ScorerInfo(FrozenModel):
     passes_when: str | None = Field(default=None, description="When a case passes, in words.")
     variant: str | None = Field(
         default=None, description="Only the cases of this variant (promptfoo: per prompt)."
+    )
+    # Dumped only when set: scorers stored before grouped metrics were kept keep their bytes.
+    grouped: tuple[GroupedMetric, ...] = Field(
+        default=(),
+        exclude_if=_empty,
+        description="Its metrics reported per group of cases (Inspect's `grouped()`).",
     )
 
 

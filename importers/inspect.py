@@ -28,7 +28,14 @@ from evaledger.domain.bundle import (
 )
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TestCaseSnapshot, ToolCall, Turn
-from evaledger.domain.spec import Reducers, RunConfig, ScoreGate, ScorerInfo
+from evaledger.domain.spec import (
+    GroupedMetric,
+    Reducers,
+    RunConfig,
+    ScoreGate,
+    ScorerInfo,
+    group_tag,
+)
 from evaledger.importers.base import (
     Format,
     PeerImport,
@@ -76,7 +83,9 @@ def open_inspect(path: Path) -> PeerImport:
         format=Format.INSPECT,
         sources=(str(path),),
         run=run,
-        cases=lambda: _cases(path, list(ev.dataset.sample_ids or [])),
+        cases=lambda: _cases(
+            path, list(ev.dataset.sample_ids or []), group_keys(run.config.scorers)
+        ),
     )
 
 
@@ -172,6 +181,34 @@ def metric_name(definition: Any) -> str:
     return str(getattr(definition, "name", definition)).rpartition("/")[2]
 
 
+def grouped_metric(definition: Any) -> GroupedMetric | None:
+    """Inspect's `grouped(metric, group_key, ...)` as its `EvalMetricDefinition` gives it.
+
+    None for any other metric, or a grouped one whose options do not say what it groups by.
+    The options hold only the arguments given: the others are `grouped()`'s defaults.
+    """
+    options = getattr(definition, "options", None) or {}
+    if metric_name(definition) != "grouped" or not isinstance(options.get("group_key"), str):
+        return None
+    inner = options.get("metric")
+    name = inner.get("name") if isinstance(inner, dict) else inner
+    given = {
+        k: options[k] for k in ("all_label", "name_template") if isinstance(options.get(k), str)
+    }
+    every = options.get("all", "samples")
+    return GroupedMetric(
+        metric=str(name or "").rpartition("/")[2] or "unknown",
+        group_key=options["group_key"],
+        all=every if every in ("samples", "groups") else None,
+        **given,
+    )
+
+
+def group_keys(scorers: Sequence[ScorerInfo]) -> list[str]:
+    """The sample metadata keys the run's grouped metrics group by (kept on each case as tags)."""
+    return list(dict.fromkeys(g.group_key for s in scorers for g in s.grouped))
+
+
 def declared_scorers(ev: Any) -> list[ScorerInfo] | None:
     """The scorers an `EvalSpec` declares, as `EvalScore`s will report them; None without any.
 
@@ -209,6 +246,7 @@ def declared_scorers(ev: Any) -> list[ScorerInfo] | None:
                         metrics=tuple(metric_name(m) for m in simple),
                         reducer=view,
                         passes_when=PASSES_WHEN,
+                        grouped=tuple(filter(None, map(grouped_metric, simple))),
                     )
                 )
             out.extend(
@@ -311,14 +349,16 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-def _cases(path: Path, sample_ids: Sequence[str | int]) -> Iterator[BundleCase]:
+def _cases(
+    path: Path, sample_ids: Sequence[str | int], groups: Sequence[str]
+) -> Iterator[BundleCase]:
     from inspect_ai.log import read_eval_log
 
     any_sample = False
     try:
         for sample in _samples(path, sample_ids):
             any_sample = True
-            yield _sample_case(sample)
+            yield _sample_case(sample, groups)
     except EvaledgerError:
         raise
     except Exception as e:  # a damaged member, or a sample Inspect refuses
@@ -453,7 +493,12 @@ def _scores(
     )
 
 
-def _sample_case(sample: Any) -> BundleCase:
+def _sample_case(sample: Any, groups: Sequence[str]) -> BundleCase:
+    """The case of one sample and epoch.
+
+    `groups`: the metadata keys its run's metrics group by (`group_keys`); their values are
+    kept as the case's tags (`category=math`).
+    """
     prompt_tokens = completion_tokens = 0
     costs: list[float] = []
     for usage in (sample.model_usage or {}).values():
@@ -462,11 +507,13 @@ def _sample_case(sample: Any) -> BundleCase:
         if usage.total_cost is not None:
             costs.append(usage.total_cost)
     extra = {"target": finite(sample.target), "epoch": sample.epoch}
+    metadata = sample.metadata or {}
     error = None
     if sample.error is not None:
         error = BundleError(message=sample.error.message or "sample error", kind="inspect_error")
-    return BundleCase(
-        test_case=TestCaseSnapshot(key=str(sample.id)),
+    tags = [group_tag(k, metadata[k]) for k in groups if k in metadata]
+    case = BundleCase(
+        test_case=TestCaseSnapshot(key=str(sample.id), tags=tags),
         repetition=sample.epoch - 1,
         status=BundleCaseStatus.ERRORED if error else BundleCaseStatus.COMPLETED,
         error=error,
@@ -479,6 +526,12 @@ def _sample_case(sample: Any) -> BundleCase:
             _scores(name, s.value, s.answer, s.explanation, s.metadata, extra)
             for name, s in (sample.scores or {}).items()
         ],
+    )
+    if not tags:
+        return case
+    # Importers before session 7 kept no group tags: a case they stored is this case.
+    return case.with_legacy(
+        case.model_copy(update={"test_case": TestCaseSnapshot(key=case.test_case.key)})
     )
 
 

@@ -39,7 +39,12 @@ from evaledger.scoring.models import (
     VariantFigures,
 )
 from evaledger.scoring.named import named_score_means
-from evaledger.scoring.scorer_metrics import pass_hat_k, reported_mismatches, scorer_metrics
+from evaledger.scoring.scorer_metrics import (
+    case_groups,
+    pass_hat_k,
+    reported_mismatches,
+    scorer_metrics,
+)
 from evaledger.scoring.stats import percentile
 
 __all__ = [
@@ -150,6 +155,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
         verdict_ids=[v.verdict_id for v in panel.counted],
         self_judged=agent is not None and any(v.judge_provider == agent for v in panel.counted),
         named_scores=dict(facts.named_scores),
+        groups=case_groups(facts.tags, spec.scorers),
         **_observations(facts),
     )
 

@@ -127,6 +127,12 @@ class CaseScore(StrictModel):
         exclude_if=_empty,
         description="Peer named scores, numeric readings (grade C=1 P=0.5 I=0; boolean 1/0).",
     )
+    groups: dict[str, str] = Field(
+        default_factory=dict,
+        exclude_if=_empty,
+        description="Its group under each grouped metric of the source's scorers (group key → "
+        "group, from its `KEY=VALUE` tag); empty when the run has none.",
+    )
 
 
 class Coverage(StrictModel):

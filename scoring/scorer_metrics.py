@@ -20,7 +20,7 @@ from pydantic import Field
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import StrictModel
-from evaledger.domain.spec import ScorerInfo
+from evaledger.domain.spec import GroupedMetric, ScorerInfo
 from evaledger.scoring.models import CaseScore, RunAggregate
 
 REPORTED_TOLERANCE = 1e-9
@@ -119,30 +119,69 @@ RANDOM_METRICS = frozenset({"bootstrap_stderr"})
 """Metrics that draw random samples: the source's figure is shown, never recomputed."""
 
 
-def _per_sample(scores: Sequence[CaseScore], scorer: ScorerInfo) -> list[float] | None:
+def _per_sample(
+    scores: Sequence[CaseScore], scorer: ScorerInfo
+) -> list[tuple[CaseScore, float]] | None:
     """One value per test case (sample): its epochs reduced, unscored ones left out.
 
     An Inspect sample that errored has no score, so it is left out as Inspect leaves it out;
     a promptfoo row that errored has its `success` false and counts, as promptfoo counts it.
     A reduction Inspect leaves unscored (NaN: pass_at_k over fewer than k epochs) is left out
-    too. None when the scorer's reducer is not one the ledger knows.
+    too. Each value comes with the sample's first case (its groups). None when the scorer's
+    reducer is not one the ledger knows.
     """
     reduce = reducer(scorer.reducer)
     if reduce is None:
         return None
-    by_key: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_key: dict[tuple[str, str], tuple[CaseScore, list[float]]] = {}
     for s in scores:
         if scorer.variant is not None and s.variant != scorer.variant:
             continue
         number = s.named_scores.get(scorer.score)
         if number is not None:
-            by_key[s.test_case_key, s.variant].append(number)
-    reduced = [reduce(values) for _, values in sorted(by_key.items())]
-    return [v for v in reduced if not math.isnan(v)]
+            by_key.setdefault((s.test_case_key, s.variant), (s, []))[1].append(number)
+    reduced = [(case, reduce(values)) for _, (case, values) in sorted(by_key.items())]
+    return [(case, v) for case, v in reduced if not math.isnan(v)]
+
+
+def case_groups(tags: Sequence[str], scorers: Sequence[ScorerInfo]) -> dict[str, str]:
+    """A case's group under each grouped metric of the scorers, from its `KEY=VALUE` tags."""
+    out: dict[str, str] = {}
+    for grouped in (g for s in scorers for g in s.grouped):
+        group = grouped.group_of(tags)
+        if group is not None:
+            out[grouped.group_key] = group
+    return out
+
+
+def _grouped(grouped: GroupedMetric, values: Sequence[tuple[CaseScore, float]]) -> dict[str, float]:
+    """Inspect's `grouped()`: the metric over each group's samples, then over all of them.
+
+    Nothing when a sample has no group (Inspect refuses to compute it) or the metric is not one
+    the ledger computes: the source's figures are then shown as not recomputed.
+    """
+    compute = _METRICS.get(grouped.metric)
+    if compute is None:
+        return {}
+    by_group: dict[str, list[float]] = {}
+    for case, value in values:
+        group = case.groups.get(grouped.group_key)
+        if group is None:
+            return {}
+        by_group.setdefault(group, []).append(value)
+    out = {grouped.name(group): compute(group_values) for group, group_values in by_group.items()}
+    if grouped.all == "samples":
+        out[grouped.all_label] = compute([v for _, v in values])
+    elif grouped.all == "groups":
+        out[grouped.all_label] = _mean(list(out.values()))
+    return out
 
 
 def scorer_metrics(scores: Sequence[CaseScore], scorers: Sequence[ScorerInfo]) -> dict[str, float]:
-    """`"SCORER/METRIC"` → figure for every recomputable metric of the run's scorers."""
+    """`"SCORER/METRIC"` → figure for every recomputable metric of the run's scorers.
+
+    A grouped metric's figures are keyed as Inspect keys them: by group name, and `all`.
+    """
     out: dict[str, float] = {}
     for scorer in scorers:
         values = _per_sample(scores, scorer)
@@ -151,7 +190,10 @@ def scorer_metrics(scores: Sequence[CaseScore], scorers: Sequence[ScorerInfo]) -
         for metric in scorer.metrics:
             compute = _METRICS.get(metric)
             if compute is not None:
-                out[f"{scorer.name}/{metric}"] = compute(values)
+                out[f"{scorer.name}/{metric}"] = compute([v for _, v in values])
+        for grouped in scorer.grouped:
+            for name, figure in _grouped(grouped, values).items():
+                out.setdefault(f"{scorer.name}/{name}", figure)
     return dict(sorted(out.items()))
 
 
@@ -258,7 +300,11 @@ def not_recomputed(metric: str, scorer: ScorerInfo) -> str:
         return "not recomputed: random"
     if reducer(scorer.reducer) is None:
         return f"not recomputed: reducer {scorer.reducer!r} unknown"
+    if metric not in _METRICS and scorer.grouped:
+        # a group of Inspect's `grouped()` whose cases do not all name their group
+        keys = ", ".join(dict.fromkeys(g.group_key for g in scorer.grouped))
+        return f"not recomputed: a case has no group ({keys}) or the grouped metric is unknown"
     if metric not in _METRICS:
-        # e.g. the groups of Inspect's `grouped()`, keyed by the group's name
+        # e.g. the groups of Inspect's `grouped()` in a run stored before groups were kept
         return "not recomputed: a metric the ledger does not compute"
     return "NOT reproduced from the cases"

@@ -32,7 +32,7 @@ from evaledger.domain import collector
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
 from evaledger.domain.events import TranscriptRecorded
-from evaledger.domain.spec import ScoringSpec
+from evaledger.domain.spec import ScorerInfo, ScoringSpec
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.projections.votes import reviewed_cases, standing_flag
@@ -50,7 +50,7 @@ from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
 from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
-from evaledger.scoring.scorer_metrics import figure_text
+from evaledger.scoring.scorer_metrics import RANDOM_METRICS, figure_text, not_recomputed
 
 HERE = Path(__file__).parent
 # StrictUndefined: a misspelt field is an error in the tests, not an empty cell on a page.
@@ -78,6 +78,16 @@ def fmt_num(value: float | None, digits: int = 2) -> str:
     if value is None:
         return "—"
     return figure_text(value, digits, grouping=True)
+
+
+def fmt_figure(value: float | None, digits: int = 4) -> str:
+    """A source metric's figure as `show` prints it (`figure_text`: 0.60625 → 0.6063)."""
+    return "—" if value is None else figure_text(value, digits)
+
+
+def source_note(metric: str, scorer: ScorerInfo | dict[str, Any]) -> str:
+    """Why a source's figure is shown as reported (`not_recomputed`), as `show` says it."""
+    return not_recomputed(metric, ScorerInfo.model_validate(scorer))
 
 
 def fmt_pct(fraction: float | None, digits: int = 1) -> str:
@@ -140,9 +150,12 @@ def viewer_of(request: Request) -> Viewer | None:
 
 
 templates.env.globals["viewer_of"] = viewer_of
+templates.env.globals["source_note"] = source_note
+templates.env.globals["random_metrics"] = RANDOM_METRICS
 templates.env.filters.update(
-    num=fmt_num, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time, signed=fmt_signed,
-    flag=fmt_flag, pretty=fmt_json, created=fmt_created, created_day=fmt_created_day,
+    num=fmt_num, figure=fmt_figure, pct=fmt_pct, usd=fmt_usd, ms=fmt_ms, time=fmt_time,
+    signed=fmt_signed, flag=fmt_flag, pretty=fmt_json, created=fmt_created,
+    created_day=fmt_created_day,
 )  # fmt: skip
 
 

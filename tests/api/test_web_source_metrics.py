@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from evaledger.api.web.pages import fmt_num
+from evaledger.scoring.scorer_metrics import figure_text
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.api.test_web_browser import ARTIFACTS, CHROMIUM, WAIT_LIMIT_MS, _require_chromium
 from tests.conftest import FIXTURES
@@ -93,12 +93,12 @@ def test_an_imported_inspect_run_and_case_read_in_the_sources_terms(
             page.set_default_timeout(WAIT_LIMIT_MS)
             page.goto(f"{base}/ui/runs/{shown['run']['run_id']}")
             headline = page.locator("#headline [data-field=headline]")
-            assert headline.inner_text() == fmt_num(accuracy, 4)
+            assert headline.inner_text() == figure_text(accuracy)
             # The card's label as written (CSS shows it in capitals).
             label = page.locator("#headline .card .k").first.text_content()
             assert label == "model_graded_qa/accuracy"
             row = page.locator("#scorer-metrics tr[data-metric='model_graded_qa/accuracy']")
-            assert row.locator("td").nth(1).inner_text() == fmt_num(accuracy, 4)
+            assert row.locator("td").nth(1).inner_text() == figure_text(accuracy)
             page.goto(f"{base}/ui/cases/{case_id}")
             scorer = page.locator("#source-scores [data-scorer=model_graded_qa]")
             assert scorer.locator("[data-field=value]").inner_text() == graded.value

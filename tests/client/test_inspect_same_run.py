@@ -49,10 +49,11 @@ def reply(messages, tools, tool_choice, config):
     return out
 
 CATEGORIES = {"s0": "math", "s1": "math", "s2": "science", "s3": "science"}
+LEVELS = {"s0": 1, "s1": 2, "s2": 2, "s3": 2}
 
 def dataset():
     return [
-        Sample(id=s, input=s, target="yes", metadata={"category": c})
+        Sample(id=s, input=s, target="yes", metadata={"category": c, "level": LEVELS[s]})
         for s, c in CATEGORIES.items()
     ]
 
@@ -67,6 +68,15 @@ def checks():
 def by_category():
     async def score(state, target):
         return Score(value="C" if state.output.completion == "yes" else "I")
+    return score
+
+@scorer(metrics=[
+    grouped(mean(), "category", all="groups", all_label="overall", name_template="{group_name}_mean"),
+    grouped(stderr(), "level", all=False),
+])
+def by_level():
+    async def score(state, target):
+        return Score(value=float(state.output.completion == "yes"))
     return score
 
 @solver
@@ -88,6 +98,7 @@ TASKS = {
     ),
     "dict": lambda: task("dict", scorer=checks(), epochs=2),
     "grouped": lambda: task("grouped", scorer=[by_category(), includes()]),
+    "grouped_options": lambda: task("grouped_options", scorer=[by_level()], epochs=Epochs(2, "max")),
     "errors": lambda: Task(
         name="errors",
         dataset=dataset(),
@@ -103,7 +114,18 @@ TASKS = {
 print(log.location)
 """
 
-NAMES = ["mode", "reducers", "dict", "grouped", "errors"]
+NAMES = ["mode", "reducers", "dict", "grouped", "grouped_options", "errors"]
+GROUPS = {
+    "grouped": {"by_category/math", "by_category/science", "by_category/all"},
+    "grouped_options": {
+        "by_level (max)/math_mean",
+        "by_level (max)/science_mean",
+        "by_level (max)/overall",
+        "by_level (max)/1",
+        "by_level (max)/2",
+    },
+}
+"""Each grouped task's group figures, as Inspect keys them (its log has the same keys)."""
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -171,6 +193,35 @@ def import_json(log: str, db: str) -> dict[str, Any]:
     return dict(result)
 
 
+def assert_an_older_import_stays_the_same_run(log: str, tmp_path: Path) -> None:
+    """A log imported before cases kept their group tags re-imports as the same cases; the run's
+    group figures stay the source's, "not recomputed" (its cases name no group)."""
+    from evaledger.domain.bundle import RunBundle
+    from evaledger.domain.ledger import Context
+    from evaledger.importers.inspect import open_inspect
+
+    db = f"sqlite:///{tmp_path}/older/"
+    peer = open_inspect(Path(log))
+    cases = list(peer.cases())
+    assert all(c.legacy is not None and not c.legacy.test_case.tags for c in cases)
+    older = RunBundle(
+        format="evaledger.run-bundle/1", run=peer.run, cases=[c.legacy or c for c in cases]
+    )
+    services = build_services(Settings(db=db))
+    try:
+        run_id = str(services.ledger.import_bundle(older, Context(actor="older")).run_id)
+    finally:
+        services.close()
+    result = import_json(log, db)
+    assert (result["run_id"], result["new_cases"]) == (run_id, 0)
+    aggregate = recorded(db, run_id)["payload"]["aggregate"]
+    groups = {k for k in aggregate["scorer_metrics_mismatched"] if not k.endswith("stderr")}
+    assert groups and not groups & aggregate.get("scorer_metrics", {}).keys()
+    shown = run_cli("show", run_id, "--db", db)
+    assert all(f"{g} " in shown.stdout for g in groups)
+    assert shown.stdout.count("not recomputed: a case has no group") >= len(groups)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_a_task_recorded_live_is_the_run_its_log_imports(
@@ -202,6 +253,19 @@ def test_a_task_recorded_live_is_the_run_its_log_imports(
         assert got, "no source metric recomputed"
         for key, value in got.items():
             assert value == pytest.approx(figures[key], rel=1e-12, abs=1e-12), key
+        # Every figure Inspect reports is reproduced, grouped() ones too (each group and
+        # `all`), except a random one: none is shown as the source's alone.
+        assert {k for k in figures if not k.endswith("/bootstrap_stderr")} <= got.keys()
+        assert not imported_agg.get("scorer_metrics_mismatched")
+        assert not live_agg.get("scorer_metrics_mismatched")
+        shown = run_cli("show", run_id, "--db", imported_db)
+        assert shown.returncode == 0, shown.stderr
+        not_recomputed = [line for line in shown.stdout.splitlines() if "not recomputed" in line]
+        assert all("/bootstrap_stderr " in line for line in not_recomputed), not_recomputed
+    if name.startswith("grouped"):
+        groups = {k for k in got if k.rpartition("/")[2] not in ("accuracy", "stderr", "mean")}
+        assert groups == GROUPS[name], groups
+        assert_an_older_import_stays_the_same_run(log, tmp_path)
 
     # The log imported over the live run is accepted: the same run and cases; what only the
     # log has (its status, Inspect's figures) is added as one event, and then the two agree.
