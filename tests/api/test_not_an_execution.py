@@ -52,9 +52,11 @@ def test_a_skipped_case_is_out_of_the_executions_everywhere(store_services: Serv
     assert (agg.skipped_count, agg.unique_test_case_count) == (2, 7)
     ids = services.reads.first_cases(result.run_id, ["skipped", "xfailed"])
     for key, outcome in (("skipped", "skipped"), ("xfailed", "xfailed")):
-        facts, score = services.reads.case_score(ids[key])
+        facts, score = services.reads.case_score(ids[(key, "")])
         assert (facts.skipped, score.status.value, score.passed) == (outcome, "skipped", None)
-        events = [e for e in services.ledger.events_of(ids[key]) if isinstance(e, ExecutionSkipped)]
+        events = [
+            e for e in services.ledger.events_of(ids[(key, "")]) if isinstance(e, ExecutionSkipped)
+        ]
         assert [e.outcome for e in events] == [outcome]
     # A rescore under the run's own spec counts them the same way (the columnar path).
     rescored = services.reads.rescore(result.run_id, services.reads.run_spec(result.run_id))
@@ -115,7 +117,7 @@ def test_the_web_shows_a_skipped_case_apart(services: Services) -> None:
     result = services.ledger.import_bundle(RunBundle.model_validate(_seed_like()), OPS)
     with TestClient(create_app(services=services), base_url="http://127.0.0.1") as client:
         page = client.get(f"/ui/runs/{result.run_id}").text
-        case_id = services.reads.first_cases(result.run_id, ["xfailed"])["xfailed"]
+        case_id = services.reads.first_cases(result.run_id, ["xfailed"])[("xfailed", "")]
         row = page.split(f'data-case-id="{case_id}"', 1)[1].split("</tr>", 1)[0]
         assert 'data-status="skipped"' in page and "pill s-skipped" in row
         assert "not an execution: xfailed" in row

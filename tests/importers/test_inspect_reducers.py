@@ -8,6 +8,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,7 @@ def test_a_run_stored_by_the_v1_importer_is_still_the_same_run(name: str) -> Non
 def sample_scores(rows: list[tuple[str, str | None, float]]) -> list[CaseScore]:
     """One case per (sample, group, value): only what the source metrics read is set."""
     return [
-        CaseScore.model_construct(
+        CaseScore.model_construct(  # type: ignore[call-arg]
             test_case_key=key,
             variant="",
             named_scores={"s": value},
@@ -102,12 +103,11 @@ def inspect_grouped(rows: list[tuple[str, str | None, float]], **options: object
     from inspect_ai.scorer import SampleScore, Score, accuracy, grouped
 
     metric = grouped(accuracy(), "category", **options)  # type: ignore[arg-type]
-    return metric(
-        [
-            SampleScore(score=Score(value=v), sample_id=k, sample_metadata={"category": g})
-            for k, g, v in sorted(rows)
-        ]
-    )
+    samples: list[Any] = [  # inspect_ai's stub types a metric's input as list[Score]
+        SampleScore(score=Score(value=v), sample_id=k, sample_metadata={"category": g})
+        for k, g, v in sorted(rows)
+    ]
+    return metric(samples)
 
 
 @pytest.mark.parametrize(
@@ -120,13 +120,15 @@ def inspect_grouped(rows: list[tuple[str, str | None, float]], **options: object
 )
 def test_grouped_metrics_are_inspects_own_per_group(options: dict[str, object]) -> None:
     rng = random.Random(30)
-    rows = [(f"s{i:02}", rng.choice("abc"), rng.choice([0.0, 0.5, 1.0])) for i in range(30)]
+    rows: list[tuple[str, str | None, float]] = [
+        (f"s{i:02}", rng.choice("abc"), rng.choice([0.0, 0.5, 1.0])) for i in range(30)
+    ]
     every = options.get("all", "samples")
     grouped = GroupedMetric(
         metric="accuracy",
         group_key="category",
-        all=None if every is False else every,  # type: ignore[arg-type]
-        **{k: v for k, v in options.items() if k != "all"},  # type: ignore[arg-type]
+        all=None if every is False else every,
+        **{k: v for k, v in options.items() if k != "all"},
     )
     scorer = ScorerInfo(name="m", score="s", semantics="inspect", grouped=(grouped,))
     got = scorer_metrics(sample_scores(rows), [scorer])
