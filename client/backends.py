@@ -325,6 +325,12 @@ class HttpBackend:
         except NotFoundError:
             return None
 
+    def token_project(self) -> str:
+        """GET /whoami: the token's project ("default" without a token or on an open server)."""
+        if not self.token:
+            return "default"
+        return str(self._send("GET", "/whoami").get("project") or "default")
+
     def run_id_of(self, key: str) -> UUID | None:
         """GET /runs?key=: the token's project when the server requires tokens."""
         # Without a token the server serves every project: the run's is "default".

@@ -64,6 +64,15 @@ def test_a_project_token_records_into_its_project_when_none_is_given(acme: Targe
     with evaledger.open(project="acme", **acme.kwargs) as reader:
         assert {r.run_key for r in reader.runs()} == {run.key, "nightly-1"}
         assert reader.show("nightly-1").run.run_id == again.id
+    # A reader given no project reads the token's (GET /whoami), and names it when a key is
+    # not there.
+    with evaledger.open(**acme.kwargs) as reader:
+        assert reader.project == "acme"
+        assert {r.run_key for r in reader.runs()} == {run.key, "nightly-1"}
+        assert reader.show("nightly-1").run.run_id == again.id
+        with pytest.raises(evaledger.NotFoundError) as missing:
+            reader.show("typo-1")
+        assert str(missing.value) == "no run with id or key 'typo-1' in project 'acme'"
     # A project named explicitly is still held against the token's.
     with pytest.raises(evaledger.PermissionDeniedError) as refused:
         evaledger.run("support", agent="bot", project="default", **acme.kwargs).__enter__()
