@@ -20,9 +20,9 @@ from tests.reliability.test_tenancy import serving
 
 
 @pytest.fixture
-def acme(tmp_path: Path) -> Iterator[Target]:
-    """A served store and a write token of project 'acme'."""
-    db = f"sqlite:///{tmp_path}/served/"
+def acme(store_url: str, tmp_path: Path) -> Iterator[Target]:
+    """A served store (SQLite, PostgreSQL) and a write token of project 'acme'."""
+    db = store_url
     services = build_services(Settings(db=db))
     try:
         token = services.ledger.issue_token(
