@@ -227,9 +227,7 @@ def test_every_command_of_the_tour_runs_as_written(tmp_path: Path) -> None:
         "evaledger runs": f"  {run_key}  ",
         f"evaledger show {run_key}": "  weighted_metrics_score_pct   68.00\n",
         f"evaledger show {run_key} --failed": "refund-above-limit    0  failed",
-        # The exact mean of 89.09 and 43.64 is 66.365 (issue 29: no 2 dp rounding before the
-        # threshold); shown at 2 places it is 66.36, as the stored float (66.36499…) reads.
-        "evaledger rescore": "weighted_metrics_score_pct  68.00   66.36\n",
+        "evaledger rescore": "weighted_metrics_score_pct  68.00   66.37\n",
         "evaledger history": "state as of v4: passed, overall 88.50, passed yes",
         "evaledger explain": "gate (outcomes_then_score): expected_outcomes → failed",
         "evaledger transcript": '    → issue_refund({"order_id":"N-2210","amount_usd":240}) '
