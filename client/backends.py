@@ -329,7 +329,13 @@ class HttpBackend:
         """GET /whoami: the token's project ("default" without a token or on an open server)."""
         if not self.token:
             return "default"
-        return str(self._send("GET", "/whoami").get("project") or "default")
+        try:
+            response = self.http.get("/whoami")
+        except httpx.TransportError as e:
+            raise InfrastructureError(f"server {self.url} is unreachable: {e}") from None
+        if response.status_code == 404:  # a server older than /whoami: its reads say the project
+            return "default"
+        return str(_answer(response).get("project") or "default")
 
     def run_id_of(self, key: str) -> UUID | None:
         """GET /runs?key=: the token's project when the server requires tokens."""

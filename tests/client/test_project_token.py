@@ -5,8 +5,11 @@ project when no project is given (it was refused: "this token is for project 'ac
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +80,31 @@ def test_a_project_token_records_into_its_project_when_none_is_given(acme: Targe
     with pytest.raises(evaledger.PermissionDeniedError) as refused:
         evaledger.run("support", agent="bot", project="default", **acme.kwargs).__enter__()
     assert refused.value.field == "run.project"
+
+
+class _OlderServer(BaseHTTPRequestHandler):
+    """A server from before `GET /whoami`: every path it does not know is FastAPI's 404."""
+
+    def do_GET(self) -> None:
+        body = b'{"detail":"Not Found"}'
+        self.send_response(404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_reader_of_a_server_without_whoami_reads_the_default_project() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OlderServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with evaledger.open(url=url, token="evl_any") as reader:
+            assert reader.project == "default"
+    finally:
+        server.shutdown()
+        server.server_close()
