@@ -14,6 +14,7 @@ from evaledger.domain.events import (
     MetricScore,
     OutcomeResult,
     ScoreLabel,
+    TokenScope,
     Turn,
     Usage,
 )
@@ -393,6 +394,16 @@ class ProjectionFailure(BaseModel):
     event: str = Field(description="The event (topic and originator).")
     error: str = Field(description="Why it could not be applied.")
     failed_at: str = Field(description="When (UTC, ISO 8601).")
+
+
+class WhoAmI(BaseModel):
+    """Who the request's token is (`GET /whoami`): its project, scope and actor."""
+
+    project: str | None = Field(
+        description="The only project the token may touch; null: every project (no token)."
+    )
+    scope: TokenScope = Field(description="read, write or admin.")
+    actor: str | None = Field(description="The actor of every event it writes; null: no token.")
 
 
 class Health(BaseModel):

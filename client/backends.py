@@ -325,6 +325,18 @@ class HttpBackend:
         except NotFoundError:
             return None
 
+    def token_project(self) -> str:
+        """GET /whoami: the token's project ("default" without a token or on an open server)."""
+        if not self.token:
+            return "default"
+        try:
+            response = self.http.get("/whoami")
+        except httpx.TransportError as e:
+            raise InfrastructureError(f"server {self.url} is unreachable: {e}") from None
+        if response.status_code == 404:  # a server older than /whoami: its reads say the project
+            return "default"
+        return str(_answer(response).get("project") or "default")
+
     def run_id_of(self, key: str) -> UUID | None:
         """GET /runs?key=: the token's project when the server requires tokens."""
         # Without a token the server serves every project: the run's is "default".

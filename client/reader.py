@@ -11,7 +11,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaledger.client.backends import Backend, connect
+from evaledger.client.backends import Backend, HttpBackend, connect
 from evaledger.client.recorder import RunRecorder
 from evaledger.client.validation import build
 from evaledger.domain.aggregates import RunStatus, run_id_for
@@ -189,10 +189,19 @@ def open(
     *,
     url: str | None = None,
     token: str | None = None,
-    project: str = "default",
+    project: str | None = None,
 ) -> Reader:
     """A reader of a local store (`db=`, default as the CLI) or a server (`url=`, `token=`).
 
-    Reading never creates a store: a missing one is an InfrastructureError, as for the CLI.
+    Without `project` it reads the token's project (asked of the server, `GET /whoami`), else
+    "default". Reading never creates a store: a missing one is an InfrastructureError, as for
+    the CLI.
     """
-    return Reader(connect(db=db, url=url, token=token, create=False), project)
+    backend = connect(db=db, url=url, token=token, create=False)
+    if project is None:
+        try:
+            project = backend.token_project() if isinstance(backend, HttpBackend) else "default"
+        except BaseException:
+            backend.close()
+            raise
+    return Reader(backend, project)

@@ -13,7 +13,7 @@ from typing import Any
 
 import ijson
 
-from evaledger.domain.input_limits import check_json_file, check_zip
+from evaledger.domain.input_limits import MAX_YAML_BYTES, check_json_file, check_zip
 from evaledger.importers.base import Format, fail
 from evaledger.importers.promptfoo import is_yaml
 from evaledger.importers.promptfoo_rows import is_promptfoo_csv
@@ -123,8 +123,6 @@ def _describe(kind: str, keys: dict[str, Any]) -> str:
 
 
 _TOP_KEY = re.compile(rb"^([A-Za-z_]\w*):")
-_MAX_YAML_LINES = 200
-"""Lines of a YAML file read to find its top-level keys (promptfoo dumps evalId first)."""
 
 
 PROMPTFOO_CONFIG = (
@@ -134,15 +132,22 @@ PROMPTFOO_CONFIG = (
 
 
 def _yaml_top_keys(path: Path) -> set[bytes]:
-    """The top-level keys of a YAML file's first lines, found without parsing."""
+    """The top-level keys of a YAML file, found without parsing.
+
+    Every line up to the YAML loader's size limit is looked at: promptfoo dumps `evalId` first,
+    but a tool that sorts keys (PyYAML's `safe_dump`, `yq -P 'sort_keys(..)'`) puts it after
+    the whole `config`.
+    """
     if not is_yaml(path):
         return set()
+    keys: set[bytes] = set()
+    read = 0
     with path.open("rb") as f:
-        return {
-            m.group(1)
-            for _, line in zip(range(_MAX_YAML_LINES), f, strict=False)
-            if (m := _TOP_KEY.match(line))
-        }
+        while read < MAX_YAML_BYTES and (line := f.readline(MAX_YAML_BYTES - read)):
+            read += len(line)
+            if m := _TOP_KEY.match(line):
+                keys.add(m.group(1))
+    return keys
 
 
 def detect(path: Path) -> Format:

@@ -25,7 +25,7 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (tokens needed off loopback)"
     )
-    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--port", type=port_number, default=8000, help="port to listen on")
     p.add_argument("--open", action="store_true", help="open the web report (/ui) in a browser")
     p.add_argument(
         "--allowed-hosts",
@@ -104,6 +104,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"at least 1, got {value}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0-65535 (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port from 0 to 65535, got {value}")
     return value
 
 

@@ -1,4 +1,4 @@
-"""GET /config/available-metrics, POST /config/metrics, GET /health, GET /verify."""
+"""GET /config/available-metrics, POST /config/metrics, GET /health, GET /verify, GET /whoami."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from pydantic import Field
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import AUTH, ContextDep, PrincipalDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import created, replayed
-from evaledger.api.schemas import ErrorResponse, Health, MetricPage, VerifyResult, Written
+from evaledger.api.schemas import (
+    ErrorResponse,
+    Health,
+    MetricPage,
+    VerifyResult,
+    WhoAmI,
+    Written,
+)
 from evaledger.api.security import cross_site, request_origins
 from evaledger.domain.errors import PermissionDeniedError, ValidationError
 from evaledger.domain.events import TokenScope
@@ -128,6 +135,12 @@ def verify_log(
         request.app.state, services, incremental=incremental and not full, views=views
     )
     return VerifyResult.model_validate(result)
+
+
+@router.get("/whoami", dependencies=AUTH)
+def get_whoami(principal: PrincipalDep) -> WhoAmI:
+    """The request's token: its project (what a reader reads when it names none), scope, actor."""
+    return WhoAmI(project=principal.project, scope=principal.scope, actor=principal.actor)
 
 
 @router.get("/config/available-metrics", dependencies=AUTH)

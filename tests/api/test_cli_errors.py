@@ -37,12 +37,22 @@ def json_failure(cli: Cli, *argv: str, db: str | None = None) -> tuple[int, dict
     ("argv", "code", "error_code", "field"),
     [
         (["runs", "--limit", "x"], 2, "usage", "--limit"),
+        (["serve", "--port", "99999"], 2, "usage", "--port"),  # was a bind() traceback, exit 1
+        (["serve", "--port", "-1"], 2, "usage", "--port"),
         (["runs", "--status", "done"], 2, "usage", "--status"),
         (["show"], 2, "usage", "RUN"),
         (["show", "no-such-run"], 2, "not_found", "RUN"),
         (["rescore", RUN_KEY, "--spec", "/nonexistent/spec.json"], 2, "usage", None),
     ],
-    ids=["bad-type", "bad-choice", "missing-positional", "unknown-run", "missing-file"],
+    ids=[
+        "bad-type",
+        "port-too-high",
+        "port-negative",
+        "bad-choice",
+        "missing-positional",
+        "unknown-run",
+        "missing-file",
+    ],
 )
 def test_json_failures_exit_2_name_the_field(
     cli: Cli, argv: list[str], code: int, error_code: str, field: str | None

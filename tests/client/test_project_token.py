@@ -5,8 +5,11 @@ project when no project is given (it was refused: "this token is for project 'ac
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +23,9 @@ from tests.reliability.test_tenancy import serving
 
 
 @pytest.fixture
-def acme(tmp_path: Path) -> Iterator[Target]:
-    """A served store and a write token of project 'acme'."""
-    db = f"sqlite:///{tmp_path}/served/"
+def acme(store_url: str, tmp_path: Path) -> Iterator[Target]:
+    """A served store (SQLite, PostgreSQL) and a write token of project 'acme'."""
+    db = store_url
     services = build_services(Settings(db=db))
     try:
         token = services.ledger.issue_token(
@@ -64,7 +67,44 @@ def test_a_project_token_records_into_its_project_when_none_is_given(acme: Targe
     with evaledger.open(project="acme", **acme.kwargs) as reader:
         assert {r.run_key for r in reader.runs()} == {run.key, "nightly-1"}
         assert reader.show("nightly-1").run.run_id == again.id
+    # A reader given no project reads the token's (GET /whoami), and names it when a key is
+    # not there.
+    with evaledger.open(**acme.kwargs) as reader:
+        assert reader.project == "acme"
+        assert {r.run_key for r in reader.runs()} == {run.key, "nightly-1"}
+        assert reader.show("nightly-1").run.run_id == again.id
+        with pytest.raises(evaledger.NotFoundError) as missing:
+            reader.show("typo-1")
+        assert str(missing.value) == "no run with id or key 'typo-1' in project 'acme'"
     # A project named explicitly is still held against the token's.
     with pytest.raises(evaledger.PermissionDeniedError) as refused:
         evaledger.run("support", agent="bot", project="default", **acme.kwargs).__enter__()
     assert refused.value.field == "run.project"
+
+
+class _OlderServer(BaseHTTPRequestHandler):
+    """A server from before `GET /whoami`: every path it does not know is FastAPI's 404."""
+
+    def do_GET(self) -> None:
+        body = b'{"detail":"Not Found"}'
+        self.send_response(404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_reader_of_a_server_without_whoami_reads_the_default_project() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OlderServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with evaledger.open(url=url, token="evl_any") as reader:
+            assert reader.project == "default"
+    finally:
+        server.shutdown()
+        server.server_close()

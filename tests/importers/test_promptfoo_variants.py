@@ -263,3 +263,20 @@ def test_repetitions_of_expanded_vars_are_told_apart() -> None:
         3: ("test-1", 1),
         4: ("test-4", 0),
     }
+
+
+def test_a_yaml_twin_with_sorted_keys_and_a_long_config_is_the_same_run(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A YAML written by a tool that sorts keys (PyYAML's safe_dump) puts `evalId` after the
+    # whole `config`; past the first 200 lines it was refused as "malformed JSON".
+    data = orjson.loads(BASELINE.read_bytes())
+    data["config"]["env"] = {f"VAR_{i:03}": f"value {i}" for i in range(300)}
+    output = tmp_path / "results.json"
+    output.write_bytes(orjson.dumps(data))
+    twin = tmp_path / "converted.yaml"
+    twin.write_text(yaml.safe_dump(data, sort_keys=True))
+    assert twin.read_text().splitlines().index(f"evalId: {data['evalId']}") > 300
+    first = import_run(cli, output)
+    again = import_run(cli, twin)
+    assert (again["run_id"], again["events"]) == (first["run_id"], 0)

@@ -56,6 +56,29 @@ def test_an_empty_run_has_the_seeds_zero_pass_rate_and_null_flags(
     assert code == 0, err
     assert "  pass_rate                    —  (no case passed or failed)" in out.splitlines()
     _web_renders(store_url, run_id)
+    seed = {
+        "total_executions": 0,
+        "passed_count": 0,
+        "failed_count": 0,
+        "error_count": 0,
+        "pass_rate": 0.0,
+        "metrics_passed": None,
+        "cases_passed": None,
+    }
+    # The API's run and the comparison of two empty runs carry the same seed figures.
+    services = build_services(Settings(db=store_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            api = client.get(f"/runs/{run_id}").json()["aggregate"]
+    finally:
+        services.close()
+    assert {k: api[k] for k in seed} == seed
+    other = _import(cli, tmp_path, "empty-2", [])
+    result = cli.json("compare", run_id, other)
+    for side in ("baseline_metrics", "candidate_metrics"):
+        assert {k: result["aggregate"][side][k] for k in seed} == seed
+    assert result["aggregate"]["pass_rate_delta"] == 0.0
+    assert result["verdict"]["regression_detected"] is False
 
 
 def test_an_all_errored_run_keeps_errored_cases_in_the_denominator(
