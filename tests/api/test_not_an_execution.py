@@ -50,7 +50,8 @@ def test_a_skipped_case_is_out_of_the_executions_everywhere(store_services: Serv
     assert (agg.passed_count, agg.total_executions, agg.pass_rate) == (3, 5, 3 / 5)
     assert (agg.failed_count, agg.error_count, agg.canceled_count) == (1, 1, 0)
     assert (agg.skipped_count, agg.unique_test_case_count) == (2, 7)
-    ids = services.reads.first_cases(result.run_id, ["skipped", "xfailed"])
+    found = services.reads.first_cases(result.run_id, ["skipped", "xfailed"])
+    ids = {key: case_id for (key, _variant), case_id in found.items()}
     for key, outcome in (("skipped", "skipped"), ("xfailed", "xfailed")):
         facts, score = services.reads.case_score(ids[key])
         assert (facts.skipped, score.status.value, score.passed) == (outcome, "skipped", None)
@@ -115,10 +116,15 @@ def test_the_web_shows_a_skipped_case_apart(services: Services) -> None:
     result = services.ledger.import_bundle(RunBundle.model_validate(_seed_like()), OPS)
     with TestClient(create_app(services=services), base_url="http://127.0.0.1") as client:
         page = client.get(f"/ui/runs/{result.run_id}").text
-        case_id = services.reads.first_cases(result.run_id, ["xfailed"])["xfailed"]
+        case_id = next(iter(services.reads.first_cases(result.run_id, ["xfailed"]).values()))
         row = page.split(f'data-case-id="{case_id}"', 1)[1].split("</tr>", 1)[0]
         assert 'data-status="skipped"' in page and "pill s-skipped" in row
         assert "not an execution: xfailed" in row
+        # Both pass-rate cards say the run's skipped cases apart from its 3 of 5.
+        rule = page.split('data-field="pass_rule">', 1)[1].split("</span></div>", 1)[0]
+        assert rule.startswith("3 of 5 cases") and '"skipped_count">2</span> skipped' in rule
+        card = page.split('data-field="pass_rate">', 1)[1].split("</div>", 1)[0]
+        assert "1 errored · 2 skipped" in card
         detail = client.get(f"/ui/cases/{case_id}").text
         assert "not an execution: xfailed" in detail
     assert isinstance(case_id, UUID)
