@@ -127,6 +127,16 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
         assert v["total_improvements"] == list(cells.values()).count("improvement")
         assert v["total_regressions"] == list(cells.values()).count("regression")
     assert {v["variant"] for v in agg["per_variant"]} == {c[1] for c in expected_classes()}
+    # Named scores pair each test × variant with its own (was: keyed by test only, so one
+    # variant per test stood for all: 0.6667 → 1.0 on n=3 where promptfoo says 14/24 → 18/24).
+    success = next(n for n in result["named_scores"] if n["name"] == "success")
+    means = {}
+    for side, path in (("baseline", BASELINE), ("candidate", CANDIDATE)):
+        cells = [sum(oks) / len(oks) for oks in verdicts(path).values()]
+        means[side] = sum(cells) / len(cells)
+    assert success["baseline_mean"] == pytest.approx(means["baseline"])  # 14/24
+    assert success["candidate_mean"] == pytest.approx(means["candidate"])  # 18/24
+    assert success["paired"]["n"] == 12
 
     code, out, err = cli("compare", base, cand)
     assert code == 1, err  # the candidate's regression of one cell
