@@ -115,6 +115,8 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
     # Two evals of one config are scored alike: their scorers differ only in the figures
     # each eval reported (was: "runs are scored under different specs" on every compare).
     assert not any("different specs" in w for w in result["warnings"]), result["warnings"]
+    # Nor is their config changed (was: "Changes: config: scorers", the reported figures).
+    assert result["config_diff"]["config_changes"] == []
     # Each variant's pass rate is its own rows' passes over its rows, on both sides.
     for v in agg["per_variant"]:
         for side, path in (("baseline", BASELINE), ("candidate", CANDIDATE)):
