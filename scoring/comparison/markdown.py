@@ -83,6 +83,7 @@ def render_markdown(
     lines += _source_rows(c.aggregate)
     lines.append("")
     lines.append(_cases_line(c))
+    lines += _variant_rows(c.aggregate)
     changes = _config_summary(c.config_diff)
     if changes:
         lines.append("Changes: " + _md("; ".join(changes)))
@@ -183,6 +184,29 @@ def _delta_table(agg: AggregateComparison) -> list[str]:
         lines.append(
             f"| Cost | ${ba.total_cost_usd:.4f} | ${ca.total_cost_usd:.4f} "
             f"| {agg.cost_delta_usd:+.4f} USD |"
+        )
+    return lines
+
+
+def _variant_rows(agg: AggregateComparison) -> list[str]:
+    """Each variant's pass rates and case classes (promptfoo's providers × prompts)."""
+    if not agg.per_variant:
+        return []
+    lines = [
+        "",
+        "| Variant | Baseline | Candidate | Δ | regressed | improved | unchanged | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def pct(rate: float | None, suffix: str) -> str:
+        return "—" if rate is None else f"{_fixed(rate * 100, 1, _DP - 2)}{suffix}"
+
+    for v in agg.per_variant:
+        lines.append(
+            f"| {_md(v.variant)} | {pct(v.baseline_pass_rate, '%')} "
+            f"| {pct(v.candidate_pass_rate, '%')} | {_signed(pct(v.pass_rate_delta, 'pt'))} "
+            f"| {v.total_regressions} | {v.total_improvements} | {v.total_unchanged} "
+            f"| {v.total_errors} |"
         )
     return lines
 

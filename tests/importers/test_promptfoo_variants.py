@@ -151,6 +151,10 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
     assert re.search(rf"regression\s+{key} \[{re.escape(regressed[1])}\]\s+pass → fail", out)
     assert re.search(r"echo \| greet\s+0\.33\s+0\.67\s+0\.33\s+0\s+1\s+2\s+0", out)
     assert "flaky" not in out
+    # The PR comment has the per-variant table too (was: only the run-wide figures).
+    code, out, err = cli("compare", base, cand, "--markdown")
+    assert code == 1, err
+    assert "| echo \\| greet | 33.33% | 66.67% | +33.33pt | 0 | 1 | 2 | 0 |" in out, out
 
 
 def test_web_compare_pairs_each_variant_with_its_own_answer(store_url: str, cli: Cli) -> None:
