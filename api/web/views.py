@@ -450,6 +450,7 @@ def review_queue(
             i.reviewed,
             order.index(i.reasons[0]),
             natural_key(i.row.test_case_key),
+            i.row.variant,
             i.row.repetition,
         )
     )

@@ -322,6 +322,9 @@ def test_an_admin_corrects_a_promptfoo_case_from_the_review_queue(site: Site) ->
     listed = re.findall(r'href="/ui/cases/([0-9a-f-]{36})', queue)
     assert len(set(listed)) == 10, queue  # promptfoo's 10 failures
     assert "failed by its scorer" in queue
+    # Each row names its variant (was: test-2 rep 0 four times, no provider × prompt).
+    rows = re.findall(r'href="/ui/cases/[^"]+">(test-\d+)</a> <span[^>]*>([^<]+)</span>', queue)
+    assert len(rows) == 10 and len(set(rows)) == 5, rows  # 5 test × variant cells, 2 reps each
     case_id = listed[0]
     page = _page(site, case_id)
     assert 'id="score-override-form"' in page
