@@ -672,7 +672,9 @@ def compare_markdown(
         case_score_delta=case_score_delta,
     )
     result = services.reports.compare(b, c, thresholds)
-    return PlainTextResponse(render_markdown(result), media_type="text/markdown; charset=utf-8")
+    heads = {k: h.summary for k, h in _compare_headlines(services, b, c, result).items()}
+    text = render_markdown(result, headlines=heads)
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
 
 @router.get("/rollup", response_class=HTMLResponse)

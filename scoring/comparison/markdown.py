@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from evaledger.scoring.comparison.models import AggregateComparison, RunComparison, RunConfigDiff
 from evaledger.scoring.comparison.rules import _DP, _fixed, _keys_text
@@ -71,14 +71,18 @@ def render_markdown(
     comparison: RunComparison,
     max_cases: int = MAX_MARKDOWN_CASES,
     gate_failures: Sequence[str] = (),
+    headlines: Mapping[str, str] | None = None,
 ) -> str:
     """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases.
 
     `gate_failures` names the candidate's own failed thresholds (metrics_passed, cases_passed)
-    when the caller fails on them too, so the heading agrees with the exit code.
+    when the caller fails on them too, so the heading agrees with the exit code. `headlines`:
+    each side's headline summary (`Headline.summary`), as `compare` prints it.
     """
     c = comparison
     lines = _heading(c, gate_failures)
+    if headlines:
+        lines += [f"- {side}: {_md(text)}" for side, text in headlines.items()] + [""]
     lines += _delta_table(c.aggregate)
     lines += _source_rows(c.aggregate)
     lines.append("")
