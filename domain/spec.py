@@ -283,6 +283,22 @@ class ScoringSpec(PolicyFields):
         return f"spec-{digest[:16]}"
 
 
+def same_rules(a: ScoringSpec, b: ScoringSpec) -> bool:
+    """Whether two specs score alike: equal but for the figures their sources reported.
+
+    A scorer's `reported` figures are what one eval measured, not how it is scored: two
+    promptfoo or Inspect evals of one config differ there and nowhere else.
+    """
+    if a.spec_id == b.spec_id:
+        return True
+
+    def rules(spec: ScoringSpec) -> str:
+        unreported = tuple(s.model_copy(update={"reported": {}}) for s in spec.scorers)
+        return spec.model_copy(update={"scorers": unreported}).spec_id
+
+    return rules(a) == rules(b)
+
+
 def keep_source_scorers(spec: ScoringSpec, own: ScoringSpec) -> ScoringSpec:
     """A spec given for a run (rescore, compare --spec) over what the run brought from its source.
 

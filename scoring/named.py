@@ -81,14 +81,22 @@ def compare_named_scores(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    by_variant: bool = False,
 ) -> list[NamedScoreComparison]:
     """Mean delta and paired statistics of every named score either run has.
 
     Means are over test cases (repetitions averaged first, as the paired statistics see them).
+    `by_variant` (a side with several variants of one test: promptfoo's providers × prompts):
+    each test case × variant is one result, paired with the other side's same variant, as the
+    compared rows are; else a test case's one variant is only an attribute and keys pair.
     """
     names = sorted({n for r in (*baseline, *candidate) for n in r.named_scores})
-    base = {r.test_case_key: r.named_scores for r in baseline}
-    cand = {r.test_case_key: r.named_scores for r in candidate}
+
+    def key(r: TestCaseResult) -> tuple[str, str]:
+        return (r.test_case_key, r.variant if by_variant else "")
+
+    base = {key(r): r.named_scores for r in baseline}
+    cand = {key(r): r.named_scores for r in candidate}
     out: list[NamedScoreComparison] = []
     for name in names:
         b = {k: v[name] for k, v in base.items() if name in v}

@@ -231,7 +231,9 @@ def report_comparison(
         )
         emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes, **extra})
     elif args.markdown:
-        sys.stdout.write(render_markdown(result, gate_failures=gate_failures) + "\n")
+        summaries = {k: h.summary for k, h in (heads or {}).items()}
+        text = render_markdown(result, gate_failures=gate_failures, headlines=summaries)
+        sys.stdout.write(text + "\n")
         for side, note in notes.items():
             if note:
                 sys.stdout.write(f"\n_{side}: {note['note']}_\n")

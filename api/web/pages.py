@@ -376,7 +376,8 @@ def run_page(
         # 10,000 decoded scores: no cycles, nothing for the collector to find.
         with collector.paused():
             scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
-        flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
+        # Flaky per test case × variant: repetitions of one variant only (issue 30).
+        flaky = {(t.test_case_key, t.variant) for t in summary.test_cases if t.flaky}
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -520,7 +521,7 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     summary = services.reads.summary(run_id)
     with collector.paused():
         rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
-    flaky = {t.test_case_key for t in summary.test_cases if t.flaky}
+    flaky = {(t.test_case_key, t.variant) for t in summary.test_cases if t.flaky}
     # Mandatory tests: those the run's grading section holds a minimum for (by test id).
     grading = services.reads.run_spec(run_id).grading or {}
     minimums = grading.get("mandatory_minimums")
@@ -685,7 +686,9 @@ def compare_markdown(
         case_score_delta=case_score_delta,
     )
     result = services.reports.compare(b, c, thresholds)
-    return PlainTextResponse(render_markdown(result), media_type="text/markdown; charset=utf-8")
+    heads = {k: h.summary for k, h in _compare_headlines(services, b, c, result).items()}
+    text = render_markdown(result, headlines=heads)
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
 
 @router.get("/rollup", response_class=HTMLResponse)

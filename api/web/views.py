@@ -16,7 +16,7 @@ from evaledger.domain.events import GENESIS_HASH
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.facts import CaseFacts, VerdictFact
-from evaledger.scoring.models import CaseStatus, RunAggregate
+from evaledger.scoring.models import CaseStatus, GateRule, RunAggregate
 from evaledger.scoring.rollups import natural_key
 
 PER_PAGE = 50
@@ -124,13 +124,13 @@ class CasePage:
     """1-based index of the first row shown (0 when none)."""
 
 
-def _keep(s: CaseRow, query: CaseQuery, flaky: set[str]) -> bool:
+def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
     show = query.show
     if show is Show.FAILED and s.passed is not False:
         return False
     if show is Show.ERRORED and not s.errored:
         return False
-    if show is Show.FLAKY and s.test_case_key not in flaky:
+    if show is Show.FLAKY and (s.test_case_key, s.variant) not in flaky:
         return False
     if show is Show.JUDGE_ERROR and not s.judge_error:
         return False
@@ -164,7 +164,9 @@ def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
     return (value is None, value or 0.0, s.test_case_key, s.repetition)
 
 
-def select_cases(scores: Sequence[CaseRow], flaky: set[str], query: CaseQuery) -> CasePage:
+def select_cases(
+    scores: Sequence[CaseRow], flaky: set[tuple[str, str]], query: CaseQuery
+) -> CasePage:
     """Filter, sort and paginate a run's cases (opening order unless sorted)."""
     kept = [s for s in scores if _keep(s, query, flaky)]
     if query.sort is not SortKey.ORDER:
@@ -361,6 +363,8 @@ class QueueReason(StrEnum):
     JUDGE_ERROR = "judge error"
     JUDGES_DISAGREE = "judges disagree"
     FLAKY = "flaky repetitions"
+    SCORER_FAILED = "failed by its scorer"
+    """A case its source's scorer failed (the score gate decided, no judge looked)."""
 
 
 DISAGREEMENT_POINTS = 2
@@ -405,7 +409,7 @@ def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
 def review_queue(
     rows: Sequence[CaseRow],
     facts: Sequence[CaseFacts],
-    flaky: set[str],
+    flaky: set[tuple[str, str]],
     mandatory: set[str],
     review: CaseReview | None = None,
 ) -> list[QueueItem]:
@@ -427,11 +431,17 @@ def review_queue(
             reasons.append(QueueReason.JUDGE_ERROR)
         if judges_disagree(f.verdicts):
             reasons.append(QueueReason.JUDGES_DISAGREE)
-        if row.test_case_key in flaky:
+        if (row.test_case_key, row.variant) in flaky:
             reasons.append(QueueReason.FLAKY)
+        # An imported run's verdicts are its scorer's: a failed one is the person's to check
+        # (and stays listed, reviewed, once an admin overrode the scorer).
+        if row.gate == GateRule.SCORE_GATE and (row.passed is False or f.score_overrides):
+            reasons.append(QueueReason.SCORER_FAILED)
         if reasons:
-            reviewed = row.case_id in review.labelled or any(
-                v.overridden or v.invalidated for v in f.verdicts
+            reviewed = (
+                row.case_id in review.labelled
+                or bool(f.score_overrides)
+                or any(v.overridden or v.invalidated for v in f.verdicts)
             )
             items.append(QueueItem(row, reasons, reviewed, flag))
     order = list(QueueReason)
@@ -440,6 +450,7 @@ def review_queue(
             i.reviewed,
             order.index(i.reasons[0]),
             natural_key(i.row.test_case_key),
+            i.row.variant,
             i.row.repetition,
         )
     )

@@ -32,6 +32,22 @@ def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config without the figures its source reported (each scorer's `reported`).
+
+    Those are what one eval measured, not how it was configured: two evals of one promptfoo
+    or Inspect config differ there and nowhere else.
+    """
+    scorers = config.get("scorers")
+    if not isinstance(scorers, list):
+        return dict(config)
+    unreported = [
+        {k: v for k, v in s.items() if k != "reported"} if isinstance(s, Mapping) else s
+        for s in scorers
+    ]
+    return {**config, "scorers": unreported}
+
+
 def prompt_diff(baseline: str | None, candidate: str | None) -> PromptDiff | None:
     """Unified diff of two system prompts ("baseline" → "candidate"); None when identical."""
     old, new = baseline or "", candidate or ""
@@ -78,7 +94,7 @@ def config_diff(baseline: ComparedRun, candidate: ComparedRun) -> RunConfigDiff:
     """Structured diff of agent, prompt, tools, judge, suite and run config of two runs."""
     ba, ca = baseline.agent, candidate.agent
     bj, cj = baseline.judge, candidate.judge
-    bflat, cflat = _flatten(baseline.config), _flatten(candidate.config)
+    bflat, cflat = _flatten(_settings(baseline.config)), _flatten(_settings(candidate.config))
     config_changes = [
         FieldChange(field=path, old_value=bflat.get(path), new_value=cflat.get(path))
         for path in sorted(bflat.keys() | cflat.keys())

@@ -550,7 +550,13 @@ def compare_columns(
     verdict = _verdict(aggregate, used, warnings)
     named: list[NamedScoreComparison] = []
     if base.has_named or cand.has_named:
-        named = compare_named_scores(base.source, cand.source, resamples=resamples, seed=seed)
+        named = compare_named_scores(
+            base.source,
+            cand.source,
+            resamples=resamples,
+            seed=seed,
+            by_variant=base.multi or cand.multi,
+        )
     statistics = paired_statistics_of(
         classified.baseline_flips,
         classified.candidate_flips,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from evaledger.scoring.comparison.models import AggregateComparison, RunComparison, RunConfigDiff
 from evaledger.scoring.comparison.rules import _DP, _fixed, _keys_text
@@ -71,18 +71,23 @@ def render_markdown(
     comparison: RunComparison,
     max_cases: int = MAX_MARKDOWN_CASES,
     gate_failures: Sequence[str] = (),
+    headlines: Mapping[str, str] | None = None,
 ) -> str:
     """Render a compact PR comment: verdict, reasons, delta table, statistics, regressed cases.
 
     `gate_failures` names the candidate's own failed thresholds (metrics_passed, cases_passed)
-    when the caller fails on them too, so the heading agrees with the exit code.
+    when the caller fails on them too, so the heading agrees with the exit code. `headlines`:
+    each side's headline summary (`Headline.summary`), as `compare` prints it.
     """
     c = comparison
     lines = _heading(c, gate_failures)
+    if headlines:
+        lines += [f"- {side}: {_md(text)}" for side, text in headlines.items()] + [""]
     lines += _delta_table(c.aggregate)
     lines += _source_rows(c.aggregate)
     lines.append("")
     lines.append(_cases_line(c))
+    lines += _variant_rows(c.aggregate)
     changes = _config_summary(c.config_diff)
     if changes:
         lines.append("Changes: " + _md("; ".join(changes)))
@@ -183,6 +188,29 @@ def _delta_table(agg: AggregateComparison) -> list[str]:
         lines.append(
             f"| Cost | ${ba.total_cost_usd:.4f} | ${ca.total_cost_usd:.4f} "
             f"| {agg.cost_delta_usd:+.4f} USD |"
+        )
+    return lines
+
+
+def _variant_rows(agg: AggregateComparison) -> list[str]:
+    """Each variant's pass rates and case classes (promptfoo's providers × prompts)."""
+    if not agg.per_variant:
+        return []
+    lines = [
+        "",
+        "| Variant | Baseline | Candidate | Δ | regressed | improved | unchanged | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def pct(rate: float | None, suffix: str) -> str:
+        return "—" if rate is None else f"{_fixed(rate * 100, 1, _DP - 2)}{suffix}"
+
+    for v in agg.per_variant:
+        lines.append(
+            f"| {_md(v.variant)} | {pct(v.baseline_pass_rate, '%')} "
+            f"| {pct(v.candidate_pass_rate, '%')} | {_signed(pct(v.pass_rate_delta, 'pt'))} "
+            f"| {v.total_regressions} | {v.total_improvements} | {v.total_unchanged} "
+            f"| {v.total_errors} |"
         )
     return lines
 

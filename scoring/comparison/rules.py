@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evaledger.domain.metrics import SCORE_LABELS, ScoreType
-from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.domain.spec import ComparisonThresholds, ScoringSpec, same_rules
 from evaledger.domain.types import variant_label
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
@@ -265,7 +265,7 @@ def _warnings(baseline: ComparedRun, candidate: ComparedRun, spec: ScoringSpec |
             f"runs use different versions of suite {baseline.suite_name!r}: "
             f"{baseline.suite_version} vs {candidate.suite_version}"
         )
-    if spec is None and baseline.spec.spec_id != candidate.spec.spec_id:
+    if spec is None and not same_rules(baseline.spec, candidate.spec):
         out.append(
             "runs are scored under different specs "
             f"({baseline.spec.spec_id} vs {candidate.spec.spec_id})"

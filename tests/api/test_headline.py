@@ -161,6 +161,13 @@ def test_every_view_prints_the_same_headline(
             web = client.get(f"/ui/compare?baseline={run_id}&candidate={run_id}").text
             assert cell(web, "headline.baseline") == expected.summary
             assert cell(web, "headline.candidate") == expected.summary
+            # The Markdown PR comment, from the CLI and the web (was: no headline).
+            md = expected.summary.replace("|", "\\|")
+            code, out, err = cli("compare", run_id, run_id, "--markdown", "--no-fail-on-thresholds")
+            assert code == 0, err
+            assert f"- baseline: {md}" in out.splitlines(), out
+            q = f"baseline={run_id}&candidate={run_id}"
+            assert f"- candidate: {md}" in client.get(f"/ui/compare.md?{q}").text.splitlines()
 
 
 def test_the_run_page_shows_each_scorers_value_per_case_and_no_rubric_bars(

@@ -117,10 +117,15 @@ def test_the_web_shows_a_skipped_case_apart(services: Services) -> None:
     result = services.ledger.import_bundle(RunBundle.model_validate(_seed_like()), OPS)
     with TestClient(create_app(services=services), base_url="http://127.0.0.1") as client:
         page = client.get(f"/ui/runs/{result.run_id}").text
-        case_id = services.reads.first_cases(result.run_id, ["xfailed"])[("xfailed", "")]
+        case_id = next(iter(services.reads.first_cases(result.run_id, ["xfailed"]).values()))
         row = page.split(f'data-case-id="{case_id}"', 1)[1].split("</tr>", 1)[0]
         assert 'data-status="skipped"' in page and "pill s-skipped" in row
         assert "not an execution: xfailed" in row
+        # Both pass-rate cards say the run's skipped cases apart from its 3 of 5.
+        rule = page.split('data-field="pass_rule">', 1)[1].split("</span></div>", 1)[0]
+        assert rule.startswith("3 of 5 cases") and '"skipped_count">2</span> skipped' in rule
+        card = page.split('data-field="pass_rate">', 1)[1].split("</div>", 1)[0]
+        assert "1 errored · 2 skipped" in card
         detail = client.get(f"/ui/cases/{case_id}").text
         assert "not an execution: xfailed" in detail
     assert isinstance(case_id, UUID)

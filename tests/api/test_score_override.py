@@ -298,3 +298,54 @@ def test_an_admin_overrides_the_scorer_from_the_case_page(site: Site) -> None:
     assert "a-admin" in corrections
     assert 'data-field="override">reads 1.0000: right answer, other spelling' in page
     assert site.run()["passed_count"] == 4
+
+
+PROMPTFOO = Path(__file__).parents[1] / "fixtures/promptfoo/baseline.json"
+
+
+def test_an_admin_corrects_a_promptfoo_case_from_the_review_queue(site: Site) -> None:
+    """The queue lists the cases an imported run's scorer failed (was: empty, nothing to open).
+
+    promptfoo's baseline (real 0.121.20 output): 10 of 24 rows failed by its assertions, no
+    judge. The admin opens one from the queue, overrides `success` with a reason; the case
+    passes, the run reads 15 of 24, and the case stays in the queue, reviewed.
+    """
+    _sign_in(site, "a-admin")
+    r = site.client.post(
+        "/imports",
+        content=PROMPTFOO.read_bytes(),
+        headers={**site.bearer("a-write"), "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.text
+    run_id = str(r.json()["imported"][0]["run_id"])
+    queue = site.client.get(f"/ui/runs/{run_id}/queue").text
+    listed = re.findall(r'href="/ui/cases/([0-9a-f-]{36})', queue)
+    assert len(set(listed)) == 10, queue  # promptfoo's 10 failures
+    assert "failed by its scorer" in queue
+    # Each row names its variant (was: test-2 rep 0 four times, no provider × prompt).
+    rows = re.findall(r'href="/ui/cases/[^"]+">(test-\d+)</a> <span[^>]*>([^<]+)</span>', queue)
+    assert len(rows) == 10 and len(set(rows)) == 5, rows  # 5 test × variant cells, 2 reps each
+    case_id = listed[0]
+    page = _page(site, case_id)
+    assert 'id="score-override-form"' in page
+    r = site.client.post(
+        f"/ui/cases/{case_id}/score-override",
+        data={
+            "csrf_token": _csrf(page),
+            "score": "success",
+            "value": "pass",
+            "reason": "the greeting is right, the assertion too strict",
+        },
+        headers=ORIGIN,
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    agg = site.client.get(f"/runs/{run_id}", headers=site.bearer("a-read")).json()["aggregate"]
+    assert (agg["passed_count"], agg["total_executions"]) == (15, 24)
+    queue = site.client.get(f"/ui/runs/{run_id}/queue").text
+    # Its variant is now flaky (one repetition passes, already listed); the test's other
+    # variants are not (was: flaky by test key, 4 of their passing cases queued).
+    assert '<strong data-field="queue_open">9</strong> of 10' in queue, re.findall(
+        r"queue_open.{0,40}", queue
+    )
+    assert case_id in queue.rsplit("to do", 1)[-1]  # listed last, reviewed

@@ -112,6 +112,11 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
         8,
     )
     assert not any("flaky" in w for w in result["warnings"])
+    # Two evals of one config are scored alike: their scorers differ only in the figures
+    # each eval reported (was: "runs are scored under different specs" on every compare).
+    assert not any("different specs" in w for w in result["warnings"]), result["warnings"]
+    # Nor is their config changed (was: "Changes: config: scorers", the reported figures).
+    assert result["config_diff"]["config_changes"] == []
     # Each variant's pass rate is its own rows' passes over its rows, on both sides.
     for v in agg["per_variant"]:
         for side, path in (("baseline", BASELINE), ("candidate", CANDIDATE)):
@@ -127,6 +132,16 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
         assert v["total_improvements"] == list(cells.values()).count("improvement")
         assert v["total_regressions"] == list(cells.values()).count("regression")
     assert {v["variant"] for v in agg["per_variant"]} == {c[1] for c in expected_classes()}
+    # Named scores pair each test × variant with its own (was: keyed by test only, so one
+    # variant per test stood for all: 0.6667 → 1.0 on n=3 where promptfoo says 14/24 → 18/24).
+    success = next(n for n in result["named_scores"] if n["name"] == "success")
+    means = {}
+    for side, path in (("baseline", BASELINE), ("candidate", CANDIDATE)):
+        cells = [sum(oks) / len(oks) for oks in verdicts(path).values()]
+        means[side] = sum(cells) / len(cells)
+    assert success["baseline_mean"] == pytest.approx(means["baseline"])  # 14/24
+    assert success["candidate_mean"] == pytest.approx(means["candidate"])  # 18/24
+    assert success["paired"]["n"] == 12
 
     code, out, err = cli("compare", base, cand)
     assert code == 1, err  # the candidate's regression of one cell
@@ -136,6 +151,10 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
     assert re.search(rf"regression\s+{key} \[{re.escape(regressed[1])}\]\s+pass → fail", out)
     assert re.search(r"echo \| greet\s+0\.33\s+0\.67\s+0\.33\s+0\s+1\s+2\s+0", out)
     assert "flaky" not in out
+    # The PR comment has the per-variant table too (was: only the run-wide figures).
+    code, out, err = cli("compare", base, cand, "--markdown")
+    assert code == 1, err
+    assert "| echo \\| greet | 33.33% | 66.67% | +33.33pt | 0 | 1 | 2 | 0 |" in out, out
 
 
 def test_web_compare_pairs_each_variant_with_its_own_answer(store_url: str, cli: Cli) -> None:

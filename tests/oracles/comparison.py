@@ -108,7 +108,18 @@ def _warnings(
             f"runs use different versions of suite {baseline.suite_name!r}: "
             f"{baseline.suite_version} vs {candidate.suite_version}"
         )
-    if spec is None and baseline.spec.spec_id != candidate.spec.spec_id:
+    # The source's reported figures are one eval's measures, not its scoring rules.
+    rules = [
+        {
+            **r.spec.model_dump(mode="json"),
+            "scorers": [
+                {k: v for k, v in s.items() if k != "reported"}
+                for s in r.spec.model_dump(mode="json").get("scorers", [])
+            ],
+        }
+        for r in (baseline, candidate)
+    ]
+    if spec is None and rules[0] != rules[1]:
         out.append(
             "runs are scored under different specs "
             f"({baseline.spec.spec_id} vs {candidate.spec.spec_id})"
