@@ -137,8 +137,8 @@ def test_compare_classifies_each_test_and_variant_without_false_flaky(cli: Cli) 
     success = next(n for n in result["named_scores"] if n["name"] == "success")
     means = {}
     for side, path in (("baseline", BASELINE), ("candidate", CANDIDATE)):
-        cells = [sum(oks) / len(oks) for oks in verdicts(path).values()]
-        means[side] = sum(cells) / len(cells)
+        shares = [sum(oks) / len(oks) for oks in verdicts(path).values()]
+        means[side] = sum(shares) / len(shares)
     assert success["baseline_mean"] == pytest.approx(means["baseline"])  # 14/24
     assert success["candidate_mean"] == pytest.approx(means["candidate"])  # 18/24
     assert success["paired"]["n"] == 12
