@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import partial
 from typing import Any, Literal
 from uuid import UUID
 
@@ -22,7 +23,9 @@ from evaledger.domain.events import (
     TestCaseSnapshot,
     Turn,
     Usage,
+    case_digest,
     request_digest,
+    same_case_digest,
 )
 from evaledger.domain.model import FrozenModel
 from evaledger.domain.spec import RunConfig
@@ -213,6 +216,19 @@ class BundleCase(FrozenModel):
         A stored case whose digest is that case's is this case (Inspect: before group tags).
         """
         return self._legacy
+
+    def is_recorded_as(self, stored: str | None, digest: str) -> bool:
+        """Whether a case stored with the digest `stored` is this case (whose digest is `digest`).
+
+        By today's digest or the v1 rule (`same_case_digest`), or as an older importer made it
+        (`legacy`).
+        """
+        if same_case_digest(stored, digest, partial(self.model_dump, mode="json")):
+            return True
+        old = self._legacy
+        return old is not None and same_case_digest(
+            stored, case_digest(old.model_dump()), partial(old.model_dump, mode="json")
+        )
 
     @model_validator(mode="before")
     @classmethod

@@ -63,7 +63,6 @@ from evaledger.domain.events import (
     case_digest,
     check_storable,
     request_digest,
-    same_case_digest,
     stored_hash,
 )
 from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
@@ -634,9 +633,7 @@ class Ledger:
             existing = self._find(Case, case_id) if run.has_case(case_id) else None
             if existing is not None:
                 stored = existing.opened.request_digest
-                if not same_case_digest(
-                    stored, digest, partial(bc.model_dump, mode="json")
-                ) and not _stored_as_legacy(stored, bc):
+                if not bc.is_recorded_as(stored, digest):
                     raise ConflictError(
                         f"cases[{index}]: case {bc.test_case.key!r} repetition {bc.repetition} "
                         "is already recorded with different content",
@@ -797,11 +794,3 @@ def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
         return x
 
     return {k: conv(v) for k, v in body.items()}
-
-
-def _stored_as_legacy(stored: str | None, case: BundleCase) -> bool:
-    """Whether a recorded case is what an older importer made of this case's record."""
-    old = case.legacy
-    return old is not None and same_case_digest(
-        stored, case_digest(old.model_dump()), partial(old.model_dump, mode="json")
-    )
