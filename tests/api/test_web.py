@@ -24,7 +24,7 @@ from markupsafe import escape as html_escape
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.api.web import views
-from evaledger.api.web.pages import fmt_num, fmt_pct
+from evaledger.api.web.filters import fmt_num, fmt_pct
 from evaledger.domain.events import GENESIS_HASH
 from evaledger.scoring.models import CaseScore, CaseStatus, GateRule
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from evaledger.api.web.pages import fmt_num, fmt_pct, fmt_signed
+from evaledger.api.web.filters import fmt_num, fmt_pct, fmt_signed
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.conftest import IN_CI
 

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from evaledger.api.web.pages import fmt_pct
+from evaledger.api.web.filters import fmt_pct
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
 from tests.api.test_web_browser import CHROMIUM, WAIT_LIMIT_MS, _require_chromium, shot
 from tests.helpers import bundle

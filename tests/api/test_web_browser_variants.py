@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evaledger.api.web.pages import fmt_pct
+from evaledger.api.web.filters import fmt_pct
 from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.api.test_web_browser import Site, _require_chromium, shot, text
 from tests.api.test_web_browser import browser as browser  # the fixtures

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.api.web.pages import fmt_num, fmt_signed
+from evaledger.api.web.filters import fmt_num, fmt_signed
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import VerdictOverridden
 from evaledger.domain.ledger import Context
