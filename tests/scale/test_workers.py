@@ -84,7 +84,14 @@ def test_health_and_ready_answer_503_in_time_while_postgresql_hangs(
                 assert status == 503, (path, body)
                 assert body["code"] == "store_unavailable"
             proxy.resume()
-            status, health = request(server.base, "GET", "/health", timeout=30)
+            # Recovered once the server answers again: a request inside the moment after a failed
+            # probe (liveness.HUNG_FOR_S) is still refused at once, so wait for the state.
+            deadline = time.monotonic() + 30
+            while True:
+                status, health = request(server.base, "GET", "/health", timeout=30)
+                if (status, health["status"]) == (200, "ok") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             assert (status, health["status"]) == (200, "ok")
         finally:
             proxy.resume()
