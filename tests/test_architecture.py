@@ -13,9 +13,21 @@ import pytest
 from tests.helpers import checkout_copy
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("domain", "scoring", "projections", "api", "judging", "importers", "client", "bench")
+PACKAGES = (
+    "domain",
+    "scoring",
+    "projections",
+    "api",
+    "judging",
+    "importers",
+    "client",
+    "application",
+    "bench",
+)
 # Layer folders that install under the `evaledger` namespace (pyproject's package-dir mapping).
-INSTALLED = frozenset({"domain", "scoring", "projections", "api", "judging", "importers", "client"})
+INSTALLED = frozenset(
+    {"domain", "scoring", "projections", "api", "judging", "importers", "client", "application"}
+)
 
 # Top-level import names a layer must never use (DESIGN §1, "rules of the house").
 FORBIDDEN: dict[str, frozenset[str]] = {
@@ -42,12 +54,20 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     # The judge runner writes through the ledger's commands and reads no read model.
     "judging": frozenset({"api", "projections", "fastapi", "starlette", "uvicorn", "sqlalchemy"}),
     "importers": frozenset({"api", "judging", "fastapi", "starlette", "uvicorn"}),
+    # The use cases (issue 31) sit under every entry point: the API, the CLI and the client call
+    # them; they call the domain's commands, the read models, the rules, the judge and importers.
+    "application": frozenset({"api", "fastapi", "starlette", "uvicorn"}),
     # Nothing in the product depends on the client: it sits on top, beside the API.
     "api": frozenset({"client"}),
 }
-# The client is the outermost layer: no other layer may import it.
+# The client is the outermost layer: no other layer may import it. The application layer sits
+# above the core: nothing below it (domain, rules, read models, judge, importers) imports it.
 FORBIDDEN = {
     name: banned | {"client"} if name != "api" else banned for name, banned in FORBIDDEN.items()
+}
+FORBIDDEN = {
+    name: banned | {"application"} if name not in ("api", "application") else banned
+    for name, banned in FORBIDDEN.items()
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("domain", "scoring", "projections", "api", "judging", "importers", "client", "evaledger")
+PRODUCT = ("domain", "scoring", "projections", "api", "judging", "importers", "client", "application", "evaledger")
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80
 
