@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.store.permissions import private_files, warn_if_shared
@@ -32,10 +33,13 @@ from evaledger.projections.queries import ReadModels
 from evaledger.projections.tables import make_engine
 
 if TYPE_CHECKING:
+    # lazy: psycopg, only for a PostgreSQL store
     import psycopg
     from rich.progress import Progress, TaskID
 
     from evaledger.domain.ledger import Ledger
+
+    # lazy: the reports and the comparison rules under them, for the commands that print one
     from evaledger.projections.reports import Reports
     from evaledger.projections.runner import ProjectionRunner
 
@@ -160,6 +164,7 @@ class CatchUpProgress:
             if not self.stream.isatty():
                 log.info("%s: %d events to project", self.label, target - position)
                 return
+            # lazy: rich's progress bar, drawn only for a long catch-up on a terminal
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
@@ -231,6 +236,7 @@ class Services:
         ledger = self.ledger
         with self._building:
             if self._runner is None:
+                # lazy: the projectors and their runner, which a caught-up read never builds
                 from evaledger.projections.projectors import all_projections
                 from evaledger.projections.runner import ProjectionRunner
 
@@ -364,6 +370,7 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
 
 
 def _open_ledger(location: StorageLocation, key: bytes | None) -> Ledger:
+    # lazy: the ledger and eventsourcing, opened on first use (a caught-up read needs neither)
     from evaledger.domain.ledger import Ledger
 
     return Ledger(location, checkpoint_key=key)
@@ -371,6 +378,7 @@ def _open_ledger(location: StorageLocation, key: bytes | None) -> Ledger:
 
 def load_key(path: str) -> bytes:
     """The chain's signing key from its file (`domain/store/chain.py`, imported when used)."""
+    # lazy: the chain and eventsourcing's persistence, only when a key file is given
     from evaledger.domain.store.chain import load_key as load
 
     return load(path)
@@ -441,8 +449,6 @@ _CAUSES = (
 def display_url(url: str) -> str:
     """The store URL without its password."""
     if url.startswith("postgres"):
-        from sqlalchemy.engine import make_url
-
         try:
             return make_url(url).render_as_string(hide_password=True)
         except sa.ArgumentError:
@@ -502,6 +508,7 @@ def require_existing_store(url: str) -> None:
         return
     location = parse_db_url(url)
     if location.kind == "postgresql":
+        # lazy: the ledger and eventsourcing, only to name a PostgreSQL store's events table
         from evaledger.domain.ledger import LedgerApplication
 
         table = f"{LedgerApplication.name.lower()}_events"

@@ -156,8 +156,8 @@ def _header(f: IO[bytes]) -> tuple[dict[str, Any], int, bool]:
     16-digit run in the bytes); yajl refuses raw control characters and the scan finds lone
     surrogates, so without either the per-case walk of `unstorable` can be skipped.
     """
-    # ijson is imported by the two functions that parse: the CLI's console imports this module
-    # (for `describe`) on every command, and only `import` reads a bundle (issue 19).
+    # lazy: ijson, imported by the two functions that parse: the CLI's console imports this
+    # module (for `describe`) on every command, and only `import` reads a bundle (issue 19).
     import ijson
 
     scan = _Scanning(f)
@@ -207,7 +207,7 @@ def stream_cases(f: IO[bytes], name: str, suspect: bool = True) -> Iterator[Bund
     `suspect=False` (the header pass found no NUL escape and no 16-digit run in the file) skips
     the walk over each case for unstorable values: it could find nothing.
     """
-    import ijson  # see `_header`
+    import ijson  # lazy: ijson, see `_header`
 
     i = 0
     try:

@@ -62,6 +62,7 @@ _RUN_STATUS = {
 
 def open_inspect(path: Path) -> PeerImport:
     """The run of one Inspect log; its samples are streamed with `read_eval_log_samples`."""
+    # lazy: inspect_ai takes seconds to import; only an Inspect log needs it
     from inspect_ai.log import read_eval_log
 
     version = _stored_version(path)
@@ -352,7 +353,7 @@ def _reason(e: Exception) -> str:
 def _cases(
     path: Path, sample_ids: Sequence[str | int], groups: Sequence[str]
 ) -> Iterator[BundleCase]:
-    from inspect_ai.log import read_eval_log
+    from inspect_ai.log import read_eval_log  # lazy: inspect_ai, seconds to import
 
     any_sample = False
     try:
@@ -377,6 +378,7 @@ def _samples(path: Path, sample_ids: Sequence[str | int]) -> Iterator[Any]:
     A sample's `events` (the full model-call log) are skipped, and with them `events_data`, the
     pool of messages the writer deduplicates model-call inputs into: nothing maps them.
     """
+    # lazy: inspect_ai, seconds to import
     from inspect_ai.log import EvalSample, resolve_sample_attachments
 
     def load(data: dict[str, Any]) -> Any:

@@ -15,7 +15,8 @@ from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
 from evaledger.importers.detect import detect
-from evaledger.importers.promptfoo import open_promptfoo
+from evaledger.importers.promptfoo import is_rows_jsonl, open_promptfoo
+from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
 from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
@@ -26,16 +27,25 @@ held whole, they peak under 200 MB); larger ones are streamed in chunks and resu
 
 
 def _open_inspect(path: Path) -> PeerImport:
-    # Imported on use: inspect_ai takes seconds to import.
+    # lazy: inspect_ai takes seconds to import; only an Inspect log needs it.
     from evaledger.importers.inspect import open_inspect
 
     return open_inspect(path)
 
 
+def open_promptfoo_file(path: Path) -> PeerImport:
+    """The run of one promptfoo output file: CSV, JSONL or JSON / YAML (`-o out.json`)."""
+    if is_promptfoo_csv(path):
+        return open_csv(path)
+    if is_rows_jsonl(path):
+        return open_jsonl(path)
+    return open_promptfoo(path)
+
+
 _OPENERS: dict[Format, Callable[[Path], PeerImport]] = {
     Format.BUNDLE: open_bundle,
     Format.INSPECT: _open_inspect,
-    Format.PROMPTFOO: open_promptfoo,
+    Format.PROMPTFOO: open_promptfoo_file,
     Format.TAU_BENCH: open_tau_bench,
 }
 

@@ -104,13 +104,11 @@ def _header(path: Path) -> dict[str, Any]:
 
 
 def open_promptfoo(path: Path) -> PeerImport:
-    """The run of one promptfoo output file: JSON or YAML (`-o out.json`), JSONL or CSV."""
-    from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
+    """The run of one promptfoo output file in JSON or YAML (`-o out.json`).
 
-    if is_promptfoo_csv(path):
-        return open_csv(path)
-    if not is_yaml(path) and _is_jsonl(path):
-        return open_jsonl(path)
+    Its row-shaped forms (JSONL, CSV) open in `promptfoo_rows` (`load.open_promptfoo_file`
+    picks the form).
+    """
     head = _header(path)
     results = head.get("results")
     if not isinstance(results, dict) or "version" not in results:
@@ -166,11 +164,14 @@ def open_promptfoo(path: Path) -> PeerImport:
     return PeerImport(format=Format.PROMPTFOO, sources=(str(path),), run=run, cases=cases)
 
 
-def _is_jsonl(path: Path) -> bool:
+def is_rows_jsonl(path: Path) -> bool:
     """Whether a JSON file's first value is one result row (`-o out.jsonl`), not an output.
 
-    Only the first value's top-level keys are read, streamed: an output's rows are never built.
+    A YAML output is not. Only the first value's top-level keys are read, streamed: an output's
+    rows are never built.
     """
+    if is_yaml(path):
+        return False
     keys: set[str] = set()
     with path.open("rb") as f:
         try:

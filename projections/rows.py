@@ -18,6 +18,7 @@ from evaledger.projections.tables import cases
 from evaledger.scoring.models import CaseScore
 
 if TYPE_CHECKING:
+    # lazy: the facts' models load every event class, which listing runs never needs
     from evaledger.scoring.facts import CaseFacts
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
@@ -41,6 +42,7 @@ def closed_inputs_marker(summary_position: int) -> str:
     The inputs' format and the cases table's versioned name are part of it, so new code or a
     new projection version never reads inputs an older one stored.
     """
+    # lazy: the columnar rescore and the case rules under it, which listing runs never needs
     from evaledger.scoring.rescore import INPUTS_FORMAT
 
     return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
@@ -51,8 +53,8 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) ->
     if not rows:
         return
     keys = [c.name for c in table.primary_key.columns]
-    # The dialect's module is imported here: a SQLite store never loads PostgreSQL's (~0.1 s).
     if conn.dialect.name == "postgresql":
+        # lazy: PostgreSQL's dialect (~0.1 s), never loaded by a SQLite store
         from sqlalchemy.dialects import postgresql
 
         pg = postgresql.insert(table)
@@ -61,6 +63,7 @@ def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) ->
             set_={c.name: pg.excluded[c.name] for c in table.columns if c.name not in keys},
         )
     else:
+        # lazy: SQLite's dialect, only for a SQLite store
         from sqlalchemy.dialects import sqlite
 
         lite = sqlite.insert(table)

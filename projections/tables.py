@@ -262,6 +262,7 @@ def make_engine(url: str) -> Engine:
             conn.commit()
     else:
         # The PostgreSQL store's modules import psycopg: loaded for a postgresql:// URL only.
+        # lazy: psycopg and its pool, only for a PostgreSQL store
         from evaledger.domain.store.liveness import BoundedConnection
 
         engine = create_engine(
@@ -322,6 +323,7 @@ def _report_store_errors(engine: Engine, store: str) -> None:
 
 def grant_read_models(conn: Connection, app_role: str) -> None:
     """Let the app role read and write the read models (run by the migration role)."""
+    # lazy: psycopg, only for a PostgreSQL store
     from evaledger.domain.store.postgres import quote_role
 
     role = quote_role(app_role)

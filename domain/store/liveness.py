@@ -199,6 +199,7 @@ def bounded_getconn(pool: Any) -> None:
     A request waits `POOL_FIRST_WAIT_S` for a connection; past that the server is probed: a
     live server (a busy pool) gets the rest of the pool's timeout, a down or hung one fails now.
     """
+    # lazy: psycopg_pool, only for a PostgreSQL store's pool
     from psycopg_pool import PoolTimeout
 
     original = pool.getconn
