@@ -33,13 +33,10 @@ from evaledger.projections.queries import ReadModels
 from evaledger.projections.tables import make_engine
 
 if TYPE_CHECKING:
-    # lazy: psycopg, only for a PostgreSQL store
     import psycopg
     from rich.progress import Progress, TaskID
 
     from evaledger.domain.ledger import Ledger
-
-    # lazy: the reports and the comparison rules under them, for the commands that print one
     from evaledger.projections.reports import Reports
     from evaledger.projections.runner import ProjectionRunner
 
@@ -254,6 +251,7 @@ class Services:
         """Comparisons, grades and roll-ups over the read models, built on first use."""
         with self._building:
             if self._reports is None:
+                # lazy: the reports and the comparison rules, for the commands that print one
                 from evaledger.projections.reports import Reports
 
                 self._reports = Reports(self.reads)
@@ -548,6 +546,7 @@ def probe_postgres(location: StorageLocation) -> None:
 
 
 def _connect(location: StorageLocation) -> psycopg.Connection[tuple[object, ...]]:
+    # lazy: psycopg, only for a PostgreSQL store
     import psycopg
 
     from evaledger.domain.store.postgres import connect_postgres

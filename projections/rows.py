@@ -18,7 +18,6 @@ from evaledger.projections.tables import cases
 from evaledger.scoring.models import CaseScore
 
 if TYPE_CHECKING:
-    # lazy: the facts' models load every event class, which listing runs never needs
     from evaledger.scoring.facts import CaseFacts
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
@@ -30,6 +29,7 @@ def case_facts() -> TypeAdapter[list[CaseFacts]]:
 
     (The facts' models load every event class, which listing runs never needs.)
     """
+    # lazy: the facts' models load every event class, which listing runs never needs
     from evaledger.scoring.facts import CaseFacts
 
     return TypeAdapter(list[CaseFacts])
