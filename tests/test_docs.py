@@ -16,7 +16,16 @@ from evaledger.domain.events import EVENT_CLASSES
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "api/demo/LICENSES.md"]
-SOURCE_FOLDERS = ("domain", "scoring", "projections", "api", "judging", "importers", "application", "tests")
+SOURCE_FOLDERS = (
+    "domain",
+    "scoring",
+    "projections",
+    "api",
+    "judging",
+    "importers",
+    "application",
+    "tests",
+)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
