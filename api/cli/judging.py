@@ -28,7 +28,7 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line (a --rubric file is read here)."""
     # lazy: the judging use cases load the runner, jinja2 and the prompt templates
     from evaledger.application.judging import JudgeOptions
-    from evaledger.judging.rubric import load_rubrics  # lazy: yaml and the rubric models
+    from evaledger.judging.rubric import load_rubrics  # lazy: jinja2, yaml, the rubrics
 
     rubrics = tuple(load_rubrics(Path(args.rubric)).values()) if args.rubric else ()
     return JudgeOptions(
@@ -248,7 +248,7 @@ def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
     # lazy: the agreement measures and the votes projection (start-up, issue 19)
     from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
-    from evaledger.scoring.agreement import shown
+    from evaledger.scoring.agreement import shown  # lazy: the agreement measures (scoring.stats)
 
     run_id = resolve_run(services, args.run, args.project)
     report = agreement_of(services, run_id)
