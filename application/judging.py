@@ -65,6 +65,7 @@ __all__ = [
     "enqueue_judging",
     "get_judge_job",
     "job_key",
+    "judge_job_cases_done",
     "judge_run",
     "list_judge_jobs",
     "plan_judging",

@@ -13,6 +13,7 @@ from uuid import UUID, uuid4
 import orjson
 import pytest
 
+import evaledger.application.judging as judging
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application.judging import (
     JobRegistry,
@@ -21,6 +22,7 @@ from evaledger.application.judging import (
     JudgeJobSpec,
     JudgeOptions,
     JudgeRequest,
+    JudgingNotStarted,
     JudgingPreview,
     PlannedPrompt,
     cancel_judge_job,
@@ -139,6 +141,31 @@ def test_judge_run_refuses_a_bad_pass_before_any_call_or_event(
     with pytest.raises(NotFoundError):
         judge_run(services, uuid4(), JudgeOptions(judges=OPENAI), CTX, env=judges.env())
     assert (judges.calls(), event_count(services)) == (0, before)
+
+
+def test_a_ctrl_c_while_planning_is_judging_not_started(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    def wrapped(*args: Any) -> None:
+        # Python 3.11 wraps a Ctrl-C that lands while a class is built in a RuntimeError.
+        raise RuntimeError("class built") from KeyboardInterrupt()
+
+    for planning in (interrupted, wrapped):
+        monkeypatch.setattr(judging, "plan", planning)
+        with pytest.raises(JudgingNotStarted):
+            judge_run(services, uuid4(), JudgeOptions(), CTX, env={})
+        with pytest.raises(JudgingNotStarted):
+            plan_judging(services, uuid4(), JudgeOptions(), env={})
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("a bug, not a Ctrl-C")
+
+    monkeypatch.setattr(judging, "plan", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        judge_run(services, uuid4(), JudgeOptions(), CTX, env={})
 
 
 def test_rescore_judge_replies_reads_stored_replies_under_another_rubric(
