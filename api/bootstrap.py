@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 from urllib.parse import quote, urlsplit
 
 import sqlalchemy.exc as sa
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import psycopg
     from rich.progress import Progress, TaskID
 
+    from evaledger.api.jobs import JobQueue
     from evaledger.domain.ledger import Ledger
     from evaledger.projections.reports import Reports
     from evaledger.projections.runner import ProjectionRunner
@@ -205,15 +206,13 @@ class Services:
     reads: ReadModels
     open_ledger: Callable[[], Ledger]
     """Opens the store's ledger (called once, by the first use of `ledger`)."""
-    # Any, not JobQueue: api/jobs imports this module (no import circle); routes/judging types it.
-    job_queue: Any = field(default=None)
-    """The durable judge-job queue (PostgreSQL), opened on first use (api/jobs.py)."""
     _closed: bool = field(default=False)
     leader: LeaderProbe = field(init=False)
     """Whether an `evaledger project --follow` leads on this store (then reads wait for it)."""
     _ledger: Ledger | None = field(default=None, init=False)
     _runner: ProjectionRunner | None = field(default=None, init=False)
     _reports: Reports | None = field(default=None, init=False)
+    _job_queue: JobQueue | None = field(default=None, init=False)
     _building: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -245,6 +244,19 @@ class Services:
     def runner(self, runner: ProjectionRunner) -> None:
         """Run other projections (tests: the store's own and one more)."""
         self._runner = runner
+
+    @property
+    def job_queue(self) -> JobQueue | None:
+        """The durable judge-job queue on PostgreSQL, built on first use; None on SQLite."""
+        if self.location.kind != "postgresql":
+            return None
+        with self._building:
+            if self._job_queue is None:
+                # lazy: procrastinate and the judge runner, only for judge jobs (PostgreSQL)
+                from evaledger.api.jobs import JobQueue
+
+                self._job_queue = JobQueue(self, self.location)
+            return self._job_queue
 
     @property
     def reports(self) -> Reports:
@@ -299,8 +311,8 @@ class Services:
         """Release connections."""
         if not self._closed:
             self._closed = True
-            if self.job_queue is not None:
-                self.job_queue.close()
+            if self._job_queue is not None:
+                self._job_queue.close()
             if self._ledger is not None:
                 self._ledger.close()
             self.engine.dispose()

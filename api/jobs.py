@@ -10,9 +10,7 @@ case, whichever worker writes it (per-case progress is the ledger's own idempote
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -22,17 +20,14 @@ import procrastinate
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Job
 from procrastinate.types import JSONValue
-from pydantic import BaseModel, Field
 
-from evaledger.api.bootstrap import Services
 from evaledger.api.job_schema import REPORTS, ensure_job_schema
+from evaledger.application.judging import JudgeJobSpec, QueuedJob, job_key, run_judge_job
+from evaledger.application.ports import Services
 from evaledger.domain.errors import NotFoundError, StateError
-from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.postgres import connect_postgres
-from evaledger.domain.store.urls import POSTGRES_CONNECT_KWARGS
-from evaledger.judging.providers import environment
-from evaledger.judging.runner import JudgeOptions, Plan, plan, run_plan
+from evaledger.domain.store.urls import POSTGRES_CONNECT_KWARGS, StorageLocation
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +51,7 @@ STATUS = {
 }
 
 
-def job_key(job_id: UUID, judge: str) -> str:
-    """The idempotency key of one judge's verdicts in one job."""
-    return f"judge-job:{job_id}:{judge}"
-
-
-class QueuedJob(BaseModel):
-    """A durable job as the queue holds it."""
-
-    job_id: UUID
-    run_id: UUID
-    project: str
-    status: str = Field(description="queued, running, succeeded, failed or canceled.")
-    judges: list[str] = Field(description="The judges of the pass (provider:model).")
-    cases_total: int
-    created_at: datetime
-    attempts: int = Field(description="Times a worker started it (a retry after a crash adds one).")
-    report: dict[str, Any] | None = None
-    error: str | None = None
-    finished_at: datetime | None = Field(
-        default=None, description="When it succeeded, failed or was canceled; null before."
-    )
-
+__all__ = ["JobQueue", "QueuedJob", "job_key", "job_queue"]
 
 FINAL = frozenset({"succeeded", "failed", "canceled"})
 
@@ -85,14 +59,12 @@ FINAL = frozenset({"succeeded", "failed", "canceled"})
 class JobQueue:
     """The judge-job queue of one PostgreSQL store."""
 
-    def __init__(
-        self, services: Services, options_of: Callable[[dict[str, Any]], JudgeOptions]
-    ) -> None:
+    def __init__(self, services: Services, location: StorageLocation) -> None:
         self.services = services
-        self.options_of = options_of  # the HTTP body (routes/judging) to the runner's options
+        self.location = location
         # The store's own URL: procrastinate's tables live beside the events (no broker).
         connector = procrastinate.PsycopgConnector(
-            conninfo=services.location.url,
+            conninfo=location.url,
             kwargs=dict(POSTGRES_CONNECT_KWARGS),
         )
         self.app = procrastinate.App(connector=connector)
@@ -106,7 +78,7 @@ class JobQueue:
 
     def ensure_schema(self) -> None:
         """Create procrastinate's tables and the reports table once (under an advisory lock)."""
-        ensure_job_schema(self.services.location.events_env)
+        ensure_job_schema(self.location.events_env)
 
     def open(self) -> JobQueue:
         """Connect (synchronously, for the API's routes)."""
@@ -211,7 +183,7 @@ class JobQueue:
         )
 
     def _report(self, job_id: UUID) -> tuple[dict[str, Any] | None, str | None, datetime | None]:
-        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
+        with connect_postgres(self.location.events_env, autocommit=True) as conn:
             row = conn.execute(
                 f"SELECT report, error, finished_at FROM {REPORTS} WHERE job_id = %s", (job_id,)
             ).fetchone()
@@ -219,29 +191,20 @@ class JobQueue:
             return None, None, None
         return row[0], row[1], row[2]
 
-    def cases_done(self, job: QueuedJob) -> int:
-        """Cases every judge of the job has a verdict of this job for (from the ledger)."""
-        keys = [job_key(job.job_id, j) for j in job.judges]
-        run = self.services.ledger.get_run(job.run_id)
-        return sum(
-            all(k in self.services.ledger.get_case(cid).idempotency for k in keys)
-            for cid in run.case_ids
-        )
-
     # -- the worker side ---------------------------------------------------------------------
 
     def _run(self, **kwargs: Any) -> None:
-        """The task: run (or finish) one judging pass, judge by judge, skipping what is done."""
+        """The task: the `run_judge_job` use case on the job's arguments; its report is kept."""
         job_id = UUID(kwargs["job_id"])
         try:
-            report = execute(self.services, job_id, kwargs, self.options_of)
+            result = run_judge_job(self.services, JudgeJobSpec.from_payload(kwargs))
         except Exception as e:
             self._save_report(job_id, None, f"{type(e).__name__}: {e}")
             raise
-        self._save_report(job_id, report, None)
+        self._save_report(job_id, result.as_json(), None)
 
     def _save_report(self, job_id: UUID, report: dict[str, Any] | None, error: str | None) -> None:
-        with connect_postgres(self.services.location.events_env, autocommit=True) as conn:
+        with connect_postgres(self.location.events_env, autocommit=True) as conn:
             conn.execute(
                 f"INSERT INTO {REPORTS} (job_id, report, error, finished_at) "
                 "VALUES (%s, %s, %s, now()) "
@@ -272,45 +235,7 @@ class JobQueue:
         )
 
 
-def execute(
-    services: Services,
-    job_id: UUID,
-    kwargs: dict[str, Any],
-    options_of: Callable[[dict[str, Any]], JudgeOptions],
-) -> dict[str, Any]:
-    """Run a job's pass; a judge's verdicts already written by this job are not asked again."""
-    options = options_of(kwargs["body"])
-    ledger = services.ledger
-    planned = plan(ledger, UUID(kwargs["run_id"]), options, environment())
-    ctx = Context(
-        actor=str(kwargs["actor"]),
-        project=kwargs.get("ctx_project"),
-        scope=TokenScope(kwargs["scope"]),
-    )
-    reports = []
-    for judge in planned.judges:
-        key = job_key(job_id, judge.ref.label)
-        todo = [c for c in planned.cases if key not in ledger.get_case(c.case_id).idempotency]
-        one = dataclasses.replace(planned, judges=[judge], cases=todo)
-        reports.append(run_plan(ledger, one, dataclasses.replace(ctx, idempotency_key=key)))
-    return merged(planned, [r.as_json() for r in reports])
-
-
-def merged(planned: Plan, reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """One report of a job run judge by judge: counts added, lists joined, flags or-ed."""
-    total = dict(reports[0])
-    for report in reports[1:]:
-        for name, value in report.items():
-            mine = total[name]
-            if isinstance(value, bool):
-                total[name] = mine or value
-            elif isinstance(value, int | float) and isinstance(mine, int | float):
-                highest = name in ("position", "exit_code")
-                total[name] = max(mine, value) if highest else mine + value
-            elif isinstance(value, list) and name != "metrics":
-                total[name] = mine + value
-            elif isinstance(value, dict):
-                total[name] = {k: mine.get(k, 0) + value.get(k, 0) for k in {*mine, *value}}
-    # Of the whole pass, not of what the last attempt still had to do.
-    total.update(cases=len(planned.cases), skipped=planned.skipped)
-    return total
+def job_queue(services: Services) -> JobQueue | None:
+    """The store's durable queue (the composition root builds it); None on SQLite."""
+    queue: JobQueue | None = services.job_queue
+    return queue

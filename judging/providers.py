@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -134,7 +135,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(value)
@@ -224,7 +224,7 @@ class OpenAIJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
-        import openai
+        import openai  # lazy: the OpenAI SDK (httpx, its models), only when a judge calls it
 
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
@@ -237,7 +237,7 @@ class OpenAIJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One chat completion."""
-        import openai
+        import openai  # lazy: the OpenAI SDK (httpx, its models), only when a judge calls it
 
         started = time.perf_counter()
         with _sdk_errors(openai, self.ref):
@@ -287,7 +287,7 @@ class AnthropicJudge:
     def __init__(
         self, ref: JudgeRef, env: Mapping[str, str], timeout: float, max_retries: int
     ) -> None:
-        import anthropic
+        import anthropic  # lazy: the Anthropic SDK (httpx, its models), only when it calls
 
         self.ref = ref
         self.vendor = vendor_of(ref.provider, ref.model)
@@ -300,7 +300,7 @@ class AnthropicJudge:
 
     async def complete(self, prompt: RenderedPrompt, params: Mapping[str, Any]) -> Completion:
         """One message."""
-        import anthropic
+        import anthropic  # lazy: the Anthropic SDK (httpx, its models), only when it calls
 
         started = time.perf_counter()
         with _sdk_errors(anthropic, self.ref):

@@ -61,6 +61,30 @@ class Estimate:
         }
 
 
+@dataclass(frozen=True)
+class PlannedPrompt:
+    """One planned case of a dry run: the prompt its judges would get and its estimated cost."""
+
+    case_id: UUID
+    test_case_key: str
+    repetition: int
+    prompt: str
+    template_id: str
+    estimate: Estimate
+    """Every judge's call on this case, estimated (not measured)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The prompt as `judge --dry-run --json` prints it."""
+        return {
+            "case_id": str(self.case_id),
+            "test_case_key": self.test_case_key,
+            "repetition": self.repetition,
+            "prompt": self.prompt,
+            "template_id": self.template_id,
+            "estimate": self.estimate.as_json(),
+        }
+
+
 @dataclass
 class JudgeReport:
     """What a judging pass did."""

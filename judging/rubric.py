@@ -40,6 +40,7 @@ from evaledger.judging.prompt import (
     parse_score,
     render_user,
 )
+from evaledger.judging.prompt import output_schema as connexity_schema
 
 RUBRIC_FORMAT: Literal["evaledger.rubric/1"] = "evaledger.rubric/1"
 RUBRIC_TEMPLATE_ID = "evaledger-rubric/v1"
@@ -311,8 +312,6 @@ def output_schema(rubrics: Sequence[JudgeRubric], with_outcomes: bool) -> dict[s
             "additionalProperties": False,
         }
     if with_outcomes:
-        from evaledger.judging.prompt import output_schema as connexity_schema
-
         properties["expected_outcomes"] = connexity_schema([], True)["properties"][
             "expected_outcomes"
         ]

@@ -42,7 +42,7 @@ from evaledger.judging.providers import (
     make_provider,
     vendor_of,
 )
-from evaledger.judging.report import Estimate, Failure, FailureKind, JudgeReport
+from evaledger.judging.report import Estimate, Failure, FailureKind, JudgeReport, PlannedPrompt
 from evaledger.judging.rubric import (
     JudgeRubric,
     check_rubric,
@@ -690,19 +690,19 @@ def estimate_plan(plan_: Plan) -> Estimate:
     return total
 
 
-def dry_run_prompts(plan_: Plan) -> list[dict[str, Any]]:
+def dry_run_prompts(plan_: Plan) -> list[PlannedPrompt]:
     """The prompts a pass would send (dry run), one per case, with their estimated cost."""
     planned = []
     for c in plan_.cases:
         prompt = plan_.prompt_of(c)
         planned.append(
-            {
-                "case_id": str(c.case_id),
-                "test_case_key": c.key,
-                "repetition": c.repetition,
-                "prompt": prompt.text,
-                "template_id": prompt.template_id,
-                "estimate": _case_estimate(plan_, prompt).as_json(),
-            }
+            PlannedPrompt(
+                case_id=c.case_id,
+                test_case_key=c.key,
+                repetition=c.repetition,
+                prompt=prompt.text,
+                template_id=prompt.template_id,
+                estimate=_case_estimate(plan_, prompt),
+            )
         )
     return planned

@@ -11,21 +11,24 @@ import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from evaledger.api.cli.inputs import RUN_HELP, Commands, resolve_run
 from evaledger.api.console import EXIT_OK, Progress, emit_json, print_table
+from evaledger.domain.errors import ValidationError
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
-    from evaledger.judging.runner import JudgeOptions, JudgeReport
+    from evaledger.application.judging import JudgeOptions, PlannedPrompt
+    from evaledger.judging.report import JudgeReport
     from evaledger.scoring.agreement import MeasureAgreement
 
 
 def options_from(args: argparse.Namespace) -> JudgeOptions:
     """The judging options of the command line (a --rubric file is read here)."""
-    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
-    from evaledger.judging.rubric import load_rubrics
-    from evaledger.judging.runner import JudgeOptions
+    # lazy: the judging use cases load the runner, jinja2 and the prompt templates
+    from evaledger.application.judging import JudgeOptions
+    from evaledger.judging.rubric import load_rubrics  # lazy: jinja2, yaml, the rubrics
 
     rubrics = tuple(load_rubrics(Path(args.rubric)).values()) if args.rubric else ()
     return JudgeOptions(
@@ -48,40 +51,40 @@ def options_from(args: argparse.Namespace) -> JudgeOptions:
 
 def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     """Judge every case with a transcript (or only those without a verdict)."""
-    # Deferred for start-up: the judging runner loads jinja2 and its prompt templates.
-    from evaledger.domain.ledger import Context
-    from evaledger.judging.providers import environment
-    from evaledger.judging.report import EXIT_INTERRUPTED
-    from evaledger.judging.runner import JudgingInterrupted, dry_run_prompts, plan, run_plan
+    # lazy: the judging use cases load the runner, jinja2 and the prompt templates
+    from evaledger.application.judging import (
+        JudgingInterrupted,
+        JudgingNotStarted,
+        judge_run,
+        plan_judging,
+    )
+    from evaledger.domain.ledger import Context  # lazy: eventsourcing and the domain's events
+    from evaledger.judging.report import EXIT_INTERRUPTED  # lazy: the judging package
 
     run_id = resolve_run(services, args.run, args.project)
     if args.rescore:
         return rescore(services, run_id, args)
     try:
-        planned = plan(services.ledger, run_id, options_from(args), environment())
-    except (KeyboardInterrupt, RuntimeError) as e:
-        # Python 3.11 wraps a Ctrl-C that lands while a class is built (the SDKs load lazily
-        # here) in a RuntimeError.
-        if not isinstance(e, KeyboardInterrupt) and not isinstance(e.__cause__, KeyboardInterrupt):
-            raise
+        if args.dry_run:
+            preview = plan_judging(services, run_id, options_from(args))
+            if args.json:
+                emit_json(preview.as_json())
+            else:
+                print_report(preview.report)
+                print_planned_calls(preview.prompts, len(preview.report.judges))
+            return EXIT_OK
+        progress = Progress("judging cases")
+        try:
+            report = judge_run(
+                services, run_id, options_from(args), Context(actor=args.actor), progress
+            )
+        except JudgingInterrupted as e:
+            report = e.report  # Ctrl-C: what was recorded stays recorded; say what and exit 130
+        finally:
+            progress.done()
+    except JudgingNotStarted:
         print("interrupted before any judge call: nothing recorded", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if args.dry_run:
-        report = run_plan(services.ledger, planned, Context(actor=args.actor))
-        prompts = dry_run_prompts(planned)
-        if args.json:
-            emit_json({**report.as_json(), "prompts": prompts})
-        else:
-            print_report(report)
-            print_planned_calls(prompts, len(report.judges))
-        return EXIT_OK
-    progress = Progress("judging cases")
-    try:
-        report = run_plan(services.ledger, planned, Context(actor=args.actor), progress)
-    except JudgingInterrupted as e:
-        report = e.report  # Ctrl-C: what was recorded stays recorded; say what and exit 130
-    finally:
-        progress.done()
     if args.json:
         emit_json(report.as_json())
     else:
@@ -89,10 +92,10 @@ def cmd_judge(services: Services, args: argparse.Namespace) -> int:
     return report.exit_code()
 
 
-def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
+def rescore(services: Services, run_id: UUID, args: argparse.Namespace) -> int:
     """`judge RUN --rubric FILE --rescore`: stored rubric replies read under other rubrics."""
-    from evaledger.domain.errors import ValidationError
-    from evaledger.judging.rescore import rescore_run
+    # lazy: the judging use cases load the runner, jinja2 and the prompt templates
+    from evaledger.application.judging import rescore_judge_replies
 
     if not args.rubric:
         raise ValidationError(
@@ -114,14 +117,14 @@ def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
             f"{given[0]}: {flag} selects or calls judges; --rescore calls none (drop one)",
             field=given[0],
         )
-    rows = rescore_run(services.ledger, run_id, options_from(args).rubrics)
+    rescored = rescore_judge_replies(services, run_id, options_from(args).rubrics)
     if args.json:
-        emit_json({"run_id": str(run_id), "rescored": [r.as_json() for r in rows]})
+        emit_json(rescored.as_json())
         return EXIT_OK
-    changed = sum(r.rescored != r.recorded for r in rows)
+    rows = rescored.rows
     print(
         f"rescored {len(rows)} metric scores of run {run_id} from the stored replies "
-        f"(no judge call, nothing stored): {changed} differ"
+        f"(no judge call, nothing stored): {rescored.changed} differ"
     )
     print_table(
         [
@@ -133,13 +136,13 @@ def rescore(services: Services, run_id: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def print_planned_calls(prompts: list[dict[str, Any]], judges: int = 1) -> None:
+def print_planned_calls(prompts: list[PlannedPrompt], judges: int = 1) -> None:
     """One line per planned case of a dry run: its estimated tokens and cost (all its calls)."""
     calls = f" ({judges} calls)" if judges > 1 else ""
     for p in prompts[:50]:
-        e = p["estimate"]
+        e = p.estimate.as_json()
         print(
-            f"  would judge {p['test_case_key']}#{p['repetition']}{calls}: ~{e['prompt_tokens']} "
+            f"  would judge {p.test_case_key}#{p.repetition}{calls}: ~{e['prompt_tokens']} "
             f"in / ~{e['completion_tokens']} out tokens, ~${e['cost_usd']:.4f} (estimate)"
         )
     if len(prompts) > 50:
@@ -243,9 +246,9 @@ def _print_outcome(report: JudgeReport) -> None:
 
 def cmd_agreement(services: Services, args: argparse.Namespace) -> int:
     """Judge agreement of a run: κ, α and judge vs human, per metric and case pass/fail."""
-    # Deferred for start-up (issue 19): the agreement measures and the votes projection.
+    # lazy: the agreement measures and the votes projection (start-up, issue 19)
     from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
-    from evaledger.scoring.agreement import shown
+    from evaledger.scoring.agreement import shown  # lazy: the agreement measures (scoring.stats)
 
     run_id = resolve_run(services, args.run, args.project)
     report = agreement_of(services, run_id)
