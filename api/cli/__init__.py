@@ -48,8 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(0)
     # lazy: the parser, pydantic and the settings: `--version` answers without them
     from evaledger.api.bootstrap import Settings
+
+    # lazy: SQLAlchemy and the read-model tables, not for --version
     from evaledger.api.cli.keys import completion_candidates
+
+    # lazy: every command family, not for --version
     from evaledger.api.cli.parsing import COMPLETE_COMMAND, ArgumentsError, completion_script, parse
+
+    # lazy: rich, not for --version
     from evaledger.api.console import (
         EXIT_OK,
         EXIT_USAGE,
@@ -84,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     """Open the store, run the command, map every expected failure to its exit code."""
     # lazy: the composition root (pydantic, SQLAlchemy), not for --version
     from evaledger.api.bootstrap import Settings
-    from evaledger.api.console import failure_of, report_failure
+    from evaledger.api.console import failure_of, report_failure  # lazy: rich, not for --version
 
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:

@@ -138,8 +138,8 @@ def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
     """Issue a token and print its secret, once."""
     # lazy: the ledger and the event classes, only for token commands
     from evaledger.application import projects
-    from evaledger.domain.events import TokenScope
-    from evaledger.domain.ledger import Context
+    from evaledger.domain.events import TokenScope  # lazy: the event classes
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
     try:
         project = pydantic.TypeAdapter(Key).validate_python(args.project)
@@ -166,7 +166,7 @@ def cmd_token_revoke(services: Services, args: argparse.Namespace) -> int:
     """Revoke a token by its id."""
     # lazy: the ledger, only for token commands
     from evaledger.application import projects
-    from evaledger.domain.ledger import Context
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
     projects.revoke_token(services, args.token_id, Context(actor=args.actor), args.reason)
     if args.json:

@@ -107,7 +107,7 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     progress = Progress("verifying events")
     # lazy: the verification walk, the projections and every projector, only for verify
     from evaledger.application import verification
-    from evaledger.domain.verify import Checkpoint
+    from evaledger.domain.verify import Checkpoint  # lazy: the verification walk
 
     expect = Checkpoint.parse(args.expect) if args.expect else None
     report = verification.verify_log(
@@ -188,7 +188,7 @@ def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
     """Adopt the events of a store written before the chain: once, recorded as an event."""
     # lazy: the ledger and the verification walk, only for chain adopt
     from evaledger.application import verification
-    from evaledger.domain.ledger import Context
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
     adoption = verification.adopt_chain(
         services, Context(actor=args.actor), args.reason, unsigned=args.unsigned
@@ -215,7 +215,7 @@ def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     """How a case's verdict became its pass/fail and entered its run's aggregate."""
     # lazy: the audit reads build the HTTP schema models (and replay the case)
     from evaledger.api.audit import explain
-    from evaledger.application.audit import case_project
+    from evaledger.application.audit import case_project  # lazy: the read models
 
     case_id = resolve_case(services, args)
     spec = None

@@ -135,9 +135,9 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     # lazy: FastAPI, uvicorn and the routers: every other command runs without them
     import uvicorn
 
-    from evaledger.api.app import SETTINGS_ENV, create_app
-    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config
-    from evaledger.api.security import is_loopback
+    from evaledger.api.app import SETTINGS_ENV, create_app  # lazy: FastAPI and the routers
+    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config  # lazy: prometheus
+    from evaledger.api.security import is_loopback  # lazy: starlette
 
     if not services.tokens_required():
         if not is_loopback(args.host):
