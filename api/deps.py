@@ -15,6 +15,7 @@ from fastapi import Depends, Header, Query, Request, Security
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from evaledger.api.bootstrap import Services
+from evaledger.application import projects
 from evaledger.domain.errors import (
     AuthenticationError,
     NotFoundError,
@@ -22,7 +23,6 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import TokenScope
-from evaledger.domain.kinds import kind_of
 from evaledger.domain.ledger import Context
 from evaledger.domain.tokens import OPEN, Principal
 from evaledger.domain.types import MAX_KEY_CHARS, SUSPECT_JSON, unstorable
@@ -63,7 +63,7 @@ def get_principal(
         token = cookie_token
     services: Services = request.app.state.services
     if token is not None:
-        principal = services.ledger.authenticate(token)
+        principal = projects.authenticate(services, token)
         if principal is None:
             raise AuthenticationError("the token is unknown, malformed or revoked")
         return principal
@@ -98,7 +98,7 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
                 aggregate_id = UUID(value)
             except ValueError:
                 continue  # the route's own validation names it
-            project = services.ledger.project_of(aggregate_id)
+            project = projects.project_of(services, aggregate_id)
             if project is not None and project != principal.project:
                 what = "case" if name == "case_id" else "run"
                 raise NotFoundError(f"no {what} {aggregate_id}")
@@ -117,7 +117,10 @@ def _check_kinds(request: Request, services: Services) -> None:
             aggregate_id = UUID(value) if isinstance(value, str) else value
         except ValueError:
             continue  # the route's own validation names it
-        if isinstance(aggregate_id, UUID) and kind_of(services.ledger, aggregate_id) != kind:
+        if (
+            isinstance(aggregate_id, UUID)
+            and projects.aggregate_kind(services, aggregate_id) != kind
+        ):
             raise NotFoundError(f"no {kind} {aggregate_id}")
 
 

@@ -33,7 +33,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from evaledger.api.bootstrap import Services
 from evaledger.api.errors import error_body
 from evaledger.api.routes.config import record_verification
+from evaledger.api.routes.judging import job_queue
 from evaledger.api.schemas import ErrorResponse
+from evaledger.application import verification
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +71,8 @@ class Readiness(BaseModel):
 
 def projection_lag(services: Services) -> tuple[int, int]:
     """(log head, events the slowest projection is behind it)."""
-    head = services.ledger.position()
-    positions = services.runner.positions().values()
-    return head, max((head - p for p in positions), default=head)
+    lag = verification.projection_lag(services)
+    return lag.log_position, lag.projection_lag
 
 
 @router.get(
@@ -97,8 +98,6 @@ def get_ready(request: Request) -> Readiness:
 
 def queue_depth(services: Services) -> int | None:
     """Judge jobs waiting or running, when the store carries the job queue (PostgreSQL)."""
-    from evaledger.api.routes.judging import job_queue
-
     queue = job_queue(services)
     return None if queue is None else queue.pending()
 

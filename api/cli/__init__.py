@@ -33,7 +33,7 @@ def installed_version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser: every family's commands, then `completion`."""
-    from evaledger.api.cli import parsing
+    from evaledger.api.cli import parsing  # lazy: every command family, not for --version
 
     return parsing.build_parser(installed_version())
 
@@ -46,9 +46,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # way argparse's own `--version` answers: SystemExit(0).
         sys.stdout.write(f"evaledger {installed_version()}\n")
         raise SystemExit(0)
+    # lazy: the parser, pydantic and the settings: `--version` answers without them
     from evaledger.api.bootstrap import Settings
+
+    # lazy: SQLAlchemy and the read-model tables, not for --version
     from evaledger.api.cli.keys import completion_candidates
+
+    # lazy: every command family, not for --version
     from evaledger.api.cli.parsing import COMPLETE_COMMAND, ArgumentsError, completion_script, parse
+
+    # lazy: rich, not for --version
     from evaledger.api.console import (
         EXIT_OK,
         EXIT_USAGE,
@@ -81,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Open the store, run the command, map every expected failure to its exit code."""
+    # lazy: the composition root (pydantic, SQLAlchemy), not for --version
     from evaledger.api.bootstrap import Settings
-    from evaledger.api.console import failure_of, report_failure
+    from evaledger.api.console import failure_of, report_failure  # lazy: rich, not for --version
 
     db = args.db or os.environ.get("EVALEDGER_DB") or Settings().db
     try:
@@ -96,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
 def open_and_run(args: argparse.Namespace) -> int:
     """Run the command on the store, closed after it whatever happens."""
-    from evaledger.api.bootstrap import Settings, build_services
+    from evaledger.api.bootstrap import Settings, build_services  # lazy: the composition root
 
     services: Services | None = None
     # A command may answer without the store (`compare A.json B.json`: two files, no database).

@@ -71,9 +71,12 @@ def _register_token(commands: Commands) -> None:
 
 def cmd_project(services: Services, args: argparse.Namespace) -> int:
     """Run the projections: catch up, follow, or rebuild one."""
+    # lazy: the projections' runner and every projector, only for this command
+    from evaledger.application import verification
+
     if args.rebuild:
         try:
-            reached = services.runner.rebuild(args.rebuild)
+            reached = verification.rebuild_projection(services, args.rebuild)
         except KeyError as e:
             raise UsageError(str(e.args[0])) from None
         if args.json:
@@ -82,7 +85,7 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
             print(f"rebuilt {args.rebuild} to position {reached}")
         return EXIT_OK
     progress = Progress("projecting events")
-    reached = services.runner.catch_up(progress=progress)
+    reached = verification.catch_up_projections(services, progress)
     progress.done()
     if args.json:
         # With --follow, this first line is the catch-up; following prints nothing more.
@@ -93,16 +96,10 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
         stop = threading.Event()
         # SIGTERM (a supervisor stopping us) ends the loop between pages, never inside one.
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        from evaledger.projections.leadership import follow_as_leader
-
         try:
             # Several projectors on one PostgreSQL store: one leads, the others stand by.
-            follow_as_leader(
-                services.engine,
-                stop,
-                lambda until: services.runner.follow(
-                    until, poll_interval=args.poll, safety_interval=args.safety_interval
-                ),
+            verification.follow_projections(
+                services, stop, poll_interval=args.poll, safety_interval=args.safety_interval
             )
         except KeyboardInterrupt:
             stop.set()
@@ -111,43 +108,46 @@ def cmd_project(services: Services, args: argparse.Namespace) -> int:
 
 def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
     """Create or repair the store's tables, triggers and grants."""
-    from evaledger.api.migrate import migrate_store
+    from evaledger.api.migrate import migrate_store  # lazy: the composition root and the store
 
     migrate_store(settings, args.app_role)
 
 
 def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
     """Report the migrated store (the migration itself ran before opening it)."""
+    # lazy: the ledger and the projections, only for this command
+    from evaledger.application.verification import log_position
+
+    position = log_position(services)
     if args.json:
         emit_json(
             {
                 "kind": services.location.kind,
-                "position": services.ledger.position(),
+                "position": position,
                 "append_only": True,
                 "app_role": args.app_role,
             }
         )
         return EXIT_OK
     granted = f", granted to {args.app_role}" if args.app_role else ""
-    print(
-        f"migrated: {services.location.kind} store at position {services.ledger.position()}, "
-        f"append-only{granted}"
-    )
+    print(f"migrated: {services.location.kind} store at position {position}, append-only{granted}")
     return EXIT_OK
 
 
 def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
     """Issue a token and print its secret, once."""
-    from evaledger.domain.events import TokenScope
-    from evaledger.domain.ledger import Context
+    # lazy: the ledger and the event classes, only for token commands
+    from evaledger.application import projects
+    from evaledger.domain.events import TokenScope  # lazy: the event classes
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
     try:
         project = pydantic.TypeAdapter(Key).validate_python(args.project)
         name = None if args.name is None else pydantic.TypeAdapter(Key).validate_python(args.name)
     except pydantic.ValidationError as e:
         raise UsageError(f"--project/--name: {e.errors()[0]['msg']}") from None
-    new = services.ledger.issue_token(
-        project, TokenScope(args.scope), name, Context(actor=args.actor)
+    new = projects.issue_token(
+        services, project, TokenScope(args.scope), name, Context(actor=args.actor)
     )
     if args.json:
         emit_json(
@@ -164,9 +164,11 @@ def cmd_token_create(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_token_revoke(services: Services, args: argparse.Namespace) -> int:
     """Revoke a token by its id."""
-    from evaledger.domain.ledger import Context
+    # lazy: the ledger, only for token commands
+    from evaledger.application import projects
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
-    services.ledger.revoke_token(args.token_id, Context(actor=args.actor), args.reason)
+    projects.revoke_token(services, args.token_id, Context(actor=args.actor), args.reason)
     if args.json:
         emit_json({"revoked": args.token_id})
     else:
@@ -176,9 +178,9 @@ def cmd_token_revoke(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_token_list(services: Services, args: argparse.Namespace) -> int:
     """Every token (of one project with --project), never its secret."""
-    tokens = services.ledger.tokens()
-    if args.project is not None:
-        tokens = [t for t in tokens if t.project == args.project]
+    from evaledger.application import projects  # lazy: the ledger, only for token commands
+
+    tokens = projects.list_tokens(services, args.project).data
     if args.json:
         emit_json(
             {

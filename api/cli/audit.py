@@ -78,7 +78,7 @@ def register(commands: Commands) -> None:
 
 def cmd_history(services: Services, args: argparse.Namespace) -> int:
     """Every event of a case."""
-    # Deferred for start-up: the audit reads build the HTTP schema models.
+    # lazy: the audit reads build the HTTP schema models (and replay the case)
     from evaledger.api.audit import case_history
 
     payload = case_history(services, resolve_case(services, args), args.version)
@@ -105,12 +105,23 @@ def cmd_history(services: Services, args: argparse.Namespace) -> int:
 def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     """Recompute every hash chain and seal (from the last signed checkpoint with --incremental)."""
     progress = Progress("verifying events")
-    from evaledger.domain.verify import Checkpoint, verify
+    # lazy: the verification walk, the projections and every projector, only for verify
+    from evaledger.application import verification
+    from evaledger.domain.verify import Checkpoint  # lazy: the verification walk
 
     expect = Checkpoint.parse(args.expect) if args.expect else None
-    report = verify(services.ledger, progress, expect=expect, incremental=args.incremental)
+    report = verification.verify_log(
+        services, expect=expect, incremental=args.incremental, progress=progress
+    )
     progress.done()
-    views = _check_views(services) if args.views else None
+    views: ViewsReport | None = None
+    if args.views:
+        # The read models are brought up to the log, then compared with a rebuild from it.
+        rebuilding = Progress("rebuilding read models")
+        try:
+            views = verification.check_views(services, rebuilding)
+        finally:
+            rebuilding.done()
     if args.json:
         emit_json(report.as_json() | ({} if views is None else {"views": views.as_json()}))
         return EXIT_OK if report.ok and (views is None or views.ok) else EXIT_FAIL
@@ -147,18 +158,6 @@ def _ok_line(report: VerifyReport) -> str:
     )
 
 
-def _check_views(services: Services) -> ViewsReport:
-    """Bring the read models up to the log, then compare them with a rebuild from it."""
-    services.sync()
-    progress = Progress("rebuilding read models")
-    try:
-        from evaledger.projections.drift import check_views
-
-        return check_views(services.ledger, services.engine, progress)
-    finally:
-        progress.done()
-
-
 def _print_views(views: ViewsReport) -> None:
     if views.behind:
         print(
@@ -187,11 +186,12 @@ def _print_adoption(report: VerifyReport) -> None:
 
 def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
     """Adopt the events of a store written before the chain: once, recorded as an event."""
-    from evaledger.domain.adoption import adopt_chain
-    from evaledger.domain.ledger import Context
+    # lazy: the ledger and the verification walk, only for chain adopt
+    from evaledger.application import verification
+    from evaledger.domain.ledger import Context  # lazy: the ledger
 
-    adoption = adopt_chain(
-        services.ledger, Context(actor=args.actor), args.reason, unsigned=args.unsigned
+    adoption = verification.adopt_chain(
+        services, Context(actor=args.actor), args.reason, unsigned=args.unsigned
     )
     if args.json:
         emit_json(
@@ -213,15 +213,14 @@ def cmd_chain_adopt(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_explain(services: Services, args: argparse.Namespace) -> int:
     """How a case's verdict became its pass/fail and entered its run's aggregate."""
-    # Deferred for start-up: the audit reads build the HTTP schema models.
+    # lazy: the audit reads build the HTTP schema models (and replay the case)
     from evaledger.api.audit import explain
+    from evaledger.application.audit import case_project  # lazy: the read models
 
     case_id = resolve_case(services, args)
     spec = None
     if args.spec:
-        services.sync()
-        facts, _ = services.reads.case_score(case_id)
-        spec = load_spec(services, args.spec, services.reads.get_run(facts.run_id).project)
+        spec = load_spec(services, args.spec, case_project(services, case_id))
     payload = explain(services, case_id, spec)
     if args.json:
         emit_json(payload)

@@ -11,7 +11,7 @@ import argparse
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import orjson
@@ -47,18 +47,15 @@ def run_keys(engine: Engine, project: str, *, unprojected: bool = False) -> list
         .order_by(runs.c.listed_at.desc())
         .limit(MAX_KEYS)
     )
-    from evaledger.domain.events.run import RunCreated
-
     with engine.connect() as conn:
         keys = [r[0] for r in conn.execute(q)]
-        fresh = _unprojected(conn, runs.name, RunCreated.topic()) if unprojected else []
+        fresh = _unprojected(conn, runs.name, "run_created") if unprojected else []
     return [*(e["run_key"] for e in fresh if e.get("project") == project), *keys]
 
 
 def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
     """The distinct test-case keys of the run with this key (or id), projected or not yet."""
-    from evaledger.domain.aggregates import run_id_for
-    from evaledger.domain.events.case import CaseOpened
+    from evaledger.domain.aggregates import run_id_for  # lazy: the aggregates, for a run key
 
     run_id = str(run_id_for(project, run_ref)) if not _is_uuid(run_ref) else run_ref
     q = (
@@ -70,7 +67,7 @@ def case_keys(engine: Engine, project: str, run_ref: str) -> list[str]:
     )
     with engine.connect() as conn:
         keys = {r[0] for r in conn.execute(q)}
-        fresh = _unprojected(conn, CASES_PROJECTION, CaseOpened.topic())
+        fresh = _unprojected(conn, CASES_PROJECTION, "case_opened")
     keys |= {e["test_case"]["key"] for e in fresh if e.get("run_id") == run_id}
     return sorted(keys)
 
@@ -100,21 +97,25 @@ def _is_uuid(ref: str) -> bool:
     return True
 
 
-def _unprojected(conn: Connection, projection: str, topic: str) -> list[dict[str, Any]]:
-    """The states of `topic` events the projection has not reached (an import not read yet).
+def _unprojected(
+    conn: Connection, projection: str, opening: Literal["run_created", "case_opened"]
+) -> list[dict[str, Any]]:
+    """A run's or a case's `opening` events the projection has not reached (an import not read).
 
     A range read on the log's position (indexed), so cheap however long the log is.
     """
+    # lazy: the ledger and the event classes (their topics), only when keys are read
+    from evaledger.application.projects import key_topics
+
+    topics = key_topics()
+    topic = getattr(topics, opening)
     found = conn.execute(select(tracking.c.position).where(tracking.c.name == projection))
     position = found.scalar() or 0
     if conn.dialect.name == "sqlite":
         q = text("SELECT state FROM events.stored_events WHERE rowid > :p AND topic = :t")
     else:
-        from evaledger.domain.ledger import LedgerApplication
-
         q = text(
-            f"SELECT state FROM {LedgerApplication.name}_events "
-            "WHERE notification_id > :p AND topic = :t"
+            f"SELECT state FROM {topics.events_table} WHERE notification_id > :p AND topic = :t"
         )
     return [orjson.loads(bytes(r[0])) for r in conn.execute(q, {"p": position, "t": topic})]
 

@@ -135,7 +135,7 @@ def key_arguments(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
 
 def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     """A completion script for `shell`, generated from the parser itself (shtab)."""
-    # Deferred for start-up: only `completion` needs shtab.
+    # lazy: shtab, only for `completion`
     import shtab
 
     script: str = shtab.complete(parser, shell=shell)

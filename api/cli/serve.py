@@ -84,6 +84,7 @@ def cmd_worker(services: Services, args: argparse.Namespace) -> int:
             "evaledger worker needs a PostgreSQL store (--db postgresql://...): on SQLite the "
             "server runs judge jobs in its own process"
         )
+    # lazy: FastAPI and the judge runner (the judging routes' queue), only for worker
     from evaledger.api.routes.judging import job_queue
 
     queue = job_queue(services)
@@ -131,12 +132,12 @@ def positive_seconds(text: str) -> float:
 
 def cmd_serve(services: Services, args: argparse.Namespace) -> int:
     """Serve the HTTP API; open (token-less) serving only on loopback."""
-    # Deferred for start-up: every other command runs without loading FastAPI and uvicorn.
+    # lazy: FastAPI, uvicorn and the routers: every other command runs without them
     import uvicorn
 
-    from evaledger.api.app import SETTINGS_ENV, create_app
-    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config
-    from evaledger.api.security import is_loopback
+    from evaledger.api.app import SETTINGS_ENV, create_app  # lazy: FastAPI and the routers
+    from evaledger.api.operation import MULTIPROC_ENV, json_line, log_config  # lazy: prometheus
+    from evaledger.api.security import is_loopback  # lazy: starlette
 
     if not services.tokens_required():
         if not is_loopback(args.host):
@@ -154,7 +155,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
         else:
             sys.stderr.write(f"evaledger: {warning}\n")
     if args.open:
-        from evaledger.api.web.launch import open_when_up
+        from evaledger.api.web.launch import open_when_up  # lazy: webbrowser, only for --open
 
         open_when_up(f"http://{args.host}:{args.port}")
     settings = _serve_settings(services.settings, args)
@@ -184,7 +185,7 @@ def cmd_serve(services: Services, args: argparse.Namespace) -> int:
 
 def _serve_settings(settings: Settings, args: argparse.Namespace) -> Settings:
     """The store's settings with serve's options: Host allow-list, public URL, checks."""
-    from pydantic import ValidationError as PydanticError
+    from pydantic import ValidationError as PydanticError  # lazy: pydantic, only for serve
 
     names = [h.strip() for value in args.allowed_hosts for h in value.split(",") if h.strip()]
     if args.host not in ("0.0.0.0", "::", ""):  # noqa: S104 (compared, not bound)
@@ -203,7 +204,7 @@ def _serve_settings(settings: Settings, args: argparse.Namespace) -> Settings:
 
 def cmd_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo runs into the store and show what they say."""
-    # Deferred for start-up: only `demo` needs the demo's bundles and the judging runner.
+    # lazy: the demo's bundles and the judging runner, only for demo
     from evaledger.api.demo import run_demo
 
     return run_demo(services, args)

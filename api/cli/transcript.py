@@ -11,7 +11,6 @@ import orjson
 
 from evaledger.api.cli.inputs import Commands, add_case_ref, resolve_case
 from evaledger.api.console import EXIT_OK, emit_json
-from evaledger.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
@@ -34,32 +33,26 @@ def register(commands: Commands) -> None:
 
 def transcript_payload(services: Services, case_id: Any) -> dict[str, Any]:
     """The case, its run, and the turns of its last recorded transcript (the one that counts)."""
-    from evaledger.domain.bundle import variant_label
-    from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
+    # lazy: the ledger and the event classes, only for this command
+    from evaledger.application.audit import case_transcript
 
-    events = services.ledger.events_of(case_id)
-    if not events or not isinstance(events[0], CaseOpened):
-        raise NotFoundError(f"no case {case_id}", field="CASE")
-    opened = events[0]
-    transcript = next((e for e in reversed(events) if isinstance(e, TranscriptRecorded)), None)
-    errors = [e.message for e in events if isinstance(e, ExecutionErrored)]
-    run = services.ledger.get_run(opened.run_id)
+    found = case_transcript(services, case_id)
     body: dict[str, Any] = {
-        "case_id": str(case_id),
-        "run_id": str(opened.run_id),
-        "run_key": run.created.run_key,
-        "test_case_key": opened.test_case.key,
-        "repetition": opened.repetition,
-        "variant": variant_label(opened.variant) or None,
+        "case_id": str(found.case_id),
+        "run_id": str(found.run_id),
+        "run_key": found.run_key,
+        "test_case_key": found.test_case_key,
+        "repetition": found.repetition,
+        "variant": found.variant,
         "turns": [],
         "usage": None,
         "cost_usd": None,
         "started_at": None,
         "ended_at": None,
-        "errors": errors,
+        "errors": list(found.errors),
     }
-    if transcript is not None:
-        dumped = transcript.model_dump(
+    if found.transcript is not None:
+        dumped = found.transcript.model_dump(
             mode="json", include={"turns", "usage", "cost_usd", "started_at", "ended_at"}
         )
         body.update(dumped)

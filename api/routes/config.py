@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -21,12 +20,12 @@ from evaledger.api.schemas import (
     Written,
 )
 from evaledger.api.security import cross_site, request_origins
+from evaledger.application import projects, verification
 from evaledger.domain.errors import PermissionDeniedError, ValidationError
 from evaledger.domain.events import TokenScope
 from evaledger.domain.metrics import MetricDefinition
-from evaledger.domain.verify import Checkpoint, verify
+from evaledger.domain.verify import Checkpoint
 from evaledger.judging.rubric import JudgeRubric, check_rubric
-from evaledger.projections.drift import check_views
 
 router = APIRouter(tags=["config"])
 
@@ -42,25 +41,23 @@ def get_health(request: Request, services: ServicesDep) -> Health:
     503 when the store is unreachable (within a few seconds) or its append-only triggers are
     disabled. `degraded` when a projection is stopped on an event or verification failed.
     """
-    head = services.ledger.check_store()
-    positions = services.runner.positions()
-    failures = services.runner.failures()
+    health = verification.store_health(services)
     last = getattr(request.app.state, "verification", None)
     # Drift of the read models counts until a later `GET /verify?views=1` finds none.
     views = getattr(request.app.state, "views", None)
     degraded = (
-        bool(failures)
+        bool(health.failures)
         or (last is not None and not last["ok"])
         or (views is not None and not views["ok"])
     )
     return Health.model_validate(
         {
             "status": "degraded" if degraded else "ok",
-            "store": services.location.kind,
-            "log_position": head,
-            "projections": positions,
-            "projection_lag": {name: head - pos for name, pos in positions.items()},
-            "projection_failures": failures,
+            "store": health.kind,
+            "log_position": health.log_position,
+            "projections": health.projections,
+            "projection_lag": health.projection_lag,
+            "projection_failures": health.failures,
             "verify": None
             if last is None
             else {k: last[k] for k in ("ok", "verified_at", "checkpoint", "first_broken_position")}
@@ -79,13 +76,13 @@ def record_verification(
     later log that lost it fails), the last result and the last views report.
     """
     expect: Checkpoint | None = getattr(state, "verified_checkpoint", None)
-    report = verify(services.ledger, expect=expect, incremental=incremental)
+    done = verification.verify_store(services, expect=expect, incremental=incremental, views=views)
+    report = done.report
     if report.ok and report.checkpoint is not None:
         state.verified_checkpoint = report.checkpoint
-    result = report.as_json() | {"verified_at": datetime.now(UTC).isoformat()}
-    if views:
-        services.sync()
-        found = check_views(services.ledger, services.engine).as_json()
+    result = report.as_json() | {"verified_at": done.verified_at.isoformat()}
+    if done.views is not None:
+        found = done.views.as_json()
         state.views = found
         result["views"] = found
     state.verification = result
@@ -140,7 +137,8 @@ def verify_log(
 @router.get("/whoami", dependencies=AUTH)
 def get_whoami(principal: PrincipalDep) -> WhoAmI:
     """The request's token: its project (what a reader reads when it names none), scope, actor."""
-    return WhoAmI(project=principal.project, scope=principal.scope, actor=principal.actor)
+    me = projects.who_am_i(principal)
+    return WhoAmI(project=me.project, scope=me.scope, actor=me.actor)
 
 
 @router.get("/config/available-metrics", dependencies=AUTH)
@@ -151,7 +149,7 @@ def list_available_metrics(
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> MetricPage:
     """Every registered metric (built-in, then the project's custom ones), for UI discovery."""
-    every = services.reads.available_metrics(project or "default")
+    every = projects.available_metrics(services, project or "default")
     page = every[offset : offset + limit]
     return MetricPage(data=page, count=len(page), total=len(every), limit=limit, offset=offset)
 
@@ -193,6 +191,6 @@ def register_metric(
     """Register a custom metric in a project's catalogue (as an event; admin scope)."""
     project = project or "default"
     definition = registration.definition()
-    written = Written.of(services.ledger.register_metric(definition, ctx, project))
+    written = Written.of(projects.register_metric(services, definition, ctx, project))
     created(response, f"/config/available-metrics?project={quote(project)}", written.events)
     return written

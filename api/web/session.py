@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.security import origin_of, request_origins
+from evaledger.application import projects
 from evaledger.domain.errors import (
     AuthenticationError,
     InfrastructureError,
@@ -90,6 +91,7 @@ def migrate_sessions(engine: Engine, app_role: str | None) -> None:
     """Create the sessions table (as the owner) and let the app role use it (issue 29)."""
     metadata.create_all(engine, checkfirst=True)
     if app_role is not None and engine.dialect.name == "postgresql":
+        # lazy: psycopg and eventsourcing's recorder (domain/store/postgres), PostgreSQL only
         from evaledger.domain.store.postgres import quote_role
 
         with engine.begin() as conn:
@@ -146,7 +148,7 @@ def _session(services: Services, session_id: str) -> Viewer | None:
     if row is None:
         return None
     expires = row.expires_at if row.expires_at.tzinfo else row.expires_at.replace(tzinfo=UTC)
-    principal = services.ledger.token_principal(row.token_id)
+    principal = projects.session_principal(services, row.token_id)
     if principal is None or expires < _now():
         end_session(services, session_id)
         return None
@@ -170,7 +172,7 @@ def _viewer(request: Request) -> Viewer:
     services: Services = request.app.state.services
     scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
     if scheme.lower() == "bearer" and token:
-        principal = services.ledger.authenticate(token)
+        principal = projects.authenticate(services, token)
         if principal is None:
             raise AuthenticationError("the token is unknown, malformed or revoked")
         # A bearer header is not sent by a browser on its own: no CSRF to fear.

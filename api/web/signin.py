@@ -26,6 +26,7 @@ from evaledger.api.web.session import (
     secure_cookies,
     sign_in_url,
 )
+from evaledger.application import projects
 from evaledger.domain.errors import EvaledgerError
 
 FAVICON = HERE / "static" / "favicon.svg"
@@ -57,7 +58,7 @@ def sign_in(
     if not same_origin(request) or csrf_token != open_csrf(request):
         return error_page(request, 403, f"{CSRF_FIELD}: the form did not come from here", "csrf")
     services: Services = request.app.state.services
-    principal = services.ledger.authenticate(token.strip())
+    principal = projects.authenticate(services, token.strip())
     if principal is None or principal.token_id is None:
         return _form(request, next, "token: unknown, malformed or revoked", status=401)
     # Whatever session id the browser presented is dropped: no fixation.
