@@ -174,7 +174,7 @@ def list_runs_shown(services: Services, f: RunFilter) -> RunListing:
     return RunListing([show_run(services, r.run_id) for r in rows], total)
 
 
-def completed_runs(services: Services, project: str | None, limit: int = 500) -> list[RunRow]:
+def recent_runs(services: Services, project: str | None, limit: int = 500) -> list[RunRow]:
     """The newest runs of a project (None: all), as the pickers offer them."""
     rows, _ = services.reads.list_runs(RunFilter(project=project, limit=limit))
     return list(rows)

@@ -40,6 +40,7 @@ def judge_demo(services: Services, run_id: UUID) -> dict[str, Any]:
     Returns what was judged, with one case shown end to end: transcript → prompt → reply → score.
     A second demo finds the replay verdicts and writes nothing.
     """
+    # lazy: the event classes and the judging runner, for the demo only
     from evaledger.domain.events import JudgeVerdictRecorded
     from evaledger.judging.runner import JudgeOptions, plan, run_plan
 
@@ -83,7 +84,7 @@ def judge_demo(services: Services, run_id: UUID) -> dict[str, Any]:
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
-    from evaledger.api.agreement import agreement_of
+    # lazy: the comparison engine (numpy), the grading rules and rich, for the demo only
     from evaledger.api.console import (
         emit_json,
         print_comparison,
@@ -91,6 +92,9 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         print_rescore,
         print_table,
     )
+    from evaledger.application.compare import compare_runs
+    from evaledger.application.grades import grade_run, run_agreement
+    from evaledger.application.reports import show_run
 
     bundles = demo_bundles()
     loaded: list[dict[str, Any]] = []
@@ -102,16 +106,13 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     baseline_id, candidate_id, governance_id = (UUID(item["run_id"]) for item in loaded)
     judged = judge_demo(services, baseline_id)
     services.sync()
-    agreement = agreement_of(services, baseline_id)
+    agreement = run_agreement(services, baseline_id)
     summaries = {
-        item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate
-        for item in loaded[:2]
+        item["run_key"]: show_run(services, UUID(item["run_id"])).aggregate for item in loaded[:2]
     }
     rescore = services.reads.rescore(candidate_id, resolve_spec(what_if_config(bundles[1])))
-    comparison = services.reports.compare(baseline_id, candidate_id)
-    scorecard = services.reports.grade(
-        governance_id, services.reports.grading_for(governance_id, None, None)
-    )
+    comparison = compare_runs(services, baseline_id, candidate_id)
+    scorecard = grade_run(services, governance_id)
     if getattr(args, "json", False):
         emit_json(
             {
@@ -151,7 +152,7 @@ def _print_loaded(
     services: Services, loaded: list[dict[str, Any]], summaries: dict[str, Any]
 ) -> None:
     """What the demo loaded, and the two customer-service runs' summaries."""
-    from evaledger.api.console import print_aggregate
+    from evaledger.api.console import print_aggregate  # lazy: rich, for the demo only
 
     print(f"evaledger demo — store: {services.location.url}")
     for item in loaded:

@@ -163,7 +163,7 @@ def _day(value: str, field: str, end: bool) -> datetime | None:
 
 
 def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
-    return reports.completed_runs(services, viewer.principal.project)
+    return reports.recent_runs(services, viewer.principal.project)
 
 
 def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
