@@ -18,7 +18,6 @@ from evaledger.scoring.agreement import (
 __all__ = ["agreement_notes", "agreement_of", "human_notes"]
 
 
-
 def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:
     """The warnings under an agreement table (CLI and web): figures missing or on few items."""
     notes = []
