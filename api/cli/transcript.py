@@ -11,7 +11,6 @@ import orjson
 
 from evaledger.api.cli.inputs import Commands, add_case_ref, resolve_case
 from evaledger.api.console import EXIT_OK, emit_json
-from evaledger.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
@@ -34,36 +33,10 @@ def register(commands: Commands) -> None:
 
 def transcript_payload(services: Services, case_id: Any) -> dict[str, Any]:
     """The case, its run, and the turns of its last recorded transcript (the one that counts)."""
-    from evaledger.domain.bundle import variant_label
-    from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
+    # lazy: the event classes (the use case reads the log), for transcript only
+    from evaledger.application.transcripts import case_transcript
 
-    events = services.ledger.events_of(case_id)
-    if not events or not isinstance(events[0], CaseOpened):
-        raise NotFoundError(f"no case {case_id}", field="CASE")
-    opened = events[0]
-    transcript = next((e for e in reversed(events) if isinstance(e, TranscriptRecorded)), None)
-    errors = [e.message for e in events if isinstance(e, ExecutionErrored)]
-    run = services.ledger.get_run(opened.run_id)
-    body: dict[str, Any] = {
-        "case_id": str(case_id),
-        "run_id": str(opened.run_id),
-        "run_key": run.created.run_key,
-        "test_case_key": opened.test_case.key,
-        "repetition": opened.repetition,
-        "variant": variant_label(opened.variant) or None,
-        "turns": [],
-        "usage": None,
-        "cost_usd": None,
-        "started_at": None,
-        "ended_at": None,
-        "errors": errors,
-    }
-    if transcript is not None:
-        dumped = transcript.model_dump(
-            mode="json", include={"turns", "usage", "cost_usd", "started_at", "ended_at"}
-        )
-        body.update(dumped)
-    return body
+    return case_transcript(services, case_id).model_dump(mode="json")
 
 
 def cmd_transcript(services: Services, args: argparse.Namespace) -> int:
