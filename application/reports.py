@@ -143,7 +143,7 @@ def run_cost(services: Services, run_id: UUID, aggregate: RunAggregate) -> float
 
     The aggregate sums unknown costs as 0, so a zero total is asked of the cases' scores.
     """
-    if aggregate.total_cost_usd or services.reads.cost_reported(run_id):
+    if aggregate.total_cost_usd or cost_reported(services, run_id):
         return aggregate.total_cost_usd
     return None
 
@@ -212,6 +212,16 @@ def list_cases(
     """A page of the run's cases scored under the run's own spec, in opening order."""
     rows, total = services.reads.case_page(run_id, status, limit, offset)
     return CaseList(list(rows), total)
+
+
+def case_scores(services: Services, run_id: UUID) -> list[CaseScore]:
+    """Every case score of the run under its own spec, in opening order."""
+    return services.reads.case_scores(run_id)
+
+
+def cost_reported(services: Services, run_id: UUID) -> bool:
+    """Whether any case of the run reported a cost (else its total is unknown, not $0)."""
+    return services.reads.cost_reported(run_id)
 
 
 def show_case(services: Services, case_id: UUID) -> tuple[CaseFacts, CaseScore]:

@@ -121,6 +121,10 @@ def test_cases_rows_answers_and_transcripts(two_runs: tuple[Services, UUID, UUID
     assert page.total == 3 and [s.test_case_key for s in page.rows] == ["a", "b"]
     failed = reports.list_cases(services, c, "failed")
     assert all(s.status.value == "failed" for s in failed.rows)
+    assert reports.case_scores(services, c) == reports.list_cases(services, c).rows
+    assert reports.cost_reported(services, c) is any(
+        s.cost_usd is not None for s in reports.case_scores(services, c)
+    )
     facts, score = reports.show_case(services, page.rows[0].case_id)
     assert facts.case_id == score.case_id == page.rows[0].case_id
     firsts = reports.first_cases(services, c, ["a", "b"])
