@@ -1,4 +1,4 @@
-"""The read use cases over a case's events: a run's export, a case's transcript and answers.
+"""The read use cases over the log: a run's export, a case's transcript, answers and chain.
 
 These read the log (`Ledger.events_of`), not the read models: the event classes load with this
 module, so the commands that only list or show (`runs`, `show`) never import it (issue 19).
@@ -7,6 +7,7 @@ module, so the commands that only list or show (`runs`, `show`) never import it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -15,7 +16,7 @@ import pydantic
 from evaledger.application.review_queue import final_answer
 from evaledger.domain.bundle import RunBundle, variant_label
 from evaledger.domain.errors import NotFoundError
-from evaledger.domain.events import CaseOpened, ExecutionErrored, TranscriptRecorded
+from evaledger.domain.events import GENESIS_HASH, CaseOpened, ExecutionErrored, TranscriptRecorded
 from evaledger.domain.export import export_bundle
 
 if TYPE_CHECKING:
@@ -81,3 +82,27 @@ def case_transcript(services: Services, case_id: UUID, field: str = "CASE") -> T
             )
         )
     return Transcript.model_validate(body)
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One event of an aggregate's hash chain and whether it links to its predecessor."""
+
+    version: int
+    prev_hash: str
+    hash: str
+    linked: bool
+
+
+def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
+    """Check each history entry's `prev_hash` against the stored hash of the one before it.
+
+    The hashes come from the stored bytes (the mapper sets them on read), so an edited event
+    breaks the link after it. The whole log (seals, every aggregate) is `evaledger verify`'s job.
+    """
+    links = []
+    expected = GENESIS_HASH
+    for e in events:
+        links.append(ChainLink(e["version"], e["prev_hash"], e["hash"], e["prev_hash"] == expected))
+        expected = e["hash"]
+    return links

@@ -21,19 +21,21 @@ from evaledger.application.review_queue import (
     judges_disagree,
     review_queue,
 )
+from evaledger.application.transcripts import ChainLink, chain_links
 from evaledger.domain.bundle import variant_label
-from evaledger.domain.events import GENESIS_HASH
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.models import CaseStatus, RunAggregate
 from evaledger.scoring.rollups import natural_key
 
-__all__ = [  # the review queue's names, moved to the application layer, still read from here
+__all__ = [  # the queue's and the chain's names, moved to the application layer, read from here
     "DISAGREEMENT_POINTS",
     "CaseReview",
     "CaseRow",
+    "ChainLink",
     "QueueItem",
     "QueueReason",
+    "chain_links",
     "final_answer",
     "judges_disagree",
     "review_queue",
@@ -298,30 +300,6 @@ def latency_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
     step = 10 ** max(0, math.floor(math.log10(top))) if top > 0 else 1
     ceiling = math.ceil(top / step) * step if top > 0 else 1
     return histogram(values, 0.0, float(ceiling), bins)
-
-
-@dataclass(frozen=True)
-class ChainLink:
-    """One event of an aggregate's hash chain and whether it links to its predecessor."""
-
-    version: int
-    prev_hash: str
-    hash: str
-    linked: bool
-
-
-def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
-    """Check each history entry's `prev_hash` against the stored hash of the one before it.
-
-    The hashes come from the stored bytes (the mapper sets them on read), so an edited event
-    breaks the link after it. The whole log (seals, every aggregate) is `evaledger verify`'s job.
-    """
-    links = []
-    expected = GENESIS_HASH
-    for e in events:
-        links.append(ChainLink(e["version"], e["prev_hash"], e["hash"], e["prev_hash"] == expected))
-        expected = e["hash"]
-    return links
 
 
 def variant_heading(variant: str) -> str:
