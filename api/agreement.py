@@ -1,28 +1,21 @@
-"""A run's judge agreement from the read models (`evaledger agreement`, HTTP and the demo)."""
+"""How a run's judge agreement reads (`evaledger agreement`, the web report): its notes.
+
+The figures are the use case `application.grades.run_agreement`, still importable here as
+`agreement_of` for the entry points that call it by that name.
+"""
 
 from __future__ import annotations
 
-from uuid import UUID
-
-from evaledger.api.bootstrap import Services
-from evaledger.projections.votes import agreement_report
+from evaledger.application.grades import run_agreement as agreement_of
 from evaledger.scoring.agreement import (
     FEW_ITEMS,
     MIN_ITEMS,
-    AgreementReport,
     HumanAgreement,
     MeasureAgreement,
     Reliability,
 )
 
-_INSUFFICIENT = Reliability.INSUFFICIENT_DATA
-
-
-def agreement_of(services: Services, run_id: UUID) -> AgreementReport:
-    """The run's agreement figures, once the projections have caught up."""
-    services.sync()
-    spec = services.reads.run_spec(run_id)
-    return agreement_report(services.engine, run_id, spec, services.reads.facts(run_id))
+__all__ = ["agreement_notes", "agreement_of", "human_notes"]
 
 
 def agreement_notes(measures: list[MeasureAgreement]) -> list[str]:

@@ -13,14 +13,11 @@ from typing import Any
 from uuid import UUID
 
 from evaledger.application.ports import Services
-from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import (
     CaseOpened,
     DomainEvent,
-    ExecutionErrored,
     NamedScoresRecorded,
-    TranscriptRecorded,
 )
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.fold import fold_events
@@ -70,20 +67,6 @@ class Explanation:
 
     trail: dict[str, Any]
     source_scores: tuple[SourceScore, ...]
-
-
-@dataclass(frozen=True)
-class CaseTranscript:
-    """A case, its run, its last recorded transcript (the one that counts) and its errors."""
-
-    case_id: UUID
-    run_id: UUID
-    run_key: str
-    test_case_key: str
-    repetition: int
-    variant: str | None
-    transcript: TranscriptRecorded | None
-    errors: tuple[str, ...]
 
 
 def _case_events(services: Services, case_id: UUID, field: str | None = None) -> list[DomainEvent]:
@@ -169,22 +152,3 @@ def source_scores(events: list[DomainEvent]) -> tuple[SourceScore, ...]:
             )
         )
     return tuple(out)
-
-
-def case_transcript(services: Services, case_id: UUID) -> CaseTranscript:
-    """A case's last recorded transcript, with its run and execution errors."""
-    events = _case_events(services, case_id, field="CASE")
-    opened = events[0]
-    assert isinstance(opened, CaseOpened)
-    transcript = next((e for e in reversed(events) if isinstance(e, TranscriptRecorded)), None)
-    run = services.ledger.get_run(opened.run_id)
-    return CaseTranscript(
-        case_id=case_id,
-        run_id=opened.run_id,
-        run_key=run.created.run_key,
-        test_case_key=opened.test_case.key,
-        repetition=opened.repetition,
-        variant=variant_label(opened.variant) or None,
-        transcript=transcript,
-        errors=tuple(e.message for e in events if isinstance(e, ExecutionErrored)),
-    )

@@ -28,9 +28,12 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.metrics import score_label
 from evaledger.domain.spec import ScoringSpec
+from evaledger.projections import queries
 from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rows import upsert
 from evaledger.projections.tables import compare_cache, run_summaries
+from evaledger.scoring import case as scoring
+from evaledger.scoring import models, stats
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
 from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
@@ -72,9 +75,8 @@ def require_closed(run: RunRow, role: str = "run", field: str = "run_id") -> Non
 @functools.cache
 def code_fingerprint() -> str:
     """Digest of the code that computes a comparison: a shared answer from other code is stale."""
-    from evaledger.projections import queries
-    from evaledger.scoring import case as scoring
-    from evaledger.scoring import comparison, models, stats
+    # lazy: numpy (the comparison engine), with the first comparison
+    from evaledger.scoring import comparison
 
     # Every module of the comparison package, found on disk so that a new one is not forgotten.
     package = sorted(Path(str(comparison.__file__)).parent.glob("*.py"))
@@ -114,7 +116,7 @@ class Reports:
 
     def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
         """A run as the comparison sees it."""
-        # The comparison engine (and numpy under it) loads with the first comparison, not
+        # lazy: the comparison engine (and numpy under it) loads with the first comparison, not
         # with every CLI command that wires the services (issue 19: start-up).
         from evaledger.scoring.comparison import ComparedRun
 
@@ -157,7 +159,7 @@ class Reports:
         Every total, verdict and statistic covers all matched cases; only the list of
         `test_case_comparisons` is paged (sorted by key).
         """
-        from evaledger.scoring.comparison import CompareThresholds
+        from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
@@ -225,7 +227,7 @@ class Reports:
         spec: ScoringSpec | None,
         metric_deltas: bool = True,
     ) -> Comparison:
-        from evaledger.scoring.comparison import CompareThresholds
+        from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
@@ -239,7 +241,7 @@ class Reports:
         spec: ScoringSpec | None,
         metric_deltas: bool,
     ) -> Comparison:
-        from evaledger.scoring.comparison import compare_columns
+        from evaledger.scoring.comparison import compare_columns  # lazy: numpy, see above
 
         with self._lock:
             cached = self._cache.get(key)
@@ -269,7 +271,7 @@ class Reports:
         return result
 
     def _columns_of(self, results: Sequence[TestCaseResult]) -> RunColumns:
-        from evaledger.scoring.comparison import RunColumns
+        from evaledger.scoring.comparison import RunColumns  # lazy: numpy, see above
 
         with self._lock:
             hit = self._columns.get(id(results))

@@ -33,21 +33,19 @@ from evaledger.api.console import (
     print_grade,
     undecided,
 )
-from evaledger.domain.spec import keep_source_scorers
-from evaledger.scoring.headline import Headline, run_headline
+from evaledger.application.reports import baseline_run
+from evaledger.scoring.headline import Headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
-from evaledger.scoring.scorer_metrics import gate_checks
+
+# Start-up (issue 19): the comparison, grade and rollup use cases (the reports, the event
+# classes, numpy) are imported by the commands that use them, so that parsing a command line
+# loads none of them.
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
-    from evaledger.domain.spec import ScoringSpec
-    from evaledger.scoring.grading import GradingSpec
-
-# Start-up (issue 19): the ledger, the reports and the grading rules are imported by the
-# commands that use them, so that parsing a command line loads none of them.
-
-if TYPE_CHECKING:
+    from evaledger.application.compare import ComparisonReport
     from evaledger.scoring.comparison import CompareThresholds, RunComparison
+    from evaledger.scoring.grading import GradingSpec
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
 """The aggregate's own pass/fail fields: a `False` in either fails the run's thresholds."""
@@ -137,72 +135,47 @@ def _register_compare(commands: Commands) -> None:
     )
 
 
-def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID, UUID]:
-    """The baseline and candidate ids: both given, or the candidate and its approved baseline."""
+def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID | None, UUID]:
+    """The baseline and candidate ids: both given, or the candidate (None: its baseline)."""
     if args.against_baseline:
         if len(args.runs) != 1:
             raise UsageError("with --against-baseline give only the CANDIDATE run")
-        candidate = resolve_run(services, args.runs[0], args.project)
-        row = services.reads.get_run(candidate)
-        baseline = services.reads.baseline(row.agent["name"], row.suite["name"], row.project).run_id
-        return baseline, candidate
+        return None, resolve_run(services, args.runs[0], args.project)
     if len(args.runs) != 2:
         raise UsageError("give BASELINE and CANDIDATE runs (or --against-baseline CANDIDATE)")
     baseline = resolve_run(services, args.runs[0], args.project)
     return baseline, resolve_run(services, args.runs[1], args.project)
 
 
-def judge_error_notes(
-    services: Services, runs: dict[str, UUID]
-) -> dict[str, dict[str, Any] | None]:
+def judge_error_notes(report: ComparisonReport) -> dict[str, dict[str, Any] | None]:
     """Per side, how many judge errors its own figures count as 0 (issue 22), or None."""
     return {
-        side: judge_error_policy_json(
-            services.reads.judge_error_count(run_id), services.reads.run_spec(run_id).judge_errors
-        )
-        for side, run_id in runs.items()
+        side: judge_error_policy_json(errors.count, errors.policy)
+        for side, errors in report.judge_errors.items()
     }
 
 
 def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     """Compare two runs; exit 1 on a regression or a failed candidate threshold."""
+    # lazy: the comparison engine loads numpy, which `runs`/`show` never need
+    from evaledger.application.compare import compare_report
+
     services.sync()
     baseline, candidate = compared_runs(services, args)
-    if not args.allow_different_suites:
-        from evaledger.scoring.comparison.suites import require_same_suite  # numpy: see below
-
-        require_same_suite(
-            services.reads.get_run(baseline).suite["name"],
-            services.reads.get_run(candidate).suite["name"],
-        )
-    spec = load_spec(services, args.spec, args.project) if args.spec else None
-    result = services.reports.compare(baseline, candidate, thresholds_of(args), spec)
-    notes = judge_error_notes(services, {"baseline": baseline, "candidate": candidate})
-    heads = compared_headlines(
-        services, result, {"baseline": baseline, "candidate": candidate}, spec
+    report = compare_report(
+        services,
+        baseline,
+        candidate,
+        thresholds_of(args),
+        spec=(lambda: load_spec(services, args.spec, args.project)) if args.spec else None,
+        allow_different_suites=args.allow_different_suites,
     )
-    return report_comparison(result, args, notes, heads)
-
-
-def compared_headlines(
-    services: Services, result: RunComparison, runs: dict[str, UUID], spec: ScoringSpec | None
-) -> dict[str, Headline]:
-    """Each side's headline under the spec the comparison scored it with (its own by default)."""
-    aggregates = {
-        "baseline": result.aggregate.baseline_metrics,
-        "candidate": result.aggregate.candidate_metrics,
-    }
-    heads = {}
-    for side, run_id in runs.items():
-        own = services.reads.run_spec(run_id)
-        used = own if spec is None else keep_source_scorers(spec, own)
-        heads[side] = run_headline(used, aggregates[side])
-    return heads
+    return report_comparison(report.result, args, judge_error_notes(report), report.headlines)
 
 
 def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
     """The comparison thresholds given on the command line (unset ones keep their defaults)."""
-    # Here, not at the top: the comparison engine loads numpy, which `runs`/`show` never need.
+    # lazy: the comparison engine loads numpy, which `runs`/`show` never need
     from evaledger.scoring.comparison import CompareThresholds
 
     return CompareThresholds(
@@ -220,7 +193,7 @@ def report_comparison(
     heads: dict[str, Headline] | None = None,
 ) -> int:
     """Print a comparison as asked (JSON, Markdown or text); its exit code."""
-    from evaledger.scoring.comparison import render_markdown  # numpy: see `thresholds_of`
+    from evaledger.scoring.comparison import render_markdown  # lazy: numpy, see `thresholds_of`
 
     candidate_agg = result.aggregate.candidate_metrics
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
@@ -265,7 +238,7 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
         return None
     if args.spec:
         raise UsageError("--spec: not with two files (each is compared under its own spec)")
-    # Deferred for start-up: the scratch import loads the importers and the comparison engine.
+    # lazy: the scratch import loads the importers and the comparison engine
     from evaledger.api.file_compare import compare_files
 
     result = compare_files(
@@ -295,21 +268,19 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
     """Exit 1 when the run fails its thresholds or a --min / --min-pass-rate given here."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
-    from evaledger.projections.reports import require_closed
+    # lazy: the reports and the event classes under them, for the commands that judge a run
+    from evaledger.application.grades import gate_run
 
-    require_closed(services.reads.get_run(run_id))
-    agg = services.reads.summary(run_id).aggregate
-    checks = gate_checks(agg, _minimums(args.min), args.min_pass_rate)
-    configured = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is not None]
-    failed = [n for n in THRESHOLD_FIELDS if getattr(agg, n) is False]
-    failed += [c.name for c in checks if not c.passed]
+    gate = gate_run(services, run_id, _minimums(args.min), args.min_pass_rate)
+    agg, checks, failed = gate.aggregate, gate.checks, gate.failed
+    configured = gate.thresholds_configured
     if args.json:
         emit_json(
             {
                 "run_id": str(run_id),
                 "passed": not failed,
                 "failed": failed,
-                "configured": bool(configured or checks),
+                "configured": gate.configured,
                 "checks": [c.model_dump(mode="json") for c in checks],
                 "aggregate": agg.model_dump(mode="json"),
             }
@@ -333,7 +304,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         # A run no case decided shows "—" for its pass rate (the JSON keeps the seed's 0.0).
         shown = None if c.name == "pass_rate" and not agg.decided else c.value
         print(f"{c.name}: {fmt(shown, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
-    if not (configured or checks):
+    if not gate.configured:
         print(
             "gate: passed (no thresholds configured for this run; "
             "give --min SCORER/METRIC=VALUE or --min-pass-rate X)"
@@ -345,14 +316,11 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
     """Approve, revoke or show a baseline."""
-    from evaledger.domain.ledger import Context
-
-    ctx = Context(actor=args.actor)
     if args.action == "show":
         if not (args.agent and args.suite):
             raise UsageError("baseline show needs --agent and --suite")
         services.sync()
-        row = services.reads.baseline(args.agent, args.suite, args.project)
+        row = baseline_run(services, args.agent, args.suite, args.project)
         if args.json:
             emit_json(row.model_dump(mode="json"))
         else:
@@ -361,10 +329,12 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
     if not args.run:
         raise UsageError(f"baseline {args.action} needs a RUN")
     run_id = resolve_run(services, args.run, args.project)
-    if args.action == "approve":
-        w = services.ledger.approve_baseline(run_id, ctx, args.reason)
-    else:
-        w = services.ledger.revoke_baseline(run_id, ctx, args.reason)
+    # lazy: the ledger's context (and its event classes), for the commands that write
+    from evaledger.application.baselines import approve_baseline, revoke_baseline
+    from evaledger.domain.ledger import Context
+
+    change = approve_baseline if args.action == "approve" else revoke_baseline
+    w = change(services, run_id, Context(actor=args.actor), args.reason)
     if args.json:
         emit_json({"run_id": str(run_id), "position": w.position, "events": w.events})
     else:
@@ -374,7 +344,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
 
 def grading_from_file(path: str, min_score: float | None) -> GradingSpec:
     """The grading section of a spec file, its min_score overridden when given."""
-    from evaledger.scoring.grading import grading_spec
+    from evaledger.scoring.grading import grading_spec  # lazy: the grading rules, for grade only
 
     data = read_json(path)
     section = data.get("grading") if isinstance(data, dict) else None
@@ -391,13 +361,20 @@ def grading_from_file(path: str, min_score: float | None) -> GradingSpec:
 
 def cmd_grade(services: Services, args: argparse.Namespace) -> int:
     """Grade a run; exit 1 when the overall score is below --min-score or null."""
+    # lazy: the reports and the grading rules, for grade only
+    from evaledger.application.grades import grade_run
+
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
-    if args.spec:
-        grading = grading_from_file(args.spec, args.min_score)
-    else:
-        grading = services.reports.grading_for(run_id, args.preset, args.min_score)
-    result = services.reports.grade(run_id, grading, strategic_only=args.strategic)
+    grading = grading_from_file(args.spec, args.min_score) if args.spec else None
+    result = grade_run(
+        services,
+        run_id,
+        grading,
+        preset=args.preset,
+        min_score=args.min_score,
+        strategic_only=args.strategic,
+    )
     overall = result.overall
     if args.json:
         emit_json(result.model_dump(mode="json"))
@@ -408,15 +385,18 @@ def cmd_grade(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_rollup(services: Services, args: argparse.Namespace) -> int:
     """A Voxli pivot of one or several runs."""
+    # lazy: the reports and the rollup rules, for rollup only
+    from evaledger.application.grades import rollup_runs
+
     services.sync()
     run_ids = [resolve_run(services, r, args.project) for r in args.runs]
-    result = services.reports.rollup(
-        run_ids, comma_list(args.rows), comma_list(args.columns), args.metric
+    result = rollup_runs(
+        services, run_ids, comma_list(args.rows), comma_list(args.columns), args.metric
     )
     if args.json:
         emit_json(result.model_dump(mode="json"))
     else:
-        from evaledger.scoring.rollups import render_table
+        from evaledger.scoring.rollups import render_table  # lazy: rollup rules, rollup only
 
         print(render_table(result))
         s = result.summary

@@ -33,30 +33,10 @@ def register(commands: Commands) -> None:
 
 def transcript_payload(services: Services, case_id: Any) -> dict[str, Any]:
     """The case, its run, and the turns of its last recorded transcript (the one that counts)."""
-    # lazy: the ledger and the event classes, only for this command
-    from evaledger.application.audit import case_transcript
+    # lazy: the event classes (the use case reads the log), for transcript only
+    from evaledger.application.transcripts import case_transcript
 
-    found = case_transcript(services, case_id)
-    body: dict[str, Any] = {
-        "case_id": str(found.case_id),
-        "run_id": str(found.run_id),
-        "run_key": found.run_key,
-        "test_case_key": found.test_case_key,
-        "repetition": found.repetition,
-        "variant": found.variant,
-        "turns": [],
-        "usage": None,
-        "cost_usd": None,
-        "started_at": None,
-        "ended_at": None,
-        "errors": list(found.errors),
-    }
-    if found.transcript is not None:
-        dumped = found.transcript.model_dump(
-            mode="json", include={"turns", "usage", "cost_usd", "started_at", "ended_at"}
-        )
-        body.update(dumped)
-    return body
+    return case_transcript(services, case_id).model_dump(mode="json")
 
 
 def cmd_transcript(services: Services, args: argparse.Namespace) -> int:

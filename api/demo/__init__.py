@@ -8,8 +8,8 @@ from typing import Any
 from uuid import UUID
 
 from evaledger.api.bootstrap import Services
+from evaledger.application.demo import judge_with_replay, load_demo_runs
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.ledger import Context
 from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
 
 REPLIES = "judge-replies.json"
@@ -40,50 +40,13 @@ def judge_demo(services: Services, run_id: UUID) -> dict[str, Any]:
     Returns what was judged, with one case shown end to end: transcript → prompt → reply → score.
     A second demo finds the replay verdicts and writes nothing.
     """
-    from evaledger.domain.events import JudgeVerdictRecorded
-    from evaledger.judging.runner import JudgeOptions, plan, run_plan
-
-    run = services.ledger.get_run(run_id)
-    first_case = run.case_ids[0]
-    already = any(
-        isinstance(e, JudgeVerdictRecorded) and e.judge.provider == "replay"
-        for e in services.ledger.events_of(first_case)
-    )
-    recorded = 0
-    if not already:
-        with resources.as_file(resources.files(__name__).joinpath(REPLIES)) as path:
-            options = JudgeOptions(judges=(f"replay:{path}",), concurrency=8)
-            report = run_plan(
-                services.ledger, plan(services.ledger, run_id, options, {}), Context(actor="demo")
-            )
-        recorded = report.verdicts
-    events = services.ledger.events_of(first_case)
-    verdict = next(
-        e
-        for e in reversed(events)
-        if isinstance(e, JudgeVerdictRecorded) and e.judge.provider == "replay"
-    )
-    turns = next(
-        len(getattr(e, "turns", [])) for e in events if type(e).__name__ == "TranscriptRecorded"
-    )
-    return {
-        "recorded": recorded,
-        "example": {
-            "case_id": str(first_case),
-            "transcript_turns": turns,
-            "template_id": verdict.template_id,
-            "template_hash": verdict.template_hash,
-            "prompt": verdict.prompt,
-            "raw_output": verdict.raw_output,
-            "parse_status": verdict.parse_status.value,
-            "metric_scores": {m.metric: m.score for m in verdict.metric_scores},
-        },
-    }
+    with resources.as_file(resources.files(__name__).joinpath(REPLIES)) as path:
+        return judge_with_replay(services, run_id, path).model_dump(mode="json")
 
 
 def run_demo(services: Services, args: argparse.Namespace) -> int:
     """Load the demo (idempotently) and print what it shows."""
-    from evaledger.api.agreement import agreement_of
+    # lazy: the comparison engine (numpy), the grading rules and rich, for the demo only
     from evaledger.api.console import (
         emit_json,
         print_comparison,
@@ -91,27 +54,22 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         print_rescore,
         print_table,
     )
+    from evaledger.application.compare import compare_runs
+    from evaledger.application.grades import grade_run, run_agreement
+    from evaledger.application.reports import show_run
 
     bundles = demo_bundles()
-    loaded: list[dict[str, Any]] = []
-    for bundle in bundles:
-        r = services.ledger.import_bundle(bundle, Context(actor="demo"))
-        loaded.append(
-            {"run_id": str(r.run_id), "run_key": r.run_key, "cases": r.cases, "events": r.events}
-        )
+    loaded = [r.model_dump(mode="json") for r in load_demo_runs(services, bundles)]
     baseline_id, candidate_id, governance_id = (UUID(item["run_id"]) for item in loaded)
     judged = judge_demo(services, baseline_id)
     services.sync()
-    agreement = agreement_of(services, baseline_id)
+    agreement = run_agreement(services, baseline_id)
     summaries = {
-        item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate
-        for item in loaded[:2]
+        item["run_key"]: show_run(services, UUID(item["run_id"])).aggregate for item in loaded[:2]
     }
     rescore = services.reads.rescore(candidate_id, resolve_spec(what_if_config(bundles[1])))
-    comparison = services.reports.compare(baseline_id, candidate_id)
-    scorecard = services.reports.grade(
-        governance_id, services.reports.grading_for(governance_id, None, None)
-    )
+    comparison = compare_runs(services, baseline_id, candidate_id)
+    scorecard = grade_run(services, governance_id)
     if getattr(args, "json", False):
         emit_json(
             {
@@ -151,7 +109,7 @@ def _print_loaded(
     services: Services, loaded: list[dict[str, Any]], summaries: dict[str, Any]
 ) -> None:
     """What the demo loaded, and the two customer-service runs' summaries."""
-    from evaledger.api.console import print_aggregate
+    from evaledger.api.console import print_aggregate  # lazy: rich, for the demo only
 
     print(f"evaledger demo — store: {services.location.url}")
     for item in loaded:

@@ -5,41 +5,21 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-import orjson
-import pydantic
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from evaledger.api.audit import explain
-from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.api.schemas import Explanation
-from evaledger.domain.errors import NotFoundError, ValidationError
-from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.application.compare import compare_runs_json
+from evaledger.application.grades import grade_run as grade
+from evaledger.application.grades import rollup_runs
+from evaledger.application.reports import project_of, spec_from_query
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
 from evaledger.scoring.grading import Grade
 from evaledger.scoring.rollups import Rollup
 
 router = APIRouter(tags=["reports"])
-
-
-def spec_from_query(
-    services: Services, spec: str | None, project: str = "default"
-) -> ScoringSpec | None:
-    """`spec` is a run config as JSON, or the id of a spec stored by a rescore."""
-    if spec is None:
-        return None
-    if spec.lstrip().startswith("{"):
-        try:
-            config = RunConfig.model_validate(orjson.loads(spec))
-        except (orjson.JSONDecodeError, pydantic.ValidationError) as e:
-            raise ValidationError(f"spec: invalid spec: {e}", field="spec") from None
-        catalogue = {m.name: m for m in services.reads.available_metrics(project)}
-        return resolve_spec(config, catalogue)
-    stored = services.reads.stored_spec(spec, project)
-    if stored is None:
-        raise NotFoundError(f"spec: no stored spec {spec!r} (rescore a run with it first)")
-    return stored
 
 
 @router.get(
@@ -88,12 +68,12 @@ def compare_runs(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    project = services.reads.get_run(candidate_run_id).project
-    body = services.reports.compare_json(
+    body = compare_runs_json(
+        services,
         baseline_run_id,
         candidate_run_id,
         thresholds,
-        spec_from_query(services, spec, project),
+        spec,
         metric_deltas=metric_deltas,
         case_offset=case_offset,
         case_limit=case_limit,
@@ -115,7 +95,7 @@ def get_rollup(
     ] = None,
 ) -> Rollup:
     """A pivot of results, every summary recomputed from the underlying results."""
-    return services.reports.rollup(run_id, _split(rows), _split(columns), metric or [])
+    return rollup_runs(services, run_id, _split(rows), _split(columns), metric or [])
 
 
 @router.get("/runs/{run_id}/grade")
@@ -127,8 +107,7 @@ def grade_run(
     strategic: bool = False,
 ) -> Grade:
     """The run's governance grade (iFixAi rules) under a preset or its spec's grading section."""
-    grading = services.reports.grading_for(run_id, preset, min_score)
-    return services.reports.grade(run_id, grading, strategic_only=strategic)
+    return grade(services, run_id, preset=preset, min_score=min_score, strategic_only=strategic)
 
 
 @router.get("/cases/{case_id}/explain")
@@ -138,7 +117,7 @@ def explain_case(
     spec: Annotated[str | None, Query(description="Run config JSON or a stored spec id")] = None,
 ) -> Explanation:
     """From judge prompt and raw reply to parsed scores, weights, overall, gate and aggregate."""
-    project = services.ledger.project_of(case_id) or "default"
+    project = project_of(services, case_id) or "default"
     return Explanation.model_validate(
         explain(services, case_id, spec_from_query(services, spec, project))
     )

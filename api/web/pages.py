@@ -1,7 +1,8 @@
 """The web report's pages under /ui, rendered server-side with Jinja2 from the API's own queries.
 
-Every page reads through the functions the JSON API uses (`ReadModels`, `Reports`,
-`api.audit`, `spec_from_query`), so a number on a page is the number the API returns.
+Every page reads through the use cases the JSON API calls (`application.reports`, `.compare`,
+`.grades`, `.review_queue`, and `api.audit`), so a number on a page is the number the API
+returns.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from evaledger.api.audit import case_history, explain
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.api.errors import status_of
-from evaledger.api.routes.reports import spec_from_query
 from evaledger.api.web import views
 from evaledger.api.web.filters import (
     fmt_created,
@@ -41,27 +41,23 @@ from evaledger.api.web.filters import (
     source_note,
 )
 from evaledger.api.web.session import Viewer, ViewerDep
-from evaledger.domain import collector
+from evaledger.application import compare, grades, reports, review_queue, transcripts
+from evaledger.application.compare import ComparisonReport
 from evaledger.domain.aggregates import RunStatus
-from evaledger.domain.errors import EvaledgerError, NotFoundError, ValidationError
-from evaledger.domain.events import TranscriptRecorded
+from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.spec import ScoringSpec
-from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
-from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.agreement import shown
 from evaledger.scoring.case import variant_figures
 from evaledger.scoring.comparison import CaseStatus as CaseClass
 from evaledger.scoring.comparison import (
     CompareThresholds,
-    RunComparison,
     render_markdown,
     source_metric_deltas,
 )
 from evaledger.scoring.grading import preset_names
-from evaledger.scoring.headline import Headline, run_headline
+from evaledger.scoring.headline import run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
-from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
 from evaledger.scoring.scorer_metrics import RANDOM_METRICS
 
@@ -131,44 +127,18 @@ def render(request: Request, template: str, build: Callable[[], dict[str, Any]])
 
 def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
     """A run id or a run key (wherever a run id is accepted), within the viewer's project."""
-    project = viewer.principal.project
-    try:
-        run_id = UUID(value)
-    except ValueError:
-        rows, total = services.reads.list_runs(RunFilter(project=project, key=value, limit=2))
-        if total > 1:
-            raise ValidationError(
-                f"{field}: run key {value!r} is used in several projects; use the run id",
-                field=field,
-            ) from None
-        if not rows:
-            raise NotFoundError(f"{field}: no run with the id or key {value!r}") from None
-        return rows[0].run_id
-    check_scope(services, viewer, run_id, "run")
-    return run_id
+    return reports.run_id_for(services, viewer.principal.project, value, field)
 
 
 def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: str) -> None:
     """Another project's run or case does not exist for this viewer (HTML 404)."""
-    project = viewer.principal.project
-    if project is not None and services.ledger.project_of(aggregate_id) not in (None, project):
-        raise NotFoundError(f"no {what} {aggregate_id}")
+    reports.require_in_project(services, viewer.principal.project, aggregate_id, what)
 
 
 def viewed_run(services: Services, viewer: Viewer, value: str) -> tuple[UUID, RunRow]:
     """The run a page is about (its id or key in the path), within the viewer's project."""
     rid = resolve_run(services, viewer, value, "run_id")
-    return rid, services.reads.get_run(rid)
-
-
-def answer_of(services: Services, case_id: UUID) -> str | None:
-    """A case's final answer, read from its transcript event (for the few cases of one page)."""
-    for event in services.ledger.events_of(case_id):
-        if isinstance(event, TranscriptRecorded):
-            return views.final_answer(
-                [t.model_dump(include={"role", "content"}) for t in event.turns]
-            )
-    return None
+    return rid, reports.get_run(services, rid)
 
 
 def _number(value: str, field: str) -> float | None:
@@ -192,23 +162,8 @@ def _day(value: str, field: str, end: bool) -> datetime | None:
         raise ValidationError(f"{field}: not a date: {value!r}", field=field) from None
 
 
-def _metric_names(services: Services, project: str) -> dict[str, str]:
-    return {m.name: m.display_name for m in services.reads.available_metrics(project)}
-
-
-def run_cost(services: Services, run_id: UUID, aggregate: RunAggregate) -> float | None:
-    """The run's total cost; None ("—") when no case reported one.
-
-    The aggregate sums unknown costs as 0, so a zero total is asked of the cases' scores.
-    """
-    if aggregate.total_cost_usd or services.reads.cost_reported(run_id):
-        return aggregate.total_cost_usd
-    return None
-
-
 def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
-    rows, _ = services.reads.list_runs(RunFilter(project=viewer.principal.project, limit=500))
-    return list(rows)
+    return reports.recent_runs(services, viewer.principal.project)
 
 
 def default_pair(completed: list[RunRow]) -> tuple[str, str] | None:
@@ -265,20 +220,17 @@ def runs_page(
             limit=50,
             offset=offset,
         )
-        rows, total = services.reads.list_runs(f)
-        listed = []
-        for r in rows:
-            summary = services.reads.summary(r.run_id)
-            aggregate = summary.aggregate
-            cost = run_cost(services, r.run_id, aggregate)
-            listed.append(
-                {
-                    "run": r,
-                    "aggregate": aggregate,
-                    "headline": run_headline(summary.spec, aggregate),
-                    "total_cost": cost,
-                }
-            )
+        listing = reports.list_runs_shown(services, f)
+        total = listing.total
+        listed = [
+            {
+                "run": r.run,
+                "aggregate": r.aggregate,
+                "headline": r.headline,
+                "total_cost": r.total_cost,
+            }
+            for r in listing.runs
+        ]
         completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
@@ -315,12 +267,8 @@ def run_page(
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
-        summary = services.reads.summary(rid)
-        # 10,000 decoded scores: no cycles, nothing for the collector to find.
-        with collector.paused():
-            scores = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
-        # Flaky per test case × variant: repetitions of one variant only (issue 30).
-        flaky = {(t.test_case_key, t.variant) for t in summary.test_cases if t.flaky}
+        cases = review_queue.run_cases(services, rid)
+        summary, scores, flaky = cases.summary, cases.rows, cases.flaky
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -330,7 +278,7 @@ def run_page(
             desc=desc,
             page=page,
         )
-        names = _metric_names(services, run.project)
+        names = reports.metric_names(services, run.project)
         agg = summary.aggregate
         charts = views.run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
@@ -352,12 +300,12 @@ def run_page(
             "shows": list(views.Show),
             "sorts": list(views.SortKey),
             "metric_names": names,
-            "rescores": services.reads.stored_rescores(rid),
+            "rescores": reports.stored_rescores(services, rid),
             # One result per test case × variant: count the test cases themselves.
             "test_case_count": len({t.test_case_key for t in summary.test_cases}),
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
-            "total_cost": run_cost(services, rid, summary.aggregate),
+            "total_cost": reports.run_cost(services, rid, summary.aggregate),
         }
 
     return render(request, "run.html", build)
@@ -377,9 +325,11 @@ def case_page(
     def build() -> dict[str, Any]:
         check_scope(services, viewer, case_id, "case")
         history = case_history(services, case_id)
-        run = services.reads.get_run(UUID(history["run_id"]))
-        chain = explain(services, case_id, spec_from_query(services, spec or None, run.project))
-        _, score = services.reads.case_score(case_id)
+        run = reports.get_run(services, UUID(history["run_id"]))
+        what_if = reports.spec_from_query(services, spec or None, run.project)
+        chain = explain(services, case_id, what_if)
+        _, score = reports.show_case(services, case_id)
+        own = reports.run_spec_of(services, run.run_id)
         events = history["events"]
 
         def payloads(kind: str) -> list[dict[str, Any]]:
@@ -404,18 +354,14 @@ def case_page(
             "checks": payloads("StructuralCheckRecorded"),
             "corrections": [e for e in events if e["type"] in _CORRECTIONS],
             "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
-            "flag": standing_flag(services.engine, case_id),
+            "flag": review_queue.case_flag(services, case_id),
             # A case is labelled in its own terms: the rubric metrics when a judge scored it on
             # them, its own scorers (an Inspect `match`, a promptfoo assertion) when it has them.
-            "label_metrics": services.reads.run_spec(run.run_id).metrics
-            if chain["verdicts"]
-            else (),
-            "label_scores": _own_scores(
-                history["state"]["facts"], events, services.reads.run_spec(run.run_id)
-            ),
+            "label_metrics": own.metrics if chain["verdicts"] else (),
+            "label_scores": _own_scores(history["state"]["facts"], events, own),
             "spec": spec,
-            "rescores": services.reads.stored_rescores(run.run_id),
-            "metric_names": _metric_names(services, run.project),
+            "rescores": reports.stored_rescores(services, run.run_id),
+            "metric_names": reports.metric_names(services, run.project),
             "queue": _neighbours(services, viewer, queue, case_id) if queue else None,
         }
 
@@ -461,69 +407,21 @@ def _neighbours(services: Services, viewer: Viewer, run: str, case_id: UUID) -> 
 
 def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     """The run's review queue (from the read models the run page uses)."""
-    summary = services.reads.summary(run_id)
-    with collector.paused():
-        rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(run_id)]
-    flaky = {(t.test_case_key, t.variant) for t in summary.test_cases if t.flaky}
-    # Mandatory tests: those the run's grading section holds a minimum for (by test id).
-    grading = services.reads.run_spec(run_id).grading or {}
-    minimums = grading.get("mandatory_minimums")
-    mandatory = {str(t) for t in minimums} if isinstance(minimums, dict) else set()
-    flags, labelled = reviewed_cases(services.engine, run_id)
-    review = views.CaseReview(flags, frozenset(labelled))
-    return views.review_queue(rows, services.reads.facts(run_id), flaky, mandatory, review)
-
-
-def _answers(
-    services: Services, runs: dict[str, UUID], rows: list[Any]
-) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """(run side, test case key, variant label) → the first repetition's case id and answer.
-
-    Only for the rows of one page: each answer is read from its case's transcript event. Each
-    variant (promptfoo provider × prompt) is its own row, paired with the same variant's case.
-    """
-    keys = [t.test_case_key for t in rows]
-    wanted = {(t.test_case_key, t.variant) for t in rows}
-    found: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for side, run_id in runs.items():
-        # In opening order: a row matched by key alone (no variant) takes the key's first case.
-        for (key, variant), case_id in services.reads.first_cases(run_id, keys).items():
-            for label in (variant_label(variant), ""):
-                if (key, label) in wanted and (side, key, label) not in found:
-                    found[(side, key, label)] = {
-                        "case_id": str(case_id),
-                        "answer": answer_of(services, case_id),
-                    }
-    return found
+    return review_queue.run_review_queue(services, run_id)
 
 
 def _thresholds(**given: str) -> CompareThresholds:
     return CompareThresholds(**{k: _number(v, k) for k, v in given.items()})
 
 
-def _judge_error_notes(services: Services, runs: dict[str, UUID]) -> list[tuple[str, str]]:
+def _judge_error_notes(report: ComparisonReport) -> list[tuple[str, str]]:
     """(which run, "N judge errors counted as 0 …") for the compared runs that have any."""
     notes = []
-    for label, run_id in runs.items():
-        policy = services.reads.summary(run_id).spec.judge_errors
-        note = judge_error_note(services.reads.judge_error_count(run_id), policy)
+    for label, errors in report.judge_errors.items():
+        note = judge_error_note(errors.count, errors.policy)
         if note is not None:
             notes.append((label, note.text))
     return notes
-
-
-def _compare_headlines(
-    services: Services, baseline: UUID, candidate: UUID, result: RunComparison
-) -> dict[str, Headline]:
-    """Each compared run's headline (its own spec: the page compares under the runs' own)."""
-    return {
-        "baseline": run_headline(
-            services.reads.run_spec(baseline), result.aggregate.baseline_metrics
-        ),
-        "candidate": run_headline(
-            services.reads.run_spec(candidate), result.aggregate.candidate_metrics
-        ),
-    }
 
 
 @router.get("/compare", response_class=HTMLResponse)
@@ -572,7 +470,8 @@ def compare_page(
         except pydantic.ValidationError as e:
             field = str(e.errors()[0]["loc"][0])
             raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
-        result = services.reports.compare(b, c, thresholds)
+        report = compare.compare_report(services, b, c, thresholds)
+        result = report.result
         # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
         needle = q.casefold()
         cases = [
@@ -592,14 +491,14 @@ def compare_page(
             pages=pages,
             first=first,
             q=q,
-            answers=_answers(services, {"baseline": b, "candidate": c}, rows),
+            answers=compare.compared_answers(services, report.runs, rows),
             grid=views.compare_matrix(rows) if result.aggregate.per_variant else None,
-            baseline_run=runs.get(str(b)) or services.reads.get_run(b),
-            candidate_run=runs.get(str(c)) or services.reads.get_run(c),
+            baseline_run=runs.get(str(b)) or report.baseline_run,
+            candidate_run=runs.get(str(c)) or report.candidate_run,
             threshold_query=query,
-            judge_error_notes=_judge_error_notes(services, {"baseline": b, "candidate": c}),
+            judge_error_notes=_judge_error_notes(report),
             source_deltas=source_metric_deltas(result.aggregate),
-            headlines=_compare_headlines(services, b, c, result),
+            headlines=report.headlines,
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )
@@ -628,9 +527,9 @@ def compare_markdown(
         max_latency_increase_pct=max_latency_increase_pct,
         case_score_delta=case_score_delta,
     )
-    result = services.reports.compare(b, c, thresholds)
-    heads = {k: h.summary for k, h in _compare_headlines(services, b, c, result).items()}
-    text = render_markdown(result, headlines=heads)
+    report = compare.compare_report(services, b, c, thresholds)
+    heads = {k: h.summary for k, h in report.headlines.items()}
+    text = render_markdown(report.result, headlines=heads)
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
 
@@ -647,7 +546,7 @@ def rollup_page(
 
     def build() -> dict[str, Any]:
         chosen = [resolve_run(services, viewer, r, "run_id") for r in run_id or []]
-        result = services.reports.rollup(chosen, [rows], [columns]) if chosen else None
+        result = grades.rollup_runs(services, chosen, [rows], [columns]) if chosen else None
         cells = {} if result is None else {(c.row, c.column): c.summary for c in result.cells}
         return {
             "title": "Rollup",
@@ -680,11 +579,13 @@ def matrix_page(
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
-        with collector.paused():
-            rows = [views.CaseRow.of(s) for s in services.reads.case_score_objects(rid)]
-        grid = views.matrix(rows, page)
-        answers = {key: answer_of(services, UUID(cell.case_id)) for key, cell in grid.cells.items()}
-        summary = services.reads.summary(rid)
+        cases = review_queue.run_cases(services, rid)
+        grid = views.matrix(cases.rows, page)
+        found = transcripts.final_answers(
+            services, list(dict.fromkeys(UUID(cell.case_id) for cell in grid.cells.values()))
+        )
+        answers = {key: found[UUID(cell.case_id)] for key, cell in grid.cells.items()}
+        summary = cases.summary
         figures = {f.variant: f for f in variant_figures(summary.test_cases, summary.spec)}
         return {
             "figures": figures,
@@ -721,13 +622,13 @@ def scorecard_page(
             "min_score": min_score,
             "strategic": strategic,
             "grade": None,
-            "has_section": bool(services.reads.run_spec(rid).grading),
+            "has_section": grades.has_grading_section(services, rid),
         }
         if not (preset or context["has_section"]):
             return context
-        grading = services.reports.grading_for(rid, preset or None, minimum)
+        grading = grades.grading_for(services, rid, preset or None, minimum)
         context["grading"] = grading
-        context["grade"] = services.reports.grade(rid, grading, strategic_only=strategic)
+        context["grade"] = grades.grade_run(services, rid, grading, strategic_only=strategic)
         return context
 
     return render(request, "scorecard.html", build)

@@ -6,18 +6,40 @@ Pure functions over the read models' results (no I/O), so they are unit-tested w
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from evaledger.application.review_queue import (
+    DISAGREEMENT_POINTS,
+    CaseReview,
+    CaseRow,
+    QueueItem,
+    QueueReason,
+    final_answer,
+    judges_disagree,
+    review_queue,
+)
+from evaledger.application.transcripts import ChainLink, chain_links
 from evaledger.domain.bundle import variant_label
-from evaledger.domain.events import GENESIS_HASH
 from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import ScoringSpec
-from evaledger.scoring.facts import CaseFacts, VerdictFact
-from evaledger.scoring.models import CaseStatus, GateRule, RunAggregate
+from evaledger.scoring.models import CaseStatus, RunAggregate
 from evaledger.scoring.rollups import natural_key
+
+__all__ = [  # the queue's and the chain's names, moved to the application layer, read from here
+    "DISAGREEMENT_POINTS",
+    "CaseReview",
+    "CaseRow",
+    "ChainLink",
+    "QueueItem",
+    "QueueReason",
+    "chain_links",
+    "final_answer",
+    "judges_disagree",
+    "review_queue",
+]
 
 PER_PAGE = 50
 
@@ -45,57 +67,6 @@ class SortKey(StrEnum):
     STATUS = "status"
     LATENCY = "latency"
     COST = "cost"
-
-
-@dataclass(frozen=True)
-class CaseRow:
-    """What the cases table needs of one `CaseScore` (same field names), read from its JSON.
-
-    Filtering and sorting 10,000 cases needs every row; validating 10,000 full `CaseScore`
-    models costs seconds, building these from the decoded JSON costs milliseconds.
-    """
-
-    case_id: str
-    test_case_key: str
-    repetition: int
-    variant: str
-    status: str
-    overall_score: float | None
-    passed: bool | None
-    errored: bool
-    judge_error: bool
-    self_judged: bool
-    gate: str
-    gate_reason: str
-    latency_p50_ms: float | None
-    cost_usd: float | None
-    hallucinations: int
-    metric_scores: dict[str, float | None]
-    named_scores: dict[str, float]
-    """The case's named scores (an imported run's scorer values), by name."""
-
-    @classmethod
-    def of(cls, score: dict[str, Any]) -> CaseRow:
-        """A row from a `CaseScore` as JSON."""
-        return cls(
-            case_id=score["case_id"],
-            test_case_key=score["test_case_key"],
-            repetition=score["repetition"],
-            variant=score.get("variant", ""),
-            status=score["status"],
-            overall_score=score["overall_score"],
-            passed=score["passed"],
-            errored=score["errored"],
-            judge_error=score.get("judge_error", False),
-            self_judged=score.get("self_judged", False),
-            gate=score["gate"],
-            gate_reason=score["gate_reason"],
-            latency_p50_ms=score.get("latency_p50_ms"),
-            cost_usd=score.get("cost_usd"),
-            hallucinations=score.get("hallucinations", 0),
-            metric_scores={m["metric"]: m["score"] for m in score.get("metric_scores", [])},
-            named_scores=score.get("named_scores", {}),
-        )
 
 
 @dataclass(frozen=True)
@@ -329,140 +300,6 @@ def latency_bins(values: Sequence[float], bins: int = 10) -> list[Bin]:
     step = 10 ** max(0, math.floor(math.log10(top))) if top > 0 else 1
     ceiling = math.ceil(top / step) * step if top > 0 else 1
     return histogram(values, 0.0, float(ceiling), bins)
-
-
-@dataclass(frozen=True)
-class ChainLink:
-    """One event of an aggregate's hash chain and whether it links to its predecessor."""
-
-    version: int
-    prev_hash: str
-    hash: str
-    linked: bool
-
-
-def chain_links(events: Sequence[dict[str, Any]]) -> list[ChainLink]:
-    """Check each history entry's `prev_hash` against the stored hash of the one before it.
-
-    The hashes come from the stored bytes (the mapper sets them on read), so an edited event
-    breaks the link after it. The whole log (seals, every aggregate) is `evaledger verify`'s job.
-    """
-    links = []
-    expected = GENESIS_HASH
-    for e in events:
-        links.append(ChainLink(e["version"], e["prev_hash"], e["hash"], e["prev_hash"] == expected))
-        expected = e["hash"]
-    return links
-
-
-class QueueReason(StrEnum):
-    """Why a case needs a person (the review queue's reasons, most urgent first)."""
-
-    FLAGGED = "flagged by a reviewer"
-    MANDATORY_FAILED = "mandatory test failed"
-    JUDGE_ERROR = "judge error"
-    JUDGES_DISAGREE = "judges disagree"
-    FLAKY = "flaky repetitions"
-    SCORER_FAILED = "failed by its scorer"
-    """A case its source's scorer failed (the score gate decided, no judge looked)."""
-
-
-DISAGREEMENT_POINTS = 2
-"""Two judges' 0-5 scores of one metric this far apart (or a binary metric split) disagree."""
-
-
-@dataclass(frozen=True)
-class CaseReview:
-    """What reviewers did to a run's cases: standing flags (case id → reason), labelled cases."""
-
-    flags: Mapping[str, str] = field(default_factory=dict)
-    labelled: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class QueueItem:
-    """One case in a run's review queue."""
-
-    row: CaseRow
-    reasons: list[QueueReason]
-    reviewed: bool
-    """A human already overrode or invalidated one of its verdicts, or labelled the case."""
-    flag: str | None = None
-    """The reason a reviewer flagged it, while the flag stands."""
-
-
-def judges_disagree(verdicts: Sequence[VerdictFact]) -> bool:
-    """Two counted verdicts of a case split a binary metric or differ by 2+ points on one."""
-    counted = [
-        v for v in verdicts if not v.invalidated and v.error is None and v.parse_status == "parsed"
-    ]
-    values: dict[str, list[float]] = {}
-    for v in counted:
-        for m in v.metric_scores:
-            if m.passed is not None:
-                values.setdefault(m.metric, []).append(1.0 if m.passed else 0.0)
-            elif m.score is not None:
-                values.setdefault(m.metric, []).append(float(m.score) / DISAGREEMENT_POINTS)
-    return any(max(vs) - min(vs) >= 1 for vs in values.values() if len(vs) > 1)
-
-
-def review_queue(
-    rows: Sequence[CaseRow],
-    facts: Sequence[CaseFacts],
-    flaky: set[tuple[str, str]],
-    mandatory: set[str],
-    review: CaseReview | None = None,
-) -> list[QueueItem]:
-    """The cases needing a person: unreviewed first, then by reason and key (naturally)."""
-    by_id = {str(f.case_id): f for f in facts}
-    review = review or CaseReview()
-    items = []
-    for row in rows:
-        f = by_id.get(row.case_id)
-        if f is None:
-            continue
-        reasons = []
-        flag = review.flags.get(row.case_id)
-        if flag is not None:
-            reasons.append(QueueReason.FLAGGED)
-        if f.test_id in mandatory and row.passed is False:
-            reasons.append(QueueReason.MANDATORY_FAILED)
-        if row.judge_error:
-            reasons.append(QueueReason.JUDGE_ERROR)
-        if judges_disagree(f.verdicts):
-            reasons.append(QueueReason.JUDGES_DISAGREE)
-        if (row.test_case_key, row.variant) in flaky:
-            reasons.append(QueueReason.FLAKY)
-        # An imported run's verdicts are its scorer's: a failed one is the person's to check
-        # (and stays listed, reviewed, once an admin overrode the scorer).
-        if row.gate == GateRule.SCORE_GATE and (row.passed is False or f.score_overrides):
-            reasons.append(QueueReason.SCORER_FAILED)
-        if reasons:
-            reviewed = (
-                row.case_id in review.labelled
-                or bool(f.score_overrides)
-                or any(v.overridden or v.invalidated for v in f.verdicts)
-            )
-            items.append(QueueItem(row, reasons, reviewed, flag))
-    order = list(QueueReason)
-    items.sort(
-        key=lambda i: (
-            i.reviewed,
-            order.index(i.reasons[0]),
-            natural_key(i.row.test_case_key),
-            i.row.variant,
-            i.row.repetition,
-        )
-    )
-    return items
-
-
-def final_answer(turns: Sequence[dict[str, Any]]) -> str | None:
-    """The last assistant message with text: what a side-by-side comparison shows."""
-    for turn in reversed(turns):
-        if turn.get("role") == "assistant" and turn.get("content"):
-            return str(turn["content"])
-    return None
 
 
 def variant_heading(variant: str) -> str:

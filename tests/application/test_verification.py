@@ -111,7 +111,7 @@ def test_audit_history_of_a_case(store_services: Services) -> None:
         audit.run_history(store_services, UUID(int=7))
 
 
-def test_explain_transcript_and_project_of_a_case(services: Services) -> None:
+def test_explain_and_project_of_a_case(services: Services) -> None:
     imported = _import(services, case("a", 5))
     case_a = case_id_for(imported.run_id, "a", 0, "")
     explained = audit.explain(services, case_a)
@@ -119,10 +119,3 @@ def test_explain_transcript_and_project_of_a_case(services: Services) -> None:
     assert explained.trail["spec_source"] == "run"
     assert explained.source_scores == ()
     assert audit.case_project(services, case_a) == "default"
-    transcript = audit.case_transcript(services, case_a)
-    assert (transcript.test_case_key, transcript.repetition, transcript.variant) == ("a", 0, None)
-    assert transcript.transcript is not None and len(transcript.transcript.turns) == 4
-    assert transcript.errors == ()
-    with pytest.raises(NotFoundError) as e:
-        audit.case_transcript(services, UUID(int=9))
-    assert e.value.field == "CASE"

@@ -1,0 +1,204 @@
+"""The comparison use cases: two runs (ids, a run and its approved baseline), two result files.
+
+Every comparison is the reports' (`projections/reports.py`, cached per run positions) under the
+rules of `scoring/comparison/`; these use cases choose the runs, the spec and what the answer
+carries besides the comparison: each side's run, judge errors and headline. They write nothing;
+comparing two files imports them into a scratch store the caller opens and throws away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
+from evaledger.application.transcripts import final_answers
+from evaledger.domain.bundle import variant_label
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.ledger import Context
+from evaledger.domain.spec import ScoringSpec, keep_source_scorers
+from evaledger.importers.load import import_all, open_imports
+from evaledger.projections.queries import RunRow
+from evaledger.scoring.comparison import CompareThresholds, RunComparison
+from evaledger.scoring.comparison.suites import require_same_suite
+from evaledger.scoring.headline import Headline, run_headline
+
+if TYPE_CHECKING:
+    from evaledger.application.ports import Services
+
+SIDES = ("baseline", "candidate")
+
+
+def compare_runs(
+    services: Services,
+    baseline_id: UUID,
+    candidate_id: UUID,
+    thresholds: CompareThresholds | None = None,
+    spec: ScoringSpec | None = None,
+    *,
+    metric_deltas: bool = True,
+) -> RunComparison:
+    """Compare two completed runs (404 when missing, 400 unless both are completed)."""
+    return services.reports.compare(
+        baseline_id, candidate_id, thresholds, spec, metric_deltas=metric_deltas
+    )
+
+
+def compare_runs_json(
+    services: Services,
+    baseline_id: UUID,
+    candidate_id: UUID,
+    thresholds: CompareThresholds | None = None,
+    spec: str | None = None,
+    *,
+    metric_deltas: bool = False,
+    case_offset: int = 0,
+    case_limit: int | None = None,
+) -> bytes:
+    """The comparison as JSON bytes (`GET /runs/compare`), shared by every serving process.
+
+    `spec` is a run config as JSON or a stored spec id, resolved in the candidate's project.
+    Every total, verdict and statistic covers all matched cases; only the list of
+    `test_case_comparisons` is paged (sorted by key).
+    """
+    project = services.reads.get_run(candidate_id).project
+    return services.reports.compare_json(
+        baseline_id,
+        candidate_id,
+        thresholds,
+        spec_from_query(services, spec, project),
+        metric_deltas=metric_deltas,
+        case_offset=case_offset,
+        case_limit=case_limit,
+    )
+
+
+def approved_baseline_of(services: Services, candidate_id: UUID) -> UUID:
+    """The approved baseline of the candidate's (agent, suite) in its project (404 if none)."""
+    row = services.reads.get_run(candidate_id)
+    return services.reads.baseline(row.agent["name"], row.suite["name"], row.project).run_id
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    """A comparison with what each side's view shows beside it."""
+
+    baseline_id: UUID
+    candidate_id: UUID
+    baseline_run: RunRow
+    candidate_run: RunRow
+    result: RunComparison
+    judge_errors: dict[str, JudgeErrors]
+    """Per side ("baseline", "candidate"): its judge errors and the policy counting them."""
+    headlines: dict[str, Headline]
+    """Per side: its headline under the spec the comparison scored it with."""
+
+    @property
+    def runs(self) -> dict[str, UUID]:
+        """Per side, the run's id."""
+        return {"baseline": self.baseline_id, "candidate": self.candidate_id}
+
+
+def compare_report(
+    services: Services,
+    baseline_id: UUID | None,
+    candidate_id: UUID,
+    thresholds: CompareThresholds | None = None,
+    *,
+    spec: Callable[[], ScoringSpec | None] | None = None,
+    allow_different_suites: bool = True,
+) -> ComparisonReport:
+    """Compare the candidate with `baseline_id`, or with its approved baseline when None.
+
+    Without `allow_different_suites`, runs of two suites are refused before anything is
+    compared. `spec` loads the spec to compare under once the runs are checked (None: each
+    run's own spec).
+    """
+    if baseline_id is None:
+        baseline_id = approved_baseline_of(services, candidate_id)
+    runs = {"baseline": baseline_id, "candidate": candidate_id}
+    rows = {side: services.reads.get_run(run_id) for side, run_id in runs.items()}
+    if not allow_different_suites:
+        require_same_suite(rows["baseline"].suite["name"], rows["candidate"].suite["name"])
+    under = spec() if spec is not None else None
+    result = services.reports.compare(baseline_id, candidate_id, thresholds, under)
+    aggregates = {
+        "baseline": result.aggregate.baseline_metrics,
+        "candidate": result.aggregate.candidate_metrics,
+    }
+    heads = {}
+    for side, run_id in runs.items():
+        own = services.reads.run_spec(run_id)
+        used = own if under is None else keep_source_scorers(under, own)
+        heads[side] = run_headline(used, aggregates[side])
+    return ComparisonReport(
+        baseline_id=baseline_id,
+        candidate_id=candidate_id,
+        baseline_run=rows["baseline"],
+        candidate_run=rows["candidate"],
+        result=result,
+        judge_errors={side: judge_errors(services, run_id) for side, run_id in runs.items()},
+        headlines=heads,
+    )
+
+
+def compared_answers(
+    services: Services, runs: Mapping[str, UUID], rows: Sequence[Any]
+) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(run side, test case key, variant label) → the first repetition's case id and answer.
+
+    Only for the rows of one page (each a test case comparison: `test_case_key`, `variant`):
+    each answer is read from its case's transcript event. Each variant (promptfoo provider ×
+    prompt) is its own row, paired with the same variant's case.
+    """
+    keys = [t.test_case_key for t in rows]
+    wanted = {(t.test_case_key, t.variant) for t in rows}
+    found: dict[tuple[str, str, str], UUID] = {}
+    for side, run_id in runs.items():
+        # In opening order: a row matched by key alone (no variant) takes the key's first case.
+        for (key, variant), case_id in services.reads.first_cases(run_id, keys).items():
+            for label in (variant_label(variant), ""):
+                if (key, label) in wanted and (side, key, label) not in found:
+                    found[(side, key, label)] = case_id
+    answers = final_answers(services, list(dict.fromkeys(found.values())))
+    return {
+        where: {"case_id": str(case_id), "answer": answers[case_id]}
+        for where, case_id in found.items()
+    }
+
+
+ScratchStore = Callable[[str], AbstractContextManager["Services"]]
+"""Opens a wired store at a database URL for the block it is used in (and closes it after)."""
+
+
+def compare_files(
+    baseline: str | Path,
+    candidate: str | Path,
+    scratch: ScratchStore,
+    scratch_dir: str,
+    thresholds: CompareThresholds | None = None,
+    *,
+    allow_different_suites: bool = True,
+) -> RunComparison:
+    """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
+
+    Each file holds one run. Two files of the same run key are told apart by a suffix on the
+    candidate's key. Without `allow_different_suites`, runs of two suites are refused
+    (`scoring.comparison.suites`) before anything is imported.
+    """
+    imports = open_imports([baseline]) + open_imports([candidate])
+    if len(imports) != 2:
+        raise ValidationError("files: each file must hold exactly one run", field="files")
+    first, second = imports
+    if not allow_different_suites:
+        require_same_suite(first.run.suite.name, second.run.suite.name)
+    if first.run.key == second.run.key and first.run.project == second.run.project:
+        second = second.with_run(key=f"{second.run.key}~candidate")
+    with scratch(f"sqlite:///{scratch_dir}/store/") as services:
+        done = import_all(services.ledger, [first, second], Context(actor="compare"))
+        services.sync()
+        return services.reports.compare(done[0].result.run_id, done[1].result.run_id, thresholds)
