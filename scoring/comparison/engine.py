@@ -15,7 +15,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from evaledger.domain.spec import ScoringSpec
 from evaledger.domain.types import variant_label
-from evaledger.scoring.case import reduce_repetitions, variant_figures
+from evaledger.scoring.case import reduce_repetitions
 from evaledger.scoring.comparison.config_diff import config_diff
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
@@ -32,7 +32,6 @@ from evaledger.scoring.comparison.rules import (
     _binary_value,
     _delta,
     _keys_text,
-    _mean,
     _metric_deltas,
     _metric_types,
     _run_cost,
@@ -42,7 +41,8 @@ from evaledger.scoring.comparison.rules import (
 )
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
-from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_statistics_of
+from evaledger.scoring.run import variant_figures
+from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mean, paired_statistics_of
 
 _CASES = TypeAdapter(list[TestCaseComparison])
 Key = tuple[str, str]
@@ -128,7 +128,7 @@ class RunColumns:
                 values = [None if f is None else (1.0 if f else 0.0) for f in flags]
             else:
                 values = [r.metric_scores.get(name) for r in self.results]
-            found = (values, _mean(v for v in values if v is not None))
+            found = (values, mean(v for v in values if v is not None))
             with self._lock:
                 self._metrics[name, binary] = found
         return found
@@ -219,10 +219,10 @@ def _per_metric_means(
             binary = any(name in r.metric_passed for pair in matched for r in pair)
         sides: list[float | None] = []
         for columns, idx in ((base, bidx), (cand, cidx)):
-            values, mean = columns.metric(name, binary)
+            values, side = columns.metric(name, binary)
             if idx is not None:
-                mean = _mean(v for v in _take(values, idx) if v is not None)
-            sides.append(mean)
+                side = mean(v for v in _take(values, idx) if v is not None)
+            sides.append(side)
         b, c = sides
         if b is None and c is None:
             continue

@@ -6,7 +6,6 @@ contradicts the delta beside it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from evaledger.scoring.comparison.models import (
     RegressionVerdict,
 )
 from evaledger.scoring.models import TestCaseResult
+from evaledger.scoring.stats import mean
 
 _DP = 4
 """Deltas are reported, and compared with thresholds, rounded to this many decimals."""
@@ -49,9 +49,8 @@ def _pct(fraction: float) -> str:
     return f"{_fixed(fraction * 100, 0, _DP - 2)}%"
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return math.fsum(items) / len(items) if items else None
+_mean = mean
+"""`scoring.stats.mean` by the name the comparison oracle (tests/oracles/comparison.py) reads."""
 
 
 def _score_label(value: float | None, binary: bool) -> str | None:
