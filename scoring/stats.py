@@ -265,6 +265,7 @@ def _resample_means(values: list[float], resamples: int, seed: int) -> list[floa
     """
     # Imported here, not at the top: `scoring.case` needs `percentile` on every CLI command's
     # path, and numpy (~0.1 s) is wanted only by the comparisons that resample (issue 19).
+    # lazy: numpy (~0.1 s), only for a comparison's resampling
     import numpy as np
 
     n = len(values)
@@ -314,7 +315,7 @@ def _normal_interval(values: list[float], mean: float, z: float) -> tuple[float,
     n = len(values)
     if n < 2:
         return round(mean, 4), round(mean, 4)
-    import numpy as np  # see `_resample_means`
+    import numpy as np  # lazy: numpy (~0.1 s), only for a comparison's interval
 
     half = z * float(np.std(np.asarray(values, dtype=np.float64), ddof=1)) / math.sqrt(n)
     if not (_clear_of_a_tie(mean - half) and _clear_of_a_tie(mean + half)):
