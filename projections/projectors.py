@@ -46,10 +46,11 @@ from evaledger.projections.tables import (
     runs,
 )
 from evaledger.projections.votes import JudgeVotesProjection
-from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
+from evaledger.scoring.case import reduce_repetitions, score_case
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
 from evaledger.scoring.rescore import RunInputs
+from evaledger.scoring.run import summarize_run
 
 IN_CHUNK = 500
 MAX_CACHED_SCORES = 50_000

@@ -23,43 +23,48 @@ from evaledger.domain.spec import (
     ScoringSpec,
     Severity,
 )
-from evaledger.domain.types import variant_label
 from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
-from evaledger.scoring.exact import run_mean
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
 from evaledger.scoring.models import (
     CaseScore,
-    CaseStatus,
-    Coverage,
     GateRule,
     MetricResult,
     OutcomeView,
     RunAggregate,
     TestCaseResult,
-    VariantFigures,
 )
 from evaledger.scoring.named import named_score_means
-from evaledger.scoring.scorer_metrics import (
-    case_groups,
-    pass_hat_k,
-    reported_mismatches,
-    scorer_metrics,
+
+# The run-level names are `scoring.run`'s; imported here by the names callers (the read models,
+# the web, the tests) and the API's field descriptions know them by in this module.
+from evaledger.scoring.run import (
+    P95_MIN_SAMPLES,
+    CaseUsage,
+    latency_samples,
+    pass_rate_figures,
+    summarize_run,
+    threshold_passed,
+    variant_figures,
 )
-from evaledger.scoring.stats import percentile
+from evaledger.scoring.scorer_metrics import case_groups
+from evaledger.scoring.stats import mean, percentile
 
 __all__ = [
+    "P95_MIN_SAMPLES",
+    "case_usage",
     "latest_checks",
+    "outcome_results",
+    "pass_rate_figures",
     "reduce_repetitions",
     "score_case",
     "score_run",
     "summarize_run",
+    "threshold_passed",
     "variant_figures",
 ]
 
 MAX_SCORE = 5
 """Top of the 0-5 metric scale; a binary pass counts as this score, a fail as 0."""
-P95_MIN_SAMPLES = 20
-"""Below this many samples a 95th percentile is meaningless (Connexity): max / None instead."""
 JUDGE_ERROR_PREFIX = "Judge evaluation failed: "
 
 _PARSE_FAILURES: dict[ParseStatus, str] = {
@@ -95,7 +100,7 @@ def score_case(facts: CaseFacts, spec: ScoringSpec) -> CaseScore:
     cost, and even when a verdict came with it.
     """
     panel = _judge_panel(facts, spec)
-    outcomes = _outcome_results(facts, panel.outcomes)
+    outcomes = outcome_results(facts, panel.outcomes)
     # Overrides are ordered with their verdicts; the latest verdict's correction wins.
     forced = next((v for v in reversed(panel.counted) if v.forced_passed is not None), None)
     signals = Signals(
@@ -166,11 +171,15 @@ _NO_PANEL = _Panel(counted=[], metrics=[], overall=None, outcomes=[], error=None
 
 def _observations(facts: CaseFacts) -> dict[str, Any]:
     """Numbers observed on the case whatever its status (latency, usage, claims, checks)."""
-    latencies = facts.assistant_latencies
+    used = case_usage(facts)
     statuses = latest_checks(facts)
     return {
-        **usage(facts),
-        "latency_p95_ms": _case_p95(latencies),
+        "latency_p50_ms": used.latency_p50_ms,
+        "prompt_tokens": used.prompt_tokens,
+        "completion_tokens": used.completion_tokens,
+        "cost_usd": used.cost_usd,
+        "judge_cost_usd": used.judge_cost_usd,
+        "latency_p95_ms": _case_p95(facts.assistant_latencies),
         "claims_total": len(facts.claims),
         "claims_supported": facts.claims.count(ClaimSupport.SUPPORTED),
         "hallucinations": facts.claims.count(ClaimSupport.UNSUPPORTED)
@@ -181,17 +190,27 @@ def _observations(facts: CaseFacts) -> dict[str, Any]:
     }
 
 
-def usage(facts: CaseFacts) -> dict[str, Any]:
-    """What the run aggregate sums of a case whatever its status: p50 latency, tokens, costs."""
+def case_usage(facts: CaseFacts) -> CaseUsage:
+    """What the run's figures read of a case whatever its status: p50 latency, tokens, costs.
+
+    The same values as `CaseUsage.of_score` of the case's score (under any spec): the case's
+    score carries them (`_observations`), and it is skipped exactly when `decide` says so (an
+    execution error comes first).
+    """
     latencies = facts.assistant_latencies
-    return {
-        "latency_p50_ms": int(percentile(latencies, 50)) if latencies else None,
-        "prompt_tokens": facts.prompt_tokens,
-        "completion_tokens": facts.completion_tokens,
-        "cost_usd": facts.cost_usd,
+    return CaseUsage(
+        test_case_key=facts.test_case_key,
+        skipped=facts.skipped is not None and not facts.errored,
+        errored=facts.errored,
+        canceled=facts.canceled,
+        latency_p50_ms=int(percentile(latencies, 50)) if latencies else None,
+        prompt_tokens=facts.prompt_tokens,
+        completion_tokens=facts.completion_tokens,
+        cost_usd=facts.cost_usd,
         # Every judge call was paid for, even the ones later invalidated.
-        "judge_cost_usd": sum(v.cost_usd for v in facts.verdicts if v.cost_usd is not None),
-    }
+        judge_cost_usd=sum(v.cost_usd for v in facts.verdicts if v.cost_usd is not None),
+        named_scores=facts.named_scores,
+    )
 
 
 def _case_p95(latencies: list[float]) -> float | None:
@@ -351,7 +370,8 @@ def _combine_outcomes(verdicts: list[VerdictFact], panel: PanelPolicy) -> list[O
     ]
 
 
-def _outcome_results(facts: CaseFacts, combined: list[OutcomeFact]) -> list[OutcomeFact]:
+def outcome_results(facts: CaseFacts, combined: list[OutcomeFact]) -> list[OutcomeFact]:
+    """The case's outcome results: the panel's (`combined`), later evaluations, then checks."""
     results = _by_occurrence(combined)
     for evaluation in facts.outcome_evaluations:
         # A later evaluation supersedes the earlier result at the same (statement, occurrence).
@@ -379,194 +399,7 @@ def _assertions(outcomes: list[OutcomeFact], spec: ScoringSpec) -> tuple[float |
 
 
 # ---------------------------------------------------------------------------------------------
-# Run level
-
-
-def summarize_run(scores: Sequence[CaseScore], spec: ScoringSpec) -> RunAggregate:
-    """Connexity AggregateMetrics of one run's case scores plus coverage (DESIGN §3.2).
-
-    Values are unrounded. Canceled, errored and pending cases stay in the pass-rate denominator;
-    pending ones are never failed. A case that was not an execution (status skipped: a skipped or
-    xfailed test) is only counted in `skipped_count`. Latency figures are over the per-case p50s
-    of the cases that did not error (a crash or timeout is reported as an error, not as a slow
-    answer); tokens and cost add up every case, errored ones included (the agent spent them).
-    Percentiles are
-    `projections.stats.percentile`; p95 needs `P95_MIN_SAMPLES` cases.
-    """
-    test_cases = len({s.test_case_key for s in scores})
-    # A case that was not an execution (a skipped or xfailed test) is counted apart, in
-    # skipped_count, and out of every other figure (issue 30).
-    executions = [s for s in scores if s.status is not CaseStatus.SKIPPED]
-    skipped = len(scores) - len(executions)
-    scores = executions
-    total = len(scores)
-    scored = [s for s in scores if s.scored and s.overall_score is not None]
-    latencies = _latencies(scores)
-    prompt_tokens = sum(s.prompt_tokens for s in scores)
-    completion_tokens = sum(s.completion_tokens for s in scores)
-    decided = decided_figures(
-        [(s.overall_score if s.scored else None, s.passed, s.status.value, 1) for s in scores],
-        spec,
-    )
-    return RunAggregate(
-        unique_test_case_count=test_cases,
-        total_executions=total,
-        error_count=sum(s.errored for s in scores),
-        canceled_count=sum(s.canceled and not s.errored for s in scores),
-        skipped_count=skipped,
-        latency_p50_ms=percentile(latencies, 50) if latencies else None,
-        latency_p95_ms=(percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None),
-        latency_max_ms=max(latencies) if latencies else None,
-        latency_avg_ms=_mean(latencies),
-        total_prompt_tokens=prompt_tokens,
-        total_completion_tokens=completion_tokens,
-        total_tokens=prompt_tokens + completion_tokens,
-        total_cost_usd=sum(s.cost_usd for s in scores if s.cost_usd is not None),
-        judge_cost_usd=sum(s.judge_cost_usd for s in scores),
-        per_metric_means=_per_metric_means(scored, spec),
-        coverage=Coverage(
-            scored=decided["scored"],
-            unscored=decided["unscored"],
-            errored=sum(s.errored for s in scores),
-            pending=decided["pending"],
-            canceled=sum(s.status is CaseStatus.CANCELED for s in scores),
-        ),
-        self_judged_count=sum(s.self_judged for s in scores),
-        named_score_means=named_score_means(scores),
-        **decided["fields"],
-        **_source_metrics(scores, spec),
-    )
-
-
-def pass_rate_figures(
-    passed: int, total: int, spec: ScoringSpec
-) -> tuple[float, float | None, bool | None]:
-    """A run's pass rate (fraction), its cases pass rate (%) and the cases threshold's verdict.
-
-    The seed's figures (DESIGN §3.2), kept whatever else is shown: the pass rate is passed /
-    every execution (errored, canceled and pending cases stay in the denominator: an
-    all-errored run is 0.0); no executions → pass rate 0.0, cases pass rate and flag null.
-    A display may print "—" for a run with no case decided (`RunAggregate.decided`, from the
-    counts): the fields keep these values (issue 29).
-    """
-    if total == 0:
-        return 0.0, None, None
-    pct = 100 * passed / total
-    return passed / total, pct, threshold_passed(pct, spec.cases_pass_threshold, spec)
-
-
-def decided_figures(
-    decisions: Iterable[tuple[float | None, bool | None, str, int]], spec: ScoringSpec
-) -> dict[str, Any]:
-    """What the run aggregate makes of its cases' decisions under `spec` (`summarize_run`).
-
-    `decisions`: (overall_score of a scored case else None, passed, status value, how many cases
-    were so decided). Returns the aggregate's spec-dependent `fields`, and the `scored`,
-    `unscored` and `pending` counts of its coverage. The columnar rescore passes each distinct
-    decision once, with its count.
-    """
-    total = passed = failed = unscored = pending = 0
-    overall_scores: list[float] = []
-    for overall, passed_, status, count in decisions:
-        if status == _SKIPPED_VALUE:
-            continue  # not an execution: out of every count here (skipped_count has it)
-        total += count
-        if passed_ is True:
-            passed += count
-        elif passed_ is False and status != _ERRORED_VALUE:
-            failed += count  # an errored case is not a failed one
-        if overall is not None:
-            overall_scores.extend([overall] * count)
-        if status == _UNSCORED_VALUE:
-            unscored += count
-        elif status == _PENDING_VALUE:
-            pending += count
-    metrics_pct = run_mean(overall_scores)
-    pass_rate, cases_pct, cases_passed = pass_rate_figures(passed, total, spec)
-    fields = {
-        "passed_count": passed,
-        "failed_count": failed,
-        "pass_rate": pass_rate,
-        "avg_overall_score": metrics_pct,
-        "weighted_metrics_score_pct": metrics_pct,
-        "metrics_pass_threshold": spec.metrics_pass_threshold,
-        "metrics_passed": threshold_passed(metrics_pct, spec.metrics_pass_threshold, spec),
-        "cases_pass_rate_pct": cases_pct,
-        "cases_pass_threshold": spec.cases_pass_threshold,
-        "cases_passed": cases_passed,
-    }
-    return {
-        "fields": fields,
-        "scored": len(overall_scores),
-        "unscored": unscored,
-        "pending": pending,
-    }
-
-
-_ERRORED_VALUE = CaseStatus.ERRORED.value
-_UNSCORED_VALUE = CaseStatus.UNSCORED.value
-_PENDING_VALUE = CaseStatus.PENDING.value
-_SKIPPED_VALUE = CaseStatus.SKIPPED.value
-
-
-def threshold_passed(pct: float | None, threshold: float, spec: ScoringSpec) -> bool | None:
-    """A run threshold's verdict; None when there is no figure or the threshold does not apply.
-
-    A run that brings its source's scorers (an import) is judged by what the source or the
-    user configured, not by Connexity's thresholds it never chose (issue 18).
-    """
-    if pct is None or spec.scorers:
-        return None
-    return pct >= threshold
-
-
-def _source_metrics(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, Any]:
-    """The source's metrics, its reported figures that differ, and pass^k (issue 18)."""
-    computed = scorer_metrics(scores, spec.scorers)
-    return {
-        "scorer_metrics": computed,
-        "scorer_metrics_mismatched": reported_mismatches(computed, spec.scorers),
-        # Native runs keep pass^k per test case (TestCaseResult); the run figure is the
-        # source's (tau-bench reports it), so it is given where the run has source scorers.
-        "pass_hat_k": pass_hat_k(scores) if spec.scorers else {},
-    }
-
-
-def _latencies(scores: Iterable[CaseScore]) -> list[float]:
-    """Per-case p50 latencies that feed run and per-test-case latency: errored cases left out."""
-    return [
-        float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None and not s.errored
-    ]
-
-
-def _per_metric_means(scores: Sequence[CaseScore], spec: ScoringSpec) -> dict[str, float]:
-    """Scored metrics: mean 0-5; binary: fraction passing. Over the cases that have the metric."""
-    # One pass over the cases for all metrics (same selection as `_metric_results`).
-    by_metric: dict[str, list[MetricResult]] = {m.metric: [] for m in spec.metrics}
-    for s in scores:
-        for m in s.metric_scores:
-            found = by_metric.get(m.metric)
-            if found is not None and m.score is not None:
-                found.append(m)
-    means: dict[str, float] = {}
-    for selected in spec.metrics:
-        results = by_metric[selected.metric]
-        if results and selected.score_type is ScoreType.BINARY:
-            means[selected.metric] = sum(m.passed is True for m in results) / len(results)
-        elif results:
-            means[selected.metric] = statistics.fmean(m.score or 0.0 for m in results)
-    return means
-
-
-def _metric_results(scores: Sequence[CaseScore], metric: str) -> list[MetricResult]:
-    """One metric's results across cases (judge error verdicts have none, so they are skipped)."""
-    return [
-        m for s in scores for m in s.metric_scores if m.metric == metric and m.score is not None
-    ]
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+# A run's cases
 
 
 def score_run(
@@ -600,7 +433,7 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
         scored = [s for s in reps if s.scored and s.overall_score is not None]
         decided = [s.passed for s in reps if s.passed is not None]
         n, c, k = len(decided), sum(decided), reducers.k
-        latencies = _latencies(reps)
+        latencies = latency_samples(reps)
         costs = [s.cost_usd for s in reps if s.cost_usd is not None]
         results.append(
             TestCaseResult(
@@ -621,48 +454,15 @@ def reduce_repetitions(scores: Sequence[CaseScore], spec: ScoringSpec) -> list[T
                 flaky=0 < c < n,
                 pass_at_k=None if n < k else 1 - math.comb(n - c, k) / math.comb(n, k),
                 pass_hat_k=None if n < k else math.comb(c, k) / math.comb(n, k),
-                latency_p50_ms=_mean(latencies),
+                latency_p50_ms=mean(latencies),
                 metric_scores=_rep_metric_means(scored, spec),
                 metric_passed=_rep_metric_passed(scored, spec),
                 # Per repetition, so test cases with different repetition counts compare.
-                cost_usd=_mean(costs),
+                cost_usd=mean(costs),
                 named_scores=named_score_means(reps),
             )
         )
     return results
-
-
-def variant_figures(results: Sequence[TestCaseResult], spec: ScoringSpec) -> list[VariantFigures]:
-    """Each variant's executions and pass rate (sorted by variant), from the reduced results.
-
-    [] unless some test case has several variants (promptfoo's providers × prompts in one run):
-    a variant that is only its test case's attribute (one provider, a persona per test) is no
-    breakdown of the run, whose headline is then the run's own.
-    """
-    if len(results) == len({r.test_case_key for r in results}):
-        return []
-    totals: dict[str, list[int]] = {}
-    for r in results:
-        t = totals.setdefault(r.variant, [0, 0, 0, 0])
-        t[0] += 1
-        t[1] += r.repetitions
-        t[2] += r.passes
-        t[3] += r.failures
-    out = []
-    for variant in sorted(totals):
-        tests, executions, passed, failed = totals[variant]
-        out.append(
-            VariantFigures(
-                variant=variant,
-                label=variant_label(variant),
-                test_case_count=tests,
-                executions=executions,
-                passed_count=passed,
-                failed_count=failed,
-                pass_rate=pass_rate_figures(passed, executions, spec)[0],
-            )
-        )
-    return out
 
 
 def _reduce_score(values: list[float], reducer: ScoreReducer) -> float | None:
@@ -692,9 +492,9 @@ def _reduce_passed(votes: list[bool], reducer: PassReducer, k: int) -> bool | No
 def _rep_metric_means(scored: list[CaseScore], spec: ScoringSpec) -> dict[str, float]:
     means: dict[str, float] = {}
     for selected in spec.metrics:
-        mean = _mean([m.score or 0.0 for m in _metric_results(scored, selected.metric)])
-        if mean is not None:
-            means[selected.metric] = mean
+        found = mean([m.score or 0.0 for m in metric_results(scored, selected.metric)])
+        if found is not None:
+            means[selected.metric] = found
     return means
 
 
@@ -703,8 +503,15 @@ def _rep_metric_passed(scored: list[CaseScore], spec: ScoringSpec) -> dict[str, 
     for selected in spec.metrics:
         if selected.score_type is not ScoreType.BINARY:
             continue
-        votes = [m.passed for m in _metric_results(scored, selected.metric) if m.passed is not None]
+        votes = [m.passed for m in metric_results(scored, selected.metric) if m.passed is not None]
         value = _reduce_passed(votes, spec.reducers.passed, spec.reducers.k)
         if value is not None:
             reduced[selected.metric] = value
     return reduced
+
+
+def metric_results(scores: Sequence[CaseScore], metric: str) -> list[MetricResult]:
+    """One metric's results across cases (judge error verdicts have none, so they are skipped)."""
+    return [
+        m for s in scores for m in s.metric_scores if m.metric == metric and m.score is not None
+    ]

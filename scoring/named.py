@@ -7,20 +7,20 @@ means `show` prints, and the paired comparison `compare` reports. Higher is take
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, Protocol
 
 from pydantic import Field
 
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec
-from evaledger.scoring.models import CaseScore, TestCaseResult
+from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     BootstrapCI,
+    mean,
     paired_bootstrap_ci,
 )
 
@@ -49,13 +49,23 @@ def score_gate(named: Mapping[str, float], spec: ScoringSpec) -> tuple[bool, str
     return True, f"score gates {gates} hold"
 
 
-def named_score_means(scores: Sequence[CaseScore]) -> dict[str, float]:
-    """Mean of each named score over the cases that have it (for `show`)."""
+class NamedScores(Protocol):
+    """Anything that carries a case's named scores (a `CaseScore`, `CaseFacts`, `CaseUsage`)."""
+
+    @property
+    def named_scores(self) -> Mapping[str, float]:
+        """Score name → its numeric reading."""
+        ...
+
+
+def named_score_means(cases: Iterable[NamedScores]) -> dict[str, float]:
+    """Mean of each named score over the cases that have it (for `show`), sorted by name."""
     values: dict[str, list[float]] = defaultdict(list)
-    for s in scores:
-        for name, number in s.named_scores.items():
+    for case in cases:
+        for name, number in case.named_scores.items():
             values[name].append(number)
-    return {name: math.fsum(v) / len(v) for name, v in sorted(values.items())}
+    # Every list has a value: no name is left out.
+    return {name: m for name, v in sorted(values.items()) if (m := mean(v)) is not None}
 
 
 class NamedScoreComparison(StrictModel):
@@ -69,10 +79,6 @@ class NamedScoreComparison(StrictModel):
         description="Paired bootstrap CI of the per-test-case delta (repetitions averaged first)."
     )
     verdict: NamedScoreVerdict
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
 
 
 def compare_named_scores(
@@ -101,7 +107,7 @@ def compare_named_scores(
     for name in names:
         b = {k: v[name] for k, v in base.items() if name in v}
         c = {k: v[name] for k, v in cand.items() if name in v}
-        b_mean, c_mean = _mean(list(b.values())), _mean(list(c.values()))
+        b_mean, c_mean = mean(list(b.values())), mean(list(c.values()))
         deltas = [c[k] - b[k] for k in sorted(b.keys() & c.keys())]
         ci = paired_bootstrap_ci(deltas, resamples=resamples, seed=seed)
         verdict: NamedScoreVerdict

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import statistics
 import sys
 import threading
 import uuid
@@ -35,29 +34,17 @@ from evaledger.scoring import exact as exact_module
 from evaledger.scoring import facts as facts_module
 from evaledger.scoring import models as models_module
 from evaledger.scoring import named as named_module
+from evaledger.scoring import run as run_module
 from evaledger.scoring import stats
-from evaledger.scoring.case import (
-    MAX_SCORE,
-    P95_MIN_SAMPLES,
-    _outcome_results,
-    decided_figures,
-    score_case,
-    usage,
-)
+from evaledger.scoring.case import MAX_SCORE, case_usage, outcome_results, score_case
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
-from evaledger.scoring.models import CaseStatus, Coverage, RunAggregate
-from evaledger.scoring.named import named_score_means
-from evaledger.scoring.stats import percentile
+from evaledger.scoring.models import CaseStatus, RunAggregate
+from evaledger.scoring.run import RunFigures
 
 __all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
 
 _lookup = dict.__getitem__  # table[value] without a Python-level call per metric
-_ERRORED, _UNSCORED, _PENDING = (
-    CaseStatus.ERRORED.value,
-    CaseStatus.UNSCORED.value,
-    CaseStatus.PENDING.value,
-)
 _STATUS_VALUE = {status: status.value for status in CaseStatus}
 """A status's plain value by a dict look-up (`.value` is a Python-level descriptor call)."""
 _NOT_DECIDED: tuple[float | None, bool | None, str] = (None, None, "")
@@ -69,6 +56,7 @@ _RULES = (
     facts_module,
     models_module,
     named_module,
+    run_module,
     stats,
 )
 """Every module whose code decides what the inputs hold or what a rescore makes of them."""
@@ -89,7 +77,7 @@ def _code_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-INPUTS_FORMAT = f"evaledger.rescore-inputs/3+{_code_digest()}"
+INPUTS_FORMAT = f"evaledger.rescore-inputs/4+{_code_digest()}"
 """Version of `RunInputs.to_bytes` and of the code that built them (see `_code_digest`)."""
 
 
@@ -233,8 +221,8 @@ def _case_inputs(
         passing=passing,
         forced=one.forced_passed if one is not None else None,
         self_judged=one is not None and agent is not None and one.judge_provider == agent,
-        outcomes=outcome_bits(_outcome_results(facts, with_verdict))
-        | outcome_bits(_outcome_results(facts, [])) << _WITHOUT_VERDICT,
+        outcomes=outcome_bits(outcome_results(facts, with_verdict))
+        | outcome_bits(outcome_results(facts, [])) << _WITHOUT_VERDICT,
         skipped=skipped,
     )
 
@@ -248,9 +236,6 @@ _COLUMNS = (
     "old_overall",
     "old_passed",
     "old_status",
-    "errored",
-    "canceled",
-    "constant",
 )
 
 
@@ -258,9 +243,10 @@ class RunInputs:
     """Everything a rescore of one run needs that no spec changes, in opening order.
 
     Built once from the run's scoring facts and its stored own-spec decisions; the aggregate's
-    spec-independent figures (latency, tokens, cost, named scores, errors, cancels) are summed
-    here, once, by the same expressions as `summarize_run`. Plain data throughout, so that it
-    stores as one compact JSON document (`to_bytes` / `from_bytes`, no per-case decoding).
+    spec-independent figures (latency, tokens, cost, named scores, errors, cancels) are the
+    run's `RunFigures`, built here once by the definition `summarize_run` uses. Plain data
+    throughout, so that it stores as one compact JSON document (`to_bytes` / `from_bytes`, no
+    per-case decoding).
     """
 
     metrics: list[str]
@@ -275,10 +261,8 @@ class RunInputs:
     old_passed: list[bool | None]
     old_status: list[str | None]
     """Per case: status under the run's own spec, as stored (None: no stored row)."""
-    errored: int
-    canceled: int
-    constant: dict[str, Any]
-    """The spec-independent fields of the run aggregate."""
+    figures: RunFigures
+    """The spec-independent figures of the run aggregate (`RunFigures.of` its cases)."""
 
     @classmethod
     def build(
@@ -304,40 +288,7 @@ class RunInputs:
         self.old_overall = [o[0] for o in stored]
         self.old_passed = [o[1] for o in stored]
         self.old_status = [o[2] for o in stored]
-        test_cases = len({f.test_case_key for f in facts})
-        # Not an execution (a skipped or xfailed test): only in skipped_count (`summarize_run`).
-        executions = [f for f in facts if f.skipped is None]
-        skipped = len(facts) - len(executions)
-        facts = executions
-        observed = [usage(f) for f in facts]
-        latencies = [
-            float(o["latency_p50_ms"])
-            for o, f in zip(observed, facts, strict=True)
-            if o["latency_p50_ms"] is not None and not f.errored
-        ]
-        prompt = sum(o["prompt_tokens"] for o in observed)
-        completion = sum(o["completion_tokens"] for o in observed)
-        self.errored = sum(f.errored for f in facts)
-        self.canceled = sum(f.canceled and not f.errored for f in facts)
-        self.constant = {
-            "unique_test_case_count": test_cases,
-            "total_executions": len(facts),
-            "error_count": self.errored,
-            "canceled_count": self.canceled,
-            "skipped_count": skipped,
-            "latency_p50_ms": percentile(latencies, 50) if latencies else None,
-            "latency_p95_ms": (
-                percentile(latencies, 95) if len(latencies) >= P95_MIN_SAMPLES else None
-            ),
-            "latency_max_ms": max(latencies) if latencies else None,
-            "latency_avg_ms": statistics.fmean(latencies) if latencies else None,
-            "total_prompt_tokens": prompt,
-            "total_completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "total_cost_usd": sum(o["cost_usd"] for o in observed if o["cost_usd"] is not None),
-            "judge_cost_usd": sum(o["judge_cost_usd"] for o in observed),
-            "named_score_means": named_score_means(facts),  # type: ignore[arg-type]
-        }
+        self.figures = RunFigures.of([case_usage(f) for f in facts])
         return self
 
     @functools.cached_property
@@ -403,6 +354,7 @@ class RunInputs:
         """One JSON document (orjson keeps every float exact, ints and bools apart)."""
         doc = {name: getattr(self, name) for name in _COLUMNS}
         doc["cases"] = [tuple(c) for c in self.cases]  # orjson writes no NamedTuple
+        doc["figures"] = self.figures.to_dict()
         doc["format"] = INPUTS_FORMAT
         doc["complex"] = [f.model_dump(mode="json") for f in self.complex]
         return orjson.dumps(doc)
@@ -417,6 +369,7 @@ class RunInputs:
         for name in _COLUMNS:
             setattr(self, name, doc[name])
         self.cases = [CaseInputs(*c) for c in doc["cases"]]
+        self.figures = RunFigures.from_dict(doc["figures"])
         self.complex = [CaseFacts.model_validate(f) for f in doc["complex"]]
         return self
 
@@ -664,18 +617,10 @@ def _metric_means(inputs: RunInputs, columns: _Columns, decided: _Decided) -> di
 def _aggregate(
     inputs: RunInputs, spec: ScoringSpec, columns: _Columns, decided: _Decided
 ) -> RunAggregate:
-    """`summarize_run` of the decisions, from the inputs' spec-independent figures."""
-    figures = decided_figures(decided.counted, spec)
-    return RunAggregate(
-        **inputs.constant,
-        **figures["fields"],
+    """`summarize_run` of the decisions: the inputs' `RunFigures` with what the spec decides."""
+    return inputs.figures.aggregate(
+        spec,
+        decided.counted,
         per_metric_means=_metric_means(inputs, columns, decided),
-        coverage=Coverage(
-            scored=figures["scored"],
-            unscored=figures["unscored"],
-            errored=inputs.errored,
-            pending=figures["pending"],
-            canceled=inputs.canceled,
-        ),
         self_judged_count=decided.self_judged,
     )

@@ -22,6 +22,7 @@ from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import GroupedMetric, ScorerInfo
 from evaledger.scoring.models import CaseScore, RunAggregate
+from evaledger.scoring.stats import mean
 
 REPORTED_TOLERANCE = 1e-9
 """How far a recomputed figure may sit from the source's own before it is flagged."""
@@ -34,10 +35,6 @@ def _stderr(values: Sequence[float]) -> float:
     return statistics.stdev(values) / math.sqrt(len(values))
 
 
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
-
-
 def _accuracy(values: Sequence[float]) -> float:
     # Inspect's accuracy adds in order (not fsum): the same float to the last bit.
     total = 0.0
@@ -48,8 +45,9 @@ def _accuracy(values: Sequence[float]) -> float:
 
 _METRICS: dict[str, Callable[[Sequence[float]], float]] = {
     "accuracy": _accuracy,
-    "pass_rate": _mean,
-    "mean": _mean,
+    # Never over no value (a scorer without samples is skipped); NaN then, as numpy's mean.
+    "pass_rate": lambda v: mean(v, empty=math.nan),
+    "mean": lambda v: mean(v, empty=math.nan),
     "stderr": _stderr,
     "std": lambda v: statistics.stdev(v) if len(v) > 1 else 0.0,
     "var": lambda v: statistics.variance(v) if len(v) > 1 else 0.0,
@@ -173,7 +171,7 @@ def _grouped(grouped: GroupedMetric, values: Sequence[tuple[CaseScore, float]]) 
     if grouped.all == "samples":
         out[grouped.all_label] = compute([v for _, v in values])
     elif grouped.all == "groups":
-        out[grouped.all_label] = _mean(list(out.values()))
+        out[grouped.all_label] = mean(out.values(), empty=math.nan)
     return out
 
 
@@ -234,7 +232,9 @@ def pass_hat_k(scores: Sequence[CaseScore]) -> dict[str, float]:
     if fewest < 2:  # one repetition per test case: pass^1 is the pass rate
         return {}
     return {
-        str(k): _mean([math.comb(c, k) / math.comb(n, k) for n, c in counts.values()])
+        str(k): mean(
+            [math.comb(c, k) / math.comb(n, k) for n, c in counts.values()], empty=math.nan
+        )
         for k in range(1, fewest + 1)
     }
 

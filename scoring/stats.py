@@ -35,7 +35,7 @@ import random
 import statistics
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, overload
 
 from pydantic import Field
 
@@ -162,6 +162,27 @@ def percentile(values: Iterable[float], q: float) -> float:
     return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
 
 
+@overload
+def mean(values: Iterable[float]) -> float | None: ...
+@overload
+def mean(values: Iterable[float], *, empty: float) -> float: ...
+def mean(values: Iterable[float], *, empty: float | None = None) -> float | None:
+    """The float mean of values: the one definition of every float mean of the scoring.
+
+    Their correctly rounded sum (`math.fsum`, so the order of the values does not matter) divided
+    once by their count: `statistics.fmean`'s arithmetic, to the bit. With no values it is
+    `empty`: None by default (a figure with nothing to average is absent, never 0.0), or what a
+    caller's semantics ask (a source's metric over no sample is NaN, as the source's numpy mean).
+
+    A run's metric mean (`weighted_metrics_score_pct`) is not this float mean but the exact
+    decimal one, `scoring.exact.run_mean`.
+    """
+    items = values if isinstance(values, list | tuple) else list(values)
+    if not items:
+        return empty
+    return math.fsum(items) / len(items)
+
+
 def paired_bootstrap_ci(
     deltas: Sequence[float],
     *,
@@ -244,6 +265,7 @@ def _resample_means(values: list[float], resamples: int, seed: int) -> list[floa
     """
     # Imported here, not at the top: `scoring.case` needs `percentile` on every CLI command's
     # path, and numpy (~0.1 s) is wanted only by the comparisons that resample (issue 19).
+    # lazy: numpy (~0.1 s), only for a comparison's resampling
     import numpy as np
 
     n = len(values)
@@ -293,7 +315,7 @@ def _normal_interval(values: list[float], mean: float, z: float) -> tuple[float,
     n = len(values)
     if n < 2:
         return round(mean, 4), round(mean, 4)
-    import numpy as np  # see `_resample_means`
+    import numpy as np  # lazy: numpy (~0.1 s), only for a comparison's interval
 
     half = z * float(np.std(np.asarray(values, dtype=np.float64), ddof=1)) / math.sqrt(n)
     if not (_clear_of_a_tie(mean - half) and _clear_of_a_tie(mean + half)):

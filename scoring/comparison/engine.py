@@ -15,7 +15,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from evaledger.domain.spec import ScoringSpec
 from evaledger.domain.types import variant_label
-from evaledger.scoring.case import reduce_repetitions, variant_figures
+from evaledger.scoring.case import reduce_repetitions
 from evaledger.scoring.comparison.config_diff import config_diff
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
@@ -28,21 +28,21 @@ from evaledger.scoring.comparison.models import (
     VariantDelta,
 )
 from evaledger.scoring.comparison.rules import (
-    _DP,
-    _binary_value,
-    _delta,
-    _keys_text,
-    _mean,
-    _metric_deltas,
-    _metric_types,
-    _run_cost,
-    _verdict,
-    _warnings,
+    DELTA_DP,
+    binary_value,
     case_label,
+    case_metric_deltas,
+    comparison_warnings,
+    keys_text,
+    metric_types,
+    regression_verdict,
+    round_delta,
+    run_cost,
 )
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
-from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_statistics_of
+from evaledger.scoring.run import variant_figures
+from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mean, paired_statistics_of
 
 _CASES = TypeAdapter(list[TestCaseComparison])
 Key = tuple[str, str]
@@ -124,11 +124,11 @@ class RunColumns:
         found = self._metrics.get((name, binary))
         if found is None:
             if binary:
-                flags = [_binary_value(r, name) for r in self.results]
+                flags = [binary_value(r, name) for r in self.results]
                 values = [None if f is None else (1.0 if f else 0.0) for f in flags]
             else:
                 values = [r.metric_scores.get(name) for r in self.results]
-            found = (values, _mean(v for v in values if v is not None))
+            found = (values, mean(v for v in values if v is not None))
             with self._lock:
                 self._metrics[name, binary] = found
         return found
@@ -158,7 +158,7 @@ def _round4(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
         risky = near_half | (np.abs(scaled) >= 2.0**30)
     for i in np.flatnonzero(risky).tolist():
-        out[i] = round(float(values[i]), _DP)
+        out[i] = round(float(values[i]), DELTA_DP)
     return out
 
 
@@ -219,10 +219,10 @@ def _per_metric_means(
             binary = any(name in r.metric_passed for pair in matched for r in pair)
         sides: list[float | None] = []
         for columns, idx in ((base, bidx), (cand, cidx)):
-            values, mean = columns.metric(name, binary)
+            values, side = columns.metric(name, binary)
             if idx is not None:
-                mean = _mean(v for v in _take(values, idx) if v is not None)
-            sides.append(mean)
+                side = mean(v for v in _take(values, idx) if v is not None)
+            sides.append(side)
         b, c = sides
         if b is None and c is None:
             continue
@@ -232,7 +232,7 @@ def _per_metric_means(
                 is_binary=binary,
                 baseline_avg=None if b is None else round(b, 4),
                 candidate_avg=None if c is None else round(c, 4),
-                delta=_delta(b, c),
+                delta=round_delta(b, c),
             )
         )
     return out
@@ -265,7 +265,7 @@ def _per_variant(
                 variant=variant_label(variant) or "(default)",
                 baseline_pass_rate=b_rate,
                 candidate_pass_rate=c_rate,
-                pass_rate_delta=_delta(b_rate, c_rate),
+                pass_rate_delta=round_delta(b_rate, c_rate),
                 baseline_executions=0 if b is None else b.executions,
                 candidate_executions=0 if c is None else c.executions,
                 total_regressions=found["regression"],
@@ -281,7 +281,7 @@ def _flaky_warning(side: str, keys: list[Key], flaky: npt.NDArray[np.bool_]) -> 
     found = [case_label(*keys[i]) for i in np.flatnonzero(flaky).tolist()]
     if not found:
         return None
-    return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + _keys_text(found)
+    return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + keys_text(found)
 
 
 class _CaseColumns(NamedTuple):
@@ -357,7 +357,7 @@ class Comparison:
         if self.metric_pairs is not None:
             pairs = self.metric_pairs[window]
             for row, (b_res, c_res) in zip(rows, pairs, strict=True):
-                row["metric_deltas"] = _metric_deltas(b_res, c_res, self.types)
+                row["metric_deltas"] = case_metric_deltas(b_res, c_res, self.types)
         return rows
 
     def _fields(self, rows: Any) -> dict[str, Any]:
@@ -466,18 +466,18 @@ def _aggregate(
     return AggregateComparison(
         baseline_metrics=ba,
         candidate_metrics=ca,
-        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, _DP),
-        avg_score_delta=_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
-        latency_avg_delta_ms=_delta(ba.latency_avg_ms, ca.latency_avg_ms),
+        pass_rate_delta=round(ca.pass_rate - ba.pass_rate, DELTA_DP),
+        avg_score_delta=round_delta(ba.weighted_metrics_score_pct, ca.weighted_metrics_score_pct),
+        latency_avg_delta_ms=round_delta(ba.latency_avg_ms, ca.latency_avg_ms),
         latency_avg_increase_pct=(
             None
             if ba.latency_avg_ms is None or ca.latency_avg_ms is None or ba.latency_avg_ms == 0
-            else round((ca.latency_avg_ms - ba.latency_avg_ms) / ba.latency_avg_ms, _DP)
+            else round((ca.latency_avg_ms - ba.latency_avg_ms) / ba.latency_avg_ms, DELTA_DP)
         ),
-        latency_p95_delta_ms=_delta(ba.latency_p95_ms, ca.latency_p95_ms),
-        cost_delta_usd=_delta(_run_cost(baseline), _run_cost(candidate)),
+        latency_p95_delta_ms=round_delta(ba.latency_p95_ms, ca.latency_p95_ms),
+        cost_delta_usd=round_delta(run_cost(baseline), run_cost(candidate)),
         judge_cost_delta_usd=(
-            _delta(ba.judge_cost_usd, ca.judge_cost_usd)
+            round_delta(ba.judge_cost_usd, ca.judge_cost_usd)
             if ba.judge_cost_usd or ca.judge_cost_usd
             else None
         ),
@@ -527,7 +527,7 @@ def compare_columns(
     """`compare_results` over both sides' columns (see there); the fast core of every compare."""
     effective = thresholds or CompareThresholds()
     used = effective.resolve((spec or candidate.spec).comparison)
-    types = _metric_types([spec] if spec is not None else [candidate.spec, baseline.spec])
+    types = metric_types([spec] if spec is not None else [candidate.spec, baseline.spec])
     matched = _match(base, cand)
     bidx, cidx = matched.bidx, matched.cidx
     b_arr, c_arr = base.arrays.take(bidx), cand.arrays.take(cidx)
@@ -542,12 +542,12 @@ def compare_columns(
             base, cand, matched, classified.statuses, spec or baseline.spec, spec or candidate.spec
         )
         aggregate = aggregate.model_copy(update={"per_variant": per_variant})
-    warnings = _warnings(baseline, candidate, spec)
+    warnings = comparison_warnings(baseline, candidate, spec)
     for side, flaky in (("baseline", b_arr.flaky), ("candidate", c_arr.flaky)):
         text = _flaky_warning(side, matched.keys, flaky)
         if text is not None:
             warnings.append(text)
-    verdict = _verdict(aggregate, used, warnings)
+    verdict = regression_verdict(aggregate, used, warnings)
     named: list[NamedScoreComparison] = []
     if base.has_named or cand.has_named:
         named = compare_named_scores(

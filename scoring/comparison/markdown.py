@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evaledger.scoring.comparison.models import AggregateComparison, RunComparison, RunConfigDiff
-from evaledger.scoring.comparison.rules import _DP, _fixed, _keys_text
+from evaledger.scoring.comparison.rules import DELTA_DP, fixed, keys_text
 
 MAX_MARKDOWN_CASES = 20
 """Regressed cases listed in the markdown comment at most."""
@@ -23,7 +23,7 @@ def _fmt(value: float | None, fmt: str, suffix: str = "", signed: bool = False) 
 
 
 def _score_cell(value: float | None) -> str:
-    return "—" if value is None else _fixed(value, 1)
+    return "—" if value is None else fixed(value, 1)
 
 
 def _signed(text: str) -> str:
@@ -63,7 +63,7 @@ def _config_summary(diff: RunConfigDiff) -> list[str]:
     if diff.judge_metrics_changed is not None:
         parts.append("judge.metrics")
     if diff.config_changes:
-        parts.append("config: " + _keys_text([c.field for c in diff.config_changes], limit=5))
+        parts.append("config: " + keys_text([c.field for c in diff.config_changes], limit=5))
     return parts
 
 
@@ -165,13 +165,13 @@ def _heading(c: RunComparison, gate_failures: Sequence[str]) -> list[str]:
 def _delta_table(agg: AggregateComparison) -> list[str]:
     ba, ca = agg.baseline_metrics, agg.candidate_metrics
     # Δ cells show the compared 4 dp deltas in full, so they never contradict a reason above.
-    pr_delta = f"{_fixed(agg.pass_rate_delta * 100, 1, _DP - 2)}pt"
+    pr_delta = f"{fixed(agg.pass_rate_delta * 100, 1, DELTA_DP - 2)}pt"
     score_delta = _score_cell(agg.avg_score_delta)
     lines = [
         "| | Baseline | Candidate | Δ |",
         "|---|---:|---:|---:|",
-        f"| Pass rate | {_fixed(ba.pass_rate * 100, 1, _DP - 2)}% "
-        f"| {_fixed(ca.pass_rate * 100, 1, _DP - 2)}% | {_signed(pr_delta)} |",
+        f"| Pass rate | {fixed(ba.pass_rate * 100, 1, DELTA_DP - 2)}% "
+        f"| {fixed(ca.pass_rate * 100, 1, DELTA_DP - 2)}% | {_signed(pr_delta)} |",
         f"| Avg score | {_score_cell(ba.weighted_metrics_score_pct)} "
         f"| {_score_cell(ca.weighted_metrics_score_pct)} | {_signed(score_delta)} |",
         f"| Latency avg | {_fmt(ba.latency_avg_ms, '.0f', 'ms')} "
@@ -203,7 +203,7 @@ def _variant_rows(agg: AggregateComparison) -> list[str]:
     ]
 
     def pct(rate: float | None, suffix: str) -> str:
-        return "—" if rate is None else f"{_fixed(rate * 100, 1, _DP - 2)}{suffix}"
+        return "—" if rate is None else f"{fixed(rate * 100, 1, DELTA_DP - 2)}{suffix}"
 
     for v in agg.per_variant:
         lines.append(

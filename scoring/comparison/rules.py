@@ -6,7 +6,6 @@ contradicts the delta beside it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,21 +20,25 @@ from evaledger.scoring.comparison.models import (
     RegressionVerdict,
 )
 from evaledger.scoring.models import TestCaseResult
+from evaledger.scoring.stats import mean
 
-_DP = 4
+DELTA_DP = 4
 """Deltas are reported, and compared with thresholds, rounded to this many decimals."""
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
 
-def _delta(baseline: float | None, candidate: float | None, dp: int = _DP) -> float | None:
+def round_delta(
+    baseline: float | None, candidate: float | None, dp: int = DELTA_DP
+) -> float | None:
+    """Candidate - baseline rounded to `dp` decimals; None when either is missing."""
     if baseline is None or candidate is None:
         return None
     return round(candidate - baseline, dp)
 
 
-def _fixed(value: float, min_dp: int, max_dp: int = _DP) -> str:
+def fixed(value: float, min_dp: int, max_dp: int = DELTA_DP) -> str:
     """Up to ``max_dp`` decimals, trailing zeros dropped down to ``min_dp`` (0.9 → "0.90")."""
     text = f"{value:.{max_dp}f}"
     whole, _, decimals = text.partition(".")
@@ -46,12 +49,7 @@ def _fixed(value: float, min_dp: int, max_dp: int = _DP) -> str:
 
 def _pct(fraction: float) -> str:
     """A 4 dp fraction as an exact percentage (0.2001 → "20.01%")."""
-    return f"{_fixed(fraction * 100, 0, _DP - 2)}%"
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return math.fsum(items) / len(items) if items else None
+    return f"{fixed(fraction * 100, 0, DELTA_DP - 2)}%"
 
 
 def _score_label(value: float | None, binary: bool) -> str | None:
@@ -64,7 +62,7 @@ def _score_label(value: float | None, binary: bool) -> str | None:
     return None
 
 
-def _metric_types(specs: Iterable[ScoringSpec]) -> dict[str, bool]:
+def metric_types(specs: Iterable[ScoringSpec]) -> dict[str, bool]:
     """Metric name → is_binary, in spec order (first spec first)."""
     types: dict[str, bool] = {}
     for spec in specs:
@@ -73,16 +71,18 @@ def _metric_types(specs: Iterable[ScoringSpec]) -> dict[str, bool]:
     return types
 
 
-def _binary_value(result: TestCaseResult, metric: str) -> bool | None:
+def binary_value(result: TestCaseResult, metric: str) -> bool | None:
+    """A binary metric's pass of a test case: its reduced pass, else its score read 5 = pass."""
     if metric in result.metric_passed:
         return result.metric_passed[metric]
     score = result.metric_scores.get(metric)
     return None if score is None else score >= 5
 
 
-def _metric_deltas(
+def case_metric_deltas(
     base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
 ) -> list[dict[str, Any]]:
+    """Per metric of a matched test case: both sides' scores and labels, delta, status (dicts)."""
     names = list(types)
     extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
         cand.metric_passed
@@ -94,7 +94,7 @@ def _metric_deltas(
     for name in names:
         binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
         if binary:
-            bp, cp = _binary_value(base, name), _binary_value(cand, name)
+            bp, cp = binary_value(base, name), binary_value(cand, name)
             if bp is None and cp is None:
                 continue
             status: MetricStatus = "unchanged"
@@ -118,7 +118,7 @@ def _metric_deltas(
         bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
         if bs is None and cs is None:
             continue
-        delta = _delta(bs, cs)
+        delta = round_delta(bs, cs)
         status = "unchanged"
         if delta is not None:
             status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
@@ -152,7 +152,7 @@ def classify_case(
         return "regression"
     if baseline.passed is False and candidate.passed is True:
         return "improvement"
-    delta = _delta(baseline.score, candidate.score)
+    delta = round_delta(baseline.score, candidate.score)
     if delta is not None and abs(delta) > case_score_delta:
         return "regression" if delta < 0 else "improvement"
     return "unchanged"
@@ -173,18 +173,18 @@ def _compare_case(
         "candidate_passed": cand.passed,
         "baseline_score": base.score,
         "candidate_score": cand.score,
-        "score_delta": _delta(base.score, cand.score),
+        "score_delta": round_delta(base.score, cand.score),
         "baseline_latency_ms": base.latency_p50_ms,
         "candidate_latency_ms": cand.latency_p50_ms,
-        "latency_delta_ms": _delta(base.latency_p50_ms, cand.latency_p50_ms),
-        "metric_deltas": _metric_deltas(base, cand, types) if metric_deltas else [],
+        "latency_delta_ms": round_delta(base.latency_p50_ms, cand.latency_p50_ms),
+        "metric_deltas": case_metric_deltas(base, cand, types) if metric_deltas else [],
         "baseline_flaky": base.flaky,
         "candidate_flaky": cand.flaky,
         "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
     }
 
 
-def _run_cost(run: ComparedRun) -> float | None:
+def run_cost(run: ComparedRun) -> float | None:
     """Return the run's total cost, or None when it carries no cost data at all."""
     has_case_cost = any(c.cost_usd is not None for c in run.cases)
     if has_case_cost or run.aggregate.total_cost_usd != 0:
@@ -192,7 +192,7 @@ def _run_cost(run: ComparedRun) -> float | None:
     return None
 
 
-def _verdict(
+def regression_verdict(
     agg: AggregateComparison, thresholds: ComparisonThresholds, warnings: list[str]
 ) -> RegressionVerdict:
     """Hold the reported (rounded) deltas against the thresholds; reasons quote those deltas."""
@@ -203,7 +203,7 @@ def _verdict(
     if -agg.pass_rate_delta > thresholds.max_pass_rate_drop:
         reasons.append(
             f"pass_rate dropped {_pct(-agg.pass_rate_delta)} "
-            f"({_fixed(base.pass_rate, 2)} → {_fixed(cand.pass_rate, 2)})"
+            f"({fixed(base.pass_rate, 2)} → {fixed(cand.pass_rate, 2)})"
         )
     bs, cs = base.weighted_metrics_score_pct, cand.weighted_metrics_score_pct
     score_delta = agg.avg_score_delta
@@ -214,7 +214,7 @@ def _verdict(
         and -score_delta > thresholds.max_avg_score_drop
     ):
         reasons.append(
-            f"avg_score dropped {_fixed(-score_delta, 1)}pt ({_fixed(bs, 1)} → {_fixed(cs, 1)})"
+            f"avg_score dropped {fixed(-score_delta, 1)}pt ({fixed(bs, 1)} → {fixed(cs, 1)})"
         )
     bl, cl = base.latency_avg_ms, cand.latency_avg_ms
     if bl is None or cl is None:
@@ -245,12 +245,15 @@ def case_label(key: str, variant: str = "") -> str:
     return f"{key} [{variant_label(variant)}]" if variant else key
 
 
-def _keys_text(keys: Sequence[str], limit: int = 10) -> str:
+def keys_text(keys: Sequence[str], limit: int = 10) -> str:
+    """Test case keys as a reason quotes them: the first `limit`, then how many more."""
     shown = ", ".join(keys[:limit])
     return shown + (f", … (+{len(keys) - limit} more)" if len(keys) > limit else "")
 
 
-def _warnings(baseline: ComparedRun, candidate: ComparedRun, spec: ScoringSpec | None) -> list[str]:
+def comparison_warnings(
+    baseline: ComparedRun, candidate: ComparedRun, spec: ScoringSpec | None
+) -> list[str]:
     """Every warning but the flaky test cases (`_flaky_warning`, from the matched cases)."""
     out: list[str] = []
     for side, run in (("baseline", baseline), ("candidate", candidate)):
@@ -275,3 +278,8 @@ def _warnings(baseline: ComparedRun, candidate: ComparedRun, spec: ScoringSpec |
         if n:
             out.append(f"{side} has {n} self-judged case(s): judge provider = agent provider")
     return out
+
+
+# The comparison oracle (tests/oracles/comparison.py) reads these by their former private names.
+_binary_value, _delta, _keys_text, _mean = binary_value, round_delta, keys_text, mean
+_metric_types, _run_cost, _verdict = metric_types, run_cost, regression_verdict
