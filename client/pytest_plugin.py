@@ -93,7 +93,7 @@ class SessionRecorder:
         backend = connect(url=target) if remote else connect(db=target)
         self.run: RunRecorder = RunRecorder(backend, header, owns_backend=True)
         self.cases: dict[str, CaseRecorder] = {}
-        self.reports: dict[str, list[pytest.TestReport]] = {}
+        self.phase_reports: dict[str, list[pytest.TestReport]] = {}
 
     @property
     def records_cases(self) -> bool:
@@ -130,14 +130,14 @@ class SessionRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each phase's report until the test finishes."""
         if self.records_cases:
-            self.reports.setdefault(report.nodeid, []).append(report)
+            self.phase_reports.setdefault(report.nodeid, []).append(report)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         """Write the finished test's case."""
         if not self.records_cases:
             return
         case = self.cases.pop(nodeid, None)
-        reports = self.reports.pop(nodeid, [])
+        reports = self.phase_reports.pop(nodeid, [])
         if case is None or not reports:
             return
         record_reports(case, reports)

@@ -8,9 +8,10 @@ from typing import Any
 from uuid import UUID
 
 from evaledger.api.bootstrap import Services
+from evaledger.application.runs import rescore_run
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
-from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
+from evaledger.domain.spec import JudgeErrorPolicy, RunConfig
 
 REPLIES = "judge-replies.json"
 BUNDLES = (
@@ -107,7 +108,7 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
         item["run_key"]: services.reads.summary(UUID(item["run_id"])).aggregate
         for item in loaded[:2]
     }
-    rescore = services.reads.rescore(candidate_id, resolve_spec(what_if_config(bundles[1])))
+    rescore = rescore_run(services, candidate_id, what_if_config(bundles[1])).to_json()
     comparison = services.reports.compare(baseline_id, candidate_id)
     scorecard = services.reports.grade(
         governance_id, services.reports.grading_for(governance_id, None, None)
