@@ -98,9 +98,10 @@ def import_files(
 ) -> list[FileImported]:
     """Import run bundles and peer result files (Inspect, promptfoo, tau-bench, Connexity).
 
-    Every file is opened and checked before anything is written (a bad file among several
-    stores nothing); each run is then written streamed (`importers.load.import_all`). The same
-    file twice writes nothing.
+    Every file is opened (its format detected, its run header checked) before anything is
+    written, so a bad file among several stores nothing; each run is then written streamed
+    (`importers.load.import_all`: its cases checked in a first pass). The same file twice
+    writes nothing.
     """
     # lazy: the peer formats' readers (ijson, the Inspect log reader) and the ledger, only for
     # an import; `evaledger rescore` and the read commands import this module without them.
