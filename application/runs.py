@@ -103,8 +103,8 @@ def import_files(
     (`importers.load.import_all`: its cases checked in a first pass). The same file twice
     writes nothing.
     """
-    # lazy: the peer formats' readers (ijson, the Inspect log reader) and the ledger, only for
-    # an import; `evaledger rescore` and the read commands import this module without them.
+    # `evaledger rescore` and the CLI's parser import this module without them.
+    # lazy: the peer formats' readers (ijson, Inspect's log) and the ledger, only to import
     from evaledger.importers.load import import_all, open_imports
 
     imports = open_imports(paths, from_format, run_key=run_key, project=project)

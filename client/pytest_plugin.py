@@ -56,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("evaledger")
     if not target:
         return
+    # lazy: the ledger's errors, only with --evaledger (the plugin loads in every pytest run)
     from evaledger.domain.errors import EvaledgerError, ValidationError
 
     try:
@@ -75,9 +76,10 @@ class SessionRecorder:
     """The run of one pytest session, and the case of each test as it finishes."""
 
     def __init__(self, config: pytest.Config, target: str) -> None:
-        from evaledger.client.backends import connect
-        from evaledger.client.recorder import RunRecorder, run_header
-        from evaledger.domain.bundle import BundleRun
+        # The plugin loads in every pytest run: the client loads only with --evaledger.
+        from evaledger.client.backends import connect  # lazy: the client and its store
+        from evaledger.client.recorder import RunRecorder, run_header  # lazy: as above
+        from evaledger.domain.bundle import BundleRun  # lazy: the bundle's event values
 
         self.config = config
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
@@ -102,7 +104,7 @@ class SessionRecorder:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The controller (or a lone process) creates the run; a worker joins it."""
-        from evaledger.domain.errors import EvaledgerError
+        from evaledger.domain.errors import EvaledgerError  # lazy: only with --evaledger
 
         if self.is_worker:
             self.run.join()
@@ -227,8 +229,9 @@ def evaledger_case(request: pytest.FixtureRequest) -> Iterator[CaseRecorder]:
     if isinstance(session, SessionRecorder) and session.records_cases:
         yield session.case_of(request.node)
         return
-    from evaledger.client.recorder import CaseRecorder
-    from evaledger.domain.events import TestCaseSnapshot
+    # A scratch case without --evaledger: the client loads only for a test that asks for it.
+    from evaledger.client.recorder import CaseRecorder  # lazy: the client
+    from evaledger.domain.events.values import TestCaseSnapshot  # lazy: the case's value
 
     def nowhere(_: Any) -> Any:
         return None

@@ -319,6 +319,7 @@ class ReadModels:
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
+        # lazy: the facts' models (every event class), only to read one case's facts
         from evaledger.scoring.facts import CaseFacts
 
         with self.engine.connect() as conn:
@@ -380,6 +381,7 @@ class ReadModels:
                     return found
             scores = load_scores(conn, str(run_id))
         # An open run (no materialised summary): summarised here, by the scoring rules.
+        # lazy: the scoring rules (every event class under them), only to score or rescore
         from evaledger.scoring.case import reduce_repetitions, summarize_run
 
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
@@ -394,6 +396,7 @@ class ReadModels:
     def _summary_under(
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
+        # lazy: the scoring rules (every event class under them), only to score or rescore
         from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
 
         own = self.run_spec(run_id)
@@ -419,8 +422,8 @@ class ReadModels:
     def _rescore(self, run_id: UUID, spec: ScoringSpec) -> Rescoring:
         # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
-        from evaledger.scoring.case import score_case, summarize_run
-        from evaledger.scoring.rescore import rescore_run
+        from evaledger.scoring.case import score_case, summarize_run  # lazy: the scoring rules
+        from evaledger.scoring.rescore import rescore_run  # lazy: the columnar rescore
 
         own = self._own_spec(run_id)
         spec = keep_source_scorers(spec, own)
@@ -466,6 +469,7 @@ class ReadModels:
         the use case to store. The marker is read before the rows: rows newer than their marker
         only cause a rebuild later, never a stale hit.
         """
+        # lazy: the columnar rescore's inputs (the scoring rules), only to rescore
         from evaledger.scoring.rescore import RunInputs
 
         key = str(run_id)
@@ -583,7 +587,7 @@ class ReadModels:
 def _json_test(conn: Connection, column: Any, name: ScoreFlag) -> Any:
     """SQL: the JSON text in `column` has `name` true (judge_error) or not null (cost_usd)."""
     if conn.dialect.name == "postgresql":
-        # Imported here: the PostgreSQL dialect's types load only for a PostgreSQL store.
+        # lazy: the PostgreSQL dialect's types (~0.1 s), only for a PostgreSQL store.
         from sqlalchemy.dialects.postgresql import JSONB
 
         text = cast(column, JSONB)[name].astext
@@ -600,6 +604,7 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     in. The inputs' format and the cases table's versioned name are part of it: new code or a
     new projection version never reads inputs an older one stored.
     """
+    # lazy: the columnar rescore (the scoring rules), only once a run's cases are keyed
     from evaledger.scoring.rescore import INPUTS_FORMAT
 
     state = _cases_state(conn, run_id)

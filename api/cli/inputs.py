@@ -215,8 +215,7 @@ def load_config(path: str) -> RunConfig:
         return RunConfig.model_validate(data)
     except pydantic.ValidationError as e:
         first = ".".join(str(x) for x in e.errors()[0]["loc"]) if e.errors() else None
-        # lazy: the bundle importer (the bundle models and every event class under them), only
-        # for a refused spec file.
+        # lazy: the bundle importer (the bundle models, every event class), for a refused spec
         from evaledger.importers.bundle import describe
 
         raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}", field=first) from None

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 def run_statuses() -> list[str]:
     """The statuses a run can be in (the aggregate's, imported when first asked)."""
+    # lazy: the aggregates (the event classes), only when --status is checked or listed
     from evaledger.domain.aggregates import RunStatus
 
     return [s.value for s in RunStatus]
@@ -193,8 +194,8 @@ def register(commands: Commands) -> None:
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
-    # lazy: the ledger (eventsourcing) that defines a command's Context, only for a write;
-    # parsing a command line and the read commands never load it (issue 19).
+    # Parsing a command line and the read commands never load the ledger (issue 19).
+    # lazy: the ledger (eventsourcing) that defines a command's Context, only for a write
     from evaledger.domain.ledger import Context
 
     # Counts cases: first the validating pass (total unknown), then the writes.
@@ -239,6 +240,7 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
+    # lazy: the export (the ledger and the event classes), only for export
     from evaledger.domain.export import bundle_to_json, export_bundle
 
     bundle = export_bundle(services.ledger, run_id)
