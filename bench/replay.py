@@ -433,7 +433,7 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     rm = read_model_decode(services, info.run_id)
     stored = stored_inputs_decode(services, info.run_id)
     pt = PhaseTimer()
-    pt.wrap(queries, "rescore_run", "rescore_run (the lean scorer, every case + aggregate)")
+    pt.wrap(fastscore, "rescore_run", "rescore_run (the lean scorer, every case + aggregate)")
     pt.wrap(queries, "_cases_marker", "marker of the run's cases (1 row)")
     pt.wrap(fastscore.RunInputs, "build", "RunInputs.build (facts -> inputs; not when warm)")
     pt.wrap(queries, "load_facts", "load_facts (read + validate CaseFacts; not when warm)")
