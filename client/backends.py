@@ -18,6 +18,7 @@ from uuid import UUID
 import httpx
 import orjson
 
+from evaledger.application import runs
 from evaledger.client.services import Services, open_services
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.errors import (
@@ -32,9 +33,8 @@ from evaledger.domain.errors import (
     StateError,
     ValidationError,
 )
-from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
-from evaledger.domain.spec import RunConfig, resolve_spec
+from evaledger.domain.spec import RunConfig
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
 from evaledger.scoring.models import CaseScore, RunAggregate
@@ -147,38 +147,34 @@ class LocalBackend:
         return Context(actor=ACTOR, idempotency_key=key)
 
     def create_run(self, run: BundleRun, key: str) -> UUID:
-        """Create the run, then mark it running (both idempotent)."""
-        written = self.services.ledger.create_run(run, self._ctx(key))
-        self.services.ledger.start_run(written.id, self._ctx(f"{key}:start"))
-        return written.id
+        """Create the run, then mark it running (both idempotent), as the server's two calls."""
+        run_id = runs.create_run(self.services, run, self._ctx(key)).id
+        runs.start_run(self.services, run_id, self._ctx(f"{key}:start"))
+        return run_id
 
     def record_case(self, run_id: UUID, case: BundleCase, key: str) -> UUID:
         """Open the case with its facts (one transaction)."""
-        return self.services.ledger.open_case(run_id, case, self._ctx(key)).id
+        return runs.record_case(self.services, run_id, case, self._ctx(key)).id
 
     def complete_run(self, run_id: UUID, key: str) -> None:
         """Complete and seal."""
-        self.services.ledger.complete_run(run_id, self._ctx(key))
+        runs.complete_run(self.services, run_id, self._ctx(key))
 
     def cancel_run(self, run_id: UUID, reason: str, key: str) -> None:
         """Cancel the run with the reason."""
-        self.services.ledger.cancel_run(run_id, self._ctx(key), reason)
+        runs.cancel_run(self.services, run_id, self._ctx(key), reason)
 
     def fail_run(self, run_id: UUID, reason: str, key: str) -> None:
         """Fail the run with the reason (RunFailed)."""
-        self.services.ledger.fail_run(run_id, self._ctx(key), reason)
+        runs.fail_run(self.services, run_id, self._ctx(key), reason)
 
     def recorded(self, run_id: UUID) -> RunBundle | None:
         """The run exported from its events, or None."""
-        try:
-            return export_bundle(self.services.ledger, run_id)
-        except NotFoundError:
-            return None
+        return runs.recorded_run(self.services, run_id)
 
     def run_id_of(self, key: str) -> UUID | None:
         """The run `key` of project "default" (a local store has no token)."""
-        run = self.services.ledger.find_run("default", key)
-        return None if run is None else run.id
+        return runs.find_run_id(self.services, "default", key)
 
     def _synced(self) -> Services:
         with self._sync_lock:
@@ -205,10 +201,8 @@ class LocalBackend:
         return self._synced().reports.compare(baseline, candidate, thresholds)
 
     def rescore(self, run_id: UUID, config: RunConfig) -> dict[str, Any]:
-        """Replay under another config."""
-        reads = self._synced().reads
-        catalogue = {m.name: m for m in reads.available_metrics(reads.get_run(run_id).project)}
-        return reads.rescore(run_id, resolve_spec(config, catalogue))
+        """Replay under another config (the answer the server gives)."""
+        return runs.rescore_run(self._synced(), run_id, config).to_json()
 
     def close(self) -> None:
         """Close the store."""

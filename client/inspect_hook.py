@@ -33,8 +33,8 @@ def run_header(start: TaskStart) -> BundleRun:
     scorers, reducers and score gate; what only the log has (Inspect's figures, its status)
     is not part of the run's identity.
     """
-    from evaledger.importers.base import parse_time
-    from evaledger.importers.inspect import inspect_run
+    from evaledger.importers.base import parse_time  # lazy: the importers, once a task starts
+    from evaledger.importers.inspect import inspect_run  # lazy: Inspect's log models
 
     created_at = parse_time(start.spec.created)
     if created_at is None:
@@ -95,6 +95,7 @@ class EvaledgerHooks(Hooks):
             else:
                 # Interrupted (Ctrl-C): Inspect ends the run with no log and writes the task's
                 # log as cancelled, which is how the importer will read it.
+                # lazy: the Inspect importer, only when a run is interrupted
                 from evaledger.importers.inspect import CANCELED_REASON
 
                 recorder.cancel(CANCELED_REASON)
@@ -102,6 +103,7 @@ class EvaledgerHooks(Hooks):
 
 def finish(recorder: RunRecorder, log: EvalLog) -> None:
     """Close the run as `evaledger import` reads the task's log: completed, canceled or failed."""
+    # lazy: the Inspect importer (Inspect's log models), only when a task ends
     from evaledger.importers.inspect import CANCELED_REASON, inspect_run
 
     run = inspect_run(log.eval, recorder.header.created_at, log)
@@ -115,9 +117,10 @@ def finish(recorder: RunRecorder, log: EvalLog) -> None:
 
 def sample_case(sample: Any, run: BundleRun) -> Any:
     """The importer's case of a sample of `run`, its attachments resolved as in a read log."""
-    from inspect_ai.log import resolve_sample_attachments
+    from inspect_ai.log import resolve_sample_attachments  # lazy: Inspect's log reader
 
-    from evaledger.importers.inspect import _sample_case, group_keys
+    from evaledger.importers.inspect import group_keys  # lazy: the Inspect importer
+    from evaledger.importers.inspect import sample_case as importer_case  # lazy: as above
 
     copy = sample.model_copy(update={"events": []})
-    return _sample_case(resolve_sample_attachments(copy, "full"), group_keys(run.config.scorers))
+    return importer_case(resolve_sample_attachments(copy, "full"), group_keys(run.config.scorers))

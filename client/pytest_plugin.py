@@ -56,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("evaledger")
     if not target:
         return
+    # lazy: the ledger's errors, only with --evaledger (the plugin loads in every pytest run)
     from evaledger.domain.errors import EvaledgerError, ValidationError
 
     try:
@@ -75,9 +76,10 @@ class SessionRecorder:
     """The run of one pytest session, and the case of each test as it finishes."""
 
     def __init__(self, config: pytest.Config, target: str) -> None:
-        from evaledger.client.backends import connect
-        from evaledger.client.recorder import RunRecorder, run_header
-        from evaledger.domain.bundle import BundleRun
+        # The plugin loads in every pytest run: the client loads only with --evaledger.
+        from evaledger.client.backends import connect  # lazy: the client and its store
+        from evaledger.client.recorder import RunRecorder, run_header  # lazy: as above
+        from evaledger.domain.bundle import BundleRun  # lazy: the bundle's event values
 
         self.config = config
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
@@ -93,7 +95,7 @@ class SessionRecorder:
         backend = connect(url=target) if remote else connect(db=target)
         self.run: RunRecorder = RunRecorder(backend, header, owns_backend=True)
         self.cases: dict[str, CaseRecorder] = {}
-        self.reports: dict[str, list[pytest.TestReport]] = {}
+        self.phase_reports: dict[str, list[pytest.TestReport]] = {}
 
     @property
     def records_cases(self) -> bool:
@@ -102,7 +104,7 @@ class SessionRecorder:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The controller (or a lone process) creates the run; a worker joins it."""
-        from evaledger.domain.errors import EvaledgerError
+        from evaledger.domain.errors import EvaledgerError  # lazy: only with --evaledger
 
         if self.is_worker:
             self.run.join()
@@ -130,14 +132,14 @@ class SessionRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Keep each phase's report until the test finishes."""
         if self.records_cases:
-            self.reports.setdefault(report.nodeid, []).append(report)
+            self.phase_reports.setdefault(report.nodeid, []).append(report)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         """Write the finished test's case."""
         if not self.records_cases:
             return
         case = self.cases.pop(nodeid, None)
-        reports = self.reports.pop(nodeid, [])
+        reports = self.phase_reports.pop(nodeid, [])
         if case is None or not reports:
             return
         record_reports(case, reports)
@@ -227,8 +229,9 @@ def evaledger_case(request: pytest.FixtureRequest) -> Iterator[CaseRecorder]:
     if isinstance(session, SessionRecorder) and session.records_cases:
         yield session.case_of(request.node)
         return
-    from evaledger.client.recorder import CaseRecorder
-    from evaledger.domain.events import TestCaseSnapshot
+    # A scratch case without --evaledger: the client loads only for a test that asks for it.
+    from evaledger.client.recorder import CaseRecorder  # lazy: the client
+    from evaledger.domain.events.values import TestCaseSnapshot  # lazy: the case's value
 
     def nowhere(_: Any) -> Any:
         return None

@@ -359,7 +359,7 @@ def _cases(
     try:
         for sample in _samples(path, sample_ids):
             any_sample = True
-            yield _sample_case(sample, groups)
+            yield sample_case(sample, groups)
     except EvaledgerError:
         raise
     except Exception as e:  # a damaged member, or a sample Inspect refuses
@@ -495,7 +495,7 @@ def _scores(
     )
 
 
-def _sample_case(sample: Any, groups: Sequence[str]) -> BundleCase:
+def sample_case(sample: Any, groups: Sequence[str]) -> BundleCase:
     """The case of one sample and epoch.
 
     `groups`: the metadata keys its run's metrics group by (`group_keys`); their values are

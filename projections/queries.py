@@ -5,6 +5,7 @@ Queries read read-model tables only; they never replay aggregates.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,7 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
-from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores, upsert
+from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores
 from evaledger.projections.tables import (
     CASES_PROJECTION,
     PROJECTION_NAMES,
@@ -56,10 +57,6 @@ COUNTS_CACHED = 256
 """Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
 SPECS_CACHED = 256
 """Runs whose own spec is kept in memory for rescores."""
-RESCORE_CASES_FORMAT = "evaledger.rescore-cases/2"
-"""The `cases` column of a stored rescore: per case in opening order its id, status, pass and
-overall score under the spec, as columns. (Format 1, a list of full CaseScore objects, was
-23 MB for a 10,000-case run; a full score is `score_case(facts, spec)` of the stored spec.)"""
 
 LABEL_PATTERN = r"^[^=]+=.*$"
 """A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
@@ -322,6 +319,7 @@ class ReadModels:
 
     def case_score(self, case_id: UUID) -> tuple[CaseFacts, CaseScore]:
         """One case's facts and own-spec score."""
+        # lazy: the facts' models (every event class), only to read one case's facts
         from evaledger.scoring.facts import CaseFacts
 
         with self.engine.connect() as conn:
@@ -383,6 +381,7 @@ class ReadModels:
                     return found
             scores = load_scores(conn, str(run_id))
         # An open run (no materialised summary): summarised here, by the scoring rules.
+        # lazy: the scoring rules (every event class under them), only to score or rescore
         from evaledger.scoring.case import reduce_repetitions, summarize_run
 
         return Summary(spec, summarize_run(scores, spec), reduce_repetitions(scores, spec))
@@ -397,6 +396,7 @@ class ReadModels:
     def _summary_under(
         self, run_id: UUID, spec: ScoringSpec | None
     ) -> tuple[Summary, list[CaseScore]]:
+        # lazy: the scoring rules (every event class under them), only to score or rescore
         from evaledger.scoring.case import reduce_repetitions, score_case, summarize_run
 
         own = self.run_spec(run_id)
@@ -409,24 +409,26 @@ class ReadModels:
 
     # -- rescore -----------------------------------------------------------------------------
 
-    def rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
-        """Re-derive every case score and the summary under `spec`, store it beside the old.
+    def rescore(self, run_id: UUID, spec: ScoringSpec) -> Rescoring:
+        """Re-derive every case score and the summary under `spec`, beside the run's own.
 
-        Reads facts from the read model only: no judge is called and no event is written.
+        Reads facts from the read model only: no judge is called and nothing is written. What a
+        rescore keeps (the result beside the old, the inputs it built) is written by the use
+        case (`application.runs.rescore_run`) through `projections.rescore_store`.
         """
         with collector.paused():
             return self._rescore(run_id, spec)
 
-    def _rescore(self, run_id: UUID, spec: ScoringSpec) -> dict[str, Any]:
+    def _rescore(self, run_id: UUID, spec: ScoringSpec) -> Rescoring:
         # Before: the (materialised) summary; after: the columnar scorer over the run's inputs,
         # decoded once per state of its cases (`_run_inputs`).
-        from evaledger.scoring.case import score_case, summarize_run
-        from evaledger.scoring.rescore import rescore_run
+        from evaledger.scoring.case import score_case, summarize_run  # lazy: the scoring rules
+        from evaledger.scoring.rescore import rescore_run  # lazy: the columnar rescore
 
         own = self._own_spec(run_id)
         spec = keep_source_scorers(spec, own)
         before = self._stored_own_aggregate(run_id, own)
-        inputs = self._run_inputs(run_id)
+        inputs, built = self._run_inputs(run_id)
         if before is None:
             # An open run has no stored summary: its own-spec aggregate from the same inputs.
             under_own = rescore_run(inputs, own)
@@ -456,62 +458,30 @@ class ReadModels:
                 [(s.overall_score, s.passed, s.status.value) for s in scores],
             )
             after = summarize_run(scores, spec)
-        self._store_rescore(run_id, spec, after, cases_under)
-        return {
-            "run_id": str(run_id),
-            "spec_id": spec.spec_id,
-            "own_spec_id": own.spec_id,
-            "before": {"spec_id": own.spec_id, "aggregate": before.model_dump(mode="json")},
-            "after": {"spec_id": spec.spec_id, "aggregate": after.model_dump(mode="json")},
-            "changed_cases": cases_under.changed(),
-            "judge_calls": 0,
-            "events_written": 0,
-        }
+        return Rescoring(run_id, spec, own.spec_id, before, after, cases_under, built)
 
-    def _store_rescore(
-        self, run_id: UUID, spec: ScoringSpec, after: RunAggregate, under: RescoredCases
-    ) -> None:
-        overall_scores, passed, statuses = (
-            map(list, zip(*under.decisions, strict=True)) if under.decisions else ([], [], [])
-        )
-        stored_cases = {
-            "format": RESCORE_CASES_FORMAT,
-            "case_id": under.case_ids,
-            "status": statuses,
-            "passed": passed,
-            "overall_score": overall_scores,
-        }
-        row = {
-            "run_id": str(run_id),
-            "spec_id": spec.spec_id,
-            "spec": encoding.dumps(spec),
-            "aggregate": encoding.dumps(after),
-            "cases": encoding.dumps(stored_cases),
-            "position": 0,
-            "created_at": datetime.now(UTC).isoformat(),
-        }
-        with self.engine.begin() as conn:
-            upsert(conn, rescores, [row])
-
-    def _run_inputs(self, run_id: UUID) -> RunInputs:
+    def _run_inputs(self, run_id: UUID) -> tuple[RunInputs, BuiltInputs | None]:
         """The run's rescore inputs, decoded once per state of its cases.
 
-        Kept in memory, and for a closed run also stored (`rescore_inputs_v1`) so that the next
-        process reads one compact row instead of every case's facts. The marker is read before
-        the rows: rows newer than their marker only cause a rebuild later, never a stale hit.
+        Kept in memory; a closed run's are also read from their stored row
+        (`rescore_inputs_v1`), so that a new process reads one compact row instead of every
+        case's facts. Inputs of a closed run built here from the facts are returned beside, for
+        the use case to store. The marker is read before the rows: rows newer than their marker
+        only cause a rebuild later, never a stale hit.
         """
+        # lazy: the columnar rescore's inputs (the scoring rules), only to rescore
         from evaledger.scoring.rescore import RunInputs
 
         key = str(run_id)
+        built: BuiltInputs | None = None
         with self.engine.connect() as conn:
             marker, closed = _cases_marker(conn, key)
             with self._lock:
                 hit = self._inputs.get(key)
                 if hit is not None and hit[0] == marker:
                     self._inputs.move_to_end(key)
-                    return hit[1]
+                    return hit[1], None
             found = None
-            row: dict[str, Any] | None = None
             if closed:
                 data = conn.scalar(
                     select(rescore_inputs.c.inputs).where(
@@ -530,16 +500,13 @@ class ReadModels:
                 }
                 found = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
                 if closed:
-                    row = {"run_id": key, "marker": marker, "inputs": found.to_bytes()}
-        if row is not None:
-            with self.engine.begin() as conn:
-                upsert(conn, rescore_inputs, [row])
+                    built = BuiltInputs(key, marker, found)
         with self._lock:
             self._inputs[key] = (marker, found)
             self._inputs.move_to_end(key)
             while len(self._inputs) > INPUTS_CACHED:
                 self._inputs.popitem(last=False)
-        return found
+        return found, built
 
     def _own_spec(self, run_id: UUID) -> ScoringSpec:
         """`run_spec`, kept per run: a run's spec is snapshotted at its creation, never changed."""
@@ -620,7 +587,7 @@ class ReadModels:
 def _json_test(conn: Connection, column: Any, name: ScoreFlag) -> Any:
     """SQL: the JSON text in `column` has `name` true (judge_error) or not null (cost_usd)."""
     if conn.dialect.name == "postgresql":
-        # Imported here: the PostgreSQL dialect's types load only for a PostgreSQL store.
+        # lazy: the PostgreSQL dialect's types (~0.1 s), only for a PostgreSQL store.
         from sqlalchemy.dialects.postgresql import JSONB
 
         text = cast(column, JSONB)[name].astext
@@ -637,6 +604,7 @@ def _cases_marker(conn: Connection, run_id: str) -> CasesMarker:
     in. The inputs' format and the cases table's versioned name are part of it: new code or a
     new projection version never reads inputs an older one stored.
     """
+    # lazy: the columnar rescore (the scoring rules), only once a run's cases are keyed
     from evaledger.scoring.rescore import INPUTS_FORMAT
 
     state = _cases_state(conn, run_id)
@@ -688,6 +656,69 @@ class RescoredCases(NamedTuple):
             for i, (now, was) in enumerate(zip(self.decisions, self.before, strict=True))
             if now != was and was[2] is not None
         ]
+
+
+class BuiltInputs(NamedTuple):
+    """A closed run's rescore inputs built from its facts: worth storing for the next process."""
+
+    run_id: str
+    marker: str
+    """The run's cases marker the inputs are valid for (`rescore_inputs_v1.marker`)."""
+    inputs: RunInputs
+
+
+@dataclass(frozen=True)
+class Rescoring:
+    """A run re-derived under another spec, beside its own: what `ReadModels.rescore` reads.
+
+    Typed, and cheap to build (the cases stay as columns); `to_json()` is the JSON object the
+    API (`POST /runs/{id}/rescore`, `Rescored`) and `evaledger rescore --json` answer. Indexing
+    it reads that object (`rescoring["after"]["aggregate"]`), as scripts did before it was typed.
+    """
+
+    run_id: UUID
+    spec: ScoringSpec
+    """The spec replayed under (the run's source scorers kept: `keep_source_scorers`)."""
+    own_spec_id: str
+    before: RunAggregate
+    """The run under its own spec."""
+    after: RunAggregate
+    """The run under `spec`."""
+    cases: RescoredCases
+    built_inputs: BuiltInputs | None = None
+    """Inputs this read built from the facts of a closed run (None when read or in memory)."""
+
+    @property
+    def spec_id(self) -> str:
+        """The id of the spec replayed under."""
+        return self.spec.spec_id
+
+    def to_json(self) -> dict[str, Any]:
+        """The rescore as the API and the CLI answer it: before and after side by side."""
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        return {
+            "run_id": str(self.run_id),
+            "spec_id": self.spec.spec_id,
+            "own_spec_id": self.own_spec_id,
+            "before": {
+                "spec_id": self.own_spec_id,
+                "aggregate": self.before.model_dump(mode="json"),
+            },
+            "after": {
+                "spec_id": self.spec.spec_id,
+                "aggregate": self.after.model_dump(mode="json"),
+            },
+            "changed_cases": self.cases.changed(),
+            "judge_calls": 0,
+            "events_written": 0,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        """A key of `to_json()`."""
+        return self._json[key]
 
 
 def _iso(dt: datetime) -> str:

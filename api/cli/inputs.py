@@ -20,8 +20,9 @@ import pydantic
 
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
+from evaledger.application.runs import find_run_id, resolve_spec
 from evaledger.domain.errors import NotFoundError
-from evaledger.domain.spec import RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.spec import RunConfig, ScoringSpec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json, variant_label
 from evaledger.projections.queries import LABEL_PATTERN
 from evaledger.scoring.models import CaseScore
@@ -205,20 +206,24 @@ def read_json(path: str) -> Any:
         raise UsageError(f"{path}: {e}") from None
 
 
-def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:
-    """A scoring spec from a file holding a run config plus policy fields."""
+def load_config(path: str) -> RunConfig:
+    """A run config plus policy fields from a file (or its `config` object), checked."""
     data = read_json(path)
     if isinstance(data, dict) and "config" in data and isinstance(data["config"], dict):
         data = data["config"]
     try:
-        config = RunConfig.model_validate(data)
+        return RunConfig.model_validate(data)
     except pydantic.ValidationError as e:
         first = ".".join(str(x) for x in e.errors()[0]["loc"]) if e.errors() else None
+        # lazy: the bundle importer (the bundle models, every event class), for a refused spec
         from evaledger.importers.bundle import describe
 
         raise UsageError(f"{path}: invalid spec:\n{describe(e, '  ')}", field=first) from None
-    catalogue = {m.name: m for m in services.reads.available_metrics(project)}
-    return resolve_spec(config, catalogue)
+
+
+def load_spec(services: Services, path: str, project: str = "default") -> ScoringSpec:
+    """A scoring spec from a file holding a run config plus policy fields."""
+    return resolve_spec(services, load_config(path), project)
 
 
 def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
@@ -227,8 +232,8 @@ def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
         return UUID(ref)
     except ValueError:
         pass
-    run = services.ledger.find_run(project, ref)
-    if run is None:
+    run_id = find_run_id(services, project, ref)
+    if run_id is None:
         # A key first; else the short id a table showed (`show 3f2a9c1d`), if it names one run.
         started = run_ids_starting(services.engine, project, ref)
         if len(started) == 1:
@@ -242,7 +247,7 @@ def resolve_run(services: Services, ref: str, project: str = "default") -> UUID:
         raise NotFoundError(
             f"no run with id or key {ref!r} in project {project!r}{hint}", field="RUN"
         )
-    return run.id
+    return run_id
 
 
 def parse_uuid(ref: str, what: str) -> UUID:

@@ -16,7 +16,7 @@ from evaledger.api.cli.inputs import (
     Commands,
     LazyChoices,
     label_filter,
-    load_spec,
+    load_config,
     positive_int,
     resolve_run,
 )
@@ -31,6 +31,7 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
+from evaledger.application.runs import import_files, rescore_run
 from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunFilter, RunRow
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 def run_statuses() -> list[str]:
     """The statuses a run can be in (the aggregate's, imported when first asked)."""
+    # lazy: the aggregates (the event classes), only when --status is checked or listed
     from evaledger.domain.aggregates import RunStatus
 
     return [s.value for s in RunStatus]
@@ -192,31 +194,33 @@ def register(commands: Commands) -> None:
 
 def cmd_import(services: Services, args: argparse.Namespace) -> int:
     """Import run bundles and peer result files (idempotent, streamed)."""
-    # Deferred for start-up: only `import` needs the peer formats' readers.
+    # Parsing a command line and the read commands never load the ledger (issue 19).
+    # lazy: the ledger (eventsourcing) that defines a command's Context, only for a write
     from evaledger.domain.ledger import Context
-    from evaledger.importers.load import import_all, open_imports
 
-    imports = open_imports(
-        args.files,
-        args.from_format,
-        run_key=args.run_key,
-        project=None if args.project == "default" else args.project,
-    )
     # Counts cases: first the validating pass (total unknown), then the writes.
     progress = Progress("importing cases")
     try:
-        done = import_all(services.ledger, imports, Context(actor=args.actor), progress)
+        done = import_files(
+            services,
+            args.files,
+            Context(actor=args.actor),
+            from_format=args.from_format,
+            run_key=args.run_key,
+            project=None if args.project == "default" else args.project,
+            progress=progress,
+        )
     finally:
         progress.done()
     results = [
         {
-            "file": d.source.sources[0],
-            "format": d.source.format.value,
-            "run_id": str(d.result.run_id),
-            "run_key": d.result.run_key,
-            "events": d.result.events,
-            "cases": d.result.cases,
-            "new_cases": d.result.new_cases,
+            "file": d.file,
+            "format": d.format.value,
+            "run_id": str(d.run.run_id),
+            "run_key": d.run.run_key,
+            "events": d.run.events,
+            "cases": d.run.cases,
+            "new_cases": d.run.new_cases,
         }
         for d in done
     ]
@@ -236,6 +240,7 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
+    # lazy: the export (the ledger and the event classes), only for export
     from evaledger.domain.export import bundle_to_json, export_bundle
 
     bundle = export_bundle(services.ledger, run_id)
@@ -452,8 +457,7 @@ def cmd_rescore(services: Services, args: argparse.Namespace) -> int:
     """Replay a run under another spec."""
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
-    spec = load_spec(services, args.spec, services.reads.get_run(run_id).project)
-    result = services.reads.rescore(run_id, spec)
+    result = rescore_run(services, run_id, load_config(args.spec)).to_json()
     if args.json:
         emit_json(result)
         return EXIT_OK

@@ -9,8 +9,9 @@ from uuid import UUID
 
 from evaledger.api.bootstrap import Services
 from evaledger.application.demo import judge_with_replay, load_demo_runs
+from evaledger.application.runs import rescore_run
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, resolve_spec
+from evaledger.domain.spec import JudgeErrorPolicy, RunConfig
 
 REPLIES = "judge-replies.json"
 BUNDLES = (
@@ -67,7 +68,7 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     summaries = {
         item["run_key"]: show_run(services, UUID(item["run_id"])).aggregate for item in loaded[:2]
     }
-    rescore = services.reads.rescore(candidate_id, resolve_spec(what_if_config(bundles[1])))
+    rescore = rescore_run(services, candidate_id, what_if_config(bundles[1])).to_json()
     comparison = compare_runs(services, baseline_id, candidate_id)
     scorecard = grade_run(services, governance_id)
     if getattr(args, "json", False):

@@ -13,9 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from evaledger.api.deps import ContextDep, ServicesDep
+from evaledger.application.runs import import_files as import_run_files
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.importers.base import Format
-from evaledger.importers.load import FORMATS, import_all, open_imports
+from evaledger.importers.load import FORMATS
 
 router = APIRouter(tags=["imports"])
 
@@ -109,19 +110,20 @@ async def import_files(
         paths = await _save_body(request, Path(tmp))
 
         def work() -> ImportsResponse:
-            imports = open_imports(paths, from_format, run_key=run_key, project=project)
-            done = import_all(services.ledger, imports, ctx)
+            done = import_run_files(
+                services, paths, ctx, from_format=from_format, run_key=run_key, project=project
+            )
             return ImportsResponse(
                 imported=[
                     ImportedRun(
-                        file=Path(d.source.sources[0]).name,
-                        format=d.source.format,
-                        run_id=d.result.run_id,
-                        run_key=d.result.run_key,
-                        events=d.result.events,
-                        cases=d.result.cases,
-                        new_cases=d.result.new_cases,
-                        position=d.result.position,
+                        file=Path(d.file).name,
+                        format=d.format,
+                        run_id=d.run.run_id,
+                        run_key=d.run.run_key,
+                        events=d.run.events,
+                        cases=d.run.cases,
+                        new_cases=d.run.new_cases,
+                        position=d.run.position,
                     )
                     for d in done
                 ]

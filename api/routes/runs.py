@@ -22,10 +22,11 @@ from evaledger.api.schemas import (
     RunPage,
     Written,
 )
+from evaledger.application import runs
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json, export_bundle
-from evaledger.domain.spec import RunConfig, resolve_spec
+from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_INDEX, QueryInstant
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
 from evaledger.scoring.models import CaseStatus
@@ -38,7 +39,7 @@ def create_run(
     run: BundleRun, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Create a run with its config snapshot (idempotent for the same body)."""
-    written = Written.of(services.ledger.create_run(run, ctx))
+    written = Written.of(runs.create_run(services, run, ctx))
     created(response, f"/runs/{written.id}", written.events)
     return written
 
@@ -104,7 +105,7 @@ def list_run_cases(
 @router.post("/runs/{run_id}/start")
 def start_run(run_id: UUID, services: ServicesDep, ctx: ContextDep) -> Written:
     """Mark the run as running."""
-    return Written.of(services.ledger.start_run(run_id, ctx))
+    return Written.of(runs.start_run(services, run_id, ctx))
 
 
 @router.post("/runs/{run_id}/complete")
@@ -112,9 +113,7 @@ def complete_run(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: CompleteBody | None = None
 ) -> Written:
     """Complete the run and seal it."""
-    return Written.of(
-        services.ledger.complete_run(run_id, ctx, body.completed_at if body else None)
-    )
+    return Written.of(runs.complete_run(services, run_id, ctx, body.completed_at if body else None))
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -122,13 +121,13 @@ def cancel_run(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
 ) -> Written:
     """Cancel the run."""
-    return Written.of(services.ledger.cancel_run(run_id, ctx, body.reason if body else None))
+    return Written.of(runs.cancel_run(services, run_id, ctx, body.reason if body else None))
 
 
 @router.post("/runs/{run_id}/fail")
 def fail_run(run_id: UUID, services: ServicesDep, ctx: ContextDep, body: FailBody) -> Written:
     """Mark the run failed as a whole (its harness crashed), with why."""
-    return Written.of(services.ledger.fail_run(run_id, ctx, body.reason))
+    return Written.of(runs.fail_run(services, run_id, ctx, body.reason))
 
 
 @router.post("/runs/{run_id}/cases", status_code=201, responses=replayed(Written))
@@ -136,7 +135,7 @@ def open_case(
     run_id: UUID, case: BundleCase, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Open a case (with whatever facts it already has); idempotent for the same body."""
-    written = Written.of(services.ledger.open_case(run_id, case, ctx))
+    written = Written.of(runs.record_case(services, run_id, case, ctx))
     created(response, f"/cases/{written.id}", written.events)
     return written
 
@@ -150,7 +149,7 @@ def open_cases(
     response: Response,
 ) -> BatchWritten:
     """Open many cases in one transaction."""
-    w = services.ledger.ingest_cases(run_id, cases, ctx)
+    w = runs.record_cases(services, run_id, cases, ctx)
     ids = [i for i in w.ids if i != run_id]
     created(response, f"/runs/{run_id}/cases", w.events)
     return BatchWritten(case_ids=ids, position=w.position, events=w.events)
@@ -161,7 +160,7 @@ def import_bundle(
     bundle: RunBundle, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> BundleImported:
     """Import a run bundle atomically; importing it again writes nothing."""
-    r = services.ledger.import_bundle(bundle, ctx)
+    r = runs.import_run(services, bundle, ctx)
     created(response, f"/runs/{r.run_id}", r.events)
     return BundleImported(
         run_id=r.run_id,
@@ -190,10 +189,7 @@ def rescore_run(
     config: Annotated[RunConfig, Body(description="A run config plus policy fields.")],
 ) -> Rescored:
     """Replay the run under another spec: old and new side by side, no judge call, no event."""
-    run = services.reads.get_run(run_id)
-    catalogue = {m.name: m for m in services.reads.available_metrics(run.project)}
-    spec = resolve_spec(config, catalogue)
-    return Rescored.model_validate(services.reads.rescore(run_id, spec))
+    return Rescored.model_validate(runs.rescore_run(services, run_id, config).to_json())
 
 
 @router.post("/runs/{run_id}/baseline")
@@ -201,7 +197,7 @@ def approve_baseline(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, body: ReasonBody | None = None
 ) -> Written:
     """Approve the run as its (agent, suite) baseline."""
-    return Written.of(services.ledger.approve_baseline(run_id, ctx, body.reason if body else None))
+    return Written.of(runs.approve_baseline(services, run_id, ctx, body.reason if body else None))
 
 
 @router.delete("/runs/{run_id}/baseline")
@@ -209,4 +205,4 @@ def revoke_baseline(
     run_id: UUID, services: ServicesDep, ctx: ContextDep, reason: str | None = None
 ) -> Written:
     """Revoke the run's baseline approval."""
-    return Written.of(services.ledger.revoke_baseline(run_id, ctx, reason))
+    return Written.of(runs.revoke_baseline(services, run_id, ctx, reason))
