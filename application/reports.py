@@ -21,8 +21,9 @@ from uuid import UUID
 import orjson
 import pydantic
 
+from evaledger.application.runs import resolve_spec
 from evaledger.domain.errors import NotFoundError, ValidationError
-from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, ScoringSpec, resolve_spec
+from evaledger.domain.spec import JudgeErrorPolicy, RunConfig, ScoringSpec
 from evaledger.projections.queries import RunFilter, RunRow, StoredRescore, Summary
 from evaledger.scoring.headline import Headline, run_headline
 from evaledger.scoring.models import CaseScore, RunAggregate
@@ -81,12 +82,16 @@ def spec_from_query(
             config = RunConfig.model_validate(orjson.loads(spec))
         except (orjson.JSONDecodeError, pydantic.ValidationError) as e:
             raise ValidationError(f"spec: invalid spec: {e}", field="spec") from None
-        catalogue = {m.name: m for m in services.reads.available_metrics(project)}
-        return resolve_spec(config, catalogue)
+        return resolve_spec(services, config, project)
     stored = services.reads.stored_spec(spec, project)
     if stored is None:
         raise NotFoundError(f"spec: no stored spec {spec!r} (rescore a run with it first)")
     return stored
+
+
+def run_summary(services: Services, run_id: UUID) -> Summary:
+    """The run's summary (aggregate) under its own spec, as materialised by the projection."""
+    return services.reads.summary(run_id)
 
 
 def run_spec_of(services: Services, run_id: UUID) -> ScoringSpec:

@@ -18,7 +18,8 @@ from uuid import UUID
 import httpx
 import orjson
 
-from evaledger.application import runs
+from evaledger.application import reports, runs
+from evaledger.application.compare import compare_runs
 from evaledger.client.services import Services, open_services
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.errors import (
@@ -183,22 +184,22 @@ class LocalBackend:
 
     def list_runs(self, f: RunFilter) -> list[RunRow]:
         """Runs, newest first."""
-        return self._synced().reads.list_runs(f)[0]
+        return reports.list_runs(self._synced(), f).rows
 
     def find_run(self, run_id: UUID) -> tuple[RunRow, RunAggregate]:
         """A run and its aggregate."""
-        reads = self._synced().reads
-        return reads.get_run(run_id), reads.summary(run_id).aggregate
+        services = self._synced()
+        return reports.get_run(services, run_id), reports.run_summary(services, run_id).aggregate
 
     def case_scores(self, run_id: UUID) -> list[CaseScore]:
         """Every case's score."""
-        return self._synced().reads.case_scores(run_id)
+        return reports.case_scores(self._synced(), run_id)
 
     def compare(
         self, baseline: UUID, candidate: UUID, thresholds: CompareThresholds
     ) -> RunComparison:
         """Compare two runs."""
-        return self._synced().reports.compare(baseline, candidate, thresholds)
+        return compare_runs(self._synced(), baseline, candidate, thresholds)
 
     def rescore(self, run_id: UUID, config: RunConfig) -> dict[str, Any]:
         """Replay under another config (the answer the server gives)."""

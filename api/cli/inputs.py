@@ -20,6 +20,7 @@ import pydantic
 
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
+from evaledger.application.reports import case_scores
 from evaledger.application.runs import find_run_id, resolve_spec
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec
@@ -273,13 +274,10 @@ def resolve_case(services: Services, args: argparse.Namespace) -> UUID:
     run_id = resolve_run(services, refs[0], args.project)
     key, rep = refs[1], args.rep or 0
     services.sync()
-    found = [
-        s
-        for s in services.reads.case_scores(run_id)
-        if s.test_case_key == key and s.repetition == rep
-    ]
+    scores = case_scores(services, run_id)
+    found = [s for s in scores if s.test_case_key == key and s.repetition == rep]
     if not found:
-        keys = {s.test_case_key for s in services.reads.case_scores(run_id)}
+        keys = {s.test_case_key for s in scores}
         # A known key at a missing repetition is no typo: no key to suggest.
         hint = "" if key in keys else did_you_mean(key, keys)
         raise NotFoundError(

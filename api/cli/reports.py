@@ -330,7 +330,7 @@ def cmd_baseline(services: Services, args: argparse.Namespace) -> int:
         raise UsageError(f"baseline {args.action} needs a RUN")
     run_id = resolve_run(services, args.run, args.project)
     # lazy: the ledger's context (and its event classes), for the commands that write
-    from evaledger.application.baselines import approve_baseline, revoke_baseline
+    from evaledger.application.runs import approve_baseline, revoke_baseline
     from evaledger.domain.ledger import Context
 
     change = approve_baseline if args.action == "approve" else revoke_baseline

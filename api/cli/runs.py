@@ -31,6 +31,7 @@ from evaledger.api.console import (
     print_rescore,
     print_table,
 )
+from evaledger.application import reports
 from evaledger.application.runs import import_files, rescore_run
 from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
@@ -241,9 +242,10 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
     # lazy: the export (the ledger and the event classes), only for export
-    from evaledger.domain.export import bundle_to_json, export_bundle
+    from evaledger.application.transcripts import export_run
+    from evaledger.domain.export import bundle_to_json
 
-    bundle = export_bundle(services.ledger, run_id)
+    bundle = export_run(services, run_id)
     data = orjson.dumps(bundle_to_json(bundle), option=orjson.OPT_INDENT_2) + b"\n"
     if not args.output:
         # The bundle is the result: --json changes nothing (it is JSON already).
@@ -270,7 +272,8 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     """List runs."""
     services.sync()
-    rows, total = services.reads.list_runs(
+    listed = reports.list_runs(
+        services,
         RunFilter(
             project=args.project,
             key=args.key,
@@ -279,9 +282,10 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
             status=args.status,
             label=args.label,
             limit=args.limit,
-        )
+        ),
     )
-    summaries = [services.reads.summary(r.run_id) for r in rows]
+    rows, total = listed.rows, listed.total
+    summaries = [reports.run_summary(services, r.run_id) for r in rows]
     aggregates = [summary.aggregate for summary in summaries]
     heads = [run_headline(summary.spec, summary.aggregate) for summary in summaries]
     if args.json:
@@ -325,16 +329,17 @@ def show_payload(
     services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
 ) -> dict[str, Any]:
     """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
-    run = services.reads.get_run(run_id)
-    summary = services.reads.summary(run_id)
-    scores, matching = services.reads.case_page(run_id, status, limit)
+    run = reports.get_run(services, run_id)
+    summary = reports.run_summary(services, run_id)
+    page = reports.list_cases(services, run_id, status, limit)
+    scores, matching = page.rows, page.total
     return {
         "cases_matching": matching,
         "run": run.model_dump(mode="json"),
         "aggregate": summary.aggregate.model_dump(mode="json"),
         "headline": run_headline(summary.spec, summary.aggregate).model_dump(mode="json"),
         "judge_error_policy": judge_error_policy_json(
-            services.reads.judge_error_count(run_id), summary.spec.judge_errors
+            reports.judge_errors(services, run_id).count, summary.spec.judge_errors
         ),
         "cases": [
             {
@@ -443,8 +448,7 @@ def unknown_costs(services: Services, run_id: UUID, payload: dict[str, Any]) -> 
     """`{"total_cost_usd"}` when no case of the run reported a cost: unknown, not $0."""
     if payload["aggregate"].get("total_cost_usd"):
         return set()
-    reported = any(s.cost_usd is not None for s in services.reads.case_scores(run_id))
-    return set() if reported else {"total_cost_usd"}
+    return set() if reports.cost_reported(services, run_id) else {"total_cost_usd"}
 
 
 def versioned(ref: dict[str, Any]) -> str:

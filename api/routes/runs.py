@@ -22,10 +22,10 @@ from evaledger.api.schemas import (
     RunPage,
     Written,
 )
-from evaledger.application import runs
+from evaledger.application import reports, runs, transcripts
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
-from evaledger.domain.export import bundle_to_json, export_bundle
+from evaledger.domain.export import bundle_to_json
 from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_INDEX, QueryInstant
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
@@ -71,21 +71,22 @@ def list_runs(
         limit=limit,
         offset=offset,
     )
-    rows, total = services.reads.list_runs(f)
+    listed = reports.list_runs(services, f)
+    rows, total = listed.rows, listed.total
     return RunPage(data=rows, count=len(rows), total=total, limit=limit, offset=offset)
 
 
 @router.get("/runs/baseline")
 def get_baseline(services: SyncedDep, project: ProjectDep, agent: str, suite: str) -> RunRow:
     """The approved baseline run of (agent, suite) in a project."""
-    return services.reads.baseline(agent, suite, project or "default")
+    return reports.baseline_run(services, agent, suite, project or "default")
 
 
 @router.get("/runs/{run_id}")
 def get_run(run_id: UUID, services: SyncedDep) -> RunDetail:
     """A run: its config snapshot and its aggregate under its own spec."""
-    run = services.reads.get_run(run_id)
-    summary = services.reads.summary(run_id)
+    run = reports.get_run(services, run_id)
+    summary = reports.run_summary(services, run_id)
     return RunDetail(**dict(run), aggregate=summary.aggregate)
 
 
@@ -98,8 +99,10 @@ def list_run_cases(
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> CasePage:
     """A page of the run's cases scored under the run's own spec, in opening order."""
-    rows, total = services.reads.case_page(run_id, status.value if status else None, limit, offset)
-    return CasePage(data=rows, count=len(rows), total=total, limit=limit, offset=offset)
+    page = reports.list_cases(services, run_id, status.value if status else None, limit, offset)
+    return CasePage(
+        data=page.rows, count=len(page.rows), total=page.total, limit=limit, offset=offset
+    )
 
 
 @router.post("/runs/{run_id}/start")
@@ -179,7 +182,7 @@ def import_bundle(
 )
 def export_run(run_id: UUID, services: ServicesDep) -> Response:
     """The run exported as a run bundle."""
-    return OrjsonResponse(bundle_to_json(export_bundle(services.ledger, run_id)))
+    return OrjsonResponse(bundle_to_json(transcripts.export_run(services, run_id)))
 
 
 @router.post("/runs/{run_id}/rescore")

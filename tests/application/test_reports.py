@@ -14,7 +14,7 @@ import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application import compare, grades, reports, review_queue, transcripts
-from evaledger.application.baselines import approve_baseline, revoke_baseline
+from evaledger.application.runs import approve_baseline, revoke_baseline
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import NotFoundError, StateError, ValidationError
 from evaledger.domain.ledger import Context
