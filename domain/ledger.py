@@ -1,33 +1,24 @@
 """The ledger application service: every write goes through one of its commands.
 
 Each command loads the aggregates it needs, checks invariants, and saves once (one transaction).
-It returns the log position of what it wrote so callers can wait for projections.
+It returns the log position of what it wrote so callers can wait for projections. The store and
+the write unit the commands run in are `writes.LedgerStore`; a case's facts each have a named
+command here (`record_transcript`, `record_verdict`, `override_verdict`, `label_case`, ...).
 """
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, Required, TypedDict, Unpack
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    IntegrityError,
-    Mapper,
-    Notification,
-    StoredEvent,
-    Transcoder,
-)
+from eventsourcing.persistence import Notification
 
 from evaledger.domain import collector, importing
 from evaledger.domain.aggregates import (
-    Aggregate,
     Case,
     IdempotencyRecord,
     Meta,
@@ -35,15 +26,9 @@ from evaledger.domain.aggregates import (
     Run,
     case_id_for,
     catalogue_id_for,
-    idempotency_id_for,
-    replay,
     run_id_for,
 )
-from evaledger.domain.bundle import (
-    BundleCase,
-    BundleRun,
-    RunBundle,
-)
+from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.case_opening import open_recorded_case
 from evaledger.domain.errors import (
     ConflictError,
@@ -54,250 +39,98 @@ from evaledger.domain.errors import (
 from evaledger.domain.events import (
     HUMAN_ACTS,
     CaseEvent,
-    CaseOpened,
-    DomainEvent,
-    RunCreated,
+    CaseFlagged,
+    CaseUnflagged,
+    CheckStatus,
+    Claim,
+    ClaimsVerified,
+    ExecutionCanceled,
+    ExecutionErrored,
+    HumanLabelRecorded,
+    JudgeIdentity,
+    JudgeVerdictRecorded,
+    MetricScore,
+    OutcomeEvaluated,
+    OutcomeResult,
+    ParseStatus,
+    ScoreLabel,
+    ScoreOverridden,
+    StructuralCheckRecorded,
     TokenIssued,
     TokenRevoked,
     TokenScope,
+    TranscriptRecorded,
+    Turn,
+    Usage,
+    VerdictInvalidated,
+    VerdictOverridden,
     case_digest,
-    check_storable,
     request_digest,
-    stored_hash,
 )
 from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.spec import ScoringSpec, resolve_spec
-from evaledger.domain.store.chain import Block
-from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
-from evaledger.domain.store.recorder import LedgerRecorder
-from evaledger.domain.store.urls import StorageLocation
 from evaledger.domain.tokens import (
     ApiToken,
     NewToken,
     Principal,
     TokenInfo,
-    VerifiedTokens,
     issued_tokens,
     new_secret,
     secret_hash,
     split_token,
     token_aggregate_id,
 )
-
-A = TypeVar("A", bound=Aggregate)
-T = TypeVar("T")
-MAX_RETRIES = 25
-
-
-def utcnow() -> datetime:
-    """The ledger's clock (UTC)."""
-    return datetime.now(UTC)
+from evaledger.domain.writes import Context as Context
+from evaledger.domain.writes import LedgerApplication as LedgerApplication
+from evaledger.domain.writes import LedgerStore
+from evaledger.domain.writes import Written as Written
+from evaledger.domain.writes import jsonable as jsonable
+from evaledger.domain.writes import require_reason as require_reason
+from evaledger.domain.writes import utcnow as utcnow
 
 
-@dataclass(frozen=True)
-class Context:
-    """Who sends a command, what they may touch, with an optional idempotency key.
+class VerdictFields(TypedDict, total=False):
+    """A judge verdict as `Ledger.record_verdict` takes it: the fields of its event.
 
-    `project` None and scope admin: the CLI or an open loopback server (the store's owner).
-    A token narrows both: commands outside its project act as if the target did not exist,
-    and baselines, overrides, invalidations and catalogue changes need the admin scope.
+    Only the fields given are in the command's body (and its request digest).
     """
 
-    actor: str = "anonymous"
-    idempotency_key: str | None = None
-    project: str | None = None
-    scope: TokenScope = TokenScope.ADMIN
-
-    @classmethod
-    def of(cls, principal: Principal, actor: str, idempotency_key: str | None = None) -> Context:
-        """The context of a principal; a token's own actor wins over the one given."""
-        return cls(
-            actor=principal.actor or actor,
-            idempotency_key=idempotency_key,
-            project=principal.project,
-            scope=principal.scope,
-        )
-
-    def check_project(self, project: str, what: str) -> None:
-        """Outside the token's project the target does not exist (no existence leak)."""
-        if self.project is not None and project != self.project:
-            raise NotFoundError(f"no {what}")
-
-    def check_admin(self, what: str) -> None:
-        """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
-        self.scope.require(TokenScope.ADMIN, what)
+    verdict_id: Required[UUID]
+    judge: JudgeIdentity
+    template_id: str | None
+    template_hash: str | None
+    prompt: str | None
+    raw_output: str | None
+    parse_status: ParseStatus
+    metric_scores: Sequence[MetricScore]
+    expected_outcomes: Sequence[OutcomeResult]
+    latency_ms: float | None
+    usage: Usage | None
+    cost_usd: float | None
+    error: str | None
+    panel_id: UUID | None
+    self_judged: bool
 
 
-def require_reason(reason: str | None, what: str) -> str:
-    """Admin actions say why (the reason goes into the event)."""
-    if reason is None or not reason.strip():
-        raise ValidationError(f"reason: {what} needs a reason", field="reason")
-    return reason
+class ClaimsFields(TypedDict, total=False):
+    """A claim check as `Ledger.record_claims` takes it: the fields of its event."""
+
+    claims: Required[Sequence[Claim]]
+    judge: JudgeIdentity | None
+    mode: Literal["grounding", "attribution"] | None
+    template_id: str | None
+    template_hash: str | None
+    prompt: str | None
+    raw_output: str | None
+    error: str | None
+    latency_ms: float | None
+    usage: Usage | None
+    cost_usd: float | None
 
 
-@dataclass(frozen=True)
-class Written:
-    """What a command wrote: the ids it touched, the log position, how many events."""
-
-    ids: tuple[UUID, ...]
-    position: int
-    events: int
-
-    @property
-    def id(self) -> UUID:
-        """The main id (run or case)."""
-        return self.ids[0]
-
-
-class LedgerApplication(Application[UUID]):
-    """eventsourcing application storing evaledger's pydantic events."""
-
-    name = "evaledger"
-
-    def construct_mapper(self) -> Mapper[UUID]:
-        """Mapper with stable topics and the orjson transcoder."""
-        return EventMapper(transcoder=self.construct_transcoder())
-
-    def construct_transcoder(self) -> Transcoder:
-        """Events are plain JSON (orjson)."""
-        return OrjsonTranscoder()
-
-
-class Ledger:
+class Ledger(LedgerStore):
     """Commands (writes) and audit reads over the event store."""
-
-    def __init__(
-        self,
-        location: StorageLocation,
-        clock: Callable[[], datetime] = utcnow,
-        checkpoint_key: bytes | None = None,
-        migrate: bool = False,
-        app_role: str | None = None,
-    ) -> None:
-        """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
-
-        `migrate` (run as the migration role) creates or repairs the tables, triggers and the
-        grants of `app_role`; otherwise they are created only when missing (single-role use).
-        """
-        env = dict(location.events_env)
-        env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
-        self.location = location
-        self.app = LedgerApplication(env=env)
-        # The recorder named by the location (domain/store/) also keeps the ledger's chain.
-        self.recorder = cast(LedgerRecorder, self.app.recorder)
-        self.clock = clock
-        self._projects: dict[UUID, str] = {}
-        self.checkpoint_key = checkpoint_key
-        self._tokens = VerifiedTokens(
-            lambda oid: self.recorder.commit_verifies(oid, 1, self.checkpoint_key)
-        )
-        self.recorder.use_checkpoint_key(checkpoint_key)
-        self.recorder.prepare(env, migrate=migrate, app_role=app_role)
-
-    def check_store(self) -> int:
-        """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
-        head = self.position()
-        self.recorder.check_append_only()
-        return head
-
-    # -- infrastructure ----------------------------------------------------------------------
-
-    @property
-    def factory(self) -> InfrastructureFactory:
-        """The eventsourcing infrastructure factory (used by projections)."""
-        return self.app.factory
-
-    def position(self) -> int:
-        """The last position in the notification log (0 when empty)."""
-        return self.app.recorder.max_notification_id() or 0
-
-    def notifications(
-        self, start: int | None, limit: int, stop: int | None = None
-    ) -> Sequence[Notification]:
-        """Notifications from `start` (inclusive; None: from the lowest stored), in log order."""
-        return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
-
-    def chain_blocks(self, after: int, limit: int) -> list[Block]:
-        """Blocks of the ledger chain ending after position `after`, in log order."""
-        return self.recorder.chain_blocks(after, limit)
-
-    def decode(self, stored: StoredEvent) -> DomainEvent:
-        """A stored event (or notification) as a domain event (upcast)."""
-        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
-
-    def close(self) -> None:
-        """Release the store's connections."""
-        self.app.close()
-
-    # -- reads (audit) -----------------------------------------------------------------------
-
-    def _get(self, cls: type[A], aggregate_id: UUID, version: int | None = None) -> A:
-        try:
-            project: Any = lambda agg, events: replay(cls, cast(Iterable[DomainEvent], events), agg)  # noqa: E731
-            return cast(
-                A, self.app.repository.get(aggregate_id, version=version, projector_func=project)
-            )
-        except AggregateNotFoundError:
-            raise NotFoundError(f"no {cls.__name__.lower()} {aggregate_id}") from None
-
-    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        try:
-            return self._get(cls, aggregate_id)
-        except NotFoundError:
-            return None
-
-    def get_run(self, run_id: UUID, version: int | None = None) -> Run:
-        """A run as of now, or as of a version."""
-        return self._get(Run, run_id, version)
-
-    def get_case(self, case_id: UUID, version: int | None = None) -> Case:
-        """A case as of now, or as of a version."""
-        case = self._get(Case, case_id, version)
-        if not hasattr(case, "opened"):
-            raise NotFoundError(f"no case {case_id}")
-        return case
-
-    def events_of(self, aggregate_id: UUID) -> list[DomainEvent]:
-        """Every event of one aggregate, in order."""
-        return cast(list[DomainEvent], list(self.app.events.get(aggregate_id)))
-
-    def stored_events_of(self, aggregate_id: UUID) -> list[Any]:
-        """Every stored (raw) event of one aggregate, in order."""
-        return list(self.app.recorder.select_events(aggregate_id))
-
-    def catalogue(self, project: str = "default") -> dict[str, MetricDefinition]:
-        """Built-in and custom metrics of a project."""
-        found = self._find(MetricCatalogue, catalogue_id_for(project))
-        return (found or MetricCatalogue(catalogue_id_for(project))).metrics()
-
-    def find_run(self, project: str, run_key: str) -> Run | None:
-        """The run with this key in this project, if any."""
-        return self._find(Run, run_id_for(project, run_key))
-
-    def project_of(self, aggregate_id: UUID) -> str | None:
-        """The project a run or case belongs to (None: no such run or case).
-
-        Read from the aggregate's first event, which never changes: cached for good.
-        """
-        cached = self._projects.get(aggregate_id)
-        if cached is not None:
-            return cached
-        stored = list(self.app.recorder.select_events(aggregate_id, lte=1))
-        if not stored:
-            return None
-        first = self.decode(stored[0])
-        if isinstance(first, RunCreated):
-            project: str | None = first.project
-        elif isinstance(first, CaseOpened):
-            project = self.project_of(first.run_id)
-        else:
-            return None
-        if project is not None:
-            if len(self._projects) >= 100_000:
-                self._projects.clear()
-            self._projects[aggregate_id] = project
-        return project
 
     # -- tokens ------------------------------------------------------------------------------
 
@@ -364,53 +197,6 @@ class Ledger:
             yield from page
             start = page[-1].id + 1
 
-    # -- saving ------------------------------------------------------------------------------
-
-    def _meta(self, ctx: Context, body: Any = None) -> Meta:
-        return Meta(
-            timestamp=self.clock(),
-            actor=ctx.actor,
-            idempotency_key=ctx.idempotency_key,
-            request_digest=request_digest(body) if ctx.idempotency_key is not None else None,
-        )
-
-    def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:
-        """Save in one transaction.
-
-        With a run, log order is: its creation, the case events,
-        then its other events (attached cases, completion), so readers meet a run before its
-        cases and a seal after the case events it covers.
-        """
-        events: list[DomainEvent] = []
-        run_events = run.collect_events() if run is not None else []
-        head = [e for e in run_events if isinstance(e, RunCreated)]
-        events.extend(head)
-        for agg in aggregates:
-            events.extend(agg.collect_events())
-        events.extend(e for e in run_events if not isinstance(e, RunCreated))
-        if not events:
-            return self.position(), 0
-        for event in events:
-            check_storable(event)
-        # Straight to the event store: `Application.save` would run a runtime Protocol check per
-        # event (15 % of a large import) to sort events from aggregates; these are all events,
-        # and no aggregate is handed over, so its cache and snapshot steps had nothing to do.
-        recordings = self.app.events.put(events)
-        return recordings[-1].notification.id, len(events)
-
-    def _retrying(self, command: Callable[[], T]) -> T:
-        """Re-run a command on an optimistic-concurrency conflict (someone wrote first)."""
-        for attempt in range(MAX_RETRIES):
-            try:
-                with collector.paused():
-                    return command()
-            except IntegrityError:
-                if attempt == MAX_RETRIES - 1:
-                    raise ConflictError("too many concurrent writers; try again") from None
-                # Jittered exponential backoff: writers on one hot run spread out.
-                time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))  # noqa: S311
-        raise AssertionError("unreachable")
-
     # -- run commands ------------------------------------------------------------------------
 
     def create_run(self, run: BundleRun, ctx: Context) -> Written:
@@ -430,27 +216,6 @@ class Ledger:
             return Written((created.id,), position, n)
 
         return self._retrying(command)
-
-    def _idempotent(
-        self, scope: str, ctx: Context, body: Any
-    ) -> tuple[IdempotencyRecord | None, list[UUID] | None]:
-        """The key's record and, when the key was used with this body, what it created."""
-        if ctx.idempotency_key is None:
-            return None, None
-        rid = idempotency_id_for(scope, ctx.idempotency_key)
-        record = self._find(IdempotencyRecord, rid) or IdempotencyRecord(rid)
-        return record, record.check(request_digest(body))
-
-    def _use_key(
-        self,
-        record: IdempotencyRecord | None,
-        ctx: Context,
-        body: Any,
-        scope: str,
-        ids: Sequence[UUID],
-    ) -> None:
-        if record is not None:
-            record.use(self._meta(ctx, body), scope, ids)
 
     def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
         """The run to write to: an existing one with the same body, or a new one (unsaved)."""
@@ -488,12 +253,6 @@ class Ledger:
             created_at=run.created_at,
         )
 
-    def _run_in_scope(self, run_id: UUID, ctx: Context, what: str | None = None) -> Run:
-        """The run, if the context may touch it (else: not found)."""
-        run = self.get_run(run_id)
-        ctx.check_project(run.created.project, what or f"run {run_id}")
-        return run
-
     def _resolve(self, run: BundleRun) -> ScoringSpec:
         return resolve_spec(run.config, self.catalogue(run.project))
 
@@ -523,21 +282,6 @@ class Ledger:
             run.complete(meta, completed_at or meta.timestamp, self._last_hashes(run.case_ids))
 
         return self._run_command(run_id, ctx, action)
-
-    def _last_hashes(self, case_ids: Iterable[UUID]) -> dict[UUID, str]:
-        """The hash of each case's last stored event (what its aggregate's `last_hash` is).
-
-        Read from the last stored row alone (the hash is over its stored topic and bytes), not
-        by replaying every case: sealing a 10,000-case run replayed ~37,000 events.
-        """
-        ids = list(case_ids)
-        last = self.recorder.last_stored(ids)
-        hashes: dict[UUID, str] = {}
-        for cid in ids:
-            if cid not in last:
-                raise NotFoundError(f"no case {cid}")
-            hashes[cid] = stored_hash(*last[cid])
-        return hashes
 
     def cancel_run(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
         """Cancel a run."""
@@ -670,6 +414,178 @@ class Ledger:
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
         return built
 
+    # -- case facts: one named command per fact ----------------------------------------------
+
+    def record_transcript(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        turns: Sequence[Turn],
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        duration_ms: float | None = None,
+        auto_key: bool = False,
+    ) -> Written:
+        """Record the case's conversation (once)."""
+        body: dict[str, Any] = {"turns": list(turns), "usage": usage, "cost_usd": cost_usd}
+        body |= {"started_at": started_at, "ended_at": ended_at, "duration_ms": duration_ms}
+        return self._fact(case_id, TranscriptRecorded, ctx, body, auto_key=auto_key)
+
+    def record_verdict(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        judgement: bool = False,
+        auto_key: bool = False,
+        **verdict: Unpack[VerdictFields],
+    ) -> Written:
+        """Record one judge verdict (prompt and raw reply verbatim).
+
+        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
+        correction it is allowed on a closed run: it is a fact about the transcript, not a new
+        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
+        """
+        body = dict(verdict)
+        return self._fact(case_id, JudgeVerdictRecorded, ctx, body, judgement, auto_key)
+
+    def record_claims(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        judgement: bool = False,
+        auto_key: bool = False,
+        **check: Unpack[ClaimsFields],
+    ) -> Written:
+        """Record a claim decomposition with each claim's support (`judgement`: as a verdict's)."""
+        return self._fact(case_id, ClaimsVerified, ctx, dict(check), judgement, auto_key)
+
+    def record_outcomes(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        results: Sequence[OutcomeResult],
+        judge: JudgeIdentity | None = None,
+        auto_key: bool = False,
+    ) -> Written:
+        """Record expected-outcome results decided outside a metric verdict."""
+        body = {"results": list(results), "judge": judge}
+        return self._fact(case_id, OutcomeEvaluated, ctx, body, auto_key=auto_key)
+
+    def record_check(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        check: str,
+        status: CheckStatus,
+        evidence: str | None = None,
+        auto_key: bool = False,
+    ) -> Written:
+        """Record a structural check (inconclusive when its hook is missing)."""
+        body = {"check": check, "status": status, "evidence": evidence}
+        return self._fact(case_id, StructuralCheckRecorded, ctx, body, auto_key=auto_key)
+
+    def record_execution_error(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        message: str,
+        kind: str | None = None,
+        auto_key: bool = False,
+    ) -> Written:
+        """Record an execution error (a system error of the agent or harness, not a judge's)."""
+        body = {"message": message, "kind": kind}
+        return self._fact(case_id, ExecutionErrored, ctx, body, auto_key=auto_key)
+
+    def cancel_execution(
+        self, case_id: UUID, ctx: Context, *, reason: str | None = None, auto_key: bool = False
+    ) -> Written:
+        """Cancel the case's execution."""
+        return self._fact(case_id, ExecutionCanceled, ctx, {"reason": reason}, auto_key=auto_key)
+
+    def override_verdict(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        verdict_id: UUID,
+        reason: str,
+        metric_scores: Sequence[MetricScore] | None = None,
+        expected_outcomes: Sequence[OutcomeResult] | None = None,
+        passed: bool | None = None,
+        auto_key: bool = False,
+    ) -> Written:
+        """An admin's correction of one verdict; the original stays in the history."""
+        body = {
+            "verdict_id": verdict_id,
+            "metric_scores": None if metric_scores is None else list(metric_scores),
+            "expected_outcomes": None if expected_outcomes is None else list(expected_outcomes),
+            "passed": passed,
+            "reason": reason,
+        }
+        return self._fact(case_id, VerdictOverridden, ctx, body, auto_key=auto_key)
+
+    def invalidate_verdict(
+        self, case_id: UUID, ctx: Context, *, verdict_id: UUID, reason: str, auto_key: bool = False
+    ) -> Written:
+        """An admin rules a verdict out: it stops counting and stays in the history."""
+        body = {"verdict_id": verdict_id, "reason": reason}
+        return self._fact(case_id, VerdictInvalidated, ctx, body, auto_key=auto_key)
+
+    def override_score(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        score: str,
+        value: float,
+        reason: str,
+        auto_key: bool = False,
+    ) -> Written:
+        """An admin corrects a source scorer's reading of one of the case's named scores."""
+        body = {"score": score, "value": value, "reason": reason}
+        return self._fact(case_id, ScoreOverridden, ctx, body, auto_key=auto_key)
+
+    def label_case(
+        self,
+        case_id: UUID,
+        ctx: Context,
+        *,
+        passed: bool,
+        metric_scores: Sequence[MetricScore] = (),
+        comment: str | None = None,
+        named_scores: Sequence[ScoreLabel] = (),
+        auto_key: bool = False,
+    ) -> Written:
+        """A reviewer's own label of the case (write scope); it feeds judge-vs-human agreement."""
+        body: dict[str, Any] = {"passed": passed, "metric_scores": list(metric_scores)}
+        if comment is not None:
+            body["comment"] = comment
+        if named_scores:
+            body["named_scores"] = list(named_scores)
+        return self._fact(case_id, HumanLabelRecorded, ctx, body, auto_key=auto_key)
+
+    def flag_case(
+        self, case_id: UUID, ctx: Context, *, reason: str, auto_key: bool = False
+    ) -> Written:
+        """Flag the case for a person (it joins the run's review queue); once until unflagged."""
+        body = {"reason": reason}
+        return self._fact(case_id, CaseFlagged, self._toggled(case_id, ctx, auto_key), body)
+
+    def unflag_case(
+        self, case_id: UUID, ctx: Context, *, reason: str | None = None, auto_key: bool = False
+    ) -> Written:
+        """Clear the case's flag (a conflict when it is not flagged)."""
+        body = {"reason": reason}
+        return self._fact(case_id, CaseUnflagged, self._toggled(case_id, ctx, auto_key), body)
+
     def record(
         self,
         case_id: UUID,
@@ -679,12 +595,41 @@ class Ledger:
         *,
         judgement: bool = False,
     ) -> Written:
-        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...).
+        """Record one fact of a case by its event class (the generic form of the named commands).
 
-        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
-        correction it is allowed on a closed run: it is a fact about the transcript, not a new
-        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
+        Product code calls the named commands; this form stays for the tests that walk every
+        fact alike (`tests/projections/test_rebuild_property.py`, ...).
         """
+        return self._fact(case_id, cls, ctx, body, judgement)
+
+    def _toggled(self, case_id: UUID, ctx: Context, auto_key: bool) -> Context:
+        """The derived idempotency key of a flag or unflag: it names the case's version.
+
+        A flag toggles, so without a client key the same body sent again after an unflag is a new
+        act; a resent request meets the flag it made (409), never a silent replay.
+        """
+        if not auto_key or ctx.idempotency_key is not None:
+            return ctx
+        version = self.get_case(case_id).version
+        return replace(ctx, idempotency_key=f"auto:toggle:{case_id}:v{version}")
+
+    def _fact(
+        self,
+        case_id: UUID,
+        cls: type[CaseEvent],
+        ctx: Context,
+        body: Mapping[str, Any],
+        judgement: bool = False,
+        auto_key: bool = False,
+    ) -> Written:
+        """Record one fact of a case; the one path every named case command takes.
+
+        `auto_key`: without a client key, the same body re-sent is the same fact, a no-op (its key
+        is `auto:{topic}:{digest of the body}`).
+        """
+        if auto_key and ctx.idempotency_key is None:
+            key = f"auto:{cls.topic_name}:{request_digest(jsonable(body))}"
+            ctx = replace(ctx, idempotency_key=key)
         act = HUMAN_ACTS.get(cls)  # a person's act: corrections, labels, flags
         overrides = judgement or act is not None
         if act is not None:
@@ -776,21 +721,3 @@ def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
 
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:
     return () if record is None else (record,)
-
-
-def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A command body with models, UUIDs and datetimes as plain JSON values (for digests)."""
-    from pydantic import BaseModel
-
-    def conv(x: Any) -> Any:
-        if isinstance(x, BaseModel):
-            return x.model_dump(mode="json")
-        if isinstance(x, list | tuple):
-            return [conv(i) for i in x]
-        if isinstance(x, dict):
-            return {k: conv(v) for k, v in x.items()}
-        if isinstance(x, UUID | datetime):
-            return str(x)
-        return x
-
-    return {k: conv(v) for k, v in body.items()}
