@@ -1,34 +1,40 @@
 """The ledger application service: every write goes through one of its commands.
 
 Each command loads the aggregates it needs, checks invariants, and saves once (one transaction).
-It returns the log position of what it wrote so callers can wait for projections. The store and
-the write unit the commands run in are `writes.LedgerStore`; a case's facts each have a named
-command here (`record_transcript`, `record_verdict`, `override_verdict`, `label_case`, ...).
+It returns the log position of what it wrote so callers can wait for projections. The commands
+are built in three layers, each on the one before: the store and its write unit
+(`writes.LedgerStore`: load, save, retry, idempotency records), the facts of a recorded case
+(`case_commands.CaseCommands`: one named command per fact, `record_transcript`,
+`record_verdict`, `override_verdict`, `label_case`, ...), and `Ledger` here: runs, tokens, the
+catalogue, and the cases opened from bundles (one case, a batch, a whole run imported at once or
+streamed in chunks and sealed last).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any, Literal, Required, TypedDict, Unpack
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
-from evaledger.domain import collector, importing
+from evaledger.domain import collector
 from evaledger.domain.aggregates import (
     Case,
     IdempotencyRecord,
     Meta,
     MetricCatalogue,
     Run,
+    RunStatus,
     case_id_for,
     catalogue_id_for,
     run_id_for,
 )
-from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
+from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
+from evaledger.domain.case_commands import CaseCommands
+from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
+from evaledger.domain.case_commands import VerdictFields as VerdictFields
 from evaledger.domain.case_opening import open_recorded_case
 from evaledger.domain.errors import (
     ConflictError,
@@ -37,37 +43,13 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import (
-    HUMAN_ACTS,
-    CaseEvent,
-    CaseFlagged,
-    CaseUnflagged,
-    CheckStatus,
-    Claim,
-    ClaimsVerified,
-    ExecutionCanceled,
-    ExecutionErrored,
-    HumanLabelRecorded,
-    JudgeIdentity,
-    JudgeVerdictRecorded,
-    MetricScore,
-    OutcomeEvaluated,
-    OutcomeResult,
-    ParseStatus,
-    ScoreLabel,
-    ScoreOverridden,
-    StructuralCheckRecorded,
     TokenIssued,
     TokenRevoked,
     TokenScope,
-    TranscriptRecorded,
-    Turn,
-    Usage,
-    VerdictInvalidated,
-    VerdictOverridden,
     case_digest,
     request_digest,
 )
-from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
+from evaledger.domain.importing import IMPORT_CHUNK, CaseHashes, ImportResult, chunks
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 from evaledger.domain.tokens import (
@@ -83,53 +65,13 @@ from evaledger.domain.tokens import (
 )
 from evaledger.domain.writes import Context as Context
 from evaledger.domain.writes import LedgerApplication as LedgerApplication
-from evaledger.domain.writes import LedgerStore
 from evaledger.domain.writes import Written as Written
 from evaledger.domain.writes import jsonable as jsonable
 from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class VerdictFields(TypedDict, total=False):
-    """A judge verdict as `Ledger.record_verdict` takes it: the fields of its event.
-
-    Only the fields given are in the command's body (and its request digest).
-    """
-
-    verdict_id: Required[UUID]
-    judge: JudgeIdentity
-    template_id: str | None
-    template_hash: str | None
-    prompt: str | None
-    raw_output: str | None
-    parse_status: ParseStatus
-    metric_scores: Sequence[MetricScore]
-    expected_outcomes: Sequence[OutcomeResult]
-    latency_ms: float | None
-    usage: Usage | None
-    cost_usd: float | None
-    error: str | None
-    panel_id: UUID | None
-    self_judged: bool
-
-
-class ClaimsFields(TypedDict, total=False):
-    """A claim check as `Ledger.record_claims` takes it: the fields of its event."""
-
-    claims: Required[Sequence[Claim]]
-    judge: JudgeIdentity | None
-    mode: Literal["grounding", "attribution"] | None
-    template_id: str | None
-    template_hash: str | None
-    prompt: str | None
-    raw_output: str | None
-    error: str | None
-    latency_ms: float | None
-    usage: Usage | None
-    cost_usd: float | None
-
-
-class Ledger(LedgerStore):
+class Ledger(CaseCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------
@@ -201,7 +143,7 @@ class Ledger(LedgerStore):
 
     def create_run(self, run: BundleRun, ctx: Context) -> Written:
         """Create a run with its resolved config snapshot (idempotent on the same body)."""
-        run = _in_project(run, ctx)
+        run = self._in_project(run, ctx)
         body = run.creation_body()
         # Keys are per project: two tenants may pick the same key.
         scope = f"POST /runs\x1f{run.project}"
@@ -216,45 +158,6 @@ class Ledger(LedgerStore):
             return Written((created.id,), position, n)
 
         return self._retrying(command)
-
-    def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
-        """The run to write to: an existing one with the same body, or a new one (unsaved)."""
-        spec = self._resolve(run)
-        run_id = run_id_for(run.project, run.key)
-        body = run.creation_body()
-        digest = request_digest(body)
-        existing = self._find(Run, run_id)
-        if existing is not None:
-            # A run stored by an older body rule (v1) is still the same run.
-            if existing.created.request_digest not in run.creation_digests():
-                raise ConflictError(
-                    f"run {run.key!r} already exists in project {run.project!r} "
-                    "with a different body",
-                    field="run",
-                )
-            return existing
-        meta = Meta(
-            timestamp=self.clock(),
-            actor=ctx.actor,
-            idempotency_key=ctx.idempotency_key,
-            request_digest=digest,
-        )
-        return Run.create(
-            run_id,
-            meta,
-            run_key=run.key,
-            project=run.project,
-            name=run.name,
-            suite=run.suite,
-            agent=run.agent,
-            labels=run.labels,
-            config=run.config,
-            spec=spec,
-            created_at=run.created_at,
-        )
-
-    def _resolve(self, run: BundleRun) -> ScoringSpec:
-        return resolve_spec(run.config, self.catalogue(run.project))
 
     def _run_command(
         self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]
@@ -351,6 +254,239 @@ class Ledger(LedgerStore):
 
         return self._retrying(command)
 
+    # -- bundles -----------------------------------------------------------------------------
+
+    def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Import a whole run atomically (one transaction); importing it again writes nothing."""
+        bundle = bundle.model_copy(update={"run": self._in_project(bundle.run, ctx)})
+        if any(c.overrides for c in bundle.cases):
+            ctx.check_admin("recording overrides or invalidations")
+        return self._retrying(partial(self._import_bundle_once, bundle, ctx))
+
+    def import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        *,
+        chunk_size: int = IMPORT_CHUNK,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportResult:
+        """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
+
+        `cases` opens the stream afresh each time it is called; it is read twice. The first
+        pass builds every chunk without saving it, so every invariant (and every parse error of
+        the source) is met before anything is written: bad input stores nothing. The second pass
+        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
+        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
+        run open with the chunks written so far; the same import run again finds those cases
+        already recorded with the same content, writes the rest and seals: no duplicates.
+        """
+        run = self._in_project(run, ctx)
+        # Parsing, validating and building cases allocate short-lived objects in no cycles: with
+        # the collector on, its generation scans were a large share of a streamed import.
+        with collector.paused():
+            return self._import_stream(run, cases, ctx, chunk_size, progress)
+
+    def _write_chunk(
+        self,
+        run: Run,
+        chunk: Sequence[BundleCase],
+        ctx: Context,
+        catalogue: Mapping[str, MetricDefinition],
+        offset: int,
+    ) -> tuple[Run, list[Case], int]:
+        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
+        attempts = 0
+
+        def command() -> tuple[Run, list[Case], int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made this save fail.
+            current = run if attempts == 0 else self.get_run(run.id)
+            attempts += 1
+            built = self._build_cases(current, chunk, ctx, catalogue, offset)
+            _, n = self._save(*built, run=current)
+            return current, built, n
+
+        return self._retrying(command)
+
+    def _import_bundle_once(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Build and save a whole bundle's run in one transaction (one attempt of the command)."""
+        run = self._prepare_run(bundle.run, ctx)
+        catalogue = self.catalogue(bundle.run.project)
+        before = set(run.case_ids) if run.version else set()
+        cases = self._build_cases(run, bundle.cases, ctx, catalogue)
+        meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+        self._close_as_bundled(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
+        position, n = self._save(*cases, run=run)
+        return ImportResult(
+            run_id=run.id,
+            run_key=bundle.run.key,
+            position=position,
+            events=n,
+            cases=len(cases),
+            new_cases=len([c for c in cases if c.id not in before]),
+            case_ids=[c.id for c in cases],
+        )
+
+    def _import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> ImportResult:
+        """The import a `Ledger.import_stream` runs, with the collector paused."""
+        total = self._check_stream(run, cases, ctx, chunk_size, progress)
+        catalogue = self.catalogue(run.project)
+        current = self._prepare_run(run, ctx)
+        before = len(current.case_ids)
+        _, written = self._save(run=current)  # a new run is created on its own first
+        hashes = CaseHashes()
+        done = 0
+        for chunk in chunks(cases(), chunk_size):
+            current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
+            hashes.add(built)
+            del built
+            written += n
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+
+        attempts = 0
+
+        def finish() -> tuple[int, int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made a save fail (and
+            # replaying it would hold a second copy of every case id).
+            closing = current if attempts == 0 else self.get_run(current.id)
+            attempts += 1
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            self._close_as_bundled(closing, run, meta, hashes)
+            return self._save(closing)
+
+        position, n = self._retrying(finish)
+        return ImportResult(
+            run_id=current.id,
+            run_key=run.key,
+            position=position,
+            events=written + n,
+            cases=total,
+            new_cases=len(current.case_ids) - before,
+        )
+
+    def _check_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Build every case of the stream without saving (the dry first pass); count them.
+
+        Progress is reported with a total of 0: the stream's length is not known yet. Memory
+        stays flat: a new run is tried afresh for each chunk (it forgets the ids it attached),
+        and the ids seen so far are kept as 16 bytes each.
+        """
+        trial = self._prepare_run(run, ctx)
+        new = self._find(Run, trial.id) is None
+        catalogue = self.catalogue(run.project)
+        seen: set[bytes] = set()
+        total = 0
+        for chunk in chunks(cases(), chunk_size):
+            if any(c.overrides for c in chunk):
+                ctx.check_admin("recording overrides or invalidations")
+            for i, bc in enumerate(chunk, start=total):
+                case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
+                if case_id.bytes in seen:
+                    first = next(
+                        j
+                        for j, other in enumerate(cases())
+                        if case_id_for(
+                            trial.id, other.test_case.key, other.repetition, other.variant
+                        )
+                        == case_id
+                    )
+                    raise ValidationError(
+                        f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
+                        f"appears twice (first at cases[{first}])",
+                        field=f"cases[{i}].test_case.key",
+                    )
+                seen.add(case_id.bytes)
+            if new and total:
+                trial = self._prepare_run(run, ctx)
+            self._build_cases(trial, chunk, ctx, catalogue, offset=total)
+            trial.collect_events()  # drop what a real pass would have written
+            total += len(chunk)
+            if progress is not None:
+                progress(total, 0)
+        return total
+
+    def _close_as_bundled(
+        self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
+    ) -> None:
+        """Move a run to the status its bundle gives (complete seals over its cases).
+
+        First, what the bundle knows of the source's end and the run does not say yet (a run
+        created live, before its source ended) is recorded (`SourceResultsRecorded`).
+        """
+        run.record_source_results(
+            meta, {k: body.labels[k] for k in END_LABELS if k in body.labels}, body.config.scorers
+        )
+        status = body.status
+        if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
+            known = hashes or {}
+            missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
+            seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
+            run.complete(meta, body.completed_at or meta.timestamp, seal)
+        elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
+            run.cancel(meta, body.reason)
+        elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
+            run.fail(meta, body.reason or "failed")
+        elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
+            run.start(meta)
+
+    def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
+        """The run to write to: an existing one with the same body, or a new one (unsaved)."""
+        spec = self._resolve(run)
+        run_id = run_id_for(run.project, run.key)
+        body = run.creation_body()
+        digest = request_digest(body)
+        existing = self._find(Run, run_id)
+        if existing is not None:
+            # A run stored by an older body rule (v1) is still the same run.
+            if existing.created.request_digest not in run.creation_digests():
+                raise ConflictError(
+                    f"run {run.key!r} already exists in project {run.project!r} "
+                    "with a different body",
+                    field="run",
+                )
+            return existing
+        meta = Meta(
+            timestamp=self.clock(),
+            actor=ctx.actor,
+            idempotency_key=ctx.idempotency_key,
+            request_digest=digest,
+        )
+        return Run.create(
+            run_id,
+            meta,
+            run_key=run.key,
+            project=run.project,
+            name=run.name,
+            suite=run.suite,
+            agent=run.agent,
+            labels=run.labels,
+            config=run.config,
+            spec=spec,
+            created_at=run.created_at,
+        )
+
+    def _resolve(self, run: BundleRun) -> ScoringSpec:
+        return resolve_spec(run.config, self.catalogue(run.project))
+
     def _build_cases(
         self,
         run: Run,
@@ -414,309 +550,19 @@ class Ledger(LedgerStore):
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
         return built
 
-    # -- case facts: one named command per fact ----------------------------------------------
-
-    def record_transcript(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        turns: Sequence[Turn],
-        usage: Usage | None = None,
-        cost_usd: float | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        duration_ms: float | None = None,
-        auto_key: bool = False,
-    ) -> Written:
-        """Record the case's conversation (once)."""
-        body: dict[str, Any] = {"turns": list(turns), "usage": usage, "cost_usd": cost_usd}
-        body |= {"started_at": started_at, "ended_at": ended_at, "duration_ms": duration_ms}
-        return self._fact(case_id, TranscriptRecorded, ctx, body, auto_key=auto_key)
-
-    def record_verdict(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        judgement: bool = False,
-        auto_key: bool = False,
-        **verdict: Unpack[VerdictFields],
-    ) -> Written:
-        """Record one judge verdict (prompt and raw reply verbatim).
-
-        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
-        correction it is allowed on a closed run: it is a fact about the transcript, not a new
-        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
-        """
-        body = dict(verdict)
-        return self._fact(case_id, JudgeVerdictRecorded, ctx, body, judgement, auto_key)
-
-    def record_claims(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        judgement: bool = False,
-        auto_key: bool = False,
-        **check: Unpack[ClaimsFields],
-    ) -> Written:
-        """Record a claim decomposition with each claim's support (`judgement`: as a verdict's)."""
-        return self._fact(case_id, ClaimsVerified, ctx, dict(check), judgement, auto_key)
-
-    def record_outcomes(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        results: Sequence[OutcomeResult],
-        judge: JudgeIdentity | None = None,
-        auto_key: bool = False,
-    ) -> Written:
-        """Record expected-outcome results decided outside a metric verdict."""
-        body = {"results": list(results), "judge": judge}
-        return self._fact(case_id, OutcomeEvaluated, ctx, body, auto_key=auto_key)
-
-    def record_check(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        check: str,
-        status: CheckStatus,
-        evidence: str | None = None,
-        auto_key: bool = False,
-    ) -> Written:
-        """Record a structural check (inconclusive when its hook is missing)."""
-        body = {"check": check, "status": status, "evidence": evidence}
-        return self._fact(case_id, StructuralCheckRecorded, ctx, body, auto_key=auto_key)
-
-    def record_execution_error(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        message: str,
-        kind: str | None = None,
-        auto_key: bool = False,
-    ) -> Written:
-        """Record an execution error (a system error of the agent or harness, not a judge's)."""
-        body = {"message": message, "kind": kind}
-        return self._fact(case_id, ExecutionErrored, ctx, body, auto_key=auto_key)
-
-    def cancel_execution(
-        self, case_id: UUID, ctx: Context, *, reason: str | None = None, auto_key: bool = False
-    ) -> Written:
-        """Cancel the case's execution."""
-        return self._fact(case_id, ExecutionCanceled, ctx, {"reason": reason}, auto_key=auto_key)
-
-    def override_verdict(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        verdict_id: UUID,
-        reason: str,
-        metric_scores: Sequence[MetricScore] | None = None,
-        expected_outcomes: Sequence[OutcomeResult] | None = None,
-        passed: bool | None = None,
-        auto_key: bool = False,
-    ) -> Written:
-        """An admin's correction of one verdict; the original stays in the history."""
-        body = {
-            "verdict_id": verdict_id,
-            "metric_scores": None if metric_scores is None else list(metric_scores),
-            "expected_outcomes": None if expected_outcomes is None else list(expected_outcomes),
-            "passed": passed,
-            "reason": reason,
-        }
-        return self._fact(case_id, VerdictOverridden, ctx, body, auto_key=auto_key)
-
-    def invalidate_verdict(
-        self, case_id: UUID, ctx: Context, *, verdict_id: UUID, reason: str, auto_key: bool = False
-    ) -> Written:
-        """An admin rules a verdict out: it stops counting and stays in the history."""
-        body = {"verdict_id": verdict_id, "reason": reason}
-        return self._fact(case_id, VerdictInvalidated, ctx, body, auto_key=auto_key)
-
-    def override_score(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        score: str,
-        value: float,
-        reason: str,
-        auto_key: bool = False,
-    ) -> Written:
-        """An admin corrects a source scorer's reading of one of the case's named scores."""
-        body = {"score": score, "value": value, "reason": reason}
-        return self._fact(case_id, ScoreOverridden, ctx, body, auto_key=auto_key)
-
-    def label_case(
-        self,
-        case_id: UUID,
-        ctx: Context,
-        *,
-        passed: bool,
-        metric_scores: Sequence[MetricScore] = (),
-        comment: str | None = None,
-        named_scores: Sequence[ScoreLabel] = (),
-        auto_key: bool = False,
-    ) -> Written:
-        """A reviewer's own label of the case (write scope); it feeds judge-vs-human agreement."""
-        body: dict[str, Any] = {"passed": passed, "metric_scores": list(metric_scores)}
-        if comment is not None:
-            body["comment"] = comment
-        if named_scores:
-            body["named_scores"] = list(named_scores)
-        return self._fact(case_id, HumanLabelRecorded, ctx, body, auto_key=auto_key)
-
-    def flag_case(
-        self, case_id: UUID, ctx: Context, *, reason: str, auto_key: bool = False
-    ) -> Written:
-        """Flag the case for a person (it joins the run's review queue); once until unflagged."""
-        body = {"reason": reason}
-        return self._fact(case_id, CaseFlagged, self._toggled(case_id, ctx, auto_key), body)
-
-    def unflag_case(
-        self, case_id: UUID, ctx: Context, *, reason: str | None = None, auto_key: bool = False
-    ) -> Written:
-        """Clear the case's flag (a conflict when it is not flagged)."""
-        body = {"reason": reason}
-        return self._fact(case_id, CaseUnflagged, self._toggled(case_id, ctx, auto_key), body)
-
-    def record(
-        self,
-        case_id: UUID,
-        cls: type[CaseEvent],
-        ctx: Context,
-        body: Mapping[str, Any],
-        *,
-        judgement: bool = False,
-    ) -> Written:
-        """Record one fact of a case by its event class (the generic form of the named commands).
-
-        Product code calls the named commands; this form stays for the tests that walk every
-        fact alike (`tests/projections/test_rebuild_property.py`, ...).
-        """
-        return self._fact(case_id, cls, ctx, body, judgement)
-
-    def _toggled(self, case_id: UUID, ctx: Context, auto_key: bool) -> Context:
-        """The derived idempotency key of a flag or unflag: it names the case's version.
-
-        A flag toggles, so without a client key the same body sent again after an unflag is a new
-        act; a resent request meets the flag it made (409), never a silent replay.
-        """
-        if not auto_key or ctx.idempotency_key is not None:
-            return ctx
-        version = self.get_case(case_id).version
-        return replace(ctx, idempotency_key=f"auto:toggle:{case_id}:v{version}")
-
-    def _fact(
-        self,
-        case_id: UUID,
-        cls: type[CaseEvent],
-        ctx: Context,
-        body: Mapping[str, Any],
-        judgement: bool = False,
-        auto_key: bool = False,
-    ) -> Written:
-        """Record one fact of a case; the one path every named case command takes.
-
-        `auto_key`: without a client key, the same body re-sent is the same fact, a no-op (its key
-        is `auto:{topic}:{digest of the body}`).
-        """
-        if auto_key and ctx.idempotency_key is None:
-            key = f"auto:{cls.topic_name}:{request_digest(jsonable(body))}"
-            ctx = replace(ctx, idempotency_key=key)
-        act = HUMAN_ACTS.get(cls)  # a person's act: corrections, labels, flags
-        overrides = judgement or act is not None
-        if act is not None:
-            ctx.scope.require(*act)
-
-        def command() -> Written:
-            case = self.get_case(case_id)
-            run = self._run_in_scope(case.run_id, ctx, f"case {case_id}")
-            if not overrides:
-                run.ensure_open()
-            meta = self._meta(ctx, {"type": cls.topic(), **jsonable(body)})
-            if not case.seen(meta):
-                case.record(cls, meta, self.catalogue(run.created.project), **body)
-            position, n = self._save(case)
-            return Written((case_id,), position, n)
-
-        return self._retrying(command)
-
-    # -- bundles -----------------------------------------------------------------------------
-
-    def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
-        """Import a whole run atomically (one transaction); importing it again writes nothing."""
-        bundle = bundle.model_copy(update={"run": _in_project(bundle.run, ctx)})
-        if any(c.overrides for c in bundle.cases):
-            ctx.check_admin("recording overrides or invalidations")
-        return self._retrying(partial(importing.import_bundle, self, bundle, ctx))
-
-    def import_stream(
-        self,
-        run: BundleRun,
-        cases: Callable[[], Iterable[BundleCase]],
-        ctx: Context,
-        *,
-        chunk_size: int = IMPORT_CHUNK,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ImportResult:
-        """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
-
-        `cases` opens the stream afresh each time it is called; it is read twice. The first
-        pass builds every chunk without saving it, so every invariant (and every parse error of
-        the source) is met before anything is written: bad input stores nothing. The second pass
-        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
-        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
-        run open with the chunks written so far; the same import run again finds those cases
-        already recorded with the same content, writes the rest and seals: no duplicates.
-        """
-        run = _in_project(run, ctx)
-        # Parsing, validating and building cases allocate short-lived objects in no cycles: with
-        # the collector on, its generation scans were a large share of a streamed import.
-        with collector.paused():
-            return importing.import_stream(self, run, cases, ctx, chunk_size, progress)
-
-    def _write_chunk(
-        self,
-        run: Run,
-        chunk: Sequence[BundleCase],
-        ctx: Context,
-        catalogue: Mapping[str, MetricDefinition],
-        offset: int,
-    ) -> tuple[Run, list[Case], int]:
-        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
-        attempts = 0
-
-        def command() -> tuple[Run, list[Case], int]:
-            nonlocal attempts
-            # The run in hand is current unless a concurrent writer made this save fail.
-            current = run if attempts == 0 else self.get_run(run.id)
-            attempts += 1
-            built = self._build_cases(current, chunk, ctx, catalogue, offset)
-            _, n = self._save(*built, run=current)
-            return current, built, n
-
-        return self._retrying(command)
-
-
-def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
-    """A token's run lands in the token's project (its own unless the body names another)."""
-    if ctx.project is None:
+    @staticmethod
+    def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
+        """A token's run lands in the token's project (its own unless the body names another)."""
+        if ctx.project is None:
+            return run
+        if "project" not in run.model_fields_set:
+            return run.model_copy(update={"project": ctx.project})
+        if run.project != ctx.project:
+            raise PermissionDeniedError(
+                f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
+                field="run.project",
+            )
         return run
-    if "project" not in run.model_fields_set:
-        return run.model_copy(update={"project": ctx.project})
-    if run.project != ctx.project:
-        raise PermissionDeniedError(
-            f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
-            field="run.project",
-        )
-    return run
 
 
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:
