@@ -23,8 +23,7 @@ from datetime import datetime
 from uuid import UUID, uuid5
 
 from evaledger.application.ports import Services
-from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
-from evaledger.domain.case_opening import verdict_fields
+from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict, verdict_fields
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     Claim,

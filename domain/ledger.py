@@ -35,7 +35,6 @@ from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRun
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
-from evaledger.domain.case_opening import open_recorded_case
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -530,7 +529,7 @@ class Ledger(CaseCommands):
             )
             try:
                 built.append(
-                    open_recorded_case(
+                    Case.open_from_bundle(
                         case_id,
                         run.id,
                         bc,
