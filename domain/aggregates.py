@@ -12,9 +12,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from evaledger.domain.bundle import (
+    BundleCase,
+    BundleCaseStatus,
+    BundleSkip,
+    verdict_fields,
+)
 from evaledger.domain.errors import (
     ClosedRunError,
     ConflictError,
@@ -31,15 +37,18 @@ from evaledger.domain.events import (
     CasesAttached,
     CaseUnflagged,
     CatalogueEvent,
+    ClaimsVerified,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
+    ExecutionSkipped,
     HumanLabelRecorded,
     IdempotencyKeyUsed,
     JudgeVerdictRecorded,
     MetricRegistered,
     MetricScore,
     NamedScoresRecorded,
+    OutcomeEvaluated,
     OutcomeResult,
     RunCanceled,
     RunCompleted,
@@ -50,6 +59,7 @@ from evaledger.domain.events import (
     ScoreLabel,
     ScoreOverridden,
     SourceResultsRecorded,
+    StructuralCheckRecorded,
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
@@ -59,6 +69,7 @@ from evaledger.domain.spec import ScorerInfo
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
 E = TypeVar("E", bound=DomainEvent)
+Catalogue = Mapping[str, MetricDefinition]
 
 
 def run_id_for(project: str, run_key: str) -> UUID:
@@ -361,6 +372,183 @@ class Case(Aggregate):
         case = cls(case_id)
         case._trigger_with(CaseOpened, meta, dumped, fields)
         return case
+
+    @classmethod
+    def open_from_bundle(
+        cls,
+        case_id: UUID,
+        run_id: UUID,
+        bc: BundleCase,
+        meta: Meta,
+        catalogue: Catalogue,
+        *,
+        bundle_authors: bool,
+        dumped: Mapping[str, Any] | None = None,
+    ) -> Case:
+        """Open a case with every fact its bundle case holds (unsaved).
+
+        The order of the events is part of the stored log (and of every hash over it): the
+        transcript, the verdicts, named scores, outcomes, claims, checks, corrections, and how
+        the execution ended. `meta` is the opening's; the facts follow at its time by its actor.
+        `bundle_authors`: an override's own `actor` is kept (an export keeps authors; a token's
+        caller may not name one). `dumped` (the case's python-mode dump) gives each event's value
+        objects already dumped: every state is encoded from it (`DomainEvent.encode_with`), not
+        dumped again.
+        """
+        d = bc.model_dump() if dumped is None else dumped
+        case = cls.open(
+            case_id,
+            meta,
+            run_id=run_id,
+            test_case=bc.test_case,
+            repetition=bc.repetition,
+            variant=bc.variant,
+            dumped={"test_case": d["test_case"]},
+        )
+        follow = Meta(timestamp=meta.timestamp, actor=meta.actor)
+        case._record_transcript(bc, d, follow, catalogue)
+        verdict_ids = case._record_verdicts(bc, d, follow, catalogue)
+        case._record_scores_and_checks(bc, d, follow, catalogue)
+        case._record_corrections(bc, d, follow, catalogue, verdict_ids, bundle_authors)
+        case._record_ending(bc, follow, catalogue)
+        return case
+
+    def _record_transcript(
+        self, bc: BundleCase, d: Mapping[str, Any], follow: Meta, catalogue: Catalogue
+    ) -> None:
+        # A completed case always records its transcript, even an empty one: that is what tells
+        # "completed with no turns" (failed) from "pending" (only CaseOpened) in the events.
+        if bc.status is BundleCaseStatus.COMPLETED or (
+            bc.transcript or bc.usage is not None or bc.cost_usd is not None
+        ):
+            self.record(
+                TranscriptRecorded,
+                follow,
+                catalogue,
+                turns=bc.transcript,
+                usage=bc.usage,
+                cost_usd=bc.cost_usd,
+                started_at=bc.started_at,
+                ended_at=bc.ended_at,
+                dumped={"turns": d["transcript"], "usage": d["usage"]},
+            )
+
+    def _record_verdicts(
+        self, bc: BundleCase, d: Mapping[str, Any], follow: Meta, catalogue: Catalogue
+    ) -> list[UUID]:
+        """Record the judges' verdicts; their ids, in order (overrides may name them by index)."""
+        verdict_ids: list[UUID] = []
+        for i, v in enumerate(bc.verdicts):
+            vid = v.verdict_id or uuid5(self.id, f"verdict\x1f{i}")
+            verdict_ids.append(vid)
+            vd = d["verdicts"][i]
+            nested = {k: vd[k] for k in ("judge", "metric_scores", "expected_outcomes", "usage")}
+            try:
+                self.record(
+                    JudgeVerdictRecorded, follow, catalogue, dumped=nested, **verdict_fields(v, vid)
+                )
+            except ValidationError as e:
+                raise ValidationError(
+                    f"verdicts[{i}].{e.detail}", field=f"verdicts[{i}].{e.field}"
+                ) from None
+        return verdict_ids
+
+    def _record_scores_and_checks(
+        self, bc: BundleCase, d: Mapping[str, Any], follow: Meta, catalogue: Catalogue
+    ) -> None:
+        for k, named in enumerate(bc.named_scores):
+            nd = d["named_scores"][k]
+            self.record(
+                NamedScoresRecorded,
+                follow,
+                catalogue,
+                dumped={f: nd[f] for f in ("scores", "grader", "metadata", "usage")},
+                **dict(named),
+            )
+        for k, outcome in enumerate(bc.outcomes):
+            od = d["outcomes"][k]
+            self.record(
+                OutcomeEvaluated,
+                follow,
+                catalogue,
+                dumped={"results": od["results"], "judge": od["judge"]},
+                results=outcome.results,
+                judge=outcome.judge,
+            )
+        if bc.claims:
+            self.record(
+                ClaimsVerified, follow, catalogue, dumped={"claims": d["claims"]}, claims=bc.claims
+            )
+        for c in bc.checks:
+            self.record(
+                StructuralCheckRecorded,
+                follow,
+                catalogue,
+                check=c.check,
+                status=c.status,
+                evidence=c.evidence,
+                dumped={},
+            )
+
+    def _record_corrections(
+        self,
+        bc: BundleCase,
+        d: Mapping[str, Any],
+        follow: Meta,
+        catalogue: Catalogue,
+        verdict_ids: list[UUID],
+        bundle_authors: bool,
+    ) -> None:
+        for i, o in enumerate(bc.overrides):
+            if o.verdict_index is not None and o.verdict_index >= len(verdict_ids):
+                raise ValidationError(
+                    f"overrides[{i}].verdict_index: no verdict {o.verdict_index}",
+                    field=f"overrides[{i}].verdict_index",
+                )
+            vid = o.verdict_id or verdict_ids[cast(int, o.verdict_index)]
+            author = o.actor if o.actor and bundle_authors else follow.actor
+            who = Meta(timestamp=follow.timestamp, actor=author)
+            if o.kind == "invalidate":
+                self.record(
+                    VerdictInvalidated, who, catalogue, dumped={}, verdict_id=vid, reason=o.reason
+                )
+            else:
+                od = d["overrides"][i]
+                self.record(
+                    VerdictOverridden,
+                    who,
+                    catalogue,
+                    dumped={f: od[f] for f in ("metric_scores", "expected_outcomes")},
+                    verdict_id=vid,
+                    metric_scores=o.metric_scores,
+                    expected_outcomes=o.expected_outcomes,
+                    passed=o.passed,
+                    reason=o.reason,
+                )
+
+    def _record_ending(self, bc: BundleCase, follow: Meta, catalogue: Catalogue) -> None:
+        if bc.status is BundleCaseStatus.ERRORED:
+            assert bc.error is not None
+            self.record(
+                ExecutionErrored,
+                follow,
+                catalogue,
+                dumped={},
+                message=bc.error.message,
+                kind=bc.error.kind,
+            )
+        elif bc.status is BundleCaseStatus.CANCELED:
+            self.record(ExecutionCanceled, follow, catalogue, dumped={}, reason=None)
+        elif bc.status is BundleCaseStatus.SKIPPED:
+            skip = bc.skipped or BundleSkip()
+            self.record(
+                ExecutionSkipped,
+                follow,
+                catalogue,
+                dumped={},
+                outcome=skip.outcome,
+                reason=skip.reason,
+            )
 
     def _mutate(self, event: DomainEvent) -> None:
         if isinstance(event, CaseOpened):

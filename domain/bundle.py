@@ -112,6 +112,26 @@ class BundleVerdict(FrozenModel):
     recorded_by: str | None = Field(default=None, description="Actor who recorded it (export).")
 
 
+def verdict_fields(v: BundleVerdict, verdict_id: UUID) -> dict[str, Any]:
+    """The fields of JudgeVerdictRecorded for a bundle verdict."""
+    status = v.parse_status or (ParseStatus.PARSED if v.error is None else ParseStatus.UNPARSEABLE)
+    return {
+        "verdict_id": verdict_id,
+        "judge": v.judge,
+        "template_id": v.template_id,
+        "template_hash": v.template_hash,
+        "prompt": v.prompt,
+        "raw_output": v.raw_output,
+        "parse_status": status,
+        "metric_scores": v.metric_scores,
+        "expected_outcomes": v.expected_outcomes,
+        "latency_ms": v.latency_ms,
+        "usage": v.usage,
+        "cost_usd": v.cost_usd,
+        "error": v.error,
+    }
+
+
 class BundleCheck(FrozenModel):
     """A structural check result."""
 

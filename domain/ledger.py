@@ -1,50 +1,40 @@
 """The ledger application service: every write goes through one of its commands.
 
 Each command loads the aggregates it needs, checks invariants, and saves once (one transaction).
-It returns the log position of what it wrote so callers can wait for projections.
+It returns the log position of what it wrote so callers can wait for projections. The commands
+are built in three layers, each on the one before: the store and its write unit
+(`writes.LedgerStore`: load, save, retry, idempotency records), the facts of a recorded case
+(`case_commands.CaseCommands`: one named command per fact, `record_transcript`,
+`record_verdict`, `override_verdict`, `label_case`, ...), and `Ledger` here: runs, tokens, the
+catalogue, and the cases opened from bundles (one case, a batch, a whole run imported at once or
+streamed in chunks and sealed last).
 """
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    IntegrityError,
-    Mapper,
-    Notification,
-    StoredEvent,
-    Transcoder,
-)
+from eventsourcing.persistence import Notification
 
-from evaledger.domain import collector, importing
+from evaledger.domain import collector
 from evaledger.domain.aggregates import (
-    Aggregate,
     Case,
     IdempotencyRecord,
     Meta,
     MetricCatalogue,
     Run,
+    RunStatus,
     case_id_for,
     catalogue_id_for,
-    idempotency_id_for,
-    replay,
     run_id_for,
 )
-from evaledger.domain.bundle import (
-    BundleCase,
-    BundleRun,
-    RunBundle,
-)
-from evaledger.domain.case_opening import open_recorded_case
+from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
+from evaledger.domain.case_commands import CaseCommands
+from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
+from evaledger.domain.case_commands import VerdictFields as VerdictFields
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -52,252 +42,36 @@ from evaledger.domain.errors import (
     ValidationError,
 )
 from evaledger.domain.events import (
-    HUMAN_ACTS,
-    CaseEvent,
-    CaseOpened,
-    DomainEvent,
-    RunCreated,
     TokenIssued,
     TokenRevoked,
     TokenScope,
     case_digest,
-    check_storable,
     request_digest,
-    stored_hash,
 )
-from evaledger.domain.importing import IMPORT_CHUNK, ImportResult
+from evaledger.domain.importing import IMPORT_CHUNK, CaseHashes, ImportResult, chunks
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.spec import ScoringSpec, resolve_spec
-from evaledger.domain.store.chain import Block
-from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
-from evaledger.domain.store.recorder import LedgerRecorder
-from evaledger.domain.store.urls import StorageLocation
 from evaledger.domain.tokens import (
     ApiToken,
     NewToken,
     Principal,
     TokenInfo,
-    VerifiedTokens,
     issued_tokens,
     new_secret,
     secret_hash,
     split_token,
     token_aggregate_id,
 )
-
-A = TypeVar("A", bound=Aggregate)
-T = TypeVar("T")
-MAX_RETRIES = 25
-
-
-def utcnow() -> datetime:
-    """The ledger's clock (UTC)."""
-    return datetime.now(UTC)
+from evaledger.domain.writes import Context as Context
+from evaledger.domain.writes import LedgerApplication as LedgerApplication
+from evaledger.domain.writes import Written as Written
+from evaledger.domain.writes import jsonable as jsonable
+from evaledger.domain.writes import require_reason as require_reason
+from evaledger.domain.writes import utcnow as utcnow
 
 
-@dataclass(frozen=True)
-class Context:
-    """Who sends a command, what they may touch, with an optional idempotency key.
-
-    `project` None and scope admin: the CLI or an open loopback server (the store's owner).
-    A token narrows both: commands outside its project act as if the target did not exist,
-    and baselines, overrides, invalidations and catalogue changes need the admin scope.
-    """
-
-    actor: str = "anonymous"
-    idempotency_key: str | None = None
-    project: str | None = None
-    scope: TokenScope = TokenScope.ADMIN
-
-    @classmethod
-    def of(cls, principal: Principal, actor: str, idempotency_key: str | None = None) -> Context:
-        """The context of a principal; a token's own actor wins over the one given."""
-        return cls(
-            actor=principal.actor or actor,
-            idempotency_key=idempotency_key,
-            project=principal.project,
-            scope=principal.scope,
-        )
-
-    def check_project(self, project: str, what: str) -> None:
-        """Outside the token's project the target does not exist (no existence leak)."""
-        if self.project is not None and project != self.project:
-            raise NotFoundError(f"no {what}")
-
-    def check_admin(self, what: str) -> None:
-        """Baselines, overrides, invalidations and catalogue changes need the admin scope."""
-        self.scope.require(TokenScope.ADMIN, what)
-
-
-def require_reason(reason: str | None, what: str) -> str:
-    """Admin actions say why (the reason goes into the event)."""
-    if reason is None or not reason.strip():
-        raise ValidationError(f"reason: {what} needs a reason", field="reason")
-    return reason
-
-
-@dataclass(frozen=True)
-class Written:
-    """What a command wrote: the ids it touched, the log position, how many events."""
-
-    ids: tuple[UUID, ...]
-    position: int
-    events: int
-
-    @property
-    def id(self) -> UUID:
-        """The main id (run or case)."""
-        return self.ids[0]
-
-
-class LedgerApplication(Application[UUID]):
-    """eventsourcing application storing evaledger's pydantic events."""
-
-    name = "evaledger"
-
-    def construct_mapper(self) -> Mapper[UUID]:
-        """Mapper with stable topics and the orjson transcoder."""
-        return EventMapper(transcoder=self.construct_transcoder())
-
-    def construct_transcoder(self) -> Transcoder:
-        """Events are plain JSON (orjson)."""
-        return OrjsonTranscoder()
-
-
-class Ledger:
+class Ledger(CaseCommands):
     """Commands (writes) and audit reads over the event store."""
-
-    def __init__(
-        self,
-        location: StorageLocation,
-        clock: Callable[[], datetime] = utcnow,
-        checkpoint_key: bytes | None = None,
-        migrate: bool = False,
-        app_role: str | None = None,
-    ) -> None:
-        """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
-
-        `migrate` (run as the migration role) creates or repairs the tables, triggers and the
-        grants of `app_role`; otherwise they are created only when missing (single-role use).
-        """
-        env = dict(location.events_env)
-        env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
-        self.location = location
-        self.app = LedgerApplication(env=env)
-        # The recorder named by the location (domain/store/) also keeps the ledger's chain.
-        self.recorder = cast(LedgerRecorder, self.app.recorder)
-        self.clock = clock
-        self._projects: dict[UUID, str] = {}
-        self.checkpoint_key = checkpoint_key
-        self._tokens = VerifiedTokens(
-            lambda oid: self.recorder.commit_verifies(oid, 1, self.checkpoint_key)
-        )
-        self.recorder.use_checkpoint_key(checkpoint_key)
-        self.recorder.prepare(env, migrate=migrate, app_role=app_role)
-
-    def check_store(self) -> int:
-        """The log's head, after checking the store answers and (PostgreSQL) is append-only."""
-        head = self.position()
-        self.recorder.check_append_only()
-        return head
-
-    # -- infrastructure ----------------------------------------------------------------------
-
-    @property
-    def factory(self) -> InfrastructureFactory:
-        """The eventsourcing infrastructure factory (used by projections)."""
-        return self.app.factory
-
-    def position(self) -> int:
-        """The last position in the notification log (0 when empty)."""
-        return self.app.recorder.max_notification_id() or 0
-
-    def notifications(
-        self, start: int | None, limit: int, stop: int | None = None
-    ) -> Sequence[Notification]:
-        """Notifications from `start` (inclusive; None: from the lowest stored), in log order."""
-        return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
-
-    def chain_blocks(self, after: int, limit: int) -> list[Block]:
-        """Blocks of the ledger chain ending after position `after`, in log order."""
-        return self.recorder.chain_blocks(after, limit)
-
-    def decode(self, stored: StoredEvent) -> DomainEvent:
-        """A stored event (or notification) as a domain event (upcast)."""
-        return cast(DomainEvent, self.app.mapper.to_domain_event(stored))
-
-    def close(self) -> None:
-        """Release the store's connections."""
-        self.app.close()
-
-    # -- reads (audit) -----------------------------------------------------------------------
-
-    def _get(self, cls: type[A], aggregate_id: UUID, version: int | None = None) -> A:
-        try:
-            project: Any = lambda agg, events: replay(cls, cast(Iterable[DomainEvent], events), agg)  # noqa: E731
-            return cast(
-                A, self.app.repository.get(aggregate_id, version=version, projector_func=project)
-            )
-        except AggregateNotFoundError:
-            raise NotFoundError(f"no {cls.__name__.lower()} {aggregate_id}") from None
-
-    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        try:
-            return self._get(cls, aggregate_id)
-        except NotFoundError:
-            return None
-
-    def get_run(self, run_id: UUID, version: int | None = None) -> Run:
-        """A run as of now, or as of a version."""
-        return self._get(Run, run_id, version)
-
-    def get_case(self, case_id: UUID, version: int | None = None) -> Case:
-        """A case as of now, or as of a version."""
-        case = self._get(Case, case_id, version)
-        if not hasattr(case, "opened"):
-            raise NotFoundError(f"no case {case_id}")
-        return case
-
-    def events_of(self, aggregate_id: UUID) -> list[DomainEvent]:
-        """Every event of one aggregate, in order."""
-        return cast(list[DomainEvent], list(self.app.events.get(aggregate_id)))
-
-    def stored_events_of(self, aggregate_id: UUID) -> list[Any]:
-        """Every stored (raw) event of one aggregate, in order."""
-        return list(self.app.recorder.select_events(aggregate_id))
-
-    def catalogue(self, project: str = "default") -> dict[str, MetricDefinition]:
-        """Built-in and custom metrics of a project."""
-        found = self._find(MetricCatalogue, catalogue_id_for(project))
-        return (found or MetricCatalogue(catalogue_id_for(project))).metrics()
-
-    def find_run(self, project: str, run_key: str) -> Run | None:
-        """The run with this key in this project, if any."""
-        return self._find(Run, run_id_for(project, run_key))
-
-    def project_of(self, aggregate_id: UUID) -> str | None:
-        """The project a run or case belongs to (None: no such run or case).
-
-        Read from the aggregate's first event, which never changes: cached for good.
-        """
-        cached = self._projects.get(aggregate_id)
-        if cached is not None:
-            return cached
-        stored = list(self.app.recorder.select_events(aggregate_id, lte=1))
-        if not stored:
-            return None
-        first = self.decode(stored[0])
-        if isinstance(first, RunCreated):
-            project: str | None = first.project
-        elif isinstance(first, CaseOpened):
-            project = self.project_of(first.run_id)
-        else:
-            return None
-        if project is not None:
-            if len(self._projects) >= 100_000:
-                self._projects.clear()
-            self._projects[aggregate_id] = project
-        return project
 
     # -- tokens ------------------------------------------------------------------------------
 
@@ -364,58 +138,11 @@ class Ledger:
             yield from page
             start = page[-1].id + 1
 
-    # -- saving ------------------------------------------------------------------------------
-
-    def _meta(self, ctx: Context, body: Any = None) -> Meta:
-        return Meta(
-            timestamp=self.clock(),
-            actor=ctx.actor,
-            idempotency_key=ctx.idempotency_key,
-            request_digest=request_digest(body) if ctx.idempotency_key is not None else None,
-        )
-
-    def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:
-        """Save in one transaction.
-
-        With a run, log order is: its creation, the case events,
-        then its other events (attached cases, completion), so readers meet a run before its
-        cases and a seal after the case events it covers.
-        """
-        events: list[DomainEvent] = []
-        run_events = run.collect_events() if run is not None else []
-        head = [e for e in run_events if isinstance(e, RunCreated)]
-        events.extend(head)
-        for agg in aggregates:
-            events.extend(agg.collect_events())
-        events.extend(e for e in run_events if not isinstance(e, RunCreated))
-        if not events:
-            return self.position(), 0
-        for event in events:
-            check_storable(event)
-        # Straight to the event store: `Application.save` would run a runtime Protocol check per
-        # event (15 % of a large import) to sort events from aggregates; these are all events,
-        # and no aggregate is handed over, so its cache and snapshot steps had nothing to do.
-        recordings = self.app.events.put(events)
-        return recordings[-1].notification.id, len(events)
-
-    def _retrying(self, command: Callable[[], T]) -> T:
-        """Re-run a command on an optimistic-concurrency conflict (someone wrote first)."""
-        for attempt in range(MAX_RETRIES):
-            try:
-                with collector.paused():
-                    return command()
-            except IntegrityError:
-                if attempt == MAX_RETRIES - 1:
-                    raise ConflictError("too many concurrent writers; try again") from None
-                # Jittered exponential backoff: writers on one hot run spread out.
-                time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))  # noqa: S311
-        raise AssertionError("unreachable")
-
     # -- run commands ------------------------------------------------------------------------
 
     def create_run(self, run: BundleRun, ctx: Context) -> Written:
         """Create a run with its resolved config snapshot (idempotent on the same body)."""
-        run = _in_project(run, ctx)
+        run = self._in_project(run, ctx)
         body = run.creation_body()
         # Keys are per project: two tenants may pick the same key.
         scope = f"POST /runs\x1f{run.project}"
@@ -430,72 +157,6 @@ class Ledger:
             return Written((created.id,), position, n)
 
         return self._retrying(command)
-
-    def _idempotent(
-        self, scope: str, ctx: Context, body: Any
-    ) -> tuple[IdempotencyRecord | None, list[UUID] | None]:
-        """The key's record and, when the key was used with this body, what it created."""
-        if ctx.idempotency_key is None:
-            return None, None
-        rid = idempotency_id_for(scope, ctx.idempotency_key)
-        record = self._find(IdempotencyRecord, rid) or IdempotencyRecord(rid)
-        return record, record.check(request_digest(body))
-
-    def _use_key(
-        self,
-        record: IdempotencyRecord | None,
-        ctx: Context,
-        body: Any,
-        scope: str,
-        ids: Sequence[UUID],
-    ) -> None:
-        if record is not None:
-            record.use(self._meta(ctx, body), scope, ids)
-
-    def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
-        """The run to write to: an existing one with the same body, or a new one (unsaved)."""
-        spec = self._resolve(run)
-        run_id = run_id_for(run.project, run.key)
-        body = run.creation_body()
-        digest = request_digest(body)
-        existing = self._find(Run, run_id)
-        if existing is not None:
-            # A run stored by an older body rule (v1) is still the same run.
-            if existing.created.request_digest not in run.creation_digests():
-                raise ConflictError(
-                    f"run {run.key!r} already exists in project {run.project!r} "
-                    "with a different body",
-                    field="run",
-                )
-            return existing
-        meta = Meta(
-            timestamp=self.clock(),
-            actor=ctx.actor,
-            idempotency_key=ctx.idempotency_key,
-            request_digest=digest,
-        )
-        return Run.create(
-            run_id,
-            meta,
-            run_key=run.key,
-            project=run.project,
-            name=run.name,
-            suite=run.suite,
-            agent=run.agent,
-            labels=run.labels,
-            config=run.config,
-            spec=spec,
-            created_at=run.created_at,
-        )
-
-    def _run_in_scope(self, run_id: UUID, ctx: Context, what: str | None = None) -> Run:
-        """The run, if the context may touch it (else: not found)."""
-        run = self.get_run(run_id)
-        ctx.check_project(run.created.project, what or f"run {run_id}")
-        return run
-
-    def _resolve(self, run: BundleRun) -> ScoringSpec:
-        return resolve_spec(run.config, self.catalogue(run.project))
 
     def _run_command(
         self, run_id: UUID, ctx: Context, action: Callable[[Run, Meta], None]
@@ -523,21 +184,6 @@ class Ledger:
             run.complete(meta, completed_at or meta.timestamp, self._last_hashes(run.case_ids))
 
         return self._run_command(run_id, ctx, action)
-
-    def _last_hashes(self, case_ids: Iterable[UUID]) -> dict[UUID, str]:
-        """The hash of each case's last stored event (what its aggregate's `last_hash` is).
-
-        Read from the last stored row alone (the hash is over its stored topic and bytes), not
-        by replaying every case: sealing a 10,000-case run replayed ~37,000 events.
-        """
-        ids = list(case_ids)
-        last = self.recorder.last_stored(ids)
-        hashes: dict[UUID, str] = {}
-        for cid in ids:
-            if cid not in last:
-                raise NotFoundError(f"no case {cid}")
-            hashes[cid] = stored_hash(*last[cid])
-        return hashes
 
     def cancel_run(self, run_id: UUID, ctx: Context, reason: str | None = None) -> Written:
         """Cancel a run."""
@@ -607,6 +253,239 @@ class Ledger:
 
         return self._retrying(command)
 
+    # -- bundles -----------------------------------------------------------------------------
+
+    def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Import a whole run atomically (one transaction); importing it again writes nothing."""
+        bundle = bundle.model_copy(update={"run": self._in_project(bundle.run, ctx)})
+        if any(c.overrides for c in bundle.cases):
+            ctx.check_admin("recording overrides or invalidations")
+        return self._retrying(partial(self._import_bundle_once, bundle, ctx))
+
+    def import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        *,
+        chunk_size: int = IMPORT_CHUNK,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ImportResult:
+        """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
+
+        `cases` opens the stream afresh each time it is called; it is read twice. The first
+        pass builds every chunk without saving it, so every invariant (and every parse error of
+        the source) is met before anything is written: bad input stores nothing. The second pass
+        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
+        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
+        run open with the chunks written so far; the same import run again finds those cases
+        already recorded with the same content, writes the rest and seals: no duplicates.
+        """
+        run = self._in_project(run, ctx)
+        # Parsing, validating and building cases allocate short-lived objects in no cycles: with
+        # the collector on, its generation scans were a large share of a streamed import.
+        with collector.paused():
+            return self._import_stream(run, cases, ctx, chunk_size, progress)
+
+    def _write_chunk(
+        self,
+        run: Run,
+        chunk: Sequence[BundleCase],
+        ctx: Context,
+        catalogue: Mapping[str, MetricDefinition],
+        offset: int,
+    ) -> tuple[Run, list[Case], int]:
+        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
+        attempts = 0
+
+        def command() -> tuple[Run, list[Case], int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made this save fail.
+            current = run if attempts == 0 else self.get_run(run.id)
+            attempts += 1
+            built = self._build_cases(current, chunk, ctx, catalogue, offset)
+            _, n = self._save(*built, run=current)
+            return current, built, n
+
+        return self._retrying(command)
+
+    def _import_bundle_once(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Build and save a whole bundle's run in one transaction (one attempt of the command)."""
+        run = self._prepare_run(bundle.run, ctx)
+        catalogue = self.catalogue(bundle.run.project)
+        before = set(run.case_ids) if run.version else set()
+        cases = self._build_cases(run, bundle.cases, ctx, catalogue)
+        meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+        self._close_as_bundled(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
+        position, n = self._save(*cases, run=run)
+        return ImportResult(
+            run_id=run.id,
+            run_key=bundle.run.key,
+            position=position,
+            events=n,
+            cases=len(cases),
+            new_cases=len([c for c in cases if c.id not in before]),
+            case_ids=[c.id for c in cases],
+        )
+
+    def _import_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> ImportResult:
+        """The import a `Ledger.import_stream` runs, with the collector paused."""
+        total = self._check_stream(run, cases, ctx, chunk_size, progress)
+        catalogue = self.catalogue(run.project)
+        current = self._prepare_run(run, ctx)
+        before = len(current.case_ids)
+        _, written = self._save(run=current)  # a new run is created on its own first
+        hashes = CaseHashes()
+        done = 0
+        for chunk in chunks(cases(), chunk_size):
+            current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
+            hashes.add(built)
+            del built
+            written += n
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+
+        attempts = 0
+
+        def finish() -> tuple[int, int]:
+            nonlocal attempts
+            # The run in hand is current unless a concurrent writer made a save fail (and
+            # replaying it would hold a second copy of every case id).
+            closing = current if attempts == 0 else self.get_run(current.id)
+            attempts += 1
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            self._close_as_bundled(closing, run, meta, hashes)
+            return self._save(closing)
+
+        position, n = self._retrying(finish)
+        return ImportResult(
+            run_id=current.id,
+            run_key=run.key,
+            position=position,
+            events=written + n,
+            cases=total,
+            new_cases=len(current.case_ids) - before,
+        )
+
+    def _check_stream(
+        self,
+        run: BundleRun,
+        cases: Callable[[], Iterable[BundleCase]],
+        ctx: Context,
+        chunk_size: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Build every case of the stream without saving (the dry first pass); count them.
+
+        Progress is reported with a total of 0: the stream's length is not known yet. Memory
+        stays flat: a new run is tried afresh for each chunk (it forgets the ids it attached),
+        and the ids seen so far are kept as 16 bytes each.
+        """
+        trial = self._prepare_run(run, ctx)
+        new = self._find(Run, trial.id) is None
+        catalogue = self.catalogue(run.project)
+        seen: set[bytes] = set()
+        total = 0
+        for chunk in chunks(cases(), chunk_size):
+            if any(c.overrides for c in chunk):
+                ctx.check_admin("recording overrides or invalidations")
+            for i, bc in enumerate(chunk, start=total):
+                case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
+                if case_id.bytes in seen:
+                    first = next(
+                        j
+                        for j, other in enumerate(cases())
+                        if case_id_for(
+                            trial.id, other.test_case.key, other.repetition, other.variant
+                        )
+                        == case_id
+                    )
+                    raise ValidationError(
+                        f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
+                        f"appears twice (first at cases[{first}])",
+                        field=f"cases[{i}].test_case.key",
+                    )
+                seen.add(case_id.bytes)
+            if new and total:
+                trial = self._prepare_run(run, ctx)
+            self._build_cases(trial, chunk, ctx, catalogue, offset=total)
+            trial.collect_events()  # drop what a real pass would have written
+            total += len(chunk)
+            if progress is not None:
+                progress(total, 0)
+        return total
+
+    def _close_as_bundled(
+        self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
+    ) -> None:
+        """Move a run to the status its bundle gives (complete seals over its cases).
+
+        First, what the bundle knows of the source's end and the run does not say yet (a run
+        created live, before its source ended) is recorded (`SourceResultsRecorded`).
+        """
+        run.record_source_results(
+            meta, {k: body.labels[k] for k in END_LABELS if k in body.labels}, body.config.scorers
+        )
+        status = body.status
+        if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
+            known = hashes or {}
+            missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
+            seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
+            run.complete(meta, body.completed_at or meta.timestamp, seal)
+        elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
+            run.cancel(meta, body.reason)
+        elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:
+            run.fail(meta, body.reason or "failed")
+        elif status is BundleRunStatus.RUNNING and run.status is RunStatus.CREATED:
+            run.start(meta)
+
+    def _prepare_run(self, run: BundleRun, ctx: Context) -> Run:
+        """The run to write to: an existing one with the same body, or a new one (unsaved)."""
+        spec = self._resolve(run)
+        run_id = run_id_for(run.project, run.key)
+        body = run.creation_body()
+        digest = request_digest(body)
+        existing = self._find(Run, run_id)
+        if existing is not None:
+            # A run stored by an older body rule (v1) is still the same run.
+            if existing.created.request_digest not in run.creation_digests():
+                raise ConflictError(
+                    f"run {run.key!r} already exists in project {run.project!r} "
+                    "with a different body",
+                    field="run",
+                )
+            return existing
+        meta = Meta(
+            timestamp=self.clock(),
+            actor=ctx.actor,
+            idempotency_key=ctx.idempotency_key,
+            request_digest=digest,
+        )
+        return Run.create(
+            run_id,
+            meta,
+            run_key=run.key,
+            project=run.project,
+            name=run.name,
+            suite=run.suite,
+            agent=run.agent,
+            labels=run.labels,
+            config=run.config,
+            spec=spec,
+            created_at=run.created_at,
+        )
+
+    def _resolve(self, run: BundleRun) -> ScoringSpec:
+        return resolve_spec(run.config, self.catalogue(run.project))
+
     def _build_cases(
         self,
         run: Run,
@@ -650,7 +529,7 @@ class Ledger:
             )
             try:
                 built.append(
-                    open_recorded_case(
+                    Case.open_from_bundle(
                         case_id,
                         run.id,
                         bc,
@@ -670,127 +549,20 @@ class Ledger:
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
         return built
 
-    def record(
-        self,
-        case_id: UUID,
-        cls: type[CaseEvent],
-        ctx: Context,
-        body: Mapping[str, Any],
-        *,
-        judgement: bool = False,
-    ) -> Written:
-        """Record one fact of a case (transcript, verdict, outcomes, claims, check, error...).
-
-        `judgement`: a verdict the ledger's own judge reached about a recorded transcript. Like a
-        correction it is allowed on a closed run: it is a fact about the transcript, not a new
-        execution, and the run's seal covers only the executions (DESIGN §10, re-judging).
-        """
-        act = HUMAN_ACTS.get(cls)  # a person's act: corrections, labels, flags
-        overrides = judgement or act is not None
-        if act is not None:
-            ctx.scope.require(*act)
-
-        def command() -> Written:
-            case = self.get_case(case_id)
-            run = self._run_in_scope(case.run_id, ctx, f"case {case_id}")
-            if not overrides:
-                run.ensure_open()
-            meta = self._meta(ctx, {"type": cls.topic(), **jsonable(body)})
-            if not case.seen(meta):
-                case.record(cls, meta, self.catalogue(run.created.project), **body)
-            position, n = self._save(case)
-            return Written((case_id,), position, n)
-
-        return self._retrying(command)
-
-    # -- bundles -----------------------------------------------------------------------------
-
-    def import_bundle(self, bundle: RunBundle, ctx: Context) -> ImportResult:
-        """Import a whole run atomically (one transaction); importing it again writes nothing."""
-        bundle = bundle.model_copy(update={"run": _in_project(bundle.run, ctx)})
-        if any(c.overrides for c in bundle.cases):
-            ctx.check_admin("recording overrides or invalidations")
-        return self._retrying(partial(importing.import_bundle, self, bundle, ctx))
-
-    def import_stream(
-        self,
-        run: BundleRun,
-        cases: Callable[[], Iterable[BundleCase]],
-        ctx: Context,
-        *,
-        chunk_size: int = IMPORT_CHUNK,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ImportResult:
-        """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
-
-        `cases` opens the stream afresh each time it is called; it is read twice. The first
-        pass builds every chunk without saving it, so every invariant (and every parse error of
-        the source) is met before anything is written: bad input stores nothing. The second pass
-        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
-        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
-        run open with the chunks written so far; the same import run again finds those cases
-        already recorded with the same content, writes the rest and seals: no duplicates.
-        """
-        run = _in_project(run, ctx)
-        # Parsing, validating and building cases allocate short-lived objects in no cycles: with
-        # the collector on, its generation scans were a large share of a streamed import.
-        with collector.paused():
-            return importing.import_stream(self, run, cases, ctx, chunk_size, progress)
-
-    def _write_chunk(
-        self,
-        run: Run,
-        chunk: Sequence[BundleCase],
-        ctx: Context,
-        catalogue: Mapping[str, MetricDefinition],
-        offset: int,
-    ) -> tuple[Run, list[Case], int]:
-        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
-        attempts = 0
-
-        def command() -> tuple[Run, list[Case], int]:
-            nonlocal attempts
-            # The run in hand is current unless a concurrent writer made this save fail.
-            current = run if attempts == 0 else self.get_run(run.id)
-            attempts += 1
-            built = self._build_cases(current, chunk, ctx, catalogue, offset)
-            _, n = self._save(*built, run=current)
-            return current, built, n
-
-        return self._retrying(command)
-
-
-def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
-    """A token's run lands in the token's project (its own unless the body names another)."""
-    if ctx.project is None:
+    @staticmethod
+    def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
+        """A token's run lands in the token's project (its own unless the body names another)."""
+        if ctx.project is None:
+            return run
+        if "project" not in run.model_fields_set:
+            return run.model_copy(update={"project": ctx.project})
+        if run.project != ctx.project:
+            raise PermissionDeniedError(
+                f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
+                field="run.project",
+            )
         return run
-    if "project" not in run.model_fields_set:
-        return run.model_copy(update={"project": ctx.project})
-    if run.project != ctx.project:
-        raise PermissionDeniedError(
-            f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
-            field="run.project",
-        )
-    return run
 
 
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:
     return () if record is None else (record,)
-
-
-def jsonable(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A command body with models, UUIDs and datetimes as plain JSON values (for digests)."""
-    from pydantic import BaseModel
-
-    def conv(x: Any) -> Any:
-        if isinstance(x, BaseModel):
-            return x.model_dump(mode="json")
-        if isinstance(x, list | tuple):
-            return [conv(i) for i in x]
-        if isinstance(x, dict):
-            return {k: conv(v) for k, v in x.items()}
-        if isinstance(x, UUID | datetime):
-            return str(x)
-        return x
-
-    return {k: conv(v) for k, v in body.items()}

@@ -567,8 +567,14 @@ class _Pass:
         A Ctrl-C that cancels the pass while the event is written still finds it counted
         (asyncio.run waits for the thread).
         """
-        cls = ClaimsVerified if self.plan.options.claims else JudgeVerdictRecorded
-        written = self.ledger.record(case.case_id, cls, self.ctx, judged.fields, judgement=True)
+        if self.plan.options.claims:
+            written = self.ledger.record_claims(
+                case.case_id, self.ctx, judgement=True, **judged.fields
+            )
+        else:
+            written = self.ledger.record_verdict(
+                case.case_id, self.ctx, judgement=True, **judged.fields
+            )
         with self.counting:
             _count(self.report, case, judge, judged, written.position)
 

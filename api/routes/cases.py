@@ -1,10 +1,13 @@
-"""Cases: record facts (transcript, verdicts, outcomes, claims, checks, errors, overrides)."""
+"""Cases: record facts (transcript, verdicts, outcomes, claims, checks, errors, overrides).
+
+Each POST parses its body, calls one use case of `application/cases.py` and renders what it
+wrote (201, or 200 when an idempotent re-send wrote nothing).
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Annotated, Any, TypeVar
-from uuid import UUID, uuid5
+from typing import Annotated, TypeVar
+from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
@@ -26,45 +29,16 @@ from evaledger.api.schemas import (
     TranscriptBody,
     Written,
 )
+from evaledger.application import cases
 from evaledger.domain.bundle import BundleCheck, BundleOutcomes, BundleVerdict
-from evaledger.domain.case_opening import verdict_fields
-from evaledger.domain.events import (
-    CaseEvent,
-    CaseFlagged,
-    CaseUnflagged,
-    ClaimsVerified,
-    ExecutionCanceled,
-    ExecutionErrored,
-    HumanLabelRecorded,
-    JudgeVerdictRecorded,
-    OutcomeEvaluated,
-    ScoreOverridden,
-    StructuralCheckRecorded,
-    TranscriptRecorded,
-    VerdictInvalidated,
-    VerdictOverridden,
-    request_digest,
-)
-from evaledger.domain.ledger import Context, jsonable, require_reason
+from evaledger.domain.ledger import Written as LedgerWritten
 
 router = APIRouter(tags=["cases"])
 
 
-def _record(
-    services: Any,
-    case_id: UUID,
-    cls: type[CaseEvent],
-    ctx: Context,
-    body: dict[str, Any],
-    response: Response,
-) -> Written:
-    if ctx.idempotency_key is None:
-        # Without a client key, the same body re-sent is the same fact: make it a no-op.
-        key = f"auto:{cls.topic_name}:{request_digest(jsonable(body))}"
-        ctx = dataclasses.replace(ctx, idempotency_key=key)
-    written = Written.of(services.ledger.record(case_id, cls, ctx, body))
+def _written(case_id: UUID, written: LedgerWritten, response: Response) -> Written:
     created(response, f"/cases/{case_id}", written.events)
-    return written
+    return Written.of(written)
 
 
 @router.post("/cases/{case_id}/transcript", status_code=201, responses=replayed(Written))
@@ -72,7 +46,18 @@ def record_transcript(
     case_id: UUID, body: TranscriptBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record the conversation."""
-    return _record(services, case_id, TranscriptRecorded, ctx, dict(body), response)
+    written = cases.record_transcript(
+        services,
+        case_id,
+        ctx,
+        turns=body.turns,
+        usage=body.usage,
+        cost_usd=body.cost_usd,
+        started_at=body.started_at,
+        ended_at=body.ended_at,
+        duration_ms=body.duration_ms,
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/verdicts", status_code=201, responses=replayed(Written))
@@ -80,11 +65,7 @@ def record_verdict(
     case_id: UUID, body: BundleVerdict, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record one judge verdict (prompt and raw reply verbatim)."""
-    vid = body.verdict_id or uuid5(
-        case_id, "verdict\x1f" + request_digest(body.model_dump(mode="json"))
-    )
-    fields = verdict_fields(body, vid)
-    return _record(services, case_id, JudgeVerdictRecorded, ctx, fields, response)
+    return _written(case_id, cases.record_verdict(services, case_id, body, ctx), response)
 
 
 @router.post("/cases/{case_id}/outcomes", status_code=201, responses=replayed(Written))
@@ -92,8 +73,7 @@ def record_outcomes(
     case_id: UUID, body: BundleOutcomes, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record expected-outcome results decided outside a metric verdict."""
-    fields = {"results": body.results, "judge": body.judge}
-    return _record(services, case_id, OutcomeEvaluated, ctx, fields, response)
+    return _written(case_id, cases.record_outcomes(services, case_id, body, ctx), response)
 
 
 @router.post("/cases/{case_id}/claims", status_code=201, responses=replayed(Written))
@@ -101,8 +81,8 @@ def record_claims(
     case_id: UUID, body: ClaimsBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record a claim decomposition with each claim's support."""
-    fields = {"claims": body.claims, "judge": body.judge}
-    return _record(services, case_id, ClaimsVerified, ctx, fields, response)
+    written = cases.record_claims(services, case_id, ctx, claims=body.claims, judge=body.judge)
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/checks", status_code=201, responses=replayed(Written))
@@ -110,8 +90,7 @@ def record_check(
     case_id: UUID, body: BundleCheck, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record a structural check (inconclusive when its hook is missing)."""
-    fields = {"check": body.check, "status": body.status, "evidence": body.evidence}
-    return _record(services, case_id, StructuralCheckRecorded, ctx, fields, response)
+    return _written(case_id, cases.record_check(services, case_id, body, ctx), response)
 
 
 @router.post("/cases/{case_id}/error", status_code=201, responses=replayed(Written))
@@ -119,8 +98,10 @@ def record_error(
     case_id: UUID, body: ErrorBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Record an execution error (a system error, not a judge failure)."""
-    fields = {"message": body.message, "kind": body.kind}
-    return _record(services, case_id, ExecutionErrored, ctx, fields, response)
+    written = cases.record_execution_error(
+        services, case_id, ctx, message=body.message, kind=body.kind
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/cancel", status_code=201, responses=replayed(Written))
@@ -132,8 +113,10 @@ def cancel_case(
     body: ReasonBody | None = None,
 ) -> Written:
     """Cancel the case."""
-    fields = {"reason": body.reason if body else None}
-    return _record(services, case_id, ExecutionCanceled, ctx, fields, response)
+    reason = body.reason if body else None
+    return _written(
+        case_id, cases.cancel_execution(services, case_id, ctx, reason=reason), response
+    )
 
 
 @router.post("/cases/{case_id}/overrides", status_code=201, responses=replayed(Written))
@@ -141,7 +124,17 @@ def override_verdict(
     case_id: UUID, body: OverrideBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """A human correction of a verdict; the original stays in the history."""
-    return _record(services, case_id, VerdictOverridden, ctx, dict(body), response)
+    written = cases.override_verdict(
+        services,
+        case_id,
+        ctx,
+        verdict_id=body.verdict_id,
+        reason=body.reason,
+        metric_scores=body.metric_scores,
+        expected_outcomes=body.expected_outcomes,
+        passed=body.passed,
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/score-overrides", status_code=201, responses=replayed(Written))
@@ -157,12 +150,10 @@ def override_score(
     The case's named score reads `value` from then on: its pass/fail under the score gates and
     the run's source metrics change; the scorer's own reading stays in the history.
     """
-    fields = {
-        "score": body.score,
-        "value": body.value,
-        "reason": require_reason(body.reason, "a score override"),
-    }
-    return _record(services, case_id, ScoreOverridden, ctx, fields, response)
+    written = cases.override_score(
+        services, case_id, ctx, score=body.score, value=body.value, reason=body.reason
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/invalidations", status_code=201, responses=replayed(Written))
@@ -170,7 +161,10 @@ def invalidate_verdict(
     case_id: UUID, body: InvalidateBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Rule a verdict out; it stays in the history."""
-    return _record(services, case_id, VerdictInvalidated, ctx, dict(body), response)
+    written = cases.invalidate_verdict(
+        services, case_id, ctx, verdict_id=body.verdict_id, reason=body.reason
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/labels", status_code=201, responses=replayed(Written))
@@ -178,11 +172,16 @@ def label_case(
     case_id: UUID, body: LabelBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """A reviewer's own label (pass/fail, metric scores, a comment); feeds judge-vs-human."""
-    fields = body.model_dump(exclude_none=True, exclude={"named_scores"})
-    fields["metric_scores"] = body.metric_scores
-    if body.named_scores:
-        fields["named_scores"] = body.named_scores
-    return _record(services, case_id, HumanLabelRecorded, ctx, fields, response)
+    written = cases.label_case(
+        services,
+        case_id,
+        ctx,
+        passed=body.passed,
+        metric_scores=body.metric_scores,
+        comment=body.comment,
+        named_scores=body.named_scores,
+    )
+    return _written(case_id, written, response)
 
 
 @router.post("/cases/{case_id}/flag", status_code=201, responses=replayed(Written))
@@ -190,10 +189,7 @@ def flag_case(
     case_id: UUID, body: FlagBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> Written:
     """Flag the case for review with a reason: it joins the run's review queue."""
-    fields = {"reason": require_reason(body.reason, "a flag")}
-    return _record(
-        services, case_id, CaseFlagged, _toggle(services, case_id, ctx), fields, response
-    )
+    return _written(case_id, cases.flag_case(services, case_id, ctx, reason=body.reason), response)
 
 
 @router.post("/cases/{case_id}/unflag", status_code=201, responses=replayed(Written))
@@ -205,28 +201,15 @@ def unflag_case(
     body: ReasonBody | None = None,
 ) -> Written:
     """Clear the case's flag (409 when it is not flagged)."""
-    fields = {"reason": body.reason if body else None}
-    ctx = _toggle(services, case_id, ctx)
-    return _record(services, case_id, CaseUnflagged, ctx, fields, response)
-
-
-def _toggle(services: Any, case_id: UUID, ctx: Context) -> Context:
-    """The derived idempotency key of a flag or unflag: it names the case's version.
-
-    A flag toggles, so without a client key the same body sent again after an unflag is a new
-    act; a resent request meets the flag it made (409), never a silent replay.
-    """
-    if ctx.idempotency_key is not None:
-        return ctx
-    version = services.ledger.get_case(case_id).version
-    return dataclasses.replace(ctx, idempotency_key=f"auto:toggle:{case_id}:v{version}")
+    reason = body.reason if body else None
+    return _written(case_id, cases.unflag_case(services, case_id, ctx, reason=reason), response)
 
 
 @router.get("/cases/{case_id}")
 def get_case(case_id: UUID, services: SyncedDep) -> CaseDetail:
     """A case's facts and its score under the run's own spec."""
-    facts, score = services.reads.case_score(case_id)
-    return CaseDetail(facts=facts, score=score)
+    shown = cases.show_case(services, case_id)
+    return CaseDetail(facts=shown.facts, score=shown.score)
 
 
 HistoryLimit = Annotated[

@@ -12,6 +12,7 @@ history shows the new event at once (the page reads after a sync).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -24,17 +25,10 @@ from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.api.web.pages import check_scope, guarded, queue_of, render, viewed_run
 from evaledger.api.web.session import Viewer, ViewerDep
+from evaledger.application import cases
 from evaledger.domain.errors import ValidationError
-from evaledger.domain.events import (
-    CaseEvent,
-    CaseFlagged,
-    CaseUnflagged,
-    HumanLabelRecorded,
-    ScoreOverridden,
-    VerdictInvalidated,
-    VerdictOverridden,
-)
-from evaledger.domain.ledger import Context, require_reason
+from evaledger.domain.events import MetricScore, ScoreLabel
+from evaledger.domain.ledger import Context, Written, require_reason
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -62,10 +56,10 @@ def _passed(value: str) -> bool | None:
     return choices[value]
 
 
-def _score(metric: str, value: str, field: str = "score") -> dict[str, Any]:
+def _score(metric: str, value: str, field: str = "score") -> MetricScore:
     """One metric's value as typed: pass or fail (a binary metric), else an integer 0-5."""
     if value in ("pass", "fail"):
-        return {"metric": metric, "passed": value == "pass"}
+        return MetricScore.model_validate({"metric": metric, "passed": value == "pass"})
     try:
         score = int(value)
     except ValueError:
@@ -74,24 +68,7 @@ def _score(metric: str, value: str, field: str = "score") -> dict[str, Any]:
         ) from None
     if not 0 <= score <= SCORE_MAX:
         raise ValidationError(f"{field}: 0-{SCORE_MAX}, got {value}", field=field)
-    return {"metric": metric, "score": score}
-
-
-def _metric_scores(
-    services: Services, case_id: UUID, verdict_id: UUID, metric: str, value: str
-) -> list[dict[str, Any]] | None:
-    """The verdict's metric scores with `metric` set to `value` (an override replaces them all)."""
-    if not metric:
-        return None
-    facts, _ = services.reads.case_score(case_id)
-    verdict = next((v for v in facts.verdicts if v.verdict_id == verdict_id), None)
-    if verdict is None:
-        raise ValidationError(
-            f"verdict_id: no verdict {verdict_id} in this case", field="verdict_id"
-        )
-    scores = [m.model_dump(include={"metric", "score", "passed"}) for m in verdict.metric_scores]
-    kept = [m for m in scores if m["metric"] != metric]
-    return [*kept, _score(metric, value)]
+    return MetricScore.model_validate({"metric": metric, "score": score})
 
 
 def _reading(value: str, field: str) -> float:
@@ -108,25 +85,34 @@ def _reading(value: str, field: str) -> float:
     return number
 
 
+Act = Callable[[Services, Context], Written]
+"""One review act: a use case of `application/cases.py` given the store and the viewer's context."""
+
+
 def _write(
     request: Request,
-    services: Services,
     case_id: UUID,
-    cls: type[CaseEvent],
-    build: Any,
+    build: Callable[[], Act],
     viewer: Viewer,
     queue: str,
+    anchor: str,
 ) -> Response:
-    """Record one review act through the ledger, then back to the case (or the error page)."""
+    """Parse the form (`build`), record the act, then back to the case (or the error page)."""
+    services: Services = request.app.state.services
 
     def act() -> Response:
         check_scope(services, viewer, case_id, "case")
-        services.ledger.record(case_id, cls, _context(services, viewer), build())
+        build()(services, _context(services, viewer))
         back = f"?{urlencode({'queue': queue})}" if queue else ""
-        anchor = "labels-h" if cls in _REVIEWER_ACTS else "corr-h"
         return RedirectResponse(f"/ui/cases/{case_id}{back}#{anchor}", status_code=303)
 
     return guarded(request, act)
+
+
+CORRECTIONS = "corr-h"
+"""The case page's corrections section (overrides, invalidations)."""
+LABELS = "labels-h"
+"""The case page's labels section (labels and flags)."""
 
 
 @router.post("/cases/{case_id}/override")
@@ -142,21 +128,17 @@ def override_case(
     queue: Text = "",
 ) -> Response:
     """An admin forces a verdict's pass/fail or a metric's score, saying why."""
-    services: Services = request.app.state.services
 
-    def build() -> dict[str, Any]:
+    def build() -> Act:
         vid = _verdict_id(verdict_id)
         why = require_reason(reason, "an override")
         forced = _passed(passed)
-        scores = _metric_scores(services, case_id, vid, metric, score)
-        if forced is None and scores is None:
-            raise ValidationError("passed: choose pass or fail, or a metric and its score")
-        body: dict[str, Any] = {"verdict_id": vid, "reason": why, "passed": forced}
-        if scores is not None:
-            body["metric_scores"] = scores
-        return body
+        scored = _score(metric, score) if metric else None
+        return lambda services, ctx: cases.override_verdict_metric(
+            services, case_id, ctx, verdict_id=vid, reason=why, passed=forced, metric_score=scored
+        )
 
-    return _write(request, services, case_id, VerdictOverridden, build, viewer, queue)
+    return _write(request, case_id, build, viewer, queue, CORRECTIONS)
 
 
 @router.post("/cases/{case_id}/score-override")
@@ -170,18 +152,18 @@ def override_score(
     queue: Text = "",
 ) -> Response:
     """An admin corrects a source scorer's verdict on the case, saying why."""
-    services: Services = request.app.state.services
 
-    def build() -> dict[str, Any]:
+    def build() -> Act:
         if not score.strip():
             raise ValidationError("score: choose one of the case's scores", field="score")
-        return {
-            "score": score.strip(),
-            "value": _reading(value, "value"),
-            "reason": require_reason(reason, "a score override"),
-        }
+        reading = _reading(value, "value")
+        why = require_reason(reason, "a score override")
+        name = score.strip()
+        return lambda services, ctx: cases.override_score(
+            services, case_id, ctx, score=name, value=reading, reason=why
+        )
 
-    return _write(request, services, case_id, ScoreOverridden, build, viewer, queue)
+    return _write(request, case_id, build, viewer, queue, CORRECTIONS)
 
 
 @router.post("/cases/{case_id}/invalidate")
@@ -194,15 +176,15 @@ def invalidate_case_verdict(
     queue: Text = "",
 ) -> Response:
     """An admin rules a judge verdict out, saying why."""
-    services: Services = request.app.state.services
 
-    def build() -> dict[str, Any]:
-        return {
-            "verdict_id": _verdict_id(verdict_id),
-            "reason": require_reason(reason, "an invalidation"),
-        }
+    def build() -> Act:
+        vid = _verdict_id(verdict_id)
+        why = require_reason(reason, "an invalidation")
+        return lambda services, ctx: cases.invalidate_verdict(
+            services, case_id, ctx, verdict_id=vid, reason=why
+        )
 
-    return _write(request, services, case_id, VerdictInvalidated, build, viewer, queue)
+    return _write(request, case_id, build, viewer, queue, CORRECTIONS)
 
 
 async def _form(request: Request) -> FormData:
@@ -227,9 +209,8 @@ def label_case(
     queue: Text = "",
 ) -> Response:
     """A write-scope reviewer labels the case: pass/fail, optional metric scores, a comment."""
-    services: Services = request.app.state.services
 
-    def build() -> dict[str, Any]:
+    def build() -> Act:
         verdict = _passed(passed)
         if verdict is None:
             raise ValidationError("passed: choose pass or fail", field="passed")
@@ -239,47 +220,44 @@ def label_case(
             if name.startswith(SCORE_FIELD) and isinstance(value, str) and value.strip()
         ]
         named = [
-            {"score": name.removeprefix(NAMED_FIELD), "value": _reading(value, name)}
+            ScoreLabel(score=name.removeprefix(NAMED_FIELD), value=_reading(value, name))
             for name, value in form.multi_items()
             if name.startswith(NAMED_FIELD) and isinstance(value, str) and value.strip()
         ]
-        body: dict[str, Any] = {"passed": verdict, "metric_scores": scores}
-        if named:
-            body["named_scores"] = named
-        if comment.strip():
-            body["comment"] = comment.strip()
-        return body
+        note = comment.strip() or None
+        return lambda services, ctx: cases.label_case(
+            services,
+            case_id,
+            ctx,
+            passed=verdict,
+            metric_scores=scores,
+            comment=note,
+            named_scores=named,
+        )
 
-    return _write(request, services, case_id, HumanLabelRecorded, build, viewer, queue)
-
-
-_REVIEWER_ACTS = (HumanLabelRecorded, CaseFlagged, CaseUnflagged)
+    return _write(request, case_id, build, viewer, queue, LABELS)
 
 
 @router.post("/cases/{case_id}/flag")
+@router.post("/cases/{case_id}/unflag")
 def flag_case(
     request: Request, case_id: UUID, viewer: ViewerDep, reason: Text = "", queue: Text = ""
 ) -> Response:
-    """A write-scope reviewer flags the case for review, saying why (it joins the queue)."""
-    services: Services = request.app.state.services
+    """A write-scope reviewer flags the case, saying why (it joins the queue), or clears it.
 
-    def build() -> dict[str, Any]:
-        return {"reason": require_reason(reason, "a flag")}
+    One handler for both forms: they post the same fields (a reason: required to flag, optional
+    to clear).
+    """
+    flagging = request.url.path.endswith("/flag")
 
-    return _write(request, services, case_id, CaseFlagged, build, viewer, queue)
+    def build() -> Act:
+        if flagging:
+            why = require_reason(reason, "a flag")
+            return lambda services, ctx: cases.flag_case(services, case_id, ctx, reason=why)
+        cleared = reason.strip() or None
+        return lambda services, ctx: cases.unflag_case(services, case_id, ctx, reason=cleared)
 
-
-@router.post("/cases/{case_id}/unflag")
-def unflag_case(
-    request: Request, case_id: UUID, viewer: ViewerDep, reason: Text = "", queue: Text = ""
-) -> Response:
-    """A write-scope reviewer clears the case's flag."""
-    services: Services = request.app.state.services
-
-    def build() -> dict[str, Any]:
-        return {"reason": reason.strip() or None}
-
-    return _write(request, services, case_id, CaseUnflagged, build, viewer, queue)
+    return _write(request, case_id, build, viewer, queue, LABELS)
 
 
 @router.get("/runs/{run_id}/queue", response_class=HTMLResponse)
