@@ -69,10 +69,11 @@ def failure_of(error: Exception, db: str) -> Failure | None:
     if isinstance(error, pydantic.ValidationError):
         first = error.errors()[0]["loc"] if error.errors() else ()
         field = ".".join(str(part) for part in first) or None
+        # lazy: the importers' error wording, only when input is invalid
         from evaledger.importers.bundle import describe
 
         return Failure("invalid input:\n" + describe(error, "  "), EXIT_USAGE, "invalid", field)
-    # Imported here: the parser imports this module, and parsing loads no composition root.
+    # lazy: the composition root (the parser imports this module; parsing loads none of it)
     from evaledger.api.bootstrap import infrastructure_error
 
     infra = infrastructure_error(error, db)
@@ -292,7 +293,7 @@ class Progress:
         if not self.enabled:
             return
         if self._bar is None:
-            # Imported here: only a long command on a terminal shows a bar (start-up, issue 19).
+            # lazy: rich's progress bar, only a long command on a terminal shows one (issue 19)
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 

@@ -18,7 +18,6 @@ from typing import Protocol
 from sqlalchemy import Engine
 
 from evaledger.application.ports import Services
-from evaledger.domain import adoption
 from evaledger.domain.adoption import Adoption
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.urls import StorageLocation
@@ -123,7 +122,7 @@ def adopt_chain(
     services: Services, ctx: Context, reason: str | None, *, unsigned: bool = False
 ) -> Adoption:
     """Chain, once and on the record, the events of a store written before the chain (admin)."""
-    return adoption.adopt_chain(services.ledger, ctx, reason, unsigned=unsigned)
+    return services.ledger.adopt_chain(ctx, reason, unsigned=unsigned)
 
 
 def store_health(services: StoreServices) -> StoreHealth:

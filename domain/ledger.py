@@ -20,6 +20,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from evaledger.domain import collector
+from evaledger.domain.adoption import CHAIN_RECORD_ID, Adoption, ChainRecord
 from evaledger.domain.aggregates import (
     Case,
     IdempotencyRecord,
@@ -51,6 +52,7 @@ from evaledger.domain.events import (
 from evaledger.domain.importing import IMPORT_CHUNK, CaseHashes, ImportResult, chunks
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.store.urls import KEY_ENV
 from evaledger.domain.tokens import (
     ApiToken,
     NewToken,
@@ -286,6 +288,49 @@ class Ledger(CaseCommands):
         # the collector on, its generation scans were a large share of a streamed import.
         with collector.paused():
             return self._import_stream(run, cases, ctx, chunk_size, progress)
+
+    def adopt_chain(self, ctx: Context, reason: str | None, *, unsigned: bool = False) -> Adoption:
+        """Chain every stored event in one adopted block; only over an empty chain, and once.
+
+        The adopted block is signed with the ledger's checkpoint key: a keyed `verify` refuses an
+        unsigned adoption (issue 29). Without a key the caller says `unsigned`, so an operator of
+        a keyed store who forgot the key is stopped before writing an adoption verify refuses.
+        """
+        ctx.check_admin("adopting unchained events")
+        why = require_reason(reason, "adopting unchained events")
+        if self.checkpoint_key is None and not unsigned:
+            raise ValidationError(
+                f"chain adopt: no checkpoint key ({KEY_ENV}): on a keyed store the adoption must "
+                "be signed with it; for a store never verified with a key, pass --unsigned",
+                field="unsigned",
+            )
+        if self.chain_blocks(-(2**62), 1):
+            raise ConflictError(
+                "the ledger chain already has commits: events outside it were written outside "
+                "evaledger (tampering, see `evaledger verify`) and are not adopted"
+            )
+        first, last, count = None, 0, 0
+        start: int | None = None
+        while page := self.notifications(start, 5000):
+            first = page[0].id if first is None else first
+            last, count, start = page[-1].id, count + len(page), page[-1].id + 1
+        if first is None:
+            raise ValidationError("chain adopt: the store holds no events to adopt", field="reason")
+        if first < 1:
+            raise ConflictError(
+                f"position {first} is below 1: written outside evaledger, it is not adopted "
+                "(see `evaledger verify`)"
+            )
+        found = self._find(ChainRecord, CHAIN_RECORD_ID)
+        record: ChainRecord = found or ChainRecord(CHAIN_RECORD_ID)
+        record.adopt(Meta(timestamp=self.clock(), actor=ctx.actor), why, first, last, count)
+        chain = self.recorder.chain
+        chain.adopting = why
+        try:
+            position, _ = self._save(record)
+        finally:
+            chain.adopting = None
+        return Adoption(first, last, count, position)
 
     def _write_chunk(
         self,

@@ -9,11 +9,13 @@ finite when summed, and no string holds a NUL (PostgreSQL text refuses it) or a 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import orjson
 from pydantic import AfterValidator, AwareDatetime, Field, StringConstraints
 
 MAX_KEY_CHARS = 200
@@ -109,10 +111,6 @@ def parse_input_json(data: bytes | str) -> Any:
     orjson refuses lone surrogates as malformed; the standard reader accepts them, so the check
     after it can name the field that holds one.
     """
-    import json
-
-    import orjson
-
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as e:

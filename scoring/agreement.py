@@ -128,7 +128,7 @@ class Interval(BaseModel):
 
 def bootstrap_counts(items: int, resamples: int = BOOTSTRAP_RESAMPLES) -> Counts:
     """How often each item is drawn in each resample (resamples × items), from the fixed seed."""
-    import numpy as np  # deferred: the projections import this module on every command
+    import numpy as np  # lazy: numpy; the projections import this module on every command
 
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     return rng.multinomial(items, np.full(items, 1 / items), size=resamples).astype(np.int64)
@@ -145,7 +145,7 @@ def resampled_kappas(pairs: Sequence[tuple[float, float]], counts: Counts) -> li
     Each item is a one-hot cell of a k × k confusion matrix, so a resample's matrix is the
     count-weighted sum: one matrix product per chunk of resamples.
     """
-    import numpy as np  # deferred: the projections import this module on every command
+    import numpy as np  # lazy: numpy; the projections import this module on every command
 
     _, index = _codes([v for pair in pairs for v in pair])
     k = len(index)
@@ -170,7 +170,7 @@ def resampled_alphas(units: Sequence[Mapping[str, float]], counts: Counts) -> li
     A unit's coincidences (pairs weighted 1 / (m_u − 1)) add up over the units drawn, so a
     resample's coincidence matrix is a count-weighted sum, as for κ.
     """
-    import numpy as np  # deferred: the projections import this module on every command
+    import numpy as np  # lazy: numpy; the projections import this module on every command
 
     categories, index = _codes([v for unit in units for v in unit.values()])
     k = len(categories)
@@ -191,7 +191,7 @@ def resampled_alphas(units: Sequence[Mapping[str, float]], counts: Counts) -> li
 
 def _alpha_of_coincidences(coincidence: npt.NDArray[np.float64]) -> list[float]:
     """α of each coincidence matrix (ordinal δ² over the categories present in each)."""
-    import numpy as np  # deferred: the projections import this module on every command
+    import numpy as np  # lazy: numpy; the projections import this module on every command
 
     totals = coincidence.sum(axis=2)
     n = totals.sum(axis=1)

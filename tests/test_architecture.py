@@ -414,35 +414,17 @@ ENTRY_POINTS = (
     "api/jobs.py",
     "api/deps.py",
     "api/operation.py",
+    "api/audit.py",
+    "api/agreement.py",
+    "api/file_compare.py",
     "client/**/*.py",
 )
 """The adapters: they parse, call one use case of `application/` and render (issue 31)."""
 
 ENTRY_POINT_USES: dict[str, int] = {
-    "api/cli/admin.py": 8,
-    "api/cli/audit.py": 5,
-    "api/cli/inputs.py": 4,
-    "api/cli/judging.py": 11,
-    "api/cli/keys.py": 2,
-    "api/cli/reports.py": 16,
-    "api/cli/runs.py": 11,
-    "api/cli/transcript.py": 5,
-    "api/demo/__init__.py": 15,
-    "api/deps.py": 3,
-    "api/jobs.py": 7,
-    "api/operation.py": 2,
-    "api/routes/cases.py": 17,
-    "api/routes/config.py": 7,
-    "api/routes/imports.py": 1,
-    "api/routes/judging.py": 9,
-    "api/routes/reports.py": 8,
-    "api/routes/runs.py": 19,
-    "api/web/pages.py": 37,
-    "api/web/review.py": 9,
-    "api/web/session.py": 2,
-    "api/web/signin.py": 1,
-    "client/backends.py": 13,
-    "client/pytest_plugin.py": 3,
+    # The audit routes' renderer types the events it lays out as history entries by their base
+    # class (`DomainEvent`); it reads nothing itself (the use cases are `application/audit.py`).
+    "api/audit.py": 1,
 }
 """Entry points that still reach past the application layer: `.ledger`, `.reads`, `.reports` or
 `.runner`, an event class, `domain.importing`, `judging.runner` or `ReadModels` (see
@@ -453,60 +435,49 @@ PRIVATE_NAME_USES: dict[str, int] = {
     "api/cli/inputs.py": 1,
     "api/cli/keys.py": 4,
     "api/cli/parsing.py": 3,
-    "client/inspect_hook.py": 1,
-    "domain/adoption.py": 3,
-    "domain/importing.py": 13,
     # The stored hash an event keeps (`DomainEvent._hash`, set when the event is read).
     "domain/store/codec.py": 1,
-    # eventsourcing's recorders' own steps, called by our subclasses of them.
-    "domain/store/postgres.py": 2,
-    "domain/store/sqlite.py": 1,
-    "domain/tokens.py": 2,
-    "scoring/comparison/engine.py": 10,
-    "scoring/comparison/markdown.py": 3,
-    "scoring/rescore.py": 1,
+    # `ApiToken.issue`, a classmethod, triggers the first event of the token it builds.
+    "domain/tokens.py": 1,
 }
 """Uses of a `_name` the file does not define itself (see `private_uses`). Goal: none but the
 libraries' hooks a subclass must call."""
 
 FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
-    "api/bootstrap.py": (10, 0),
-    "api/cli/__init__.py": (8, 8),
-    "api/cli/admin.py": (5, 5),
-    "api/cli/audit.py": (6, 6),
-    "api/cli/inputs.py": (1, 1),
-    "api/cli/judging.py": (10, 10),
-    "api/cli/keys.py": (4, 4),
-    "api/cli/parsing.py": (1, 1),
-    "api/cli/reports.py": (8, 8),
-    "api/cli/runs.py": (4, 4),
-    "api/cli/serve.py": (8, 8),
-    "api/cli/transcript.py": (2, 2),
-    "api/console.py": (4, 4),
-    "api/demo/__init__.py": (5, 5),
-    "api/operation.py": (1, 1),
-    "api/web/session.py": (1, 1),
-    "client/inspect_hook.py": (6, 6),
-    "client/pytest_plugin.py": (7, 7),
-    "domain/ledger.py": (1, 1),
+    "api/bootstrap.py": (11, 0),
+    "api/cli/__init__.py": (8, 0),
+    "api/cli/admin.py": (9, 0),
+    "api/cli/audit.py": (7, 0),
+    "api/cli/inputs.py": (1, 0),
+    "api/cli/judging.py": (8, 0),
+    "api/cli/keys.py": (2, 0),
+    "api/cli/parsing.py": (1, 0),
+    "api/cli/reports.py": (11, 0),
+    "api/cli/runs.py": (4, 0),
+    "api/cli/serve.py": (8, 0),
+    "api/cli/transcript.py": (1, 0),
+    "api/console.py": (4, 0),
+    "api/demo/__init__.py": (5, 0),
+    "api/web/session.py": (1, 0),
+    "application/runs.py": (2, 0),
+    "client/inspect_hook.py": (7, 0),
+    "client/pytest_plugin.py": (7, 0),
     "domain/store/liveness.py": (1, 0),
-    "domain/types.py": (2, 2),
     "importers/bundle.py": (2, 0),
     "importers/inspect.py": (3, 0),
     "importers/load.py": (1, 0),
-    "judging/providers.py": (5, 5),
-    "judging/rubric.py": (1, 1),
-    "projections/queries.py": (8, 8),
-    "projections/reports.py": (8, 8),
+    "judging/providers.py": (4, 0),
+    "projections/queries.py": (8, 0),
+    "projections/reports.py": (6, 0),
     "projections/rows.py": (4, 0),
     "projections/tables.py": (2, 0),
-    "scoring/agreement.py": (4, 4),
-    "scoring/stats.py": (2, 2),
+    "scoring/agreement.py": (4, 0),
+    "scoring/stats.py": (2, 0),
 }
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 135
+FUNCTION_IMPORT_BUDGET = 134
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")
@@ -619,11 +590,22 @@ def private_uses(source: str) -> list[str]:
     own = defined_names(tree)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and _is_private(node.attr) and node.attr not in own:
+        if (
+            isinstance(node, ast.Attribute)
+            and _is_private(node.attr)
+            and node.attr not in own
+            and not _own_member(node)
+        ):
             found.append((node.lineno, node.attr))
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             found += [(node.lineno, a.name) for a in node.names if _is_private(a.name)]
     return [f"{line}:{name}" for line, name in sorted(found)]
+
+
+def _own_member(node: ast.Attribute) -> bool:
+    """`self._name` / `cls._name`: a class's own protected member, maybe inherited from a base
+    class in another module (the ledger's command classes build on its write unit)."""
+    return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
 
 
 def function_imports(source: str) -> list[tuple[int, bool]]:
@@ -780,6 +762,11 @@ def test_the_checker_sees_a_private_name_of_another_module() -> None:
     assert private_uses(source) == ["3:_retrying", "8:_theirs", "11:_save", "12:_cache"]
     assert private_uses("import os\nos._exit(0)\n") == ["2:_exit"]
     assert private_uses("class A:\n    _x = 1\n    y = _x\nA._x\n") == []
+    # A subclass uses its base's protected members through self/cls, not another object's.
+    inherited = (
+        "class B(Base):\n    def f(self):\n        return self._save(), cls._load, b._save\n"
+    )
+    assert private_uses(inherited) == ["3:_save"]
 
 
 def test_the_checker_sees_an_unexplained_import_inside_a_function() -> None:

@@ -123,10 +123,7 @@ LAYERS = (
     "application",
 )
 
-KNOWN_CIRCLES: list[frozenset[str]] = [
-    # Issue 31: the bundle import calls the ledger's private steps and the ledger calls it back.
-    frozenset({"evaledger.domain.importing", "evaledger.domain.ledger"}),
-]
+KNOWN_CIRCLES: list[frozenset[str]] = []
 """The product's import circles today (each the modules of one strongly connected part): a
 ratchet. A new circle fails, and so does a listed one that is gone (remove it)."""
 

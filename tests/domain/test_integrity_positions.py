@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from evaledger.api.bootstrap import Settings, build_services
-from evaledger.domain.adoption import adopt_chain
 from evaledger.domain.aggregates import Meta
 from evaledger.domain.errors import ConflictError, InfrastructureError
 from evaledger.domain.events import JudgeVerdictRecorded, TokenScope, VerdictOverridden
@@ -135,8 +134,8 @@ def test_chain_adopt_is_explicit_recorded_and_once(story: Story) -> None:
     story.raw.empty_chain()
     ledger = story.services.ledger
     with pytest.raises(Exception, match="reason"):
-        adopt_chain(ledger, Context("admin"), " ")
-    done = adopt_chain(ledger, Context("admin"), "store written before the chain")
+        ledger.adopt_chain(Context("admin"), " ")
+    done = ledger.adopt_chain(Context("admin"), "store written before the chain")
     assert (done.first_position, done.last_position, done.events, done.position) == (1, 23, 23, 24)
     report = verify(ledger)
     assert report.ok, report.broken
@@ -146,7 +145,7 @@ def test_chain_adopt_is_explicit_recorded_and_once(story: Story) -> None:
     assert report.adoption["reason"] == "store written before the chain"
     assert report.adoption["actor"] == "admin"
     with pytest.raises(ConflictError, match="already has commits"):
-        adopt_chain(ledger, Context("admin"), "again")
+        ledger.adopt_chain(Context("admin"), "again")
     # Writers go on after it.
     _import(story.services, "after", "running", case("e", 2))
     assert verify(ledger).ok
@@ -154,7 +153,7 @@ def test_chain_adopt_is_explicit_recorded_and_once(story: Story) -> None:
 
 def test_the_state_of_a_chain_adopted_event_matches_its_block(story: Story) -> None:
     story.raw.empty_chain()
-    adopt_chain(story.services.ledger, Context("admin"), "legacy")
+    story.services.ledger.adopt_chain(Context("admin"), "legacy")
     row = story.raw.row(24)
     data = row.data()
     assert (data["first_position"], data["last_position"], data["events"]) == (1, 23, 23)

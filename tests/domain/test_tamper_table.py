@@ -47,7 +47,6 @@ from sqlalchemy import text
 
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.migrate import migrate_store
-from evaledger.domain.adoption import adopt_chain
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.events import VerdictInvalidated, VerdictOverridden
 from evaledger.domain.ledger import Context
@@ -281,7 +280,7 @@ def _chain_dropped(s: Tampered) -> Exception | None:
 def _adopt_then(edit: Callable[[Tampered], None]) -> Callable[[Tampered], None]:
     def tamper(s: Tampered) -> None:
         s.raw.empty_chain()
-        adopt_chain(s.services.ledger, Context("admin"), "legacy", unsigned=not s.keyed)
+        s.services.ledger.adopt_chain(Context("admin"), "legacy", unsigned=not s.keyed)
         edit(s)
 
     return tamper
