@@ -10,13 +10,16 @@ use case here and renders the typed result. The use cases call the domain's name
 
 Modules, one per area:
 
-- `runs`: import, record, close, rescore, compare, export a run; the one place a scoring spec is
-  resolved;
+- `runs`: import, create, record case by case, close, baselines, rescore; the one place an entry
+  point resolves a scoring spec (`resolve_spec`);
 - `cases`: verdicts, overrides, labels, flags, outcomes, claims and the other case facts;
-- `judging`: plan, run and queue judge passes;
-- `projects`: projects, tokens and who is asking;
-- `verification`: verify the log, audit a verdict, adopt a chain;
-- `reports`: the read use cases (show, list, grades, rollups, agreement, review queues).
+- `judging`: plan, run and queue judge passes, and what a queued job does;
+- `projects`: tokens, who is asking, the catalogue;
+- `verification`: verify the log and the read models, adopt a chain, health and projection lag;
+- `audit`: a case's or run's history, a case at a version, explain;
+- the reads: `reports` (runs, cases, specs), `compare`, `grades` (gate, grades, rollups,
+  agreement), `review_queue`, `transcripts` (export, transcripts, chain links);
+- `demo`: the shipped demo runs loaded and judged by replay.
 
 `ports.Services` is what a use case is given: the wired store (`api/bootstrap.build_services`, the
 composition root, builds it).
