@@ -37,7 +37,7 @@ from evaledger.domain.spec import (
     resolve_spec,
 )
 from evaledger.projections import queries
-from evaledger.projections.queries import ReadModels
+from evaledger.projections.queries import ReadModels, Rescoring
 from evaledger.projections.tables import rescore_inputs
 from evaledger.scoring.case import score_case, summarize_run
 from evaledger.scoring.facts import (
@@ -318,7 +318,8 @@ def _reference_rescore(services: Services, run_id: UUID, spec: ScoringSpec) -> d
     return {"after": summarize_run(scores, spec).model_dump(mode="json"), "changed": changed}
 
 
-def _observed(result: dict[str, Any]) -> dict[str, Any]:
+def _observed(rescoring: Rescoring) -> dict[str, Any]:
+    result = rescoring.to_json()
     return {
         "after": result["after"]["aggregate"],
         "changed": [
