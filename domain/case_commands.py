@@ -256,22 +256,6 @@ class CaseCommands(LedgerStore):
         body = {"reason": reason}
         return self._fact(case_id, CaseUnflagged, self._toggled(case_id, ctx, auto_key), body)
 
-    def record(
-        self,
-        case_id: UUID,
-        cls: type[CaseEvent],
-        ctx: Context,
-        body: Mapping[str, Any],
-        *,
-        judgement: bool = False,
-    ) -> Written:
-        """Record one fact of a case by its event class (the generic form of the named commands).
-
-        Product code calls the named commands; this form stays for the tests that walk every
-        fact alike (`tests/projections/test_rebuild_property.py`, ...).
-        """
-        return self._fact(case_id, cls, ctx, body, judgement)
-
     def _toggled(self, case_id: UUID, ctx: Context, auto_key: bool) -> Context:
         """The derived idempotency key of a flag or unflag: it names the case's version.
 

@@ -5,10 +5,31 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from evaledger.api.bootstrap import Services
+from evaledger.domain.events import (
+    CaseEvent,
+    CaseFlagged,
+    CaseUnflagged,
+    ClaimsVerified,
+    ExecutionCanceled,
+    ExecutionErrored,
+    ExecutionSkipped,
+    HumanLabelRecorded,
+    JudgeVerdictRecorded,
+    NamedScoresRecorded,
+    OutcomeEvaluated,
+    ScoreOverridden,
+    StructuralCheckRecorded,
+    TranscriptRecorded,
+    VerdictInvalidated,
+    VerdictOverridden,
+)
+from evaledger.domain.ledger import Context, Ledger, Written
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 from tests.conftest import example_bundle_data
 
@@ -98,3 +119,44 @@ def case(
     if status == "errored":
         c.update(transcript=[], verdicts=[], error={"message": "timeout", "kind": "timeout"})
     return c
+
+
+def record_fact(
+    ledger: Ledger,
+    case_id: UUID,
+    cls: type[CaseEvent],
+    ctx: Context,
+    body: Mapping[str, Any],
+    judgement: bool = False,
+) -> Written:
+    """Record one fact of a case by its event class, through the named command it means.
+
+    For the tests that walk every fact alike (the generic form lives here, not in the ledger).
+    A skip and a scorer's named scores have no command of their own (a case gets them when it
+    is opened from a bundle); they take the ledger's one fact path, `_fact`, directly.
+    """
+    fields = dict(body)
+    if cls is TranscriptRecorded:
+        return ledger.record_transcript(case_id, ctx, **fields)
+    if cls is JudgeVerdictRecorded:
+        return ledger.record_verdict(case_id, ctx, judgement=judgement, **fields)
+    if cls is ClaimsVerified:
+        return ledger.record_claims(case_id, ctx, judgement=judgement, **fields)
+    commands: dict[type[CaseEvent], Any] = {
+        OutcomeEvaluated: ledger.record_outcomes,
+        StructuralCheckRecorded: ledger.record_check,
+        ExecutionErrored: ledger.record_execution_error,
+        ExecutionCanceled: ledger.cancel_execution,
+        VerdictOverridden: ledger.override_verdict,
+        VerdictInvalidated: ledger.invalidate_verdict,
+        ScoreOverridden: ledger.override_score,
+        HumanLabelRecorded: ledger.label_case,
+        CaseFlagged: ledger.flag_case,
+        CaseUnflagged: ledger.unflag_case,
+    }
+    if cls in commands:
+        assert not judgement, f"{cls.__name__} is not a judgement"
+        written: Written = commands[cls](case_id, ctx, **fields)
+        return written
+    assert cls in (NamedScoresRecorded, ExecutionSkipped), cls
+    return ledger._fact(case_id, cls, ctx, fields, judgement)

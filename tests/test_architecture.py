@@ -718,7 +718,7 @@ def test_the_checker_sees_an_entry_point_reach_past_the_application_layer() -> N
         from evaledger.projections.queries import ReadModels, RunFilter
         from evaledger.application import cases
         def flag(services, ctx):
-            services.ledger.record(events.CaseFlagged, {})
+            services.ledger.flag_case(ctx, reason=events.CaseFlagged.topic_name)
             rows = services.reads.list_runs()
             services.reports.compare()
             services.runner.catch_up()

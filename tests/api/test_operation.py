@@ -176,11 +176,8 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     case_id = r.case_ids[0]
     verdict = s.ledger.events_of(case_id)[2]
     assert isinstance(verdict, JudgeVerdictRecorded)
-    written = s.ledger.record(
-        case_id,
-        VerdictOverridden,
-        Context("bob"),
-        {"verdict_id": verdict.verdict_id, "passed": True, "reason": "misread"},
+    written = s.ledger.override_verdict(
+        case_id, Context("bob"), verdict_id=verdict.verdict_id, passed=True, reason="misread"
     )
     assert written.position == 14
     later = s.ledger.import_bundle(RunBundle.model_validate(bundle(key="later")), Context("a"))

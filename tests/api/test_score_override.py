@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.domain.events import ScoreOverridden, TokenScope
+from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.projections.drift import check_views
 from tests.helpers import event_count
@@ -189,15 +189,13 @@ def test_the_ledger_refuses_an_override_below_admin_and_of_a_score_the_case_lack
     case_id = _failed_case(site)
     writer = Context(actor="w", project="alpha", scope=TokenScope.WRITE)
     admin = Context(actor="a", project="alpha", scope=TokenScope.ADMIN)
-    body = {"score": "match", "value": 1.0, "reason": "x"}
+    body: dict[str, Any] = {"score": "match", "value": 1.0, "reason": "x"}
     from uuid import UUID
 
     with pytest.raises(PermissionDeniedError):
-        site.services.ledger.record(UUID(case_id), ScoreOverridden, writer, body)
+        site.services.ledger.override_score(UUID(case_id), writer, **body)
     with pytest.raises(ValidationError, match="it has: match"):
-        site.services.ledger.record(
-            UUID(case_id), ScoreOverridden, admin, {**body, "score": "nope"}
-        )
+        site.services.ledger.override_score(UUID(case_id), admin, **{**body, "score": "nope"})
 
 
 def test_a_reviewer_labels_a_scorer_and_the_label_scores_nothing(site: Site) -> None:

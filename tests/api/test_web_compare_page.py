@@ -19,7 +19,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.web.filters import fmt_num, fmt_signed
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.events import VerdictOverridden
+from evaledger.domain.events import MetricScore
 from evaledger.domain.ledger import Context
 from tests.api.test_web import client as client  # the fixture
 from tests.api.test_web import field, html, imported
@@ -52,12 +52,13 @@ def test_the_judge_error_count_is_the_scores_own_and_follows_an_override(
     bad = next(s for s in reads.case_score_objects(run_id) if s["test_case_key"] == "bad-1")
     case_id = UUID(bad["case_id"])
     facts, _ = reads.case_score(case_id)
-    body = {
-        "verdict_id": facts.verdicts[0].verdict_id,
-        "metric_scores": scores(3),
-        "reason": "scored by hand",
-    }
-    store_services.ledger.record(case_id, VerdictOverridden, ops, body)
+    store_services.ledger.override_verdict(
+        case_id,
+        ops,
+        verdict_id=facts.verdicts[0].verdict_id,
+        metric_scores=[MetricScore.model_validate(s) for s in scores(3)],
+        reason="scored by hand",
+    )
     store_services.sync()
     assert reads.judge_error_count(run_id) == reference() == 1
 

@@ -16,7 +16,7 @@ from evaledger.api.agreement import agreement_of
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ConflictError, PermissionDeniedError, ValidationError
-from evaledger.domain.events import CaseFlagged, CaseUnflagged, HumanLabelRecorded, TokenScope
+from evaledger.domain.events import MetricScore, TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.projections.votes import reviewed_cases
 from evaledger.scoring.agreement import judge_vs_human_pairs
@@ -229,25 +229,22 @@ def test_labels_and_flags_on_both_stores(store_services: Services) -> None:
     reader = Context(actor="r", project="default", scope=TokenScope.READ)
     writer = Context(actor="w", project="default", scope=TokenScope.WRITE)
     with pytest.raises(PermissionDeniedError):
-        ledger.record(case_id, HumanLabelRecorded, reader, {"passed": True})
+        ledger.label_case(case_id, reader, passed=True)
     with pytest.raises(ValidationError, match="unknown metric"):
-        ledger.record(
-            case_id,
-            HumanLabelRecorded,
-            writer,
-            {"passed": True, "metric_scores": [{"metric": "nope", "score": 1}]},
+        ledger.label_case(
+            case_id, writer, passed=True, metric_scores=[MetricScore(metric="nope", score=1)]
         )
     # The run is completed (sealed): a reviewer's acts are still recorded, like corrections.
-    ledger.record(case_id, HumanLabelRecorded, writer, {"passed": False})
-    ledger.record(case_id, CaseFlagged, writer, {"reason": "look again"})
+    ledger.label_case(case_id, writer, passed=False)
+    ledger.flag_case(case_id, writer, reason="look again")
     with pytest.raises(ConflictError, match="already flagged"):
-        ledger.record(case_id, CaseFlagged, writer, {"reason": "and again"})
+        ledger.flag_case(case_id, writer, reason="and again")
     store_services.sync()
     human = agreement_of(store_services, run_id).human
     assert [(h.measure, h.items, h.percent_agreement) for h in human] == [("case_passed", 1, 0.0)]
     flagged, labelled = reviewed_cases(store_services.engine, run_id)
     assert (flagged, labelled) == ({str(case_id): "look again"}, {str(case_id)})
-    ledger.record(case_id, CaseUnflagged, writer, {})
+    ledger.unflag_case(case_id, writer)
     store_services.sync()
     assert reviewed_cases(store_services.engine, run_id)[0] == {}
 
@@ -265,7 +262,7 @@ def test_the_agreement_command_shows_judge_vs_human_from_a_label(
         services.sync()
         case_id = next(iter(services.reads.first_cases(run_id, ["a"]).values()))
         writer = Context(actor="reviewer", project="default", scope=TokenScope.WRITE)
-        services.ledger.record(case_id, HumanLabelRecorded, writer, {"passed": False})
+        services.ledger.label_case(case_id, writer, passed=False)
     finally:
         services.close()
     capsys.readouterr()

@@ -514,7 +514,7 @@ def test_the_seal_reads_each_cases_last_stored_hash(
     monkeypatch.setattr(postgres, "LAST_STORED_BATCH", 3)  # several batches of ids
     from evaledger.domain.aggregates import seal_of
     from evaledger.domain.bundle import BundleRun
-    from evaledger.domain.events import RunCompleted, TranscriptRecorded
+    from evaledger.domain.events import RunCompleted, Turn
 
     ledger = store_services.ledger
     run = BundleRun.model_validate({**bundle()["run"], "status": "running"})
@@ -525,7 +525,7 @@ def test_the_seal_reads_each_cases_last_stored_hash(
     pending = BundleCase.model_validate({"test_case": {"key": "d"}, "status": "pending"})
     ledger.open_case(run_id, pending, CTX)
     d = case_id_for(run_id, "d", 0, "")
-    ledger.record(d, TranscriptRecorded, CTX, {"turns": [{"role": "user", "content": "hi"}]})
+    ledger.record_transcript(d, CTX, turns=[Turn(role="user", content="hi")])
     ids = ledger.get_run(run_id).case_ids
     expected = {cid: ledger.get_case(cid).last_hash for cid in ids}
     assert ledger._last_hashes(ids) == expected

@@ -67,11 +67,8 @@ def _override(services: Services, case_id: UUID, actor: str, passed: bool) -> in
     verdict = next(
         e for e in services.ledger.events_of(case_id) if isinstance(e, JudgeVerdictRecorded)
     )
-    return services.ledger.record(
-        case_id,
-        VerdictOverridden,
-        Context(actor),
-        {"verdict_id": verdict.verdict_id, "passed": passed, "reason": "reviewed"},
+    return services.ledger.override_verdict(
+        case_id, Context(actor), verdict_id=verdict.verdict_id, passed=passed, reason="reviewed"
     ).position
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -17,7 +18,7 @@ from evaledger.domain.errors import (
     IdempotencyConflictError,
     NotFoundError,
 )
-from evaledger.domain.events import GENESIS_HASH, JudgeVerdictRecorded, VerdictOverridden
+from evaledger.domain.events import GENESIS_HASH, CheckStatus, JudgeVerdictRecorded
 from evaledger.domain.export import export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.verify import verify
@@ -61,11 +62,12 @@ def test_story_of_a_run(services: Services) -> None:
     verdict_id = next(
         e for e in ledger.events_of(by_key["b"].case_id) if isinstance(e, JudgeVerdictRecorded)
     ).verdict_id
-    ledger.record(
+    ledger.override_verdict(
         by_key["b"].case_id,
-        VerdictOverridden,
         Context("bob"),
-        {"verdict_id": verdict_id, "passed": True, "reason": "judge misread turn 3"},
+        verdict_id=verdict_id,
+        passed=True,
+        reason="judge misread turn 3",
     )
     history = case_history(services, by_key["b"].case_id)
     assert [e["type"] for e in history["events"]] == [
@@ -85,19 +87,14 @@ def test_story_of_a_run(services: Services) -> None:
     with pytest.raises(ClosedRunError):
         ledger.open_case(run_id, BundleCase.model_validate(case("d")), ACTOR)
     # ...but overrides still land
-    ledger.record(
+    ledger.override_verdict(
         by_key["c"].case_id,
-        VerdictOverridden,
         Context("carol"),
-        {
-            "verdict_id": next(
-                e
-                for e in ledger.events_of(by_key["c"].case_id)
-                if isinstance(e, JudgeVerdictRecorded)
-            ).verdict_id,
-            "passed": False,
-            "reason": "policy breach",
-        },
+        verdict_id=next(
+            e for e in ledger.events_of(by_key["c"].case_id) if isinstance(e, JudgeVerdictRecorded)
+        ).verdict_id,
+        passed=False,
+        reason="policy breach",
     )
     services.sync()
     aggregate = services.reads.summary(run_id).aggregate
@@ -149,16 +146,13 @@ def test_idempotency_key_replays_and_conflicts(services: Services) -> None:
         run_id, BundleCase.model_validate({**case("a"), "verdicts": []}), ACTOR
     ).id
     keyed = Context("alice", idempotency_key="k-1")
-    body = {"check": "audit_log", "status": "passed", "evidence": None}
-    from evaledger.domain.events import StructuralCheckRecorded
+    body: dict[str, Any] = {"check": "audit_log", "status": CheckStatus.PASSED, "evidence": None}
 
-    first = services.ledger.record(case_id, StructuralCheckRecorded, keyed, body)
-    again = services.ledger.record(case_id, StructuralCheckRecorded, keyed, body)
+    first = services.ledger.record_check(case_id, keyed, **body)
+    again = services.ledger.record_check(case_id, keyed, **body)
     assert (first.events, again.events) == (1, 0)
     with pytest.raises(IdempotencyConflictError):
-        services.ledger.record(
-            case_id, StructuralCheckRecorded, keyed, {**body, "status": "failed"}
-        )
+        services.ledger.record_check(case_id, keyed, **{**body, "status": CheckStatus.FAILED})
 
 
 def test_unknown_run_and_case_are_not_found(services: Services) -> None:

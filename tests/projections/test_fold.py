@@ -265,18 +265,16 @@ def generated(tmp_path: Path) -> Iterator[Services]:
             if not verdicts:
                 continue
             if i % 3 == 0:
-                s.ledger.record(
+                s.ledger.override_verdict(
                     case_id,
-                    VerdictOverridden,
                     ctx,
-                    {"verdict_id": verdicts[0].verdict_id, "passed": i % 2 == 0, "reason": "x"},
+                    verdict_id=verdicts[0].verdict_id,
+                    passed=i % 2 == 0,
+                    reason="x",
                 )
             elif i % 3 == 1:
-                s.ledger.record(
-                    case_id,
-                    VerdictInvalidated,
-                    ctx,
-                    {"verdict_id": verdicts[0].verdict_id, "reason": "wrong rubric"},
+                s.ledger.invalidate_verdict(
+                    case_id, ctx, verdict_id=verdicts[0].verdict_id, reason="wrong rubric"
                 )
         yield s
     finally:

@@ -39,12 +39,9 @@ from evaledger.domain.events import (
     NamedScoresRecorded,
     OutcomeEvaluated,
     OutcomeResult,
-    ScoreOverridden,
     StructuralCheckRecorded,
     TranscriptRecorded,
     Turn,
-    VerdictInvalidated,
-    VerdictOverridden,
 )
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES, MetricDefinition
@@ -53,7 +50,7 @@ from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.tables import cases, metadata
 from tests.conftest import drop_pg_database, fresh_pg_database, require_postgres
-from tests.helpers import bundle
+from tests.helpers import bundle, record_fact
 from tests.oracles.fold import fold_reference
 from tests.oracles.rescore_inputs import CACHE_TABLES, check_stored_inputs
 
@@ -300,7 +297,7 @@ class Driver:
             }
         else:
             cls, body = ExecutionCanceled, {"reason": None}
-        self.s.ledger.record(case_id, cls, self.ctx, body)
+        record_fact(self.s.ledger, case_id, cls, self.ctx, body)
 
     def correct(self) -> None:
         case_id = self.pick(self.cases, "case")
@@ -311,7 +308,7 @@ class Driver:
         if case.scores and self.draw(st.booleans(), "override a scorer"):
             value = self.draw(st.sampled_from([0.0, 0.5, 1.0]), "value")
             override = {"score": "match", "value": value, "reason": "the scorer misread it"}
-            self.s.ledger.record(case_id, ScoreOverridden, who, override)
+            self.s.ledger.override_score(case_id, who, **override)
             return
         verdicts = sorted(case.verdict_ids, key=str)
         verdict_id = self.pick(verdicts, "verdict")
@@ -319,7 +316,7 @@ class Driver:
             return
         if self.draw(st.booleans(), "invalidate"):
             body: dict[str, Any] = {"verdict_id": verdict_id, "reason": "wrong transcript"}
-            self.s.ledger.record(case_id, VerdictInvalidated, who, body)
+            self.s.ledger.invalidate_verdict(case_id, who, **body)
             return
         body = {"verdict_id": verdict_id, "reason": "human review"}
         choice = self.draw(st.sampled_from(["scores", "passed", "outcomes"]), "override")
@@ -333,7 +330,7 @@ class Driver:
         else:
             outcomes = self.draw(outcomes_st, "outcomes")
             body["expected_outcomes"] = [OutcomeResult.model_validate(o) for o in outcomes]
-        self.s.ledger.record(case_id, VerdictOverridden, who, body)
+        self.s.ledger.override_verdict(case_id, who, **body)
 
     def lifecycle(self) -> None:
         run_id = self.pick(self.runs, "run")

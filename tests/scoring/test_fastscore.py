@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from evaledger.api.bootstrap import Services
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.events import CheckStatus, ClaimSupport, ParseStatus, Role, VerdictOverridden
+from evaledger.domain.events import CheckStatus, ClaimSupport, ParseStatus, Role
 from evaledger.domain.ledger import Context
 from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 from evaledger.domain.spec import (
@@ -37,7 +37,7 @@ from evaledger.domain.spec import (
     resolve_spec,
 )
 from evaledger.projections import queries
-from evaledger.projections.queries import ReadModels
+from evaledger.projections.queries import ReadModels, Rescoring
 from evaledger.projections.tables import rescore_inputs
 from evaledger.scoring.case import score_case, summarize_run
 from evaledger.scoring.facts import (
@@ -318,7 +318,8 @@ def _reference_rescore(services: Services, run_id: UUID, spec: ScoringSpec) -> d
     return {"after": summarize_run(scores, spec).model_dump(mode="json"), "changed": changed}
 
 
-def _observed(result: dict[str, Any]) -> dict[str, Any]:
+def _observed(rescoring: Rescoring) -> dict[str, Any]:
+    result = rescoring.to_json()
     return {
         "after": result["after"]["aggregate"],
         "changed": [
@@ -352,11 +353,12 @@ def test_rescore_equals_the_reference_and_follows_an_override(services: Services
     # A human forces a failed case to pass: the cached inputs must not survive it.
     failed = next(c for c in first["changed_cases"] if c["after"]["passed"] is False)
     verdict_id = services.reads.case_score(UUID(failed["case_id"]))[0].verdicts[0].verdict_id
-    services.ledger.record(
+    services.ledger.override_verdict(
         UUID(failed["case_id"]),
-        VerdictOverridden,
         Context(actor="qa"),
-        {"verdict_id": verdict_id, "passed": True, "reason": "checked by hand"},
+        verdict_id=verdict_id,
+        passed=True,
+        reason="checked by hand",
     )
     services.sync()
     second = services.reads.rescore(run_id, spec)
