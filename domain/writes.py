@@ -53,7 +53,7 @@ from evaledger.domain.events import (
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.store.chain import Block
 from evaledger.domain.store.codec import EventMapper, OrjsonTranscoder
-from evaledger.domain.store.recorder import LedgerRecorder
+from evaledger.domain.store.recorder import LedgerRecorder, LogRow
 from evaledger.domain.store.urls import StorageLocation
 from evaledger.domain.tokens import Principal, VerifiedTokens
 
@@ -194,6 +194,13 @@ class LedgerStore:
     ) -> Sequence[Notification]:
         """Notifications from `start` (inclusive; None: from the lowest stored), in log order."""
         return self.app.recorder.select_notifications(start=start, limit=limit, stop=stop)
+
+    def log_rows(self, start: int, limit: int) -> list[LogRow]:
+        """Up to `limit` events from position `start` as plain tuples (replay's direct cursor).
+
+        Each is (position, aggregate id as text, version, topic, stored state).
+        """
+        return self.recorder.log_rows(start, limit)
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks of the ledger chain ending after position `after`, in log order."""

@@ -8,6 +8,11 @@ dict, upcast to the class's current version by the same upcasters as the full pa
 (`store.codec.decode_state`). Every case event is folded straight from that dict
 (`projections/fold.py`); for the run lifecycle and the catalogue, `Decoded.event` gives the full
 pydantic event, decoded by `Ledger.decode`, once, on first use.
+
+The runner reads the log through one direct cursor (`Ledger.log_rows`: plain tuples, the id as
+text) and decodes a page with `decode_rows`: `orjson.loads` of each state, the class looked up
+once per topic, the upcasters (`store.codec.decode_state`) only for topics stored at an older
+class version. No notification object, no UUID object per event.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from evaledger.domain.events import DomainEvent
+from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic
 from evaledger.domain.store.codec import OrjsonTranscoder, decode_state
+from evaledger.domain.store.recorder import LogRow
 
 _TRANSCODER = OrjsonTranscoder()
 
@@ -36,7 +42,7 @@ class Decoded:
         oid: str,
         version: int,
         data: dict[str, Any],
-        stored: StoredEvent | None = None,
+        stored: StoredEvent | LogRow | None = None,
         decode: Callable[[StoredEvent], DomainEvent] | None = None,
         event: DomainEvent | None = None,
     ) -> None:
@@ -56,9 +62,15 @@ class Decoded:
     def event(self) -> DomainEvent:
         """The full pydantic event (validated, hash set), decoded once on first use."""
         if self._event is None:
-            assert self._stored is not None
+            stored = self._stored
+            assert stored is not None
             assert self._decode is not None
-            self._event = self._decode(self._stored)
+            if isinstance(stored, tuple):
+                _, oid, version, topic, state = stored
+                stored = StoredEvent(
+                    originator_id=UUID(oid), originator_version=version, topic=topic, state=state
+                )
+            self._event = self._decode(stored)
         return self._event
 
     def describe(self) -> str:
@@ -98,3 +110,50 @@ def decode_stored(
         stored,
         decode,
     )
+
+
+_loads = orjson.loads
+
+
+def decode_rows(
+    rows: Sequence[LogRow],
+    decode: Callable[[StoredEvent], DomainEvent] | None = None,
+    on_error: Callable[[LogRow, Exception], None] | None = None,
+) -> list[tuple[int, Decoded]]:
+    """A page of log rows decoded to (position, `Decoded`), up to its first undecodable row.
+
+    What `decode_stored` gives for each row, with the event class found once per topic: a topic
+    stored at its class's current version is `orjson.loads` alone; an older one goes through the
+    upcasters (`decode_state`), an unknown one raises there. The first row that fails stops the
+    page; `on_error(row, error)` is told when it is the page's first row.
+    """
+    current: dict[str, type[DomainEvent] | None] = {}
+    out: list[tuple[int, Decoded]] = []
+    append = out.append
+    for row in rows:
+        position, oid, version, topic, state = row
+        try:
+            cls = current.get(topic, _UNSEEN)
+            if cls is _UNSEEN:
+                cls = _current_class(topic)
+                current[topic] = cls
+            if cls is None:
+                cls, data = decode_state(topic, state, _TRANSCODER)
+            else:
+                data = _loads(state)
+        except Exception as e:
+            if not out and on_error is not None:
+                on_error(row, e)
+            break
+        append((position, Decoded(cls, oid, version, data, row, decode)))
+    return out
+
+
+_UNSEEN: Any = object()
+
+
+def _current_class(topic: str) -> type[DomainEvent] | None:
+    """The class of a topic stored at its current version (None: upcast, or unknown)."""
+    name, version = split_topic(topic)
+    cls = BY_TOPIC_NAME.get(name)
+    return cls if cls is not None and version == cls.class_version else None

@@ -18,14 +18,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from eventsourcing.persistence import Notification
 from sqlalchemy import Connection, Engine, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from evaledger.domain import collector
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.ledger import Ledger, utcnow
-from evaledger.projections.decode import Decoded, DecodedBatch, decode_stored
+from evaledger.domain.store.recorder import LogRow
+from evaledger.projections.decode import Decoded, DecodedBatch, decode_rows
 from evaledger.projections.tables import projection_failures, tracking
 
 log = logging.getLogger(__name__)
@@ -127,10 +127,10 @@ class ProjectionRunner:
                 start = min(positions.values())
                 if start >= target:
                     return start
-                notifications = self.ledger.notifications(start + 1, self.page_size)
-                if not notifications:
+                rows = self.ledger.log_rows(start + 1, self.page_size)
+                if not rows:
                     return start
-                batch = self._decode(notifications, positions)
+                batch = self._decode(rows, positions)
                 # No batch: the first event could not be decoded (recorded as a failure).
                 if not (bool(batch) and self._apply_page(batch, positions)):
                     continue
@@ -214,26 +214,20 @@ class ProjectionRunner:
                     self._record_failure(p.name, position, event, e)
                     break
 
-    def _decode(
-        self, notifications: Sequence[Notification], positions: dict[str, int]
-    ) -> DecodedBatch:
+    def _decode(self, rows: Sequence[LogRow], positions: dict[str, int]) -> DecodedBatch:
         """The page decoded up to its first undecodable event (a failure of every projection).
 
-        State dicts only (orjson + upcast). An event whose state the full decode would refuse fails
-        the projections that ask for it (`Decoded.event`), each isolated on that event.
+        Read through one direct cursor as plain tuples (`Ledger.log_rows`) and decoded to state
+        dicts only (orjson + upcast). An event whose state the full decode would refuse fails the
+        projections that ask for it (`Decoded.event`), each isolated on that event.
         """
-        batch: list[tuple[int, Decoded]] = []
-        decode = self.ledger.decode
-        for n in notifications:
-            try:
-                batch.append((n.id, decode_stored(n, decode)))
-            except Exception as e:
-                if not batch:
-                    what = f"{n.topic} of {n.originator_id} v{n.originator_version}"
-                    for name in positions:
-                        self._record_failure(name, n.id, what, e)
-                break
-        return batch
+
+        def failed(row: LogRow, e: Exception) -> None:
+            position, oid, version, topic, _ = row
+            for name in positions:
+                self._record_failure(name, position, f"{topic} of {oid} v{version}", e)
+
+        return decode_rows(rows, self.ledger.decode, failed)
 
     def _record_failure(self, name: str, position: int, event: Decoded | str, e: Exception) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"

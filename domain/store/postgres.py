@@ -6,7 +6,7 @@ Large saves go by COPY; the migration creates the tables, the append-only trigge
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import psycopg
@@ -18,6 +18,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
@@ -31,7 +32,7 @@ from evaledger.domain.store.chain import (
 )
 from evaledger.domain.store.errors import first_line, store_errors
 from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection, bounded_getconn
-from evaledger.domain.store.recorder import LedgerRecorder
+from evaledger.domain.store.recorder import LedgerRecorder, LogRow
 from evaledger.domain.store.urls import (
     CONNECT_TIMEOUT,
     POSTGRES_CONNECT_KWARGS,
@@ -81,6 +82,11 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         # are left to the caller, which names the store's URL.
         pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         super().__init__(datastore, events_table_name=events_table_name)
+        self.select_log = (
+            "SELECT notification_id, originator_id::text, originator_version, topic, state"
+            f' FROM "{datastore.schema}"."{events_table_name}"'
+            " WHERE notification_id >= %s ORDER BY notification_id LIMIT %s"
+        )
         self.chain = ChainWriter(
             "%s",
             f'"{datastore.schema}"."{events_table_name}"',
@@ -142,6 +148,18 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             topics,
             inclusive_of_start=inclusive_of_start,
         )
+
+    def log_rows(self, start: int, limit: int) -> list[LogRow]:
+        """Up to `limit` events from `start`, in log order, as plain tuples (one cursor)."""
+        rows: list[LogRow] = self._guarded(
+            ChunkedPostgresApplicationRecorder._log_rows, start, limit
+        )
+        return rows
+
+    def _log_rows(self, start: int, limit: int) -> list[LogRow]:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self.select_log, (start, limit), prepare=True)
+            return cast(list[LogRow], curs.fetchall())
 
     def max_notification_id(self) -> int | None:
         """The log's head."""

@@ -15,6 +15,10 @@ from evaledger.domain.store.errors import statement_errors, store_errors
 
 log = logging.getLogger("evaledger")
 
+LogRow = tuple[int, str, int, str, bytes]
+"""One event of the log as plain values: (position, aggregate id as canonical UUID text,
+aggregate version, topic, stored state). What replay reads instead of notification objects."""
+
 
 class LedgerRecorder:
     """The ledger's side of a recorder; mixed into eventsourcing's own recorder of each store."""
@@ -32,6 +36,24 @@ class LedgerRecorder:
 
     def check_append_only(self) -> None:
         """Refuse to serve a store that lets its events change (nothing to check by default)."""
+
+    select_log: str
+    """The SELECT of `log_rows` (each store's own SQL, two parameters: start, limit)."""
+
+    def log_rows(self, start: int, limit: int) -> list[LogRow]:
+        """Up to `limit` events from position `start` (inclusive), in log order, as plain tuples.
+
+        One cursor, no notification object and no UUID object per event: the store gives the
+        aggregate id as canonical text. Catch-up and rebuild read the log through this.
+        """
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.select_log, (start, limit))
+            return [self.log_row(row) for row in curs.fetchall()]
+
+    @staticmethod
+    def log_row(row: Any) -> LogRow:
+        """A fetched row of `select_log` as a `LogRow` (per store: rows are tuples or dicts)."""
+        return cast(LogRow, tuple(row))
 
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks ending after position `after`, in log order."""

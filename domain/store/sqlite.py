@@ -27,6 +27,16 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         super().__init__(datastore, events_table_name)
         self.chain = ChainWriter("?", events_table_name, "rowid", hex_ids=True)
         self._name = f"the SQLite event store {datastore.pool.db_name}"
+        # Ids are stored as 32 hex digits (eventsourcing writes `UUID.hex`): formatted here.
+        o = "originator_id"
+        canonical = "||'-'||".join(
+            f"substr({o},{a},{n})" for a, n in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))
+        )
+        self.select_log = (
+            f"SELECT rowid, CASE length({o}) WHEN 32 THEN lower({canonical}) ELSE lower({o}) END,"
+            f" originator_version, topic, state FROM {events_table_name}"
+            " WHERE rowid >= ? ORDER BY rowid LIMIT ?"
+        )
 
     def construct_create_table_statements(self) -> list[str]:
         """The events table, the chain and the verified checkpoints."""
