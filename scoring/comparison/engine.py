@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -574,18 +575,9 @@ def compare_columns(
             seed=seed,
             by_variant=base.multi or cand.multi,
         )
-    if statistics is None:
-        paired = paired_statistics_of(
-            classified.baseline_flips,
-            classified.candidate_flips,
-            classified.deltas,
-            resamples=resamples,
-            seed=seed,
-        )
-    else:
-        paired = statistics(
-            classified.baseline_flips, classified.candidate_flips, classified.deltas
-        )
+    paired = (statistics or partial(paired_statistics_of, resamples=resamples, seed=seed))(
+        classified.baseline_flips, classified.candidate_flips, classified.deltas
+    )
     return Comparison(
         head={
             "baseline_run_id": str(baseline.run_id),
