@@ -48,12 +48,15 @@ if TYPE_CHECKING:
         RunColumns,
         RunComparison,
     )
+    from evaledger.scoring.comparison.engine import PairStatistics
 
 COMPARE_CACHE_SIZE = 8
 COLUMNS_CACHED = 16
 """Runs whose comparison columns this process keeps (as many as ReadModels' summaries)."""
 COMPARE_SHARED = 16
 """Serialised answers kept in the store's shared `compare_cache_v1` (newest first)."""
+STATISTICS_CACHED = 64
+"""Pairs of runs whose paired statistics (the bootstrap's interval) this process keeps."""
 OPEN_STATUSES = frozenset({"created", "running"})
 """A run in these states is still being written: an interrupted import leaves one this way."""
 
@@ -89,6 +92,11 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def shared_key(*parts: Any) -> str:
+    """The key of an entry of the shared `compare_cache_v1`: the code's fingerprint and `parts`."""
+    return hashlib.sha256(orjson.dumps([code_fingerprint(), *(str(p) for p in parts)])).hexdigest()
+
+
 class Reports:
     """Comparisons (cached per run positions), rollups, grades and explanations."""
 
@@ -99,6 +107,9 @@ class Reports:
         # id(summary.test_cases) → (those results, their columns): a summary decoded once (kept
         # per run position by ReadModels) is turned into columns once.
         self._columns: OrderedDict[int, tuple[Any, RunColumns]] = OrderedDict()
+        # (runs, their summary positions, spec) → their paired statistics: the bootstrap runs once
+        # per pair of runs, whatever the thresholds, the page or the options of the request.
+        self._statistics: OrderedDict[tuple[Any, ...], stats.PairedStatistics] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
@@ -164,19 +175,27 @@ class Reports:
 
         thresholds = thresholds or CompareThresholds()
         runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
-        digest = hashlib.sha256(
-            orjson.dumps([code_fingerprint(), *(str(p) for p in key), case_offset, case_limit])
-        ).hexdigest()
-        with self.reads.engine.connect() as conn:
-            shared = conn.scalars(
-                select(compare_cache.c.body).where(compare_cache.c.key == digest)
-            ).first()
+        digest = shared_key(*key, case_offset, case_limit)
+        shared = self._shared(digest)
         if shared is not None:
-            return bytes(shared)
+            return shared
         result = self._entry(runs, key, thresholds, spec, metric_deltas)
         # One dict per case, freed by refcount: no collector pass over the heap.
         with collector.paused():
             body = result.json(case_offset, case_limit)
+        self._share(digest, body)
+        return body
+
+    def _shared(self, digest: str) -> bytes | None:
+        """A body some serving process put in the store's shared cache (None: none)."""
+        with self.reads.engine.connect() as conn:
+            shared = conn.scalars(
+                select(compare_cache.c.body).where(compare_cache.c.key == digest)
+            ).first()
+        return None if shared is None else bytes(shared)
+
+    def _share(self, digest: str, body: bytes) -> None:
+        """Put a body in the shared cache, keeping the newest `COMPARE_SHARED`."""
         with self.reads.engine.begin() as conn:
             upsert(conn, compare_cache, [{"key": digest, "body": body, "created_at": time.time()}])
             oldest_kept = (
@@ -187,7 +206,36 @@ class Reports:
                 .scalar_subquery()
             )
             conn.execute(delete(compare_cache).where(compare_cache.c.created_at < oldest_kept))
-        return body
+
+    def pair_statistics(self, pair: tuple[Any, ...]) -> PairStatistics:
+        """The paired statistics of one pair of runs, computed once and kept.
+
+        `pair` is (baseline id, its summary position, candidate id, its summary position, spec
+        id): the flips and score deltas the statistics read depend on nothing else (not the
+        thresholds, the options or the page). Kept in this process and in the store's shared
+        cache, so another serving process reads them rather than running the bootstrap again.
+        """
+
+        def statistics(b: int, c: int, deltas: list[float]) -> stats.PairedStatistics:
+            with self._lock:
+                hit = self._statistics.get(pair)
+                if hit is not None:
+                    self._statistics.move_to_end(pair)
+                    return hit
+            digest = shared_key("paired statistics", *pair)
+            shared = self._shared(digest)
+            if shared is not None:
+                result = stats.PairedStatistics.model_validate_json(shared)
+            else:
+                result = stats.paired_statistics_of(b, c, deltas)
+                self._share(digest, result.model_dump_json().encode())
+            with self._lock:
+                self._statistics[pair] = result
+                while len(self._statistics) > STATISTICS_CACHED:
+                    self._statistics.popitem(last=False)
+            return result
+
+        return statistics
 
     def _compare_key(
         self,
@@ -264,6 +312,7 @@ class Reports:
                 thresholds,
                 spec,
                 metric_deltas=metric_deltas,
+                statistics=self.pair_statistics((*key[:4], key[5])),
             )
         with self._lock:
             self._cache[key] = result

@@ -87,6 +87,8 @@ RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
 )
 UNDATED_MARK = "*"
 UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
+SHOW_PAGE = 50
+"""Cases `show` lays out by default (`--all`: every case, `--limit N`: the first N)."""
 
 
 def listed_at(run: RunRow) -> str:
@@ -182,7 +184,14 @@ def register(commands: Commands) -> None:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--failed", action="store_true", help="only failed cases")
     only.add_argument("--errored", action="store_true", help="only errored cases")
-    p.add_argument("--limit", type=positive_int, metavar="N", help="show at most N cases")
+    page = p.add_mutually_exclusive_group()
+    page.add_argument(
+        "--limit",
+        type=positive_int,
+        metavar="N",
+        help=f"show at most N cases (default {SHOW_PAGE}; --json lists every case unless given)",
+    )
+    page.add_argument("--all", action="store_true", help="show every case")
     p = commands.add(
         "rescore",
         cmd_rescore,
@@ -366,7 +375,9 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     services.sync()
     run_id = resolve_run(services, args.run, args.project)
     status = "failed" if args.failed else "errored" if args.errored else None
-    payload = show_payload(services, run_id, status, args.limit)
+    # The table lays out a page; a JSON consumer gets every case unless it asked for a page.
+    limit = args.limit if args.limit or args.json or args.all else SHOW_PAGE
+    payload = show_payload(services, run_id, status, limit)
     if args.json:
         emit_json(payload)
         return EXIT_OK
@@ -406,7 +417,10 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     shown, matching = len(payload["cases"]), payload["cases_matching"]
     if shown < matching:
         what = f"{status} cases" if status else "cases"
-        print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
+        if args.limit:
+            print(f"{shown} of {matching} {what} shown (--limit {args.limit})")
+        else:
+            print(f"{shown} of {matching:,} {what} shown: {matching - shown:,} more (--all)")
     return EXIT_OK
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -42,7 +43,19 @@ from evaledger.scoring.comparison.rules import (
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
 from evaledger.scoring.run import variant_figures
-from evaledger.scoring.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mean, paired_statistics_of
+from evaledger.scoring.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PairedStatistics,
+    mean,
+    paired_statistics_of,
+)
+
+PairStatistics = Callable[[int, int, list[float]], PairedStatistics]
+"""The paired statistics of a pair of runs from (pass→fail flips, fail→pass flips, score deltas).
+
+A caller that keeps them per pair of runs (`projections/reports.py`) passes its own, so the
+bootstrap runs once per pair, not once per request or per page laid out."""
 
 _CASES = TypeAdapter(list[TestCaseComparison])
 Key = tuple[str, str]
@@ -523,8 +536,13 @@ def compare_columns(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     metric_deltas: bool = True,
+    statistics: PairStatistics | None = None,
 ) -> Comparison:
-    """`compare_results` over both sides' columns (see there); the fast core of every compare."""
+    """`compare_results` over both sides' columns (see there); the fast core of every compare.
+
+    `statistics` computes the paired statistics (default: `paired_statistics_of` with
+    ``resamples`` and ``seed``); a cache of them per pair of runs is passed here.
+    """
     effective = thresholds or CompareThresholds()
     used = effective.resolve((spec or candidate.spec).comparison)
     types = metric_types([spec] if spec is not None else [candidate.spec, baseline.spec])
@@ -557,12 +575,8 @@ def compare_columns(
             seed=seed,
             by_variant=base.multi or cand.multi,
         )
-    statistics = paired_statistics_of(
-        classified.baseline_flips,
-        classified.candidate_flips,
-        classified.deltas,
-        resamples=resamples,
-        seed=seed,
+    paired = (statistics or partial(paired_statistics_of, resamples=resamples, seed=seed))(
+        classified.baseline_flips, classified.candidate_flips, classified.deltas
     )
     return Comparison(
         head={
@@ -578,7 +592,7 @@ def compare_columns(
             "candidate_only_test_cases": matched.candidate_only,
             "config_diff": config_diff(baseline, candidate),
             "verdict": verdict,
-            "statistics": statistics,
+            "statistics": paired,
             "warnings": warnings,
         },
         named_scores=named,

@@ -251,3 +251,37 @@ def test_show_piped_has_a_column_per_scorer(scored: str) -> None:
     )
     header = next(line for line in done.stdout.splitlines() if line.startswith("case_id"))
     assert header.split() == ["case_id", "test_case_key", "rep", "status", *SCORERS, "gate"]
+
+
+def test_show_lays_out_the_first_50_cases_and_says_how_to_see_the_rest(store: str) -> None:
+    """Issue 32: the table pages (`--all` for every case); `--json` stays whole unless limited."""
+
+    def text(*argv: str) -> list[str]:
+        done = subprocess.run(
+            [str(EVALEDGER), "show", BIG_KEY, *argv, "--db", store],
+            capture_output=True,
+            check=True,
+            text=True,
+        )
+        return done.stdout.splitlines()
+
+    def case_rows(lines: list[str]) -> list[str]:
+        return [line for line in lines if " case-" in line]
+
+    paged = text()
+    assert len(case_rows(paged)) == 50
+    assert paged[-1] == f"50 of {BIG_CASES:,} cases shown: {BIG_CASES - 50:,} more (--all)"
+    every = text("--all")
+    assert len(case_rows(every)) == BIG_CASES and "more (--all)" not in every[-1]
+    assert text("--limit", "3")[-1] == f"3 of {BIG_CASES} cases shown (--limit 3)"
+    whole = run_json(store, "show", BIG_KEY)
+    assert (len(whole["cases"]), whole["cases_matching"]) == (BIG_CASES, BIG_CASES)
+    page = run_json(store, "show", BIG_KEY, "--limit", "5")
+    assert (len(page["cases"]), page["cases_matching"]) == (5, BIG_CASES)
+    assert [c["case_id"] for c in page["cases"]] == [c["case_id"] for c in whole["cases"][:5]]
+    done = subprocess.run(
+        [str(EVALEDGER), "show", BIG_KEY, "--all", "--limit", "5", "--db", store],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "not allowed with argument" in done.stderr

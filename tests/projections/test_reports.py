@@ -268,9 +268,14 @@ def test_compare_answers_are_shared_by_every_process_serving_the_store(
     first = s.reports.compare_json(base.run_id, cand.run_id)
     assert orjson.loads(first)["aggregate"]["avg_score_delta"] == -10.0
     with s.reads.engine.begin() as conn:
-        (key,) = conn.scalars(select(compare_cache.c.key)).all()
+        # The answer, and apart from it the pair's paired statistics (kept per pair of runs).
+        entries = conn.execute(select(compare_cache.c.key, compare_cache.c.body)).all()
+        (key,) = [k for k, body in entries if b"test_case_comparisons" in body]
+        assert len(entries) == 2
         # Mark the stored answer: another process must serve it instead of computing its own.
-        conn.execute(update(compare_cache).values(body=b'{"shared":true}'))
+        conn.execute(
+            update(compare_cache).where(compare_cache.c.key == key).values(body=b'{"shared":true}')
+        )
     other = Reports(ReadModels(s.reads.engine))
     assert other.compare_json(base.run_id, cand.run_id) == b'{"shared":true}'
     # Another page, threshold or option is another answer, computed and shared in turn.
