@@ -149,6 +149,10 @@ class _Until:
     def notifications(self, start: int | None, limit: int, stop: int | None = None) -> Any:
         return self.ledger.notifications(start, limit, stop=self.head)
 
+    def log_rows(self, start: int, limit: int) -> Any:
+        # The rows come in log order: the ones past the head end the list.
+        return [row for row in self.ledger.log_rows(start, limit) if row[0] <= self.head]
+
 
 def _ordered(
     conn: Connection, table: Table
