@@ -1,4 +1,4 @@
-"""Appends through the ledger's write path at 1-16 writer processes, in 1 and in 8 projects (issue 32).
+"""Appends through the ledger's write path at 1-16 writers, in 1 and in 8 projects (issue 32).
 
     .venv/bin/python bench/append.py [--writers 1,4,8,16] [--projects 1,8] [--seconds 10]
 
@@ -132,7 +132,7 @@ def bundle_run(key: str, project: str, cases: int) -> BundleRun:
 def record_one_run(
     services: Any, key: str, project: str, cases: Sequence[BundleCase], batch: int
 ) -> tuple[list[uuid.UUID], list[int]]:
-    """create_run, the cases in batches, complete_run: the ids written and each transaction's events."""
+    """create_run, the cases in batches, complete_run: ids written, events per transaction."""
     ctx = Context()
     created = runs.create_run(services, bundle_run(key, project, len(cases)), ctx)
     run_id = created.ids[0]
@@ -244,7 +244,7 @@ def repeated(sample: Sample, make_id: Callable[[], Any]) -> list[list[Row]]:
 def pg_raw_writer(
     url: str, method: str, sample: Sample, seconds: float, ready: Any, out: Any
 ) -> None:
-    """Binary COPY or executemany of the sample's rows, transaction by transaction, for `seconds`."""
+    """Binary COPY or executemany of the sample's rows, per transaction, for `seconds`."""
     import psycopg  # lazy: only the PostgreSQL baselines need the driver in this process
 
     columns = "raw_events (originator_id, originator_version, topic, state)"
