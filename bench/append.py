@@ -454,8 +454,12 @@ def int_list(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = base_parser(__doc__ or "")
-    parser.add_argument("--writers", type=int_list, default=[1, 4, 8, 16], help="1,4,8,16")
-    parser.add_argument("--projects", type=int_list, default=[1, 8], help="1,8")
+    parser.add_argument(
+        "--writers", type=int_list, default=None, help="writer processes (1,4,8,16; quick: 1,2)"
+    )
+    parser.add_argument(
+        "--projects", type=int_list, default=None, help="projects written (1,8; quick: 1,2)"
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="per figure (10)")
     parser.add_argument("--cases-per-run", type=int, default=100, help="cases per run (100)")
     parser.add_argument(
@@ -469,8 +473,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.writers, args.projects = [1, 2], [1, 2]
         args.seconds, args.cases_per_run, args.batch = 1.0, 6, 3
+    args.writers = args.writers or ([1, 2] if args.quick else [1, 4, 8, 16])
+    args.projects = args.projects or ([1, 2] if args.quick else [1, 8])
     shape = Shape(args.cases_per_run, args.batch, args.seed)
     print(f"machine at start: {machine_note()}")
     print(
