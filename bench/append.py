@@ -174,7 +174,7 @@ def ledger_writer(
             n += 1
         elapsed = time.perf_counter() - start
         assert first is not None
-        recorder = services.ledger.recorder
+        recorder: Any = services.ledger.recorder  # eventsourcing's, with select_events
         rows: list[Row] = [
             (e.originator_id, e.originator_version, e.topic, bytes(e.state))
             for oid in first[0]
