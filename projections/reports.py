@@ -33,7 +33,7 @@ from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rows import upsert
 from evaledger.projections.tables import compare_cache, run_summaries
 from evaledger.scoring import case as scoring
-from evaledger.scoring import models, named, stats
+from evaledger.scoring import means, models, named, stats
 from evaledger.scoring import run as run_scoring
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
@@ -85,7 +85,16 @@ def code_fingerprint() -> str:
     # Every module of the comparison package, found on disk so that a new one is not forgotten.
     package = sorted(Path(str(comparison.__file__)).parent.glob("*.py"))
     digest = hashlib.sha256()
-    for module in (models, named, queries, run_scoring, scoring, stats, sys.modules[__name__]):
+    for module in (
+        means,
+        models,
+        named,
+        queries,
+        run_scoring,
+        scoring,
+        stats,
+        sys.modules[__name__],
+    ):
         digest.update(Path(str(module.__file__)).read_bytes())
     for path in package:
         digest.update(path.read_bytes())

@@ -25,6 +25,7 @@ from evaledger.domain.spec import (
 )
 from evaledger.scoring.decide import Evidence, Signals, decide, explain, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, OutcomeFact, VerdictFact
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import (
     CaseScore,
     GateRule,
@@ -47,7 +48,7 @@ from evaledger.scoring.run import (
     variant_figures,
 )
 from evaledger.scoring.scorer_metrics import case_groups
-from evaledger.scoring.stats import mean, percentile
+from evaledger.scoring.stats import percentile
 
 __all__ = [
     "P95_MIN_SAMPLES",

@@ -15,12 +15,12 @@ from pydantic import Field
 
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     BootstrapCI,
-    mean,
     paired_bootstrap_ci,
 )
 

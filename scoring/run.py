@@ -22,6 +22,7 @@ from evaledger.domain.metrics import ScoreType
 from evaledger.domain.spec import ScoringSpec
 from evaledger.domain.types import variant_label
 from evaledger.scoring.exact import run_mean
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import (
     CaseScore,
     CaseStatus,
@@ -33,7 +34,7 @@ from evaledger.scoring.models import (
 )
 from evaledger.scoring.named import named_score_means
 from evaledger.scoring.scorer_metrics import pass_hat_k, reported_mismatches, scorer_metrics
-from evaledger.scoring.stats import mean, percentile
+from evaledger.scoring.stats import percentile
 
 __all__ = [
     "P95_MIN_SAMPLES",

@@ -21,8 +21,8 @@ from pydantic import Field
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import GroupedMetric, ScorerInfo
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import CaseScore, RunAggregate
-from evaledger.scoring.stats import mean
 
 REPORTED_TOLERANCE = 1e-9
 """How far a recomputed figure may sit from the source's own before it is flagged."""

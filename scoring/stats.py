@@ -35,7 +35,7 @@ import random
 import statistics
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Literal, overload
+from typing import Literal
 
 from pydantic import Field
 
@@ -160,27 +160,6 @@ def percentile(values: Iterable[float], q: float) -> float:
     lo = math.floor(h)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
-
-
-@overload
-def mean(values: Iterable[float]) -> float | None: ...
-@overload
-def mean(values: Iterable[float], *, empty: float) -> float: ...
-def mean(values: Iterable[float], *, empty: float | None = None) -> float | None:
-    """The float mean of values: the one definition of every float mean of the scoring.
-
-    Their correctly rounded sum (`math.fsum`, so the order of the values does not matter) divided
-    once by their count: `statistics.fmean`'s arithmetic, to the bit. With no values it is
-    `empty`: None by default (a figure with nothing to average is absent, never 0.0), or what a
-    caller's semantics ask (a source's metric over no sample is NaN, as the source's numpy mean).
-
-    A run's metric mean (`weighted_metrics_score_pct`) is not this float mean but the exact
-    decimal one, `scoring.exact.run_mean`.
-    """
-    items = values if isinstance(values, list | tuple) else list(values)
-    if not items:
-        return empty
-    return math.fsum(items) / len(items)
 
 
 def paired_bootstrap_ci(

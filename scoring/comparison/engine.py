@@ -40,6 +40,7 @@ from evaledger.scoring.comparison.rules import (
     round_delta,
     run_cost,
 )
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import TestCaseResult
 from evaledger.scoring.named import NamedScoreComparison, compare_named_scores
 from evaledger.scoring.run import variant_figures
@@ -47,7 +48,6 @@ from evaledger.scoring.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     PairedStatistics,
-    mean,
     paired_statistics_of,
 )
 

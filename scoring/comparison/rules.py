@@ -19,8 +19,8 @@ from evaledger.scoring.comparison.models import (
     MetricStatus,
     RegressionVerdict,
 )
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import TestCaseResult
-from evaledger.scoring.stats import mean
 
 DELTA_DP = 4
 """Deltas are reported, and compared with thresholds, rounded to this many decimals."""

@@ -3,7 +3,7 @@
 The reference path (`summarize_run` over case scores) and the columnar rescore (`RunInputs` over
 scoring facts) build the same `RunFigures` — from a case's score or from its facts, the same
 `CaseUsage` — and the same `RunFigures.aggregate` turns them into the run aggregate. The mean
-helper (`scoring.stats.mean`) is `statistics.fmean` to the bit, and says what an empty input is
+helper (`scoring.means.mean`) is `statistics.fmean` to the bit, and says what an empty input is
 as each caller needs it.
 """
 
@@ -24,12 +24,12 @@ from evaledger.scoring import run as run_module
 from evaledger.scoring.case import case_usage, reduce_repetitions, score_case
 from evaledger.scoring.comparison import rules
 from evaledger.scoring.facts import CaseFacts, MessageFact, VerdictFact
+from evaledger.scoring.means import mean
 from evaledger.scoring.models import CaseScore
 from evaledger.scoring.named import compare_named_scores, named_score_means
 from evaledger.scoring.rescore import RunInputs, rescore_run
 from evaledger.scoring.run import CaseUsage, RunFigures, summarize_run
 from evaledger.scoring.scorer_metrics import pass_hat_k, scorer_metrics
-from evaledger.scoring.stats import mean
 from tests.scoring.test_fastscore import facts_st, spec_st
 
 RUN_ID = UUID("00000000-0000-0000-0000-0000000000f1")
