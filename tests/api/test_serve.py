@@ -63,31 +63,18 @@ def launch(
     env: dict[str, str] | None = None,
     preexec_fn: Callable[[], None] | None = None,
 ) -> Iterator[Server]:
-    """Start `evaledger serve` on a free loopback port with `args`; stop it (SIGTERM) after."""
-    port = free_port()
-    log = tmp_path / f"serve-{port}.log"
+    """Start `evaledger serve` on a free loopback port with `args`; stop it (SIGTERM) after.
+
+    A port another test's process took between `free_port` and the server's bind: the server is
+    started again on another one (twice at most).
+    """
     environment = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
     environment.update(env or {})
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(EVALEDGER),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--db",
-                db or f"sqlite:///{tmp_path}/store/",
-                *args,
-            ],
-            cwd=tmp_path,
-            env=environment,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=preexec_fn,
-        )
-    base = f"http://127.0.0.1:{port}"
+    for attempt in range(3):
+        server = _start(tmp_path, args, db, environment, preexec_fn)
+        if not (attempt < 2 and _port_taken(server)):
+            break
+    proc, base, log = server.proc, server.base, server.log
     try:
         deadline = time.monotonic() + STARTUP_LIMIT_S
         while True:
@@ -110,6 +97,51 @@ def launch(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _port_taken(server: Server) -> bool:
+    """Whether the server exited at start because its port was taken (else it keeps running)."""
+    deadline = time.monotonic() + STARTUP_LIMIT_S
+    while server.proc.poll() is None and time.monotonic() < deadline:
+        try:
+            call(server.base, "GET", "/health")
+            return False  # it answers: it has the port
+        except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+            time.sleep(0.1)
+    return server.proc.poll() is not None and "address already in use" in server.log.read_text(
+        errors="replace"
+    )
+
+
+def _start(
+    tmp_path: Path,
+    args: tuple[str, ...],
+    db: str | None,
+    environment: dict[str, str],
+    preexec_fn: Callable[[], None] | None,
+) -> Server:
+    port = free_port()
+    log = tmp_path / f"serve-{port}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(EVALEDGER),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--db",
+                db or f"sqlite:///{tmp_path}/store/",
+                *args,
+            ],
+            cwd=tmp_path,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
+        )
+    return Server(proc, f"http://127.0.0.1:{port}", log)
 
 
 @pytest.fixture

@@ -497,35 +497,58 @@ def get(url: str, token: str | None) -> tuple[int, Any]:
         return e.code, json.loads(e.read())
 
 
+PORT_TAKEN = "address already in use"
+"""What uvicorn says when another process took the free port between `free_port` and its bind."""
+
+
 @contextlib.contextmanager
 def serving(db: str, host: str, log: Path) -> Iterator[str]:
-    port = free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--host", host, "--port", str(port), "--db", db],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
+    for attempt in range(3):
+        port = free_port()
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(EVALEDGER), "serve", "--host", host, "--port", str(port), "--db", db],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            if _answers(proc, base, log, retry=attempt < 2):
+                break
+        except BaseException:
+            _stop(proc)
+            raise
     try:
-        deadline = time.monotonic() + 60  # a bound on waiting, never an assertion on speed
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if get(f"{base}/health", None)[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            assert time.monotonic() < deadline, "serve did not answer /health"
-            time.sleep(0.1)
         yield base
     finally:
-        proc.send_signal(signal.SIGTERM)
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _answers(proc: subprocess.Popen[bytes], base: str, log: Path, retry: bool) -> bool:
+    """Wait for /health; False when the port was taken meanwhile (by another test's process)
+    and `retry`: the caller starts the server again on another port."""
+    deadline = time.monotonic() + 60  # a bound on waiting, never an assertion on speed
+    while True:
+        if proc.poll() is not None:
+            if retry and PORT_TAKEN in log.read_text(errors="replace"):
+                return False
+            raise AssertionError(log.read_text())
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            if get(f"{base}/health", None)[0] == 200:
+                return True
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        assert time.monotonic() < deadline, "serve did not answer /health"
+        time.sleep(0.1)
 
 
 def test_cli_baselines_are_per_project(
