@@ -120,9 +120,16 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 
 def emit_json(data: Any) -> None:
     """Print JSON (pretty, stable key order)."""
-    sys.stdout.write(
-        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
-    )
+    text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text stream (captured output): decoded
+        sys.stdout.write(text.decode())
+        return
+    # The bytes as they are: a large answer (a 10k-case comparison is 14 MB) is not decoded to
+    # a str only to be encoded again.
+    sys.stdout.flush()
+    buffer.write(text)
+    buffer.flush()
 
 
 def fmt(value: Any, digits: int = 2) -> str:

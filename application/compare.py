@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
-from evaledger.application.transcripts import final_answers
-from evaledger.domain.bundle import variant_label
 from evaledger.domain.errors import ValidationError
-from evaledger.domain.ledger import Context
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
-from evaledger.importers.load import import_all, open_imports
+from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
-from evaledger.scoring.comparison import CompareThresholds, RunComparison
+from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
 from evaledger.scoring.comparison.suites import require_same_suite
 from evaledger.scoring.headline import Headline, run_headline
 
@@ -91,11 +88,17 @@ class ComparisonReport:
     candidate_id: UUID
     baseline_run: RunRow
     candidate_run: RunRow
-    result: RunComparison
+    comparison: Comparison
+    """The comparison, its cases as columns: `.body()` is its JSON without a model per case."""
     judge_errors: dict[str, JudgeErrors]
     """Per side ("baseline", "candidate"): its judge errors and the policy counting them."""
     headlines: dict[str, Headline]
     """Per side: its headline under the spec the comparison scored it with."""
+
+    @property
+    def result(self) -> RunComparison:
+        """The whole comparison as a validated model (built once, on first use)."""
+        return self.comparison.model
 
     @property
     def runs(self) -> dict[str, UUID]:
@@ -125,7 +128,7 @@ def compare_report(
     if not allow_different_suites:
         require_same_suite(rows["baseline"].suite["name"], rows["candidate"].suite["name"])
     under = spec() if spec is not None else None
-    result = services.reports.compare(baseline_id, candidate_id, thresholds, under)
+    result = services.reports.comparison(baseline_id, candidate_id, thresholds, under)
     aggregates = {
         "baseline": result.aggregate.baseline_metrics,
         "candidate": result.aggregate.candidate_metrics,
@@ -140,7 +143,7 @@ def compare_report(
         candidate_id=candidate_id,
         baseline_run=rows["baseline"],
         candidate_run=rows["candidate"],
-        result=result,
+        comparison=result,
         judge_errors={side: judge_errors(services, run_id) for side, run_id in runs.items()},
         headlines=heads,
     )
@@ -155,6 +158,9 @@ def compared_answers(
     each answer is read from its case's transcript event. Each variant (promptfoo provider ×
     prompt) is its own row, paired with the same variant's case.
     """
+    # lazy: the transcripts' reads (votes, event decoding), only for a page that shows answers
+    from evaledger.application.transcripts import final_answers
+
     keys = [t.test_case_key for t in rows]
     wanted = {(t.test_case_key, t.variant) for t in rows}
     found: dict[tuple[str, str, str], UUID] = {}
@@ -190,6 +196,11 @@ def compare_files(
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
     (`scoring.comparison.suites`) before anything is imported.
     """
+    # lazy: the importers (YAML, ijson, every format) and the write side's context (the ledger's
+    # aggregates, eventsourcing), only to compare two result files
+    from evaledger.domain.writes import Context
+    from evaledger.importers.load import import_all, open_imports
+
     imports = open_imports([baseline]) + open_imports([candidate])
     if len(imports) != 2:
         raise ValidationError("files: each file must hold exactly one run", field="files")

@@ -25,7 +25,7 @@ from bench.common import peak_rss_mb
 
 def main(out: str, args: list[str]) -> int:
     """Run `evaledger ARGS`; write start-up and command seconds, exit code, stdout, peak RSS."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     from evaledger.api import cli
 
     if args != ["--version"]:
@@ -35,13 +35,15 @@ def main(out: str, args: list[str]) -> int:
         cli.build_parser()
         import evaledger.api.bootstrap  # noqa: F401
 
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()) as text:
         code = cli.main(args)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     figures = {
         "startup_s": t1 - t0,
         "command_s": t2 - t1,
+        "startup_cpu_s": c1 - c0,
+        "command_cpu_s": c2 - c1,
         "code": code,
         "stdout": text.getvalue(),
         "peak_rss_mb": peak_rss_mb(),

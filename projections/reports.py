@@ -162,7 +162,22 @@ class Reports:
         metric_deltas: bool = True,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
-        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas).model
+        return self.comparison(baseline_id, candidate_id, thresholds, spec, metric_deltas).model
+
+    def comparison(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        thresholds: CompareThresholds | None = None,
+        spec: ScoringSpec | None = None,
+        metric_deltas: bool = True,
+    ) -> Comparison:
+        """As `compare`, with the cases kept as columns.
+
+        `Comparison.body` dumps them as JSON without a model per case; `.model` validates the
+        whole answer on demand.
+        """
+        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas)
 
     def compare_json(
         self,

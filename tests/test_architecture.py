@@ -459,6 +459,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/console.py": (4, 0),
     "api/demo/__init__.py": (5, 0),
     "api/web/session.py": (1, 0),
+    "application/compare.py": (3, 0),
     "application/runs.py": (2, 0),
     "client/inspect_hook.py": (7, 0),
     "client/pytest_plugin.py": (7, 0),
@@ -477,7 +478,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 134
+FUNCTION_IMPORT_BUDGET = 137
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")

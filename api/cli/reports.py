@@ -44,7 +44,7 @@ from evaledger.scoring.judge_errors import judge_error_policy_json
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
     from evaledger.application.compare import ComparisonReport
-    from evaledger.scoring.comparison import CompareThresholds, RunComparison
+    from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
     from evaledger.scoring.grading import GradingSpec
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
@@ -170,7 +170,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
         spec=(lambda: load_spec(services, args.spec, args.project)) if args.spec else None,
         allow_different_suites=args.allow_different_suites,
     )
-    return report_comparison(report.result, args, judge_error_notes(report), report.headlines)
+    return report_comparison(report.comparison, args, judge_error_notes(report), report.headlines)
 
 
 def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
@@ -187,23 +187,28 @@ def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
 
 
 def report_comparison(
-    result: RunComparison,
+    found: RunComparison | Comparison,
     args: argparse.Namespace,
     notes: dict[str, dict[str, Any] | None],
     heads: dict[str, Headline] | None = None,
 ) -> int:
     """Print a comparison as asked (JSON, Markdown or text); its exit code."""
-    from evaledger.scoring.comparison import render_markdown  # lazy: numpy, see `thresholds_of`
+    # lazy: numpy, see `thresholds_of`
+    from evaledger.scoring.comparison import Comparison, render_markdown
 
-    candidate_agg = result.aggregate.candidate_metrics
+    candidate_agg = found.aggregate.candidate_metrics
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
     if args.json:
         extra = (
             {"headlines": {k: h.model_dump(mode="json") for k, h in heads.items()}} if heads else {}
         )
-        emit_json({**result.model_dump(mode="json"), "judge_error_policy": notes, **extra})
-    elif args.markdown:
+        # From the columns: the same JSON as the model's dump, without a model per case.
+        body = found.body() if isinstance(found, Comparison) else found.model_dump(mode="json")
+        emit_json({**body, "judge_error_policy": notes, **extra})
+        return EXIT_FAIL if found.verdict.regression_detected or gate_failures else EXIT_OK
+    result = found.model if isinstance(found, Comparison) else found
+    if args.markdown:
         summaries = {k: h.summary for k, h in (heads or {}).items()}
         text = render_markdown(result, gate_failures=gate_failures, headlines=summaries)
         sys.stdout.write(text + "\n")

@@ -24,6 +24,7 @@ from evaledger.scoring.comparison.models import (
     ComparedRun,
     CompareThresholds,
     MetricAggregateDelta,
+    RegressionVerdict,
     RunComparison,
     TestCaseComparison,
     VariantDelta,
@@ -32,9 +33,10 @@ from evaledger.scoring.comparison.rules import (
     DELTA_DP,
     binary_value,
     case_label,
-    case_metric_deltas,
     comparison_warnings,
+    extra_metric_deltas,
     keys_text,
+    metric_delta,
     metric_types,
     regression_verdict,
     round_delta,
@@ -316,6 +318,60 @@ class _CaseColumns(NamedTuple):
     candidate_repetitions: list[int]
 
 
+class _MetricSource(NamedTuple):
+    """What the per-case metric deltas are built from: both sides' columns and matched rows."""
+
+    base: RunColumns
+    cand: RunColumns
+    bidx: list[int] | None
+    cidx: list[int] | None
+    types: Mapping[str, bool]
+
+
+def _window(values: list[Any], idx: list[int] | None, window: slice) -> list[Any]:
+    """``_take(values, idx)[window]`` without taking the rows outside the window."""
+    if idx is None:
+        return values[window]
+    return _take(values, idx[window])
+
+
+def _metric_deltas(source: _MetricSource, window: slice) -> list[list[dict[str, Any]]]:
+    """Per matched case in ``window``: its per-metric deltas (`metric_delta`), spec order first.
+
+    Built per metric column, not per case: a metric's values on both sides (kept per run by
+    `RunColumns.metric`) take few distinct pairs (0-5 means), so each pair's delta is built
+    once and shared by every case that has it. Metrics outside the spec (rare) follow per case.
+    """
+    base, cand, bidx, cidx, types = source
+    matched = range(len(base.keys) if bidx is None else len(bidx))[window]
+    rows: list[list[dict[str, Any]]] = [[] for _ in matched]
+    for name, binary in types.items():
+        b_values = _window(base.metric(name, binary)[0], bidx, window)
+        c_values = _window(cand.metric(name, binary)[0], cidx, window)
+        built: dict[tuple[float | None, float | None], dict[str, Any] | None] = {}
+        for row, pair in zip(rows, zip(b_values, c_values, strict=True), strict=True):
+            found = built.get(pair, _MISSING)
+            if found is _MISSING:
+                b: float | bool | None
+                c: float | bool | None
+                b, c = pair
+                if binary:  # the column holds the passes as 1.0 / 0.0
+                    b, c = (None if b is None else b == 1.0), (None if c is None else c == 1.0)
+                found = built[pair] = metric_delta(name, binary, b, c)
+            if found is not None:
+                row.append(found)
+    if (base.names | cand.names) - types.keys():
+        pairs = zip(
+            _window(base.results, bidx, window), _window(cand.results, cidx, window), strict=True
+        )
+        for row, (b_res, c_res) in zip(rows, pairs, strict=True):
+            row.extend(extra_metric_deltas(b_res, c_res, types))
+    return rows
+
+
+_MISSING: Any = object()
+
+
 class Comparison:
     """A comparison computed from two runs' columns: small parts as models, cases as columns.
 
@@ -323,7 +379,7 @@ class Comparison:
     validates the whole `RunComparison` (once, on demand).
     """
 
-    __slots__ = ("_model", "cases", "head", "metric_pairs", "named_scores", "tail", "types")
+    __slots__ = ("_model", "cases", "head", "metric_source", "named_scores", "tail")
 
     def __init__(
         self,
@@ -331,16 +387,26 @@ class Comparison:
         cases: _CaseColumns,
         tail: dict[str, Any],
         named_scores: list[NamedScoreComparison],
-        metric_pairs: list[tuple[TestCaseResult, TestCaseResult]] | None = None,
-        types: Mapping[str, bool] | None = None,
+        metric_source: _MetricSource | None = None,
     ) -> None:
         self.head = head
         self.cases = cases
         self.tail = tail
         self.named_scores = named_scores
-        self.metric_pairs = metric_pairs
-        self.types = types or {}
+        self.metric_source = metric_source
         self._model: RunComparison | None = None
+
+    @property
+    def aggregate(self) -> AggregateComparison:
+        """The run-level deltas and case counts (what `RunComparison.aggregate` holds)."""
+        found: AggregateComparison = self.head["aggregate"]
+        return found
+
+    @property
+    def verdict(self) -> RegressionVerdict:
+        """The suite-level threshold verdict (what `RunComparison.verdict` holds)."""
+        found: RegressionVerdict = self.tail["verdict"]
+        return found
 
     def rows(self, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         """The test case comparisons ``[start:end]`` as plain dicts (TestCaseComparison's)."""
@@ -367,10 +433,9 @@ class Comparison:
             for k, st, b_pass, c_pass, b_score, c_score, sd, b_lat, c_lat, ld, b_flaky, c_flaky,
             b_reps, c_reps in zip(*columns, strict=True)
         ]  # fmt: skip
-        if self.metric_pairs is not None:
-            pairs = self.metric_pairs[window]
-            for row, (b_res, c_res) in zip(rows, pairs, strict=True):
-                row["metric_deltas"] = case_metric_deltas(b_res, c_res, self.types)
+        if self.metric_source is not None:
+            for row, deltas in zip(rows, _metric_deltas(self.metric_source, window), strict=True):
+                row["metric_deltas"] = deltas
         return rows
 
     def _fields(self, rows: Any) -> dict[str, Any]:
@@ -386,8 +451,11 @@ class Comparison:
             )
         return self._model
 
-    def json(self, case_offset: int = 0, case_limit: int | None = None) -> bytes:
-        """The comparison as JSON (what `RunComparison` serialises to), cases paged."""
+    def body(self, case_offset: int = 0, case_limit: int | None = None) -> dict[str, Any]:
+        """The comparison as `RunComparison.model_dump(mode="json")` gives it, cases paged.
+
+        Built from the columns, plain dicts and the small parts' dumps: no model of the cases.
+        """
         end = None if case_limit is None else case_offset + case_limit
         body = {
             k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v
@@ -395,7 +463,11 @@ class Comparison:
         }
         if self.named_scores:
             body["named_scores"] = [n.model_dump(mode="json") for n in self.named_scores]
-        return orjson.dumps(body)
+        return body
+
+    def json(self, case_offset: int = 0, case_limit: int | None = None) -> bytes:
+        """The comparison as JSON (what `RunComparison` serialises to), cases paged."""
+        return orjson.dumps(self.body(case_offset, case_limit))
 
 
 class _Matched(NamedTuple):
@@ -550,9 +622,6 @@ def compare_columns(
     bidx, cidx = matched.bidx, matched.cidx
     b_arr, c_arr = base.arrays.take(bidx), cand.arrays.take(cidx)
     classified = _classify(b_arr, c_arr, used.case_score_delta)
-    metric_pairs = None
-    if metric_deltas:
-        metric_pairs = list(zip(_take(base.results, bidx), _take(cand.results, cidx), strict=True))
     per_metric = _per_metric_means(base, cand, bidx, cidx, types)
     aggregate = _aggregate(baseline, candidate, classified.counts, per_metric)
     if base.multi or cand.multi:
@@ -596,8 +665,7 @@ def compare_columns(
             "warnings": warnings,
         },
         named_scores=named,
-        metric_pairs=metric_pairs,
-        types=types,
+        metric_source=_MetricSource(base, cand, bidx, cidx, types) if metric_deltas else None,
     )
 
 

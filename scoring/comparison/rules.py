@@ -79,61 +79,69 @@ def binary_value(result: TestCaseResult, metric: str) -> bool | None:
     return None if score is None else score >= 5
 
 
-def case_metric_deltas(
+def metric_delta(
+    name: str, binary: bool, base: float | bool | None, cand: float | bool | None
+) -> dict[str, Any] | None:
+    """One metric of a matched test case: both sides' scores and labels, delta, status (a dict).
+
+    Binary: ``base`` / ``cand`` are the passes (`binary_value`), read as 5.0 / 0.0; scored: the
+    0-5 means. None when neither side has the metric. Plain dicts: the comparison validates them
+    once (a model per metric per case costs seconds on a 5,000-case comparison).
+    """
+    if base is None and cand is None:
+        return None
+    if binary:
+        status: MetricStatus = "unchanged"
+        if base is True and cand is False:
+            status = "pass→fail"
+        elif base is False and cand is True:
+            status = "fail→pass"
+        return {
+            "metric": name,
+            "is_binary": True,
+            "baseline_score": None if base is None else (5.0 if base else 0.0),
+            "candidate_score": None if cand is None else (5.0 if cand else 0.0),
+            "delta": None,
+            "baseline_label": None if base is None else ("pass" if base else "fail"),
+            "candidate_label": None if cand is None else ("pass" if cand else "fail"),
+            "status": status,
+        }
+    delta = round_delta(base, cand)
+    status = "unchanged"
+    if delta is not None:
+        status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
+    return {
+        "metric": name,
+        "is_binary": False,
+        "baseline_score": base,
+        "candidate_score": cand,
+        "delta": delta,
+        "baseline_label": _score_label(base, False),
+        "candidate_label": _score_label(cand, False),
+        "status": status,
+    }
+
+
+def extra_metric_deltas(
     base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
 ) -> list[dict[str, Any]]:
-    """Per metric of a matched test case: both sides' scores and labels, delta, status (dicts)."""
-    names = list(types)
-    extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
-        cand.metric_passed
-    )
-    names += sorted(extra - set(types))
-    # Plain dicts, validated once per comparison by _CASES (a model per metric per case costs
-    # seconds on a 5,000-case comparison).
-    out: list[dict[str, Any]] = []
-    for name in names:
-        binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
+    """`metric_delta` of the metrics a matched test case has outside `types`, sorted by name.
+
+    Such a metric is binary when either side has a pass for it (`metric_passed`).
+    """
+    names = set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)
+    names |= set(cand.metric_passed)
+    out = []
+    for name in sorted(names - types.keys()):
+        binary = name in base.metric_passed or name in cand.metric_passed
         if binary:
-            bp, cp = binary_value(base, name), binary_value(cand, name)
-            if bp is None and cp is None:
-                continue
-            status: MetricStatus = "unchanged"
-            if bp is True and cp is False:
-                status = "pass→fail"
-            elif bp is False and cp is True:
-                status = "fail→pass"
-            out.append(
-                {
-                    "metric": name,
-                    "is_binary": True,
-                    "baseline_score": None if bp is None else (5.0 if bp else 0.0),
-                    "candidate_score": None if cp is None else (5.0 if cp else 0.0),
-                    "delta": None,
-                    "baseline_label": None if bp is None else ("pass" if bp else "fail"),
-                    "candidate_label": None if cp is None else ("pass" if cp else "fail"),
-                    "status": status,
-                }
+            found = metric_delta(name, True, binary_value(base, name), binary_value(cand, name))
+        else:
+            found = metric_delta(
+                name, False, base.metric_scores.get(name), cand.metric_scores.get(name)
             )
-            continue
-        bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
-        if bs is None and cs is None:
-            continue
-        delta = round_delta(bs, cs)
-        status = "unchanged"
-        if delta is not None:
-            status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
-        out.append(
-            {
-                "metric": name,
-                "is_binary": False,
-                "baseline_score": bs,
-                "candidate_score": cs,
-                "delta": delta,
-                "baseline_label": _score_label(bs, False),
-                "candidate_label": _score_label(cs, False),
-                "status": status,
-            }
-        )
+        if found is not None:
+            out.append(found)
     return out
 
 
@@ -156,32 +164,6 @@ def classify_case(
     if delta is not None and abs(delta) > case_score_delta:
         return "regression" if delta < 0 else "improvement"
     return "unchanged"
-
-
-def _compare_case(
-    base: TestCaseResult,
-    cand: TestCaseResult,
-    thresholds: ComparisonThresholds,
-    types: Mapping[str, bool],
-    metric_deltas: bool = True,
-) -> dict[str, Any]:
-    return {
-        "test_case_key": base.test_case_key,
-        **({"variant": variant_label(base.variant)} if base.variant else {}),
-        "status": classify_case(base, cand, thresholds.case_score_delta),
-        "baseline_passed": base.passed,
-        "candidate_passed": cand.passed,
-        "baseline_score": base.score,
-        "candidate_score": cand.score,
-        "score_delta": round_delta(base.score, cand.score),
-        "baseline_latency_ms": base.latency_p50_ms,
-        "candidate_latency_ms": cand.latency_p50_ms,
-        "latency_delta_ms": round_delta(base.latency_p50_ms, cand.latency_p50_ms),
-        "metric_deltas": case_metric_deltas(base, cand, types) if metric_deltas else [],
-        "baseline_flaky": base.flaky,
-        "candidate_flaky": cand.flaky,
-        "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
-    }
 
 
 def run_cost(run: ComparedRun) -> float | None:

@@ -2,16 +2,21 @@
 before the columnar fast path (main 417ff71), kept as the oracle the fast path is proven against
 (tests/scoring/test_comparison_fast.py). It shares only the helpers the fast path did not rewrite
 (per-case classification rule, verdict, config diff, cost, thresholds); the matching, per-case
-rows, counts, per-metric means, warnings and statistics inputs are computed here independently.
+rows with their per-metric deltas (one case at a time; the engine builds them per metric column
+since issue 32), counts, per-metric means, warnings and statistics inputs are computed here
+independently.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import TypeAdapter
 
-from evaledger.domain.spec import ScoringSpec
+from evaledger.domain.metrics import SCORE_LABELS
+from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.domain.types import variant_label
 from evaledger.scoring.comparison import (
     AggregateComparison,
     ComparedRun,
@@ -19,11 +24,11 @@ from evaledger.scoring.comparison import (
     MetricAggregateDelta,
     RunComparison,
     TestCaseComparison,
+    classify_case,
     config_diff,
 )
 from evaledger.scoring.comparison.rules import (
     _binary_value,
-    _compare_case,
     _delta,
     _keys_text,
     _mean,
@@ -43,6 +48,95 @@ from evaledger.scoring.stats import (
 
 _CASES = TypeAdapter(list[TestCaseComparison])
 _PAIRS = TypeAdapter(list[PairedCase])
+
+
+def _label(value: float | None) -> str | None:
+    if value is None or not (float(value).is_integer() and 0 <= value <= 5):
+        return None
+    return SCORE_LABELS[int(value)]
+
+
+def case_metric_deltas(
+    base: TestCaseResult, cand: TestCaseResult, types: Mapping[str, bool]
+) -> list[dict[str, Any]]:
+    """Per metric of a matched test case, one case at a time (the engine builds them per metric
+    column): both sides' scores and labels, delta, status."""
+    names = list(types)
+    extra = (set(base.metric_scores) | set(cand.metric_scores) | set(base.metric_passed)) | set(
+        cand.metric_passed
+    )
+    names += sorted(extra - set(types))
+    out: list[dict[str, Any]] = []
+    for name in names:
+        binary = types.get(name, name in base.metric_passed or name in cand.metric_passed)
+        if binary:
+            bp, cp = _binary_value(base, name), _binary_value(cand, name)
+            if bp is None and cp is None:
+                continue
+            status = "unchanged"
+            if bp is True and cp is False:
+                status = "pass→fail"
+            elif bp is False and cp is True:
+                status = "fail→pass"
+            out.append(
+                {
+                    "metric": name,
+                    "is_binary": True,
+                    "baseline_score": None if bp is None else (5.0 if bp else 0.0),
+                    "candidate_score": None if cp is None else (5.0 if cp else 0.0),
+                    "delta": None,
+                    "baseline_label": None if bp is None else ("pass" if bp else "fail"),
+                    "candidate_label": None if cp is None else ("pass" if cp else "fail"),
+                    "status": status,
+                }
+            )
+            continue
+        bs, cs = base.metric_scores.get(name), cand.metric_scores.get(name)
+        if bs is None and cs is None:
+            continue
+        delta = _delta(bs, cs)
+        status = "unchanged"
+        if delta is not None:
+            status = "regression" if delta < 0 else "improvement" if delta > 0 else "unchanged"
+        out.append(
+            {
+                "metric": name,
+                "is_binary": False,
+                "baseline_score": bs,
+                "candidate_score": cs,
+                "delta": delta,
+                "baseline_label": _label(bs),
+                "candidate_label": _label(cs),
+                "status": status,
+            }
+        )
+    return out
+
+
+def _compare_case(
+    base: TestCaseResult,
+    cand: TestCaseResult,
+    thresholds: ComparisonThresholds,
+    types: Mapping[str, bool],
+    metric_deltas: bool = True,
+) -> dict[str, Any]:
+    return {
+        "test_case_key": base.test_case_key,
+        **({"variant": variant_label(base.variant)} if base.variant else {}),
+        "status": classify_case(base, cand, thresholds.case_score_delta),
+        "baseline_passed": base.passed,
+        "candidate_passed": cand.passed,
+        "baseline_score": base.score,
+        "candidate_score": cand.score,
+        "score_delta": _delta(base.score, cand.score),
+        "baseline_latency_ms": base.latency_p50_ms,
+        "candidate_latency_ms": cand.latency_p50_ms,
+        "latency_delta_ms": _delta(base.latency_p50_ms, cand.latency_p50_ms),
+        "metric_deltas": case_metric_deltas(base, cand, types) if metric_deltas else [],
+        "baseline_flaky": base.flaky,
+        "candidate_flaky": cand.flaky,
+        "repetitions": {"baseline": base.repetitions, "candidate": cand.repetitions},
+    }
 
 
 def _aggregate_metric_deltas(
