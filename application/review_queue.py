@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from evaledger.domain import collector
+from evaledger.projections.case_pages import case_scores_by_id, narrow_case_scores
 from evaledger.projections.queries import Summary
 from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.facts import CaseFacts, VerdictFact
@@ -72,6 +73,33 @@ class CaseRow:
             hallucinations=score.get("hallucinations", 0),
             metric_scores={m["metric"]: m["score"] for m in score.get("metric_scores", [])},
             named_scores=score.get("named_scores", {}),
+        )
+
+    @classmethod
+    def narrow(cls, score: Mapping[str, Any]) -> CaseRow:
+        """A row from `narrow_case_scores`: what a cases table filters, sorts and charts by.
+
+        No metric or named scores, gate or gate reason, self-judging or hallucinations: a page
+        shows its rows read whole (`whole_rows`).
+        """
+        return cls(
+            case_id=score["case_id"],
+            test_case_key=score["test_case_key"],
+            repetition=score["repetition"],
+            variant=score["variant"],
+            status=score["status"],
+            overall_score=score["overall_score"],
+            passed=score["passed"],
+            errored=bool(score["errored"]),
+            judge_error=bool(score["judge_error"]),
+            self_judged=False,
+            gate="",
+            gate_reason="",
+            latency_p50_ms=score["latency_p50_ms"],
+            cost_usd=score["cost_usd"],
+            hallucinations=0,
+            metric_scores={},
+            named_scores={},
         )
 
 
@@ -207,6 +235,8 @@ class RunCases:
 
     summary: Summary
     rows: list[CaseRow]
+    narrow: bool = False
+    """The rows are `CaseRow.narrow` (`page_cases`): read the shown ones with `whole_rows`."""
 
     @property
     def flaky(self) -> set[tuple[str, str]]:
@@ -218,6 +248,29 @@ def run_cases(services: Services, run_id: UUID) -> RunCases:
     """The run's summary under its own spec and its case rows."""
     summary = services.reads.summary(run_id)
     return RunCases(summary, case_rows(services, run_id))
+
+
+def page_cases(services: Services, run_id: UUID, *, by_metric: bool = False) -> RunCases:
+    """The run's summary and its case rows for a page that lays out one page of them.
+
+    The rows are narrow (`CaseRow.narrow`: no case's score decoded) unless the page filters by a
+    metric (`by_metric`) or charts per-case named scores (a run with source scorers or named
+    scores): then whole, as `run_cases`. Read the shown rows whole with `whole_rows`.
+    """
+    summary = services.reads.summary(run_id)
+    if by_metric or summary.spec.scorers or summary.aggregate.named_score_means:
+        return RunCases(summary, case_rows(services, run_id))
+    with collector.paused():
+        rows = [CaseRow.narrow(s) for s in narrow_case_scores(services.reads.engine, run_id)]
+    return RunCases(summary, rows, narrow=True)
+
+
+def whole_rows(services: Services, cases: RunCases, rows: Sequence[CaseRow]) -> list[CaseRow]:
+    """`rows` (some of `cases.rows`) read whole, in their order: themselves unless narrow."""
+    if not cases.narrow:
+        return list(rows)
+    found = case_scores_by_id(services.reads.engine, [r.case_id for r in rows])
+    return [CaseRow.of(found[r.case_id]) for r in rows]
 
 
 def run_review_queue(services: Services, run_id: UUID) -> list[QueueItem]:

@@ -8,6 +8,7 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -267,8 +268,6 @@ def run_page(
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
-        cases = review_queue.run_cases(services, rid)
-        summary, scores, flaky = cases.summary, cases.rows, cases.flaky
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -278,6 +277,12 @@ def run_page(
             desc=desc,
             page=page,
         )
+        # Every case narrow (what the filters, sorts and charts read), the page's rows whole.
+        by_metric = bool(query.metric) and query.below is not None
+        cases = review_queue.page_cases(services, rid, by_metric=by_metric)
+        summary, scores, flaky = cases.summary, cases.rows, cases.flaky
+        shown = views.select_cases(scores, flaky, query)
+        shown = replace(shown, rows=review_queue.whole_rows(services, cases, shown.rows))
         names = reports.metric_names(services, run.project)
         agg = summary.aggregate
         charts = views.run_charts(summary.spec, agg, scores, names)
@@ -293,7 +298,7 @@ def run_page(
             "charts": charts,
             "metric_bars": charts.rubric,
             "latency_bins": views.latency_bins(latencies),
-            "cases": views.select_cases(scores, flaky, query),
+            "cases": shown,
             "flaky": flaky,
             "query": query,
             "keep": keep,
