@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import time
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # EVALEDGER_BENCH_TREE: another checkout's product code (a before/after pair run by one
+    # script; its own interpreter must be given too, since the product is installed editable).
+    sys.path.insert(
+        0, os.environ.get("EVALEDGER_BENCH_TREE", str(Path(__file__).resolve().parents[1]))
+    )
 
 import orjson
 
