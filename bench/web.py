@@ -35,6 +35,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
+from evaledger.projections.case_pages import forget_kept
 from evaledger.projections.tables import cases
 
 
@@ -62,7 +63,7 @@ def main() -> None:
         run_id = str(services.ledger.import_bundle(bundle, Context(actor="bench")).run_id)
         services.sync()
         views = Path(services.location.views_url.removeprefix("sqlite:///"))
-        with TestClient(create_app(services=services)) as client:
+        with TestClient(create_app(services=services), base_url="http://127.0.0.1") as client:
             listed: dict[str, Any] = client.get(
                 f"/runs/{run_id}/cases", params={"status": "failed", "limit": 1}
             ).json()
@@ -75,6 +76,18 @@ def main() -> None:
 
             json_s, _ = median_seconds(lambda: get(f"/runs/{run_id}/cases?limit=50"), repeat)
             raw_s, _ = median_seconds(lambda: raw_cases(views, run_id), repeat)
+            # A run's first page view reads every case narrow; the process keeps those rows per
+            # summary position, so the pages below (other pages, sorts, filters) reuse them.
+            # Here each request is a first view (the kept rows dropped before it; the template
+            # compiled by one request before).
+            progress("run page 1, first view")
+            get(f"/ui/runs/{run_id}")
+
+            def first_view() -> None:
+                forget_kept()
+                get(f"/ui/runs/{run_id}")
+
+            first_s, _ = median_seconds(first_view, repeat)
             pages = {
                 "run page 1": f"/ui/runs/{run_id}",
                 "run, failed only": f"/ui/runs/{run_id}?show=failed",
@@ -84,7 +97,14 @@ def main() -> None:
                 "case audit page": f"/ui/cases/{failed}",
                 "runs list": "/ui/",
             }
-            rows = []
+            rows = [
+                [
+                    "run page 1, first view",
+                    num(first_s * 1000, 1),
+                    num(first_s / json_s, 2) + "×",
+                    num(first_s / raw_s, 1) + "×",
+                ]
+            ]
             for name, path in pages.items():
                 progress(name)
                 seconds, _ = median_seconds(lambda path=path: get(path), repeat)  # type: ignore[misc]

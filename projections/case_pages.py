@@ -64,6 +64,12 @@ def narrow_case_scores(engine: Engine, run_id: UUID) -> list[dict[str, Any]]:
     return rows
 
 
+def forget_kept() -> None:
+    """Drop every run's kept narrow rows (a benchmark's cold read; nothing else needs it)."""
+    with _lock:
+        _cache.clear()
+
+
 def _narrow_rows(engine: Engine, run_id: UUID) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
