@@ -102,7 +102,7 @@ def raw_rows(url: str, sql: str, params: tuple[object, ...]) -> list[tuple[Any, 
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql, params).fetchall()
 
 
 def raw_compare(url: str, ids: list[str], printed: str) -> float:
