@@ -30,7 +30,9 @@ PAGE_CHUNK = 500
 NARROW_CACHED = 4
 """Closed runs whose narrow rows this process keeps (≈ 5 MB per 10,000 cases)."""
 
-_cache: OrderedDict[tuple[int, str, int], list[dict[str, Any]]] = OrderedDict()
+# (id of the engine, run, summary position) → (that engine, the rows). The entry holds its engine
+# so that the id cannot be reused by another store's engine while the entry lives.
+_cache: OrderedDict[tuple[int, str, int], tuple[Engine, list[dict[str, Any]]]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -52,13 +54,13 @@ def narrow_case_scores(engine: Engine, run_id: UUID) -> list[dict[str, Any]]:
     if position is not None:
         with _lock:
             hit = _cache.get(key)
-            if hit is not None:
+            if hit is not None and hit[0] is engine:
                 _cache.move_to_end(key)
-                return hit
+                return hit[1]
     rows = _narrow_rows(engine, run_id)
     if position is not None:
         with _lock:
-            _cache[key] = rows
+            _cache[key] = (engine, rows)
             while len(_cache) > NARROW_CACHED:
                 _cache.popitem(last=False)
     return rows

@@ -5,13 +5,15 @@ PostgreSQL, and never a stale row after a case changes."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
 from bench.common import generate_bundle
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.web import views
 from evaledger.application import review_queue
 from evaledger.domain.bundle import RunBundle
@@ -121,3 +123,29 @@ def test_the_kept_rows_follow_an_override(store_services: Services) -> None:
     assert [_typed(r) for r in after.rows] == [
         _typed(r) for r in review_queue.run_cases(store_services, run_id).rows
     ]
+
+
+def test_another_store_with_the_same_run_never_reads_the_kept_rows(tmp_path: Path) -> None:
+    """Run ids derive from the run's key: two stores can hold the same run id at the same
+    summary position with other scores. The kept rows belong to one store's engine."""
+    seen = []
+    for n, score in enumerate((2, 5)):
+        data = bundle()
+        data["cases"] = [case(f"k{i}", score=score) for i in range(3)]
+        services = build_services(Settings(db=f"sqlite:///{tmp_path}/store{n}/"))
+        try:
+            run_id = services.ledger.import_bundle(
+                RunBundle.model_validate(data), Context(actor="test")
+            ).run_id
+            services.sync()
+            rows = review_queue.page_cases(services, run_id).rows
+            assert [_typed(r) for r in rows] == [
+                _typed(r) for r in review_queue.run_cases(services, run_id).rows
+            ]
+            seen.append((run_id, [r.overall_score for r in rows]))
+        finally:
+            services.close()
+        del services
+        gc.collect()  # the first engine freed: its id may be the second one's
+    (first_id, first), (second_id, second) = seen
+    assert first_id == second_id and first != second
