@@ -29,7 +29,7 @@ EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 
 MEDIA_TYPES = {
     "bundle": "application/json",
-    "csv": "text/csv; charset=utf-8",
+    "csv": "text/csv",
     "parquet": "application/vnd.apache.parquet",
     "junit": "application/xml",
     "jsonl": "application/jsonl",

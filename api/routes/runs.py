@@ -191,9 +191,16 @@ def export_run(run_id: UUID, services: ServicesDep) -> Response:
     response_model=None,
     responses={
         200: {
-            "description": "The run in the format asked: a run bundle (JSON), or its cases as "
-            "CSV, Parquet, JUnit XML or JSON lines",
-            "content": {MEDIA_TYPES[f]: {} for f in EXPORT_FORMATS if f != "bundle"},
+            "model": RunBundle,
+            "description": "The run in the format asked: a run bundle (JSON, the default), or "
+            "its cases as CSV, Parquet, JUnit XML or JSON lines (an attachment)",
+            "content": {
+                MEDIA_TYPES[f]: {
+                    "schema": {"type": "string", **({"format": "binary"} if f == "parquet" else {})}
+                }
+                for f in EXPORT_FORMATS
+                if f != "bundle"
+            },
         }
     },
 )
