@@ -28,6 +28,8 @@ class Format(StrEnum):
     PROMPTFOO = "promptfoo"
     TAU_BENCH = "tau-bench"
     CONNEXITY = "connexity"
+    LM_EVAL = "lm-eval"
+    OPENAI_EVALS = "openai-evals"
 
 
 class ImportFormatError(ValidationError):

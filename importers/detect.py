@@ -82,6 +82,12 @@ def _decide(kind: str, keys: dict[str, Any]) -> Format | None:
             return Format.INSPECT
         if {"run", "results"} <= keys.keys():
             return Format.CONNEXITY
+        if {"results", "configs"} <= keys.keys() or {"doc_id", "filtered_resps"} <= keys.keys():
+            # lm-eval's results JSON, or a line of its --log_samples JSONL.
+            return Format.LM_EVAL
+        if keys.keys() == {"spec"} and keys["spec"] == "start_map":
+            # OpenAI evals' record (`oaieval --record_path`): its first line is the run's spec.
+            return Format.OPENAI_EVALS
     if kind == "array" and {"task_id", "traj"} <= keys.keys():
         return Format.TAU_BENCH
     return None

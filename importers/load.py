@@ -15,6 +15,8 @@ from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
 from evaledger.importers.detect import detect
+from evaledger.importers.lm_eval import open_lm_eval, results_of
+from evaledger.importers.openai_evals import open_openai_evals
 from evaledger.importers.promptfoo import is_rows_jsonl, open_promptfoo
 from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
 from evaledger.importers.tau_bench import open_tau_bench
@@ -47,6 +49,8 @@ _OPENERS: dict[Format, Callable[[Path], PeerImport]] = {
     Format.INSPECT: _open_inspect,
     Format.PROMPTFOO: open_promptfoo_file,
     Format.TAU_BENCH: open_tau_bench,
+    Format.LM_EVAL: open_lm_eval,
+    Format.OPENAI_EVALS: open_openai_evals,
 }
 
 
@@ -73,6 +77,7 @@ def open_imports(
         raise fail("--from", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})", "from")
     imports: list[PeerImport] = []
     connexity_runs: list[Path] = []
+    lm_eval_runs: list[Path] = []
     test_cases: list[Path] = []
     for path in (Path(p) for p in paths):
         try:
@@ -91,6 +96,12 @@ def open_imports(
             continue
         if found is Format.CONNEXITY:
             connexity_runs.append(path)
+        elif found is Format.LM_EVAL:
+            # A results JSON and its samples files are one run: opened once, by its results.
+            results = results_of(path)
+            if results not in lm_eval_runs:
+                lm_eval_runs.append(results)
+                imports.append(open_lm_eval(results))
         else:
             imports.append(_OPENERS[found](path))
     if test_cases and len(connexity_runs) != 1:
