@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,20 +64,39 @@ def results_of(path: Path) -> Path:
     return found
 
 
-def _samples_files(results: Path, tasks: list[str]) -> dict[str, Path]:
+def group_files(paths: Sequence[Path]) -> list[tuple[Path, list[Path]]]:
+    """The lm-eval files given, as (results JSON, the samples files given with it) per run.
+
+    A samples file joins the results file given with it (the same `<time>`, or the one results
+    file when only one is given: an upload may rename nothing but keeps no folder), else the
+    results file beside it.
+    """
+    results = [p for p in paths if not is_samples_file(p)]
+    by_time = {m["time"]: r for r in results if (m := RESULTS_NAME.match(r.name))}
+    groups: dict[Path, list[Path]] = {r: [] for r in results}
+    for samples in (p for p in paths if is_samples_file(p)):
+        m = SAMPLES_NAME.match(samples.name)
+        assert m is not None  # is_samples_file
+        owner = by_time.get(m["time"]) or (results[0] if len(results) == 1 else None)
+        groups.setdefault(owner or results_of(samples), []).append(samples)
+    return list(groups.items())
+
+
+def _samples_files(results: Path, tasks: list[str], given: Sequence[Path]) -> dict[str, Path]:
     m = RESULTS_NAME.match(results.name)
-    if m is None:
-        raise fail(results, "an lm-eval results file is named results_<time>.json")
     found = {}
     for task in tasks:
-        samples = results.with_name(f"samples_{task}_{m['time']}.jsonl")
-        if samples.is_file():
-            found[task] = samples
+        named = [p for p in given if p.name.startswith(f"samples_{task}_")]
+        beside = results.with_name(f"samples_{task}_{m['time']}.jsonl") if m else None
+        if named:
+            found[task] = named[0]
+        elif beside is not None and beside.is_file():
+            found[task] = beside
     if not found:
         raise fail(
             results,
-            "lm-eval results without their samples: run lm_eval with --log_samples and keep "
-            f"the samples_<task>_{m['time']}.jsonl files beside it",
+            "lm-eval results without their samples: run lm_eval with --log_samples and give "
+            "the samples_<task>_<time>.jsonl files with it (or keep them beside it)",
         )
     return found
 
@@ -170,12 +189,15 @@ def _run_key(path: Path) -> str:
     return f"lm-eval-{digest[:16]}"
 
 
-def open_lm_eval(path: Path) -> PeerImport:
-    """The run of an lm-eval results JSON (or one of its samples files) and its samples."""
+def open_lm_eval(path: Path, given: Sequence[Path] = ()) -> PeerImport:
+    """The run of an lm-eval results JSON (or one of its samples files) and its samples.
+
+    `given`: samples files given with it (else those beside it are read).
+    """
     results = results_of(path)
     data = _read_results(results)
     tasks = [t for t in data["results"] if isinstance(data["results"][t], Mapping)]
-    files = _samples_files(results, tasks)
+    files = _samples_files(results, tasks, given)
     tasks = [t for t in tasks if t in files]  # groups (mmlu over its subtasks) have no samples
     scorers = _scorers(data, tasks)
     config = data.get("config") or {}

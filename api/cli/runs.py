@@ -160,7 +160,8 @@ def register(commands: Commands) -> None:
         "--from",
         dest="from_format",
         default="auto",
-        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
+        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench, connexity, "
+        "lm-eval or openai-evals",
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
     p = commands.add(

@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.application import reports, runs
 from evaledger.application.transcripts import case_transcript
@@ -216,8 +218,29 @@ def test_cli_imports_both_without_a_flag(
 ) -> None:
     cli = Cli(capsys, sqlite_url)
     done = cli.json("import", str(RESULTS), str(OPENAI))["imported"]
-    assert [d["format"] for d in done] == ["lm-eval", "openai-evals"]
-    shown = cli.json("show", done[1]["run_key"])
+    assert sorted(d["format"] for d in done) == ["lm-eval", "openai-evals"]
+    key = next(d["run_key"] for d in done if d["format"] == "openai-evals")
+    shown = cli.json("show", key)
     assert shown["headline"]["metric"] == "match/accuracy"
-    code, out, err = cli("import", str(OPENAI), "--from", "lm-eval")
+    code, _, err = cli("import", str(OPENAI), "--from", "lm-eval")
     assert code == 2 and "openai-evals" in err
+
+
+def test_http_upload_of_results_and_samples_is_one_run(services: Services) -> None:
+    # An upload keeps each file's name but not its folder: the samples join their results.
+    with TestClient(create_app(services=services)) as client:
+        files = [RESULTS, *SAMPLES]
+        r = client.post(
+            "/imports",
+            files=[("file", (p.name, p.read_bytes(), "application/octet-stream")) for p in files],
+        )
+        assert r.status_code == 200, r.text
+        (done,) = r.json()["imported"]
+        assert (done["format"], done["cases"]) == ("lm-eval", 8)
+        alone = client.post(
+            "/imports",
+            files=[
+                ("file", (SAMPLES[0].name, SAMPLES[0].read_bytes(), "application/octet-stream"))
+            ],
+        )
+        assert alone.status_code == 422 and "results JSON" in alone.text
