@@ -19,6 +19,7 @@ from evaledger.importers.lm_eval import group_files, open_lm_eval
 from evaledger.importers.openai_evals import open_openai_evals
 from evaledger.importers.promptfoo import is_rows_jsonl, open_promptfoo
 from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
+from evaledger.importers.tau2 import open_tau2
 from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
@@ -49,6 +50,7 @@ _OPENERS: dict[Format, Callable[[Path], PeerImport]] = {
     Format.INSPECT: _open_inspect,
     Format.PROMPTFOO: open_promptfoo_file,
     Format.TAU_BENCH: open_tau_bench,
+    Format.TAU2: open_tau2,
     Format.LM_EVAL: open_lm_eval,
     Format.OPENAI_EVALS: open_openai_evals,
 }
