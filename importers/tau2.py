@@ -217,6 +217,33 @@ def _turn(m: Mapping[str, Any]) -> Turn | None:
     )
 
 
+def _tick_messages(ticks: list[Any]) -> list[dict[str, Any]]:
+    """A full-duplex (voice) simulation's messages from its ticks, as τ²'s `get_messages` does.
+
+    Each tick's chunks and tool traffic, in time order; consecutive speech chunks of one speaker
+    are one turn (their text joined), so a spoken turn reads as one message.
+    """
+    found: list[Mapping[str, Any]] = []
+    for tick in ticks:
+        if not isinstance(tick, Mapping):
+            continue
+        for name in ("agent_chunk", "user_chunk"):
+            chunk = _obj(tick.get(name))
+            if chunk and (chunk.get("content") or chunk.get("tool_calls")):
+                found.append(chunk)
+        for name in ("agent_tool_results", "user_tool_results"):
+            found.extend(_obj(m) for m in tick.get(name) or [])
+    turns: list[dict[str, Any]] = []
+    for m in found:
+        last = turns[-1] if turns else None
+        speech = m.get("content") and not m.get("tool_calls") and m.get("role") != "tool"
+        if last is not None and speech and last["role"] == m.get("role") and last["speech"]:
+            last["content"] = f"{last['content']}{m['content']}"
+        else:
+            turns.append({**m, "speech": bool(speech)})
+    return turns
+
+
 def _why(reward: float, info: Mapping[str, Any]) -> str:
     parts = [f"reward {reward:g}"]
     if info.get("reward_breakdown"):
@@ -242,7 +269,10 @@ def _case(sim: Mapping[str, Any], task: Mapping[str, Any], domain: str) -> Bundl
     reward_info = _obj(sim.get("reward_info"))
     reward = reward_info.get("reward")
     errored = termination == INFRASTRUCTURE_ERROR
-    turns = [t for m in sim.get("messages") or [] if isinstance(m, Mapping) if (t := _turn(m))]
+    messages = sim.get("messages")
+    if messages is None and isinstance(sim.get("ticks"), list):
+        messages = _tick_messages(sim["ticks"])
+    turns = [t for m in messages or [] if isinstance(m, Mapping) if (t := _turn(m))]
     case = BundleCase(
         test_case=TestCaseSnapshot(
             key=f"task-{sim['task_id']}",
