@@ -50,6 +50,7 @@ from evaledger.importers.base import (
 
 MATCH_OUTCOME = "The sampled answer matches an expected answer (evals' match: correct)"
 SCORE_OUTCOME = "The model grader scores the answer 1 (evals' model-graded score)"
+ROLES = frozenset(r.value for r in Role)
 MAX_EVENTS_PER_SAMPLE = 10_000
 """A sample's events are held together while its case is built; past this, refused."""
 
@@ -189,7 +190,7 @@ def _prompt_turns(prompt: Any) -> list[Turn]:
                 role = str(m.get("role") or "user")
                 turns.append(
                     Turn(
-                        role=Role(role) if role in Role._value2member_map_ else Role.USER,
+                        role=Role(role) if role in ROLES else Role.USER,
                         content=text_of(m.get("content")),
                     )
                 )
