@@ -169,3 +169,16 @@ def test_cut_off_or_incomplete_folders_store_nothing(services: Services, tmp_pat
     with pytest.raises(ValidationError, match="listed but missing"):
         imported(services, folder)
     assert event_count(services) == 0
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"1" + b"0" * 400, b"NaN"])
+def test_hostile_numbers_are_refused_with_nothing_stored(
+    services: Services, tmp_path: Path, number: bytes
+) -> None:
+    data = TEXT.read_bytes().replace(b'"reward": 1.0', b'"reward": ' + number, 1)
+    assert data != TEXT.read_bytes()
+    target = tmp_path / "results.json"
+    target.write_bytes(data)
+    with pytest.raises(ValidationError, match="not valid JSON"):
+        imported(services, target)
+    assert event_count(services) == 0
