@@ -7,8 +7,8 @@ the run's figures (its pass rate, counts and the source's scorer metrics) where 
 room for them (the JSON lines' first record, the Parquet file's metadata, the JUnit suite's
 properties; a CSV is the case table alone).
 
-Nothing here imports more than the standard library: `pyarrow` is imported by `to_parquet` only
-(start-up: `evaledger export --format csv` never loads it).
+Nothing here imports more than the standard library and orjson: `pyarrow` is imported by
+`to_parquet` only (start-up: `evaledger export --format csv` never loads it).
 """
 
 from __future__ import annotations
