@@ -199,7 +199,7 @@ class ScorerInfo(FrozenModel):
 
     name: str = Field(min_length=1, description="The scorer's name in `SCORER/METRIC` keys.")
     score: str = Field(min_length=1, description="The named score it reads (`scorer/key`).")
-    semantics: Literal["inspect", "promptfoo", "tau-bench"] = Field(
+    semantics: Literal["inspect", "promptfoo", "tau-bench", "lm-eval", "openai-evals"] = Field(
         description="Whose definition of the metrics applies."
     )
     value_type: Literal["binary", "ordinal", "continuous", "dict", "unknown"] = Field(

@@ -28,6 +28,9 @@ class Format(StrEnum):
     PROMPTFOO = "promptfoo"
     TAU_BENCH = "tau-bench"
     CONNEXITY = "connexity"
+    TAU2 = "tau2"
+    LM_EVAL = "lm-eval"
+    OPENAI_EVALS = "openai-evals"
 
 
 class ImportFormatError(ValidationError):

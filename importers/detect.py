@@ -17,6 +17,7 @@ from evaledger.domain.input_limits import MAX_YAML_BYTES, check_json_file, check
 from evaledger.importers.base import Format, fail
 from evaledger.importers.promptfoo import is_yaml
 from evaledger.importers.promptfoo_rows import is_promptfoo_csv
+from evaledger.importers.tau2 import is_results_dir
 
 _MAX_EVENTS = 20_000
 """Parse events read before giving up on deciding (the deciding keys come first in practice)."""
@@ -82,6 +83,15 @@ def _decide(kind: str, keys: dict[str, Any]) -> Format | None:
             return Format.INSPECT
         if {"run", "results"} <= keys.keys():
             return Format.CONNEXITY
+        if {"info", "tasks"} <= keys.keys():
+            # τ²-bench results (`tau2 run`): one JSON, or the results.json of its folder.
+            return Format.TAU2
+        if {"results", "configs"} <= keys.keys() or {"doc_id", "filtered_resps"} <= keys.keys():
+            # lm-eval's results JSON, or a line of its --log_samples JSONL.
+            return Format.LM_EVAL
+        if keys.keys() == {"spec"} and keys["spec"] == "start_map":
+            # OpenAI evals' record (`oaieval --record_path`): its first line is the run's spec.
+            return Format.OPENAI_EVALS
     if kind == "array" and {"task_id", "traj"} <= keys.keys():
         return Format.TAU_BENCH
     return None
@@ -152,6 +162,8 @@ def _yaml_top_keys(path: Path) -> set[bytes]:
 
 def detect(path: Path) -> Format:
     """The format of a file, or an error naming what the file was detected to be."""
+    if is_results_dir(path):
+        return Format.TAU2
     if not path.is_file():
         raise fail(path, "no such file")
     with path.open("rb") as f:

@@ -15,8 +15,11 @@ from evaledger.importers.base import Format, ImportFormatError, PeerImport, fail
 from evaledger.importers.bundle import open_bundle
 from evaledger.importers.connexity import is_test_case, open_connexity
 from evaledger.importers.detect import detect
+from evaledger.importers.lm_eval import group_files, open_lm_eval
+from evaledger.importers.openai_evals import open_openai_evals
 from evaledger.importers.promptfoo import is_rows_jsonl, open_promptfoo
 from evaledger.importers.promptfoo_rows import is_promptfoo_csv, open_csv, open_jsonl
+from evaledger.importers.tau2 import open_tau2
 from evaledger.importers.tau_bench import open_tau_bench
 
 Progress = Callable[[int, int], None]
@@ -47,6 +50,9 @@ _OPENERS: dict[Format, Callable[[Path], PeerImport]] = {
     Format.INSPECT: _open_inspect,
     Format.PROMPTFOO: open_promptfoo_file,
     Format.TAU_BENCH: open_tau_bench,
+    Format.TAU2: open_tau2,
+    Format.LM_EVAL: open_lm_eval,
+    Format.OPENAI_EVALS: open_openai_evals,
 }
 
 
@@ -73,6 +79,7 @@ def open_imports(
         raise fail("--from", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})", "from")
     imports: list[PeerImport] = []
     connexity_runs: list[Path] = []
+    lm_eval_files: list[Path] = []
     test_cases: list[Path] = []
     for path in (Path(p) for p in paths):
         try:
@@ -91,6 +98,8 @@ def open_imports(
             continue
         if found is Format.CONNEXITY:
             connexity_runs.append(path)
+        elif found is Format.LM_EVAL:
+            lm_eval_files.append(path)
         else:
             imports.append(_OPENERS[found](path))
     if test_cases and len(connexity_runs) != 1:
@@ -101,6 +110,9 @@ def open_imports(
         )
     for path in connexity_runs:
         imports.append(open_connexity(path, test_cases))
+    # A results JSON and its samples files are one run, opened once, by its results.
+    for results, samples in group_files(lm_eval_files):
+        imports.append(open_lm_eval(results, samples))
     if run_key is not None:
         if len(imports) != 1:
             raise fail(

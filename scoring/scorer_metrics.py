@@ -113,8 +113,9 @@ def reducer(name: str | None) -> Callable[[Sequence[float]], float] | None:
     return with_k(int(k)) if with_k is not None and k.isdigit() and int(k) > 0 else None
 
 
-RANDOM_METRICS = frozenset({"bootstrap_stderr"})
-"""Metrics that draw random samples: the source's figure is shown, never recomputed."""
+RANDOM_METRICS = frozenset({"bootstrap_stderr", "boostrap_std"})
+"""Metrics that draw random samples: the source's figure is shown, never recomputed (Inspect's
+`bootstrap_stderr`; OpenAI evals' `boostrap_std`, spelled as evals spells it)."""
 
 
 def _per_sample(

@@ -453,13 +453,14 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
     "api/cli/reports.py": (11, 0),
-    "api/cli/runs.py": (4, 0),
+    "api/cli/runs.py": (5, 0),
     "api/cli/serve.py": (8, 0),
     "api/cli/transcript.py": (1, 0),
     "api/console.py": (4, 0),
     "api/demo/__init__.py": (5, 0),
     "api/web/session.py": (1, 0),
     "application/compare.py": (3, 0),
+    "application/export_formats.py": (2, 0),
     "application/runs.py": (2, 0),
     "client/inspect_hook.py": (7, 0),
     "client/pytest_plugin.py": (7, 0),
@@ -478,8 +479,10 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 137
-"""The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
+FUNCTION_IMPORT_BUDGET = 140
+"""The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
+Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
+Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")
 """The product's layers the lazy-import budget counts (with `evaledger/` and `application/`).

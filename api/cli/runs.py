@@ -24,6 +24,7 @@ from evaledger.api.console import (
     EXIT_OK,
     Col,
     Progress,
+    UsageError,
     emit_json,
     fits,
     fmt,
@@ -32,6 +33,7 @@ from evaledger.api.console import (
     print_table,
 )
 from evaledger.application import reports
+from evaledger.application.export_formats import EXPORT_FORMATS
 from evaledger.application.runs import import_files, rescore_run
 from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
@@ -158,11 +160,25 @@ def register(commands: Commands) -> None:
         "--from",
         dest="from_format",
         default="auto",
-        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench or connexity",
+        help="auto (detect from content), bundle, inspect, promptfoo, tau-bench, connexity, "
+        "lm-eval or openai-evals",
     )
     p.add_argument("--run-key", help="the run's key (default: derived from the file)")
-    p = commands.add("export", cmd_export, "export a run as a run bundle", reads=True)
+    p = commands.add(
+        "export",
+        cmd_export,
+        "export a run: a run bundle, or its cases as CSV, Parquet, JUnit XML or JSON lines",
+        reads=True,
+    )
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    p.add_argument(
+        "--format",
+        dest="export_format",
+        choices=EXPORT_FORMATS,
+        default="bundle",
+        help="bundle (the default: the run, re-importable), csv, parquet, junit or jsonl "
+        "(the cases with status, gate, scores, named scores and judge summary)",
+    )
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
     p.add_argument("--suite", help="only runs of this suite name")
@@ -248,8 +264,10 @@ def cmd_import(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
-    """Export a run as a bundle: to stdout, or to -o FILE with what was written on stderr."""
+    """Export a run: to stdout, or to -o FILE with what was written on stderr."""
     run_id = resolve_run(services, args.run, args.project)
+    if args.export_format != "bundle":
+        return export_table(services, run_id, args)
     # lazy: the export (the ledger and the event classes), only for export
     from evaledger.application.transcripts import export_run
     from evaledger.domain.export import bundle_to_json
@@ -274,6 +292,39 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
         sys.stderr.write(
             f"exported run {bundle.run.key} to {args.output}: "
             f"{written['cases']} cases, {written['bytes']} bytes\n"
+        )
+    return EXIT_OK
+
+
+def export_table(services: Services, run_id: UUID, args: argparse.Namespace) -> int:
+    """A run's cases as CSV, Parquet, JUnit XML or JSON lines (`export --format`)."""
+    if args.export_format == "parquet" and not args.output:
+        # Parquet is binary and read by seeking from its end: a file, never a terminal or pipe.
+        raise UsageError("output: a Parquet export needs -o FILE", field="output")
+    services.sync()
+    # lazy: the export (the ledger and the event classes), only for export
+    from evaledger.application.exports import export_run_file
+
+    exported = export_run_file(services, run_id, args.export_format)
+    if not args.output:
+        # The text formats (CSV, JSON lines, JUnit XML) are UTF-8: --json changes nothing.
+        sys.stdout.write(exported.content.decode())
+        return EXIT_OK
+    Path(args.output).write_bytes(exported.content)
+    written = {
+        "path": args.output,
+        "run_id": str(run_id),
+        "run_key": exported.run_key,
+        "format": exported.format,
+        "cases": exported.cases,
+        "bytes": len(exported.content),
+    }
+    if args.json:
+        emit_json({"exported": written})
+    else:
+        sys.stderr.write(
+            f"exported run {exported.run_key} to {args.output} as {exported.format}: "
+            f"{exported.cases} cases, {written['bytes']} bytes\n"
         )
     return EXIT_OK
 

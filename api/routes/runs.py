@@ -22,7 +22,8 @@ from evaledger.api.schemas import (
     RunPage,
     Written,
 )
-from evaledger.application import reports, runs, transcripts
+from evaledger.application import exports, reports, runs, transcripts
+from evaledger.application.export_formats import EXPORT_FORMATS, MEDIA_TYPES, ExportFormat
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json
@@ -183,6 +184,41 @@ def import_bundle(
 def export_run(run_id: UUID, services: ServicesDep) -> Response:
     """The run exported as a run bundle."""
     return OrjsonResponse(bundle_to_json(transcripts.export_run(services, run_id)))
+
+
+@router.get(
+    "/runs/{run_id}/export",
+    response_model=None,
+    responses={
+        200: {
+            "model": RunBundle,
+            "description": "The run in the format asked: a run bundle (JSON, the default), or "
+            "its cases as CSV, Parquet, JUnit XML or JSON lines (an attachment)",
+            "content": {
+                MEDIA_TYPES[f]: {
+                    "schema": {"type": "string", **({"format": "binary"} if f == "parquet" else {})}
+                }
+                for f in EXPORT_FORMATS
+                if f != "bundle"
+            },
+        }
+    },
+)
+def export_run_as(
+    run_id: UUID,
+    services: SyncedDep,
+    format: Annotated[
+        ExportFormat,
+        Query(description="bundle (the default), csv, parquet, junit or jsonl."),
+    ] = "bundle",
+) -> Response:
+    """The run exported: a run bundle, or its cases with scores, status and named scores."""
+    exported = exports.export_run_file(services, run_id, format)
+    return Response(
+        exported.content,
+        media_type=exported.media_type,
+        headers={"Content-Disposition": f'attachment; filename="{exported.filename}"'},
+    )
 
 
 @router.post("/runs/{run_id}/rescore")

@@ -122,6 +122,8 @@ B_READS = [
     "/runs/{b_run}",
     "/runs/{b_run}/cases",
     "/runs/{b_run}/bundle",
+    "/runs/{b_run}/export?format=csv",
+    "/runs/{b_run}/export?format=parquet",
     "/runs/{b_run}/history",
     "/runs/{b_run}/grade?preset=ifixai-v1",
     "/cases/{b_case}",
