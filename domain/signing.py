@@ -272,3 +272,40 @@ def open_checkpoint(text: str, keys: Iterable[PublicKey]) -> SignedCheckpoint:
         f"the checkpoint is signed by {', '.join(unknown)}, not by a trusted key (another key "
         "signed it)"
     )
+
+
+def rotation_statement(old: PublicKey, new: PublicKey) -> bytes:
+    """What the old key signs when it hands over to the new one."""
+    return f"evaledger signing key rotation\n{old}\n{new}\n".encode()
+
+
+def sign_rotation(old: SigningKey, new: PublicKey) -> str:
+    """The old key's signature of its hand-over (base64)."""
+    return base64.b64encode(old.sign(rotation_statement(old.public, new))).decode()
+
+
+def trusted_keys(current: PublicKey, rotations: Iterable[tuple[str, str, str]]) -> list[PublicKey]:
+    """The current key and every key it replaced through a hand-over signed by the old key.
+
+    `rotations` are (old key, new key, signature) as recorded; one whose new key is not trusted
+    already, or whose signature does not verify, adds nothing.
+    """
+    trusted = [current]
+    recorded = list(rotations)
+    grew = True
+    while grew:
+        grew = False
+        for old_text, new_text, signature in recorded:
+            try:
+                old, new = PublicKey.parse(old_text), PublicKey.parse(new_text)
+                raw = _b64decode(signature, "the rotation's signature")
+            except SignatureError:
+                continue
+            if (
+                new in trusted
+                and old not in trusted
+                and old.verify(rotation_statement(old, new), raw)
+            ):
+                trusted.append(old)
+                grew = True
+    return trusted

@@ -25,6 +25,7 @@ from psycopg_pool import PoolTimeout
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.store.chain import (
     CHAIN_TABLE,
+    CHECKPOINTS_TABLE,
     VERIFIED_TABLE,
     ChainWriter,
     postgres_chain_ddl,
@@ -363,6 +364,9 @@ def _migrate(
                         f"FROM {role}"
                     )
                     curs.execute(f'GRANT SELECT, INSERT ON "{schema}".{VERIFIED_TABLE} TO {role}')
+                    curs.execute(
+                        f'GRANT SELECT, INSERT ON "{schema}".{CHECKPOINTS_TABLE} TO {role}'
+                    )
                     curs.execute(
                         f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
                         f"({CHAIN_APPEND_ARGS}) TO {role}"
