@@ -133,7 +133,10 @@ def sign_head(
                 f"the stored checkpoint of {last.tree_size} events cannot be extended ({e}); "
                 "nothing was signed. Run `evaledger verify`"
             ) from None
-        if frontier.root() != head.root or head.size != last.tree_size:
+        if frontier.root() != head.root or (head.size, head.root.hex()) != (
+            last.tree_size,
+            last.root,
+        ):
             raise InfrastructureError(
                 f"the stored checkpoint of {last.tree_size} events does not match its signed "
                 "note (the checkpoints table was edited); nothing was signed. Run `evaledger "
