@@ -12,11 +12,13 @@ machine remembers the latest verified head.
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -24,7 +26,7 @@ import orjson
 
 from evaledger.application.ports import Services
 from evaledger.domain.bundle import BUNDLE_FORMAT
-from evaledger.domain.errors import InfrastructureError
+from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import (
     GENESIS_HASH,
     CaseOpened,
@@ -36,12 +38,17 @@ from evaledger.domain.export import bundle_to_json, export_bundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.receipts import (
     RECEIPT_FORMAT,
+    ReceiptReport,
     bundle_digest,
+    parse_receipt,
     sign_statement,
+    verify_receipt,
 )
 from evaledger.domain.signing import (
     PublicKey,
+    SignatureError,
     SigningKey,
+    load_signing_key,
     open_checkpoint,
     trusted_keys,
 )
@@ -180,6 +187,9 @@ def verify_tree(
     remembered = None
     if signing.heads is not None and log.origin is not None:
         remembered = signing.heads.recall(log.origin)
+    if not keys:  # nothing to check a signature with: the tree only
+        report.merkle = check_heads(log, [], keys).as_json() | {"trusted_keys": []}
+        return report
     found = check_heads(log, list(stored_checkpoints(ledger)), keys, remembered, against)
     report.findings.extend(found.findings)
     report.merkle = found.as_json() | {"trusted_keys": [k.key_id for k in keys]}
@@ -394,7 +404,12 @@ def _summary_markdown(
     created = run.created
     statement = receipt["statement"]
     s = statement["run"]["summary"]
-    templates = statement["run"]["judge_templates"] or [{"template_id": None}]
+    used = ", ".join(
+        f"{t['template_id']} ({t['template_hash']})"
+        for t in statement["run"]["judge_templates"]
+        if t["template_id"]
+    )
+    used = used or "none recorded"
     lines = [
         f"# Evidence for run `{created.run_key}` (project `{created.project}`)",
         "",
@@ -406,7 +421,7 @@ def _summary_markdown(
         f"| created | {created.created_at.isoformat()} by `{created.actor}` |",
         f"| status | {statement['run']['status']} |",
         f"| scoring spec | `{statement['run']['spec_id']}` |",
-        f"| judge templates | {', '.join(str(t['template_id']) for t in templates)} |",
+        f"| judge templates | {used} |",
         f"| judge calls | {judge_calls} (prompts and replies in `judge-calls.jsonl`) |",
         f"| cases | {s.get('total_executions')}: {s.get('passed_count')} passed, "
         f"{s.get('failed_count')} failed, {s.get('error_count')} errored |",
@@ -429,3 +444,105 @@ def _summary_markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+# -- configuration and offline checks, for the entry points -------------------------------------
+
+
+def public_keys(texts: Iterable[str]) -> tuple[PublicKey, ...]:
+    """Verifier keys, each given as the key or a file of keys (one a line, `#` comments).
+
+    ValidationError naming `public_key` when one is neither.
+    """
+    found: list[PublicKey] = []
+    for text in texts:
+        path = Path(text)
+        lines = [text]
+        if "+" not in text or path.is_file():
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValidationError(
+                    f"--public-key {text!r}: neither a key nor a readable file ({e})",
+                    field="public_key",
+                ) from None
+        for line in lines:
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    found.append(PublicKey.parse(line))
+                except SignatureError as e:
+                    raise ValidationError(
+                        f"--public-key {text!r}: {e}", field="public_key"
+                    ) from None
+    return tuple(found)
+
+
+def signing_from(
+    key_file: str | None,
+    key_text: str | None,
+    public: Iterable[str] = (),
+    heads_dir: str | None = None,
+) -> Signing:
+    """The signing configuration.
+
+    The private key (its text wins over its file), keys trusted besides it, and where heads
+    are remembered (default: beside the key file).
+    """
+    key = None
+    if key_text:
+        key = SigningKey.parse(key_text, "EVALEDGER_SIGNING_KEY")
+    elif key_file:
+        key = load_signing_key(key_file)
+    folder = heads_dir or (f"{key_file}.heads" if key_file else None)
+    return Signing(key, public_keys(public), HeadMemory(folder) if folder else None)
+
+
+def new_signing_key(name: str) -> SigningKey:
+    """A fresh Ed25519 signing key."""
+    return SigningKey.generate(name)
+
+
+def write_key_file(path: str | Path, key: SigningKey, *, replace: bool = False) -> None:
+    """Write a private key readable by its owner only; an existing file only when `replace`."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise ValidationError(
+            f"{path} exists: a key is never overwritten (`key rotate` replaces one, recorded)",
+            field="key_file",
+        ) from None
+    except OSError as e:
+        raise InfrastructureError(f"signing key file {str(path)!r}: {e.strerror}") from None
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(key.to_text() + "\n")
+
+
+def check_receipt(
+    receipt: bytes, keys: Sequence[PublicKey], bundle: bytes | None = None
+) -> ReceiptReport:
+    """Verify a receipt offline (no store, no secret); a file that is no receipt fails `format`.
+
+    A bundle that is not JSON fails `bundle`.
+    """
+    report = ReceiptReport()
+    try:
+        parsed = parse_receipt(receipt)
+    except SignatureError as e:
+        report.add("format", False, str(e))
+        return report
+    loaded = None
+    if bundle is not None:
+        try:
+            loaded = orjson.loads(bundle)
+        except orjson.JSONDecodeError as e:
+            report = verify_receipt(parsed, keys)
+            report.add("bundle", False, f"the bundle is not JSON ({e})")
+            return report
+    return verify_receipt(parsed, keys, loaded)
+
+
+def receipt_bytes(receipt: dict[str, Any]) -> bytes:
+    """A receipt as the file `receipt` writes (indented JSON; checks read it canonically)."""
+    return orjson.dumps(receipt, option=orjson.OPT_INDENT_2) + b"\n"
