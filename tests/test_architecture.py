@@ -447,11 +447,13 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/bootstrap.py": (11, 0),
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
-    "api/cli/audit.py": (7, 0),
+    "api/cli/audit.py": (8, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
+    # issue 34: each proof command imports its use cases (the ledger, cryptography) when run.
+    "api/cli/proofs.py": (9, 0),
     "api/cli/reports.py": (11, 0),
     "api/cli/runs.py": (4, 0),
     "api/cli/serve.py": (8, 0),
@@ -477,7 +479,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 134
+FUNCTION_IMPORT_BUDGET = 144
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")

@@ -144,7 +144,7 @@ def test_one_changed_byte_anywhere_in_the_receipt_or_bundle_fails(
 
 def _one_more_run(cli: Cli) -> None:
     data = bundle()
-    data["run"] = {**data["run"], "key": "second"}  # type: ignore[dict-item]
+    data["run"] = {**data["run"], "key": "second"}
     data["cases"] = [case("x", 4)]
     path = Path(os.environ["EVALEDGER_SIGNING_KEY_FILE"]).with_name("second.json")
     path.write_bytes(orjson.dumps(data))

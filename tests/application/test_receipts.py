@@ -29,7 +29,7 @@ OWNER = Context(actor="owner")
 
 def _import(services: Services, key: str = "run-1", *cases: dict[str, object]) -> UUID:
     data = bundle()
-    data["run"] = {**data["run"], "key": key}  # type: ignore[dict-item]
+    data["run"] = {**data["run"], "key": key}
     data["cases"] = list(cases) or [case("a", 5), case("b", 3)]
     return services.ledger.import_bundle(RunBundle.model_validate(data), OWNER).run_id
 
