@@ -35,6 +35,7 @@ from evaledger.domain.events import (
     stored_hash,
 )
 from evaledger.domain.export import bundle_to_json, export_bundle
+from evaledger.domain.input_limits import check_json_file
 from evaledger.domain.ledger import Context
 from evaledger.domain.receipts import (
     RECEIPT_FORMAT,
@@ -546,3 +547,25 @@ def check_receipt(
 def receipt_bytes(receipt: dict[str, Any]) -> bytes:
     """A receipt as the file `receipt` writes (indented JSON; checks read it canonically)."""
     return orjson.dumps(receipt, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+MAX_RECEIPT_FILE_BYTES = 64 * 1024 * 1024
+"""A receipt lists one proof per event of its run: 64 MiB is over 100,000 events."""
+MAX_BUNDLE_FILE_BYTES = 2 * 1024 * 1024 * 1024
+
+
+def read_checked(path: str | Path, field: str) -> bytes:
+    """A receipt or bundle file's bytes, refused (naming `field`) when too large or too deep."""
+    limit = MAX_RECEIPT_FILE_BYTES if field == "receipt_file" else MAX_BUNDLE_FILE_BYTES
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+        if size > limit:
+            raise ValidationError(
+                f"{path}: {size} bytes, more than a {field.replace('_', ' ')} may hold ({limit})",
+                field=field,
+            )
+        check_json_file(file)  # nesting depth, in constant memory, before any parser
+        return file.read_bytes()
+    except OSError as e:
+        raise ValidationError(f"{path}: {e.strerror}", field=field) from None

@@ -248,8 +248,8 @@ def receipt_verify_without_store(args: argparse.Namespace) -> int | None:
             "receipt verify needs --public-key KEY (the key the team published)",
             field="public_key",
         )
-    data = _read(args.receipt_file, "receipt_file")
-    bundle = None if args.bundle is None else _read(args.bundle, "bundle")
+    data = receipts.read_checked(args.receipt_file, "receipt_file")
+    bundle = None if args.bundle is None else receipts.read_checked(args.bundle, "bundle")
     report = receipts.check_receipt(data, keys, bundle)
     if args.json:
         emit_json(report.as_json())
@@ -260,13 +260,6 @@ def receipt_verify_without_store(args: argparse.Namespace) -> int | None:
         verdict = "verified" if report.ok else "NOT verified"
         print(f"receipt of run {run.get('key')} ({run.get('id')}): {verdict}")
     return EXIT_OK if report.ok else EXIT_FAIL
-
-
-def _read(path: str, field: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror}", field=field) from None
 
 
 def cmd_receipt(services: Services, args: argparse.Namespace) -> int:

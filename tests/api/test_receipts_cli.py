@@ -310,3 +310,31 @@ def test_a_receipt_without_a_signing_key_is_an_infrastructure_error(
     assert code == 3 and "EVALEDGER_SIGNING_KEY_FILE" in err
     code, _, err = cli("key", "init")
     assert code == 2 and "--key-file" in err
+
+
+def test_hostile_receipts_are_refused_naming_the_file_and_nothing_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    key = SigningKey.generate()
+    (tmp_path / "public.key").write_text(f"{key.public}\n")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    done = _auditor(tmp_path, "receipt", "verify", "deep.json", "--public-key", "public.key")
+    assert done.returncode == 2 and "deep.json" in done.stderr, done.stderr
+    (tmp_path / "receipt.json").write_text('{"statement": 1}')
+    done = _auditor(
+        tmp_path,
+        "receipt",
+        "verify",
+        "receipt.json",
+        "--bundle",
+        "deep.json",
+        "--public-key",
+        "public.key",
+    )
+    assert done.returncode == 2 and "deep.json" in done.stderr, done.stderr
+    done = _auditor(tmp_path, "receipt", "verify", "receipt.json", "--public-key", "public.key")
+    assert done.returncode == 1 and "FAIL format" in done.stdout
+    done = _auditor(tmp_path, "receipt", "verify", "missing.json", "--public-key", "public.key")
+    assert done.returncode == 2 and "missing.json" in done.stderr
+    done = _auditor(tmp_path, "receipt", "verify", "receipt.json", "--public-key", "nokey+x")
+    assert done.returncode == 2 and "--public-key" in done.stderr
