@@ -108,8 +108,8 @@ class VerifyReport:
         return min(p for p, _ in self.findings) if self.findings else None
 
     def as_json(self) -> dict[str, object]:
-        """The report as the CLI's `--json` and `GET /verify` show it."""
-        return {
+        """The report as the CLI's `--json` and `GET /verify` show it (`merkle` when built)."""
+        found: dict[str, object] = {
             "ok": self.ok,
             "events": self.events,
             "aggregates": self.aggregates,
@@ -129,8 +129,10 @@ class VerifyReport:
             "broken": self.broken,
             "resumed_from": self.resumed_from,
             "resumption": self.resumption,
-            "merkle": self.merkle,
         }
+        if self.merkle is not None:
+            found["merkle"] = self.merkle
+        return found
 
 
 class _Aggregates:
