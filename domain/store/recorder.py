@@ -131,23 +131,29 @@ class LedgerRecorder:
         return None if row is None else _checkpoint_row(row)
 
     def record_checkpoint(self, row: CheckpointRow) -> None:
-        """Store a signed tree head (a size already stored is left as it is)."""
-        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
-            curs.execute(self.chain.select_last_checkpoint)
-            last = curs.fetchone()
-            if last is not None and last["tree_size"] >= row.tree_size:
-                return
-            curs.execute(
-                self.chain.insert_checkpoint,
-                (
-                    row.tree_size,
-                    row.last_position,
-                    row.root,
-                    row.frontier,
-                    row.note,
-                    row.signed_at,
-                ),
-            )
+        """Store a signed tree head (a size already stored, or smaller, is left as it is).
+
+        Two signers racing to store the same size: the second's insert fails on the key and the
+        one stored stands (both signed the same tree).
+        """
+        last = self.last_checkpoint()
+        if last is not None and last.tree_size >= row.tree_size:
+            return
+        values = (
+            row.tree_size,
+            row.last_position,
+            row.root,
+            row.frontier,
+            row.note,
+            row.signed_at,
+        )
+        try:
+            with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+                curs.execute(self.chain.insert_checkpoint, values)
+        except statement_errors():
+            stored = self.last_checkpoint()
+            if stored is None or stored.tree_size < row.tree_size:
+                raise
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""

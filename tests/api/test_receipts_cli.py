@@ -295,6 +295,9 @@ def test_get_receipt_serves_the_same_kind_of_receipt(signed: Cli, tmp_path: Path
             assert got["statement"]["run"]["key"] == RUN_KEY
             missing = client.get("/runs/00000000-0000-0000-0000-000000000000/receipt")
             assert missing.status_code == 404
+            page = client.get(f"/ui/runs/{RUN_ID}")
+            assert page.status_code == 200
+            assert f'href="/runs/{RUN_ID}/receipt"' in page.text
     finally:
         services.close()
 
