@@ -291,17 +291,23 @@ def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
 
 
 def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool:
-    """Whether the events table and the chain are there (created by a migration)."""
+    """Whether the events table, the chain and the checkpoints are there (made by a migration).
+
+    A store migrated before a table existed (the checkpoints, issue 34) is migrated again on
+    open by a role that may; the app role alone is told to run `evaledger migrate`.
+    """
     schema = recorder.datastore.schema
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL AS ready",
+            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL "
+            "AND to_regclass(%s) IS NOT NULL AS ready",
             (
                 f'"{schema}"."{recorder.events_table_name}"',
                 f'"{schema}".{CHAIN_TABLE}',
                 f'"{schema}".{VERIFIED_TABLE}',
                 f'"{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS})',
+                f'"{schema}".{CHECKPOINTS_TABLE}',
             ),
         )
         row = curs.fetchone()
