@@ -11,9 +11,11 @@ from pathlib import Path
 from uuid import UUID
 
 import orjson
+import psycopg
 import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.application import receipts
 from evaledger.application.receipts import Signing
 from evaledger.domain.bundle import RunBundle
@@ -22,6 +24,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.receipts import verify_receipt
 from evaledger.domain.signing import SigningKey, open_checkpoint
 from evaledger.domain.transparency import HeadMemory
+from tests.api.test_operation import TwoRoles
 from tests.helpers import bundle, case
 
 OWNER = Context(actor="owner")
@@ -146,3 +149,46 @@ def test_an_edited_checkpoint_row_or_rewritten_prefix_is_found(
     assert any("checkpoints table was edited" in b for b in report.broken)
     with pytest.raises(InfrastructureError, match="checkpoints table was edited"):
         receipts.sign_checkpoint(services, signing)
+
+
+@pytest.mark.postgres
+def test_the_app_role_signs_checkpoints_and_issues_receipts(
+    two_roles: TwoRoles, signing: Signing
+) -> None:
+    """Two roles: the app role may read and append checkpoints, nothing more."""
+    migrate_store(Settings(db=two_roles.migrator_url), two_roles.app_role)
+    app = build_services(Settings(db=two_roles.app_url))
+    try:
+        run_id = _import(app)
+        receipt = receipts.issue_receipt(app, run_id, signing)
+        assert signing.key is not None
+        assert verify_receipt(receipt, [signing.key.public]).ok
+        assert receipts.verify_tree(app, signing).ok
+    finally:
+        app.close()
+    with (
+        psycopg.connect(two_roles.app_url, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("DELETE FROM evaledger_checkpoints")
+
+
+def test_hmac_chain_signatures_and_ed25519_checkpoints_work_together(
+    tmp_path: Path, signing: Signing
+) -> None:
+    """An existing keyed store keeps its HMAC chain; the Ed25519 heads come on top."""
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_text("k" * 64)
+    key_file.chmod(0o600)
+    services = build_services(
+        Settings(db=f"sqlite:///{tmp_path}/store/", checkpoint_key_file=str(key_file))
+    )
+    try:
+        run_id = _import(services)
+        report = receipts.verify_tree(services, signing)
+        assert report.ok and report.keyed and report.merkle is not None
+        assert signing.key is not None
+        receipt = receipts.issue_receipt(services, run_id, signing)
+        assert verify_receipt(receipt, [signing.key.public]).ok
+    finally:
+        services.close()
