@@ -520,6 +520,14 @@ def write_key_file(path: str | Path, key: SigningKey, *, replace: bool = False) 
         f.write(key.to_text() + "\n")
 
 
+def holds_key(path: str | Path, key: SigningKey) -> bool:
+    """Whether the file at `path` holds exactly `key` (False when missing or another)."""
+    try:
+        return Path(path).read_text(encoding="ascii").strip() == key.to_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def check_receipt(
     receipt: bytes, keys: Sequence[PublicKey], bundle: bytes | None = None
 ) -> ReceiptReport:

@@ -184,7 +184,8 @@ def cmd_key_rotate(services: Services, args: argparse.Namespace) -> int:
     assert old is not None  # the key file was required
     new = receipts.new_signing_key(old.name)
     retired = f"{path}.retired-{old.public.hash.hex()}"
-    receipts.write_key_file(retired, old)
+    if not receipts.holds_key(retired, old):  # kept by an earlier attempt that failed after it
+        receipts.write_key_file(retired, old)
     position = receipts.rotate_key(services, Context(actor=args.actor), signing, new, args.reason)
     receipts.write_key_file(path, new, replace=True)
     if args.json:

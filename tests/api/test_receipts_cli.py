@@ -341,3 +341,26 @@ def test_hostile_receipts_are_refused_naming_the_file_and_nothing_is_read_whole(
     assert done.returncode == 2 and "missing.json" in done.stderr
     done = _auditor(tmp_path, "receipt", "verify", "receipt.json", "--public-key", "nokey+x")
     assert done.returncode == 2 and "--public-key" in done.stderr
+
+
+def test_a_rotation_retried_after_a_failure_reuses_the_retired_copy(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "signing.key"
+    cli = Cli(capsys, sqlite_url)
+    assert cli("key", "init", "--key-file", str(key_file))[0] == 0
+    cli.json("import", str(EXAMPLE_BUNDLE))
+    old = SigningKey.parse(key_file.read_text(), "test")
+    retired = tmp_path / f"signing.key.retired-{old.public.hash.hex()}"
+    retired.write_text(old.to_text() + "\n")  # what a failed attempt left
+    retired.chmod(0o600)
+    rotated = cli.json("key", "rotate", "--key-file", str(key_file), "--reason", "retry")
+    assert rotated["retired_key"] == str(old.public)
+    current = SigningKey.parse(key_file.read_text(), "test")
+    assert current.public != old.public
+    # Someone else's file at the name the current key would retire to is never overwritten.
+    taken = tmp_path / f"signing.key.retired-{current.public.hash.hex()}"
+    taken.write_text(SigningKey.generate().to_text() + "\n")
+    code, _, err = cli("key", "rotate", "--key-file", str(key_file), "--reason", "again")
+    assert code == 2 and "never overwritten" in err
+    assert SigningKey.parse(key_file.read_text(), "test") == current
