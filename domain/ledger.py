@@ -51,6 +51,7 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.importing import IMPORT_CHUNK, CaseHashes, ImportResult, chunks
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 from evaledger.domain.store.urls import KEY_ENV
 from evaledger.domain.tokens import (
@@ -331,6 +332,34 @@ class Ledger(CaseCommands):
         finally:
             chain.adopting = None
         return Adoption(first, last, count, position)
+
+    def rotate_signing_key(
+        self, ctx: Context, old: SigningKey, new: PublicKey, reason: str | None
+    ) -> int:
+        """Record, signed by the old key, that `new` signs the checkpoints from now on (admin).
+
+        The position of the `SigningKeyRotated` record.
+        """
+        ctx.check_admin("rotating the checkpoint signing key")
+        if new == old.public:
+            raise ValidationError("key rotate: the new key is the old one", field="new_key")
+        record = self._find(ChainRecord, CHAIN_RECORD_ID) or ChainRecord(CHAIN_RECORD_ID)
+        record.rotate_key(
+            Meta(timestamp=self.clock(), actor=ctx.actor),
+            str(old.public),
+            str(new),
+            sign_rotation(old, new),
+            reason,
+        )
+        position, _ = self._save(record)
+        return position
+
+    def key_rotations(self) -> list[tuple[str, str, str]]:
+        """Every recorded hand-over of the signing key: (old key, new key, old key's signature)."""
+        record = self._find(ChainRecord, CHAIN_RECORD_ID)
+        if record is None:
+            return []
+        return [(r.old_key, r.new_key, r.signature) for r in record.rotations]
 
     def _write_chunk(
         self,

@@ -39,6 +39,7 @@ from evaledger.domain.store.chain import (
     mac_of,
     verified_mac,
 )
+from evaledger.domain.transparency import LogTree
 
 PAGE = 5000
 
@@ -87,6 +88,9 @@ class VerifyReport:
     resumption: str = "full"
     """`incremental`, `full` (the default, or nothing to resume from) or `unsigned` (no key)."""
     findings: list[tuple[int, str]] = field(default_factory=list)
+    merkle: dict[str, object] | None = None
+    """The Merkle tree over the log and the signed heads held to it (`domain/transparency.py`);
+    None when the walk built no tree (incremental, or not asked)."""
 
     @property
     def ok(self) -> bool:
@@ -104,8 +108,8 @@ class VerifyReport:
         return min(p for p, _ in self.findings) if self.findings else None
 
     def as_json(self) -> dict[str, object]:
-        """The report as the CLI's `--json` and `GET /verify` show it."""
-        return {
+        """The report as the CLI's `--json` and `GET /verify` show it (`merkle` when built)."""
+        found: dict[str, object] = {
             "ok": self.ok,
             "events": self.events,
             "aggregates": self.aggregates,
@@ -126,6 +130,9 @@ class VerifyReport:
             "resumed_from": self.resumed_from,
             "resumption": self.resumption,
         }
+        if self.merkle is not None:
+            found["merkle"] = self.merkle
+        return found
 
 
 class _Aggregates:
@@ -276,6 +283,7 @@ def verify(
     expect: Checkpoint | None = None,
     *,
     incremental: bool = False,
+    tree: LogTree | None = None,
 ) -> VerifyReport:
     """Check all three layers; `expect` is an earlier checkpoint that must still be in the log.
 
@@ -292,6 +300,9 @@ def verify(
     the new events. Events before it are read only where a new event or seal depends on them;
     an edit elsewhere before it waits for a full walk.
     An ok keyed walk records its checkpoint for the next one.
+
+    `tree`: an empty `LogTree` the walk fills with one leaf per event (a full walk only: a
+    resumed one leaves it empty), for the caller to hold the signed tree heads to.
     """
     head = ledger.position()
     key = ledger.checkpoint_key
@@ -300,6 +311,8 @@ def verify(
     if resume is not None and not resume.findings and not incremental:
         resume = None
     walk = _ChainWalk(ledger, expect, resume)
+    if walk.report.resumed_from is None:
+        walk.tree = tree
     if key is None:
         walk.report.resumption = "unsigned"
     after = walk.report.resumed_from
@@ -376,6 +389,7 @@ class _ChainWalk:
         self.signed_from: int | None = None
         self.prev_link = GENESIS_LINK
         self.adopted: Block | None = None
+        self.tree: LogTree | None = None
         start: int | None = None
         prior = None
         if resume is not None and resume.findings:
@@ -456,6 +470,8 @@ class _ChainWalk:
         while self.pending is not None and self.pending.id <= block.last_position:
             n = self.pending
             ehash = self.aggregates.check(n)
+            if self.tree is not None:
+                self.tree.add(n.id, str(n.originator_id), n.originator_version, ehash)
             if n.topic == ChainAdopted.topic():
                 self._adoption_record(n)
             if n.id < block.first_position:
@@ -549,7 +565,10 @@ class _ChainWalk:
         """Check the events after the last block and what the whole walk must have met."""
         report = self.report
         while self.pending is not None:
-            self.aggregates.check(self.pending)
+            ehash = self.aggregates.check(self.pending)
+            if self.tree is not None:
+                n = self.pending
+                self.tree.add(n.id, str(n.originator_id), n.originator_version, ehash)
             self._uncovered(self.pending)
             self.pending = next(self.events, None)
         if self.adopted is not None:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaledger.api.cli.inputs import Commands, add_case_ref, load_spec, resolve_case
-from evaledger.api.console import EXIT_FAIL, EXIT_OK, Progress, emit_json, fmt, print_table
+from evaledger.api.cli.proofs import add_signing_options, signing_of
+from evaledger.api.console import (
+    EXIT_FAIL,
+    EXIT_OK,
+    Progress,
+    UsageError,
+    emit_json,
+    fmt,
+    print_table,
+)
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
@@ -50,6 +60,12 @@ def register(commands: Commands) -> None:
         action="store_true",
         help="also rebuild every read model from the log in a scratch store and compare them",
     )
+    p.add_argument(
+        "--against",
+        metavar="HEAD_FILE",
+        help="a published signed tree head (`checkpoint publish`): fail unless the log extends it",
+    )
+    add_signing_options(p)
     p = commands.subparsers.add_parser("chain", help="the ledger chain: adopt an unchained store")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = actions.add_parser(
@@ -110,9 +126,29 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     from evaledger.domain.verify import Checkpoint  # lazy: the verification walk
 
     expect = Checkpoint.parse(args.expect) if args.expect else None
-    report = verification.verify_log(
-        services, expect=expect, incremental=args.incremental, progress=progress
-    )
+    signing = signing_of(args)
+    against = _read_head(args.against) if args.against else None
+    if against is not None or (
+        not args.incremental and (signing.key or signing.public or signing.heads)
+    ):
+        if args.incremental:
+            raise UsageError("--against checks the whole tree: not with --incremental")
+        if against is not None and not (signing.key or signing.public):
+            raise UsageError(
+                "--against needs a key to check the head's signature: --public-key KEY or "
+                "the signing key",
+                field="public_key",
+            )
+        # lazy: the Merkle log's use cases and cryptography, only with a key or a head
+        from evaledger.application import receipts
+
+        report = receipts.verify_tree(
+            services, signing, expect=expect, against=against, progress=progress
+        )
+    else:
+        report = verification.verify_log(
+            services, expect=expect, incremental=args.incremental, progress=progress
+        )
     progress.done()
     views: ViewsReport | None = None
     if args.views:
@@ -129,6 +165,7 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
         print(_ok_line(report))
         if report.checkpoint is not None:
             print(f"checkpoint: {report.checkpoint}")
+        _print_merkle(report)
     else:
         print(f"BROKEN at position {report.first_broken_position}: {report.broken[0]}")
         for line in report.broken[1:10]:
@@ -137,6 +174,13 @@ def cmd_verify(services: Services, args: argparse.Namespace) -> int:
     if views is not None:
         _print_views(views)
     return EXIT_OK if report.ok and (views is None or views.ok) else EXIT_FAIL
+
+
+def _read_head(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--against {path}: {e}", field="against") from None
 
 
 def _ok_line(report: VerifyReport) -> str:
@@ -155,6 +199,21 @@ def _ok_line(report: VerifyReport) -> str:
     return (
         f"ok: {report.events} new events since the verified checkpoint {report.resumed_from} "
         f"{counts} (incremental: a plain `verify` re-checks every event)"
+    )
+
+
+def _print_merkle(report: VerifyReport) -> None:
+    m = report.merkle
+    if m is None:
+        return
+    held = [f"{m['checkpoints']} stored signed heads"]
+    if m.get("remembered") is not None:
+        held.append(f"the head remembered here ({m['remembered']} events)")
+    if m.get("against") is not None:
+        held.append(f"the published head ({m['against']} events)")
+    print(
+        f"merkle: {m['size']} leaves, root {str(m['root'])[:16]}…; consistent with "
+        + ", ".join(held)
     )
 
 

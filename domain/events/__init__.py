@@ -46,6 +46,7 @@ from evaledger.domain.events.project import (
     ChainAdopted,
     IdempotencyKeyUsed,
     MetricRegistered,
+    SigningKeyRotated,
     TokenEvent,
     TokenIssued,
     TokenRevoked,
@@ -118,6 +119,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SourceResultsRecorded,
     ScoreOverridden,
     ExecutionSkipped,
+    SigningKeyRotated,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -168,6 +170,7 @@ __all__ = [
     "ScoreLabel",
     "ScoreOverridden",
     "ScoreScale",
+    "SigningKeyRotated",
     "SkipOutcome",
     "SourceResultsRecorded",
     "StructuralCheckRecorded",

@@ -102,3 +102,20 @@ class ChainAdopted(DomainEvent):
     first_position: int = Field(description="First adopted position.")
     last_position: int = Field(description="Last adopted position.")
     events: int = Field(ge=1, description="How many events were adopted.")
+
+
+class SigningKeyRotated(DomainEvent):
+    """The Ed25519 key that signs checkpoints was replaced, the change signed by the old key.
+
+    `signature` is the old key's signature of `rotation_statement(old, new)`
+    (`domain/signing.py`): whoever trusts the new key can trust the checkpoints (and receipts)
+    the old one signed before, and nobody without the old key can record a rotation `verify`
+    follows.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.ledger.signing_key_rotated"
+
+    old_key: str = Field(min_length=1, description="The retired verifier key (NAME+HASH+KEY).")
+    new_key: str = Field(min_length=1, description="The verifier key that signs from now on.")
+    signature: str = Field(min_length=1, description="The old key's signature (base64).")
+    reason: str | None = None

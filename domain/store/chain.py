@@ -29,6 +29,8 @@ GENESIS_LINK = "0" * 64
 CHAIN_TABLE = "evaledger_chain"
 VERIFIED_TABLE = "evaledger_verified"
 """Checkpoints a keyed `verify` reached, signed: where the next `verify` resumes."""
+CHECKPOINTS_TABLE = "evaledger_checkpoints"
+"""Signed tree heads (Ed25519) over the Merkle tree of the log, with the frontier to extend."""
 MIN_KEY_BYTES = 32
 
 
@@ -199,6 +201,18 @@ class ChainWriter:
         self.insert_verified = (
             f"INSERT INTO {verified} (position, link, mac, verified_at) VALUES ({p}, {p}, {p}, {p})"
         )
+        checkpoints = qualified_table.replace(CHAIN_TABLE, CHECKPOINTS_TABLE)
+        columns = "tree_size, last_position, root, frontier, note, signed_at"
+        self.select_checkpoints = (
+            f"SELECT {columns} FROM {checkpoints} WHERE tree_size > {p} "
+            f"ORDER BY tree_size LIMIT {p}"
+        )
+        self.select_last_checkpoint = (
+            f"SELECT {columns} FROM {checkpoints} ORDER BY tree_size DESC LIMIT 1"
+        )
+        self.insert_checkpoint = (
+            f"INSERT INTO {checkpoints} ({columns}) VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+        )
 
     def append(
         self, curs: Any, events: Sequence[StoredEvent], ids: Sequence[int], adopted: bool = False
@@ -350,9 +364,19 @@ SQLITE_VERIFIED_DDL = (
 )
 
 
+SQLITE_CHECKPOINTS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {CHECKPOINTS_TABLE} ("
+    "tree_size INTEGER PRIMARY KEY, last_position INTEGER NOT NULL, root TEXT NOT NULL, "
+    "frontier TEXT NOT NULL, note TEXT NOT NULL, signed_at TEXT NOT NULL)"
+)
+
+
 def postgres_chain_ddl(schema: str) -> str:
-    """The chain table (and the verified checkpoints) on PostgreSQL."""
+    """The chain table (and the verified checkpoints, the signed tree heads) on PostgreSQL."""
     return (
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{CHECKPOINTS_TABLE} ('
+        "tree_size bigint PRIMARY KEY, last_position bigint NOT NULL, root text NOT NULL, "
+        "frontier text NOT NULL, note text NOT NULL, signed_at text NOT NULL); "
         f'CREATE TABLE IF NOT EXISTS "{schema}".{CHAIN_TABLE} ('
         "last_position bigint PRIMARY KEY, first_position bigint NOT NULL, "
         "events integer NOT NULL, link text NOT NULL, mac text, adopted boolean NOT NULL); "

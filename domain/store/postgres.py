@@ -25,6 +25,7 @@ from psycopg_pool import PoolTimeout
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.store.chain import (
     CHAIN_TABLE,
+    CHECKPOINTS_TABLE,
     VERIFIED_TABLE,
     ChainWriter,
     postgres_chain_ddl,
@@ -290,17 +291,23 @@ def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
 
 
 def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool:
-    """Whether the events table and the chain are there (created by a migration)."""
+    """Whether the events table, the chain and the checkpoints are there (made by a migration).
+
+    A store migrated before a table existed (the checkpoints, issue 34) is migrated again on
+    open by a role that may; the app role alone is told to run `evaledger migrate`.
+    """
     schema = recorder.datastore.schema
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(
             "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL AS ready",
+            "AND to_regclass(%s) IS NOT NULL AND to_regprocedure(%s) IS NOT NULL "
+            "AND to_regclass(%s) IS NOT NULL AS ready",
             (
                 f'"{schema}"."{recorder.events_table_name}"',
                 f'"{schema}".{CHAIN_TABLE}',
                 f'"{schema}".{VERIFIED_TABLE}',
                 f'"{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS})',
+                f'"{schema}".{CHECKPOINTS_TABLE}',
             ),
         )
         row = curs.fetchone()
@@ -363,6 +370,9 @@ def _migrate(
                         f"FROM {role}"
                     )
                     curs.execute(f'GRANT SELECT, INSERT ON "{schema}".{VERIFIED_TABLE} TO {role}')
+                    curs.execute(
+                        f'GRANT SELECT, INSERT ON "{schema}".{CHECKPOINTS_TABLE} TO {role}'
+                    )
                     curs.execute(
                         f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
                         f"({CHAIN_APPEND_ARGS}) TO {role}"

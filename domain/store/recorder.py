@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
@@ -18,6 +19,33 @@ log = logging.getLogger("evaledger")
 LogRow = tuple[int, str, int, str, bytes]
 """One event of the log as plain values: (position, aggregate id as canonical UUID text,
 aggregate version, topic, stored state). What replay reads instead of notification objects."""
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One stored signed tree head.
+
+    Its size, the log position of its last leaf, its root (hex), the frontier to extend it
+    (JSON list of hex), the signed note and when it was signed.
+    """
+
+    tree_size: int
+    last_position: int
+    root: str
+    frontier: str
+    note: str
+    signed_at: str
+
+
+def _checkpoint_row(r: Any) -> CheckpointRow:
+    return CheckpointRow(
+        int(r["tree_size"]),
+        int(r["last_position"]),
+        str(r["root"]),
+        str(r["frontier"]),
+        str(r["note"]),
+        str(r["signed_at"]),
+    )
 
 
 class LedgerRecorder:
@@ -88,6 +116,44 @@ class LedgerRecorder:
             log.warning("could not record the verified checkpoint %s: %s", position, e)
             return False
         return True
+
+    def checkpoints(self, after_size: int, limit: int) -> list[CheckpointRow]:
+        """Stored signed tree heads larger than `after_size`, smallest first."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.chain.select_checkpoints, (after_size, limit))
+            return [_checkpoint_row(r) for r in curs.fetchall()]
+
+    def last_checkpoint(self) -> CheckpointRow | None:
+        """The largest stored signed tree head."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.chain.select_last_checkpoint)
+            row = curs.fetchone()
+        return None if row is None else _checkpoint_row(row)
+
+    def record_checkpoint(self, row: CheckpointRow) -> None:
+        """Store a signed tree head (a size already stored, or smaller, is left as it is).
+
+        Two signers racing to store the same size: the second's insert fails on the key and the
+        one stored stands (both signed the same tree).
+        """
+        last = self.last_checkpoint()
+        if last is not None and last.tree_size >= row.tree_size:
+            return
+        values = (
+            row.tree_size,
+            row.last_position,
+            row.root,
+            row.frontier,
+            row.note,
+            row.signed_at,
+        )
+        try:
+            with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+                curs.execute(self.chain.insert_checkpoint, values)
+        except statement_errors():
+            stored = self.last_checkpoint()
+            if stored is None or stored.tree_size < row.tree_size:
+                raise
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""

@@ -9,7 +9,12 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
-from evaledger.domain.store.chain import SQLITE_CHAIN_DDL, SQLITE_VERIFIED_DDL, ChainWriter
+from evaledger.domain.store.chain import (
+    SQLITE_CHAIN_DDL,
+    SQLITE_CHECKPOINTS_DDL,
+    SQLITE_VERIFIED_DDL,
+    ChainWriter,
+)
 from evaledger.domain.store.errors import store_errors
 from evaledger.domain.store.recorder import LedgerRecorder
 
@@ -44,6 +49,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
             *super().construct_create_table_statements(),
             SQLITE_CHAIN_DDL,
             SQLITE_VERIFIED_DDL,
+            SQLITE_CHECKPOINTS_DDL,
         ]
 
     def create_table(self) -> None:

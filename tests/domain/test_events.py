@@ -70,6 +70,7 @@ from evaledger.domain.events import (
     ScoreLabel,
     ScoreOverridden,
     ScoreScale,
+    SigningKeyRotated,
     SourceResultsRecorded,
     StructuralCheckRecorded,
     SuiteRef,
@@ -148,6 +149,7 @@ TOPICS = [
     "evaledger.run.source_results_recorded/v1",
     "evaledger.case.score_overridden/v1",
     "evaledger.case.execution_skipped/v1",
+    "evaledger.ledger.signing_key_rotated/v1",
 ]
 
 
@@ -420,6 +422,13 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             last_position=40,
             events=40,
         ),
+        SigningKeyRotated(
+            **_meta(CHAIN_ID, 2),
+            old_key="evaledger+8d1a5c2e+AZ3NLmKXcP4Zz3FbJ3QJjv7Q2m3GJ+0jvOe6A2Vb3t7e",
+            new_key="evaledger+17f0c9b4+AVz5ktZ0Gk7mLr0bqV8aWQ2Qp0Xc4w2z0pXkQ1Y7t9u1",
+            signature="c2lnbmF0dXJlIG9mIHRoZSBoYW5kLW92ZXI=",
+            reason="yearly rotation",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -467,7 +476,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 30
+    assert len(EVENT_CLASSES) == 31
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
