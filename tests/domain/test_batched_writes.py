@@ -13,15 +13,18 @@ both must verify.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -211,3 +214,41 @@ def test_batches_and_cases_one_by_one_give_the_same_ledger_on_sqlite() -> None:
 def test_batches_and_cases_one_by_one_give_the_same_ledger_on_postgres() -> None:
     require_postgres()
     run_property(pg_store, examples=8)
+
+
+def test_sqlite_positions_of_a_save_are_its_rows_rowids_even_when_sqlite_picks_them_at_random(
+    tmp_path: Path,
+) -> None:
+    """A row written outside evaledger at SQLite's largest rowid makes SQLite pick new rowids at
+    random: the positions a save reports (and chains) are still its own rows' rowids."""
+    services = build_services(Settings(db=f"sqlite:///{tmp_path}/store/"))
+    try:
+        recorder: Any = services.ledger.recorder  # eventsourcing's, with insert_events
+        table = recorder.events_table_name
+        ids = [uuid4() for _ in range(3)]
+        rows = [
+            StoredEvent(originator_id=i, originator_version=1, topic="t/v1", state=b"{}")
+            for i in ids
+        ]
+        ordinary = list(recorder.insert_events(rows[:1]) or [])
+        assert ordinary == [1]  # the largest rowid plus one
+        raw = sqlite3.connect(services.location.events_env["SQLITE_DBNAME"])
+        with raw:
+            raw.execute(
+                f"INSERT INTO {table} (rowid, originator_id, originator_version, topic, state) "
+                "VALUES (?, ?, 1, 't/v1', x'7b7d')",
+                (2**63 - 1, uuid4().hex),
+            )
+        positions = list(recorder.insert_events(rows[1:]) or [])
+        stored = [
+            raw.execute(
+                f"SELECT rowid FROM {table} WHERE originator_id = ? AND originator_version = 1",
+                (i.hex,),
+            ).fetchone()[0]
+            for i in ids[1:]
+        ]
+        raw.close()
+        assert positions == stored
+        assert all(1 < p < 2**63 - 1 for p in positions)
+    finally:
+        services.close()
