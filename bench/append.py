@@ -23,7 +23,9 @@ in transactions of the same sizes as the ledger's (one per `create_run`, per bat
 - SQLite: `sqlite3` `executemany` into a table of `stored_events`' schema in another file (WAL).
 
 SQLite has one writer by design (a database-wide write lock), so it is measured at 1 writer in
-1 project only. The goal rows of issue 32 are printed at the end with met / NOT met.
+1 project only. On PostgreSQL a thread samples `pg_locks` while the ledger's writers run: how
+much of the time a writer held the writers' lock and how many waited for it. The goal rows of
+issue 32 are printed at the end with met / NOT met.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -64,6 +67,7 @@ from evaledger.api.bootstrap import Settings, build_services
 from evaledger.application import runs
 from evaledger.domain.bundle import BundleCase, BundleRun
 from evaledger.domain.ledger import Context
+from evaledger.domain.store.postgres import WRITE_LOCK
 
 GOAL_RATE = 5_000.0
 """Issue 32: appends, 8 writers in 8 projects, PostgreSQL: >= 5,000 events/s ..."""
@@ -106,6 +110,63 @@ class Rate:
 
 
 @dataclass(frozen=True)
+class LockUse:
+    """The writers' lock as sampled from `pg_locks` while the ledger's writers ran."""
+
+    held: float
+    """Share of the samples in which a writer held it (between the first and last such)."""
+    waiting: float
+    """Writers waiting for it, on average over those samples."""
+    samples: int
+
+
+class LockSampler:
+    """Samples `pg_locks` every `LOCK_SAMPLE_S` on its own connection, in a thread."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stop = threading.Event()
+        self.seen: list[tuple[int, int]] = []
+        self.thread = threading.Thread(target=self._run, name="lock-sampler", daemon=True)
+
+    def __enter__(self) -> LockSampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        import psycopg  # lazy: only the PostgreSQL figures need the driver in this process
+
+        query = (
+            "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) "
+            "FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
+        )
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(LOCK_SAMPLE_S):
+                row = conn.execute(query, (WRITE_LOCK,)).fetchone()
+                if row is not None:
+                    self.seen.append((int(row[0]), int(row[1])))
+
+    def use(self) -> LockUse | None:
+        """The lock's use between the first and the last sample that saw it held."""
+        held = [i for i, (h, _) in enumerate(self.seen) if h]
+        if not held:
+            return None
+        window = self.seen[held[0] : held[-1] + 1]
+        return LockUse(
+            held=sum(1 for h, _ in window if h) / len(window),
+            waiting=sum(w for _, w in window) / len(window),
+            samples=len(window),
+        )
+
+
+LOCK_SAMPLE_S = 0.01
+
+
+@dataclass(frozen=True)
 class Figure:
     """One line of the table: the ledger's rate beside its raw baselines of the same run."""
 
@@ -116,6 +177,8 @@ class Figure:
     raw: dict[str, Rate]
     load: float
     """The 1-minute load average when the figure's last baseline ended."""
+    lock: LockUse | None = None
+    """How the ledger's writers used the writers' lock (PostgreSQL only)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,13 +382,13 @@ def sqlite_raw_rate(path: Path, samples: Sequence[Sample], seconds: float) -> Ra
 
 def pg_figure(admin: str, writers: int, projects: int, shape: Shape, seconds: float) -> Figure:
     """Ledger, raw COPY and raw executemany at `writers` processes, each in a fresh database."""
-    with pg_database(admin) as url:
+    with pg_database(admin) as url, LockSampler(url) as sampler:
         ledger, samples = ledger_rate(url, writers, projects, shape, seconds)
     raw = {}
     for method in ("copy", "executemany"):
         with pg_database(admin) as url:
             raw[method] = pg_raw_rate(url, method, samples, seconds)
-    return Figure("PostgreSQL", writers, projects, ledger, raw, os.getloadavg()[0])
+    return Figure("PostgreSQL", writers, projects, ledger, raw, os.getloadavg()[0], sampler.use())
 
 
 def sqlite_figure(tmp: Path, shape: Shape, seconds: float) -> Figure:
@@ -378,6 +441,17 @@ def print_figures(figures: Sequence[Figure], shape: Shape) -> None:
         ],
         rows,
     )
+    locks = [(f, f.lock) for f in figures if f.lock is not None]
+    if locks:
+        print_table(
+            "the writers' lock (WRITE_LOCK) while the ledger's writers ran, PostgreSQL "
+            f"(pg_locks sampled every {LOCK_SAMPLE_S * 1000:g} ms)",
+            ["writers", "projects", "held", "writers waiting (mean)", "samples"],
+            [
+                [f.writers, f.projects, f"{u.held:.0%}", f"{u.waiting:.1f}", u.samples]
+                for f, u in locks
+            ],
+        )
 
 
 def goals(figures: Sequence[Figure]) -> list[Goal]:

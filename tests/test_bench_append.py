@@ -51,3 +51,8 @@ def test_append_quick_on_postgres() -> None:
     assert [(r[1], r[2]) for r in rows] == [("2", "1"), ("2", "2")], out
     assert all(float(r[3].replace(",", "")) > 0 for r in rows), out
     assert "issue 32 goals (appends)" in out
+    # The writers' lock was seen held while the ledger's writers ran (one row per figure).
+    lock = out.split("== the writers' lock", 1)[1].splitlines()
+    held = [r.split() for r in lock[3:5]]
+    assert [(r[0], r[1]) for r in held] == [("2", "1"), ("2", "2")], out
+    assert all(0 < int(r[2].rstrip("%")) <= 100 for r in held), out

@@ -1,6 +1,7 @@
 """The PostgreSQL event store: the chained recorder, the schema's migration and its check.
 
-Large saves go by COPY; the migration creates the tables, the append-only triggers and grants.
+Batches go by binary COPY, a few events by one binary INSERT; the migration creates the
+tables, the append-only triggers and grants.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ WRITE_LOCK = 4242001
 LAST_STORED_BATCH = 1000
 """Aggregate ids per query reading their last stored events (sealing a run)."""
 
+COPY_ABOVE = 8
+"""Saves of more events than this go by binary COPY; smaller ones by one binary INSERT ..."""
+
 CHUNK_BYTES = 1_000_000
-"""Largest save (state bytes) sent as one INSERT; larger saves go by binary COPY."""
+"""... unless their states pass this many bytes (then COPY too)."""
 
 
 class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationRecorder):
@@ -61,9 +65,11 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
     eventsourcing 9.5.6 sends a whole save as one composite-array parameter in pipeline mode;
     with psycopg 3.3 that statement never completes once it passes a few MB (measured here:
     imports of ~550 generated cases hang, 400 pass), and encoding the array is a third of a
-    large import. A small save goes as one INSERT, a larger one by binary `COPY`, under the
-    writers' lock in one transaction, so a save stays atomic and its notification ids stay
-    contiguous (the lock keeps every other writer out until commit).
+    large import (its text encoding escapes every byte of every state: a third of a batch of
+    cases through `record_cases`). A save of a few events goes as one INSERT of binary arrays,
+    a batch by binary `COPY`, under the writers' lock in one transaction, so a save stays
+    atomic and its notification ids stay contiguous (the lock keeps every other writer out
+    until commit).
     """
 
     def __init__(
@@ -106,6 +112,23 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             self.lock_table_statements[0],  # SET LOCAL lock_timeout
             SQL("SELECT pg_advisory_xact_lock({0})").format(WRITE_LOCK),
         ]
+        # Sent as one simple query (no parameters): the statements above, then NOTIFY.
+        self.begin_write = SQL("; ").join(
+            [*self.lock_table_statements, SQL("NOTIFY {0}").format(Identifier(self.channel_name))]
+        )
+        table = SQL("{schema}.{table}").format(
+            schema=Identifier(datastore.schema), table=Identifier(events_table_name)
+        )
+        columns = SQL("{t} (originator_id, originator_version, topic, state)").format(t=table)
+        self.insert_rows = SQL(
+            "INSERT INTO {c} SELECT * FROM unnest(%b::{o}[], %b::int8[], %b::text[], %b::bytea[])"
+            " RETURNING notification_id"
+        ).format(c=columns, o=SQL(datastore.originator_id_type))
+        self.copy_rows = SQL("COPY {c} FROM STDIN (FORMAT BINARY)").format(c=columns)
+        self.select_head = SQL("SELECT max(notification_id) AS last FROM {t}").format(t=table)
+        self.select_after = SQL(
+            "SELECT notification_id FROM {t} WHERE notification_id > %s ORDER BY notification_id"
+        ).format(t=table)
 
     def _guarded(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call an eventsourcing method without its 10 × retry; one retry on fresh connections.
@@ -178,48 +201,46 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         # Not eventsourcing's pipelined insert: it catches an error raised after the INSERT
         # (in the chain's step) and commits the transaction before re-raising it.
         with self.datastore.transaction(commit=True) as curs:
-            self._lock_table(curs)
-            self._notify_channel(curs)
-            if sum(len(e.state) for e in stored_events) <= CHUNK_BYTES:
-                rows = [
-                    self.construct_pg_stored_event(
-                        e.originator_id, e.originator_version, e.topic, e.state
-                    )
-                    for e in stored_events
-                ]
-                curs.execute(self.insert_events_statement, (rows,))
-                ids = [row["notification_id"] for row in curs.fetchall()]
-            else:
+            # The lock's timeout, the writers' lock and the listeners' wake-up: one round trip.
+            curs.execute(self.begin_write)
+            if (
+                len(stored_events) > COPY_ABOVE
+                or sum(len(e.state) for e in stored_events) > CHUNK_BYTES
+            ):
                 ids = self._copy(curs, stored_events)
+            else:
+                ids = self._insert_rows(curs, stored_events)
             try:
                 self.chain.append(curs, stored_events, ids)
             except psycopg.errors.RaiseException as e:
                 raise _refused_by_chain_function(e) from None
         return ids
 
-    def _copy(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
-        """A large save by binary COPY (a third of a large import went to encoding the array)."""
-        table = SQL("{schema}.{table}").format(
-            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+    def _insert_rows(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """A small save: one INSERT of four binary arrays, returning the positions in order."""
+        curs.execute(
+            self.insert_rows,
+            (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ),
+            binary=True,
         )
+        return [row["notification_id"] for row in curs.fetchall()]
+
+    def _copy(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """A batch by binary COPY (encoding a text array of composites was a third of a save)."""
         # Under the writers' lock nobody else inserts: every id above this one is ours.
-        curs.execute(SQL("SELECT max(notification_id) AS last FROM {t}").format(t=table))
+        curs.execute(self.select_head)
         row = curs.fetchone()
         last = (row["last"] if row is not None else None) or 0
-        copy_sql = SQL(
-            "COPY {t} (originator_id, originator_version, topic, state) FROM STDIN (FORMAT BINARY)"
-        ).format(t=table)
-        with curs.copy(copy_sql) as copy:
+        with curs.copy(self.copy_rows) as copy:
             copy.set_types([self.datastore.originator_id_type, "int8", "text", "bytea"])
             for e in stored_events:
                 copy.write_row((e.originator_id, e.originator_version, e.topic, e.state))
-        curs.execute(
-            SQL(
-                "SELECT notification_id FROM {t} WHERE notification_id > %s "
-                "ORDER BY notification_id"
-            ).format(t=table),
-            (last,),
-        )
+        curs.execute(self.select_after, (last,))
         ids = [r["notification_id"] for r in curs.fetchall()]
         if len(ids) != len(stored_events):
             raise RuntimeError(f"COPY stored {len(ids)} of {len(stored_events)} events")

@@ -18,6 +18,9 @@ from evaledger.domain.store.chain import (
 from evaledger.domain.store.errors import store_errors
 from evaledger.domain.store.recorder import LedgerRecorder
 
+LAST_STORED_BATCH = 500
+"""Aggregate ids per query reading their last stored events (sealing a run)."""
+
 
 class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder):
     """eventsourcing's SQLite recorder, appending each commit's block to the ledger chain.
@@ -42,6 +45,18 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
             f" originator_version, topic, state FROM {events_table_name}"
             " WHERE rowid >= ? ORDER BY rowid LIMIT ?"
         )
+        t = events_table_name
+        self.select_inserted = (
+            f"SELECT last_insert_rowid(), (SELECT max(rowid) FROM {t}), (SELECT count(*) FROM {t}"
+            " WHERE rowid BETWEEN last_insert_rowid() - ? AND last_insert_rowid())"
+        )
+        self.select_rowid = (
+            f"SELECT rowid FROM {t} WHERE originator_id = ? AND originator_version = ?"
+        )
+        self.select_last_stored = (
+            f"SELECT originator_id, topic, state, max(originator_version) FROM {t}"
+            " WHERE originator_id IN ({}) GROUP BY originator_id"
+        )
 
     def construct_create_table_statements(self) -> list[str]:
         """The events table, the chain and the verified checkpoints."""
@@ -61,9 +76,39 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        ids = super()._insert_events(c, stored_events, **kwargs)
-        assert ids is not None
+        ids = self._insert_rows(c, stored_events)
         self.chain.append(c, stored_events, ids)
+        return ids
+
+    def _insert_rows(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """Insert a save's events with one `executemany`; their rowids (positions) in order.
+
+        eventsourcing inserts one row per `execute` to read each `lastrowid`. The transaction
+        holds the database's one write lock from its first insert, and SQLite gives a new row
+        the largest rowid plus one, so a save's rows take consecutive rowids ending at
+        `last_insert_rowid()`, then the largest rowid: both checked, with their count. Only
+        when that fails (a row stored outside evaledger at the largest rowid SQLite has makes
+        it pick rowids at random) is each row's rowid looked up.
+        """
+        rows = [
+            (
+                e.originator_id.hex if isinstance(e.originator_id, UUID) else e.originator_id,
+                e.originator_version,
+                e.topic,
+                e.state,
+            )
+            for e in stored_events
+        ]
+        c.executemany(self.insert_events_statement, rows)
+        n = len(rows)
+        c.execute(self.select_inserted, (n - 1,))
+        last, top, count = c.fetchone()
+        if last == top and count == n:
+            return list(range(last - n + 1, last + 1))
+        ids = []
+        for oid, version, _, _ in rows:
+            c.execute(self.select_rowid, (oid, version))
+            ids.append(c.fetchone()[0])
         return ids
 
     def insert_events(
@@ -72,6 +117,24 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         """Insert events and their chain block in one transaction."""
         with store_errors(self._name):
             return super().insert_events(stored_events, **kwargs)
+
+    def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
+        """(topic, state) of each aggregate's last stored event: a query per batch of ids.
+
+        SQLite gives a bare column of a `max()` aggregate from the row holding the maximum.
+        """
+        found: dict[UUID, tuple[str, bytes]] = {}
+        ids = list(originator_ids)
+        by_hex = {oid.hex: oid for oid in ids}
+        with store_errors(self._name), self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(ids), LAST_STORED_BATCH):
+                batch = [oid.hex for oid in ids[start : start + LAST_STORED_BATCH]]
+                c.execute(self.select_last_stored.format(",".join("?" * len(batch))), batch)
+                for row in c.fetchall():
+                    oid = by_hex.get(row[0])
+                    if oid is not None:
+                        found[oid] = (row[1], bytes(row[2]))
+        return found
 
     def select_events(self, originator_id: UUID | str, **kwargs: Any) -> Sequence[StoredEvent]:
         """One aggregate's events."""
