@@ -22,6 +22,7 @@ from eventsourcing.persistence import Notification
 from evaledger.domain import collector
 from evaledger.domain.adoption import CHAIN_RECORD_ID, Adoption, ChainRecord
 from evaledger.domain.aggregates import (
+    Aggregate,
     Case,
     IdempotencyRecord,
     Meta,
@@ -64,6 +65,8 @@ from evaledger.domain.tokens import (
     split_token,
     token_aggregate_id,
 )
+from evaledger.domain.trace_commands import TraceCommands
+from evaledger.domain.traces import Trace
 from evaledger.domain.writes import Context as Context
 from evaledger.domain.writes import LedgerApplication as LedgerApplication
 from evaledger.domain.writes import Written as Written
@@ -72,7 +75,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands):
+class Ledger(CaseCommands, TraceCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------
@@ -252,6 +255,30 @@ class Ledger(CaseCommands):
             self._use_key(record, ctx, body, scope, ids)
             position, n = self._save(*built, *_present(record), run=run)
             return Written(tuple(ids), position, n)
+
+        return self._retrying(command)
+
+    def record_traces(
+        self, run_id: UUID, traces: Sequence[tuple[UUID, BundleCase]], ctx: Context
+    ) -> Written:
+        """Record complete traces as cases of a run, each trace marked recorded, at once.
+
+        `traces` pairs a Trace aggregate's id with the case it maps to. One transaction: a
+        trace is recorded exactly when its case is.
+        """
+
+        def command() -> Written:
+            run = self._run_in_scope(run_id, ctx)
+            catalogue = self.catalogue(run.created.project)
+            built = self._build_cases(run, [c for _, c in traces], ctx, catalogue)
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            marked: list[Aggregate] = []
+            for (agg_id, _), case in zip(traces, built, strict=True):
+                trace = self._get(Trace, agg_id)
+                trace.record(run_id, case.id, meta)
+                marked.append(trace)
+            position, n = self._save(*built, *marked, run=run)
+            return Written(tuple(c.id for c in built), position, n)
 
         return self._retrying(command)
 

@@ -63,6 +63,7 @@ from evaledger.domain.events.run import (
     RunStarted,
     SourceResultsRecorded,
 )
+from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
     GRADE_VALUES,
     AgentSnapshot,
@@ -118,6 +119,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SourceResultsRecorded,
     ScoreOverridden,
     ExecutionSkipped,
+    TraceSpansReceived,
+    TraceRecorded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -179,6 +182,9 @@ __all__ = [
     "TokenScope",
     "ToolCall",
     "ToolSpec",
+    "TraceEvent",
+    "TraceRecorded",
+    "TraceSpansReceived",
     "TranscriptRecorded",
     "Turn",
     "Usage",
