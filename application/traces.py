@@ -25,7 +25,7 @@ from uuid import UUID
 
 from evaledger.application.ports import Services
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus
-from evaledger.domain.errors import ConflictError, StateError
+from evaledger.domain.errors import ClosedRunError, ConflictError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TraceRecorded, TraceSpansReceived
 from evaledger.domain.ledger import Context
 from evaledger.importers.otel import MappedTrace, map_trace, root_span
@@ -154,7 +154,7 @@ def complete_traces(
     now: datetime | None = None,
     cursor: TraceCursor | None = None,
 ) -> TracesCompleted:
-    """Record each complete trace (root arrived, quiet for `quiet_s`) as a case of its online run."""
+    """Record each complete trace (its root arrived, then quiet for `quiet_s`) as an online case."""
     cursor = cursor if cursor is not None else TraceCursor()
     cursor.catch_up(services)
     now = now or datetime.now(UTC)
@@ -195,7 +195,7 @@ def _record(
     """Record the pairs in their day's run; in today's when that day's run is sealed already."""
     try:
         w = services.ledger.record_traces(run_id, pairs, ctx)
-    except StateError:
+    except ClosedRunError:
         key = online_run_key(sample.agent, sample.version, now.date())
         run_id = _open_run(services, project, key, sample, ctx, now)
         w = services.ledger.record_traces(run_id, pairs, ctx)
