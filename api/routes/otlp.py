@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
 )
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -48,19 +49,6 @@ _BODY: dict[str, Any] = {
             JSON: {"schema": {"type": "object"}},
         },
     },
-    "responses": {
-        "200": {
-            "description": "`ExportTraceServiceResponse` (partial_success when spans were "
-            "rejected), in the request's encoding.",
-            "content": {
-                PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
-                JSON: {"schema": {"type": "object"}},
-            },
-        },
-        "415": {"description": "Not OTLP protobuf or JSON, or an unknown Content-Encoding"},
-        "429": {"description": "Too many exports in flight; retry after Retry-After seconds"},
-        "503": {"description": "The store cannot take the spans now; retry after Retry-After"},
-    },
 }
 
 
@@ -81,11 +69,33 @@ def _status(status: int, code: int, message: str, media: str, retry: bool = Fals
     return Response(body, status, headers=headers, media_type=kind)
 
 
+class PartialSuccess(BaseModel):
+    """Spans refused (OTLP `ExportTracePartialSuccess`, protobuf JSON mapping)."""
+
+    rejectedSpans: int | str = Field(description="How many spans were refused (int64).")
+    errorMessage: str = Field(description="Why, for the first of them.")
+
+
+class ExportResponse(BaseModel):
+    """OTLP `ExportTraceServiceResponse`: `partialSuccess` only when spans were refused."""
+
+    partialSuccess: PartialSuccess | None = None
+
+
 @router.post(
     "/v1/traces",
     operation_id="export_traces",
     openapi_extra=_BODY,
     response_class=Response,
+    responses={
+        200: {
+            "model": ExportResponse,
+            "description": "`ExportTraceServiceResponse` in the request's encoding (protobuf "
+            "or JSON). Errors of the export itself (400, 413, 415, 429, 503, the last two with "
+            "Retry-After) carry a `google.rpc.Status` in the request's encoding, as OTLP says.",
+            "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
 )
 async def export_traces(request: Request, services: ServicesDep, ctx: ContextDep) -> Response:
     """Receive an OTLP/HTTP trace export: each span recorded once, in the token's project."""

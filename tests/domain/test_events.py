@@ -80,6 +80,9 @@ from evaledger.domain.events import (
     TokenScope,
     ToolCall,
     ToolSpec,
+    TraceEvent,
+    TraceRecorded,
+    TraceSpansReceived,
     TranscriptRecorded,
     Turn,
     Usage,
@@ -110,6 +113,7 @@ MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 
 RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
+TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -148,6 +152,8 @@ TOPICS = [
     "evaledger.run.source_results_recorded/v1",
     "evaledger.case.score_overridden/v1",
     "evaledger.case.execution_skipped/v1",
+    "evaledger.trace.spans_received/v1",
+    "evaledger.trace.recorded/v1",
 ]
 
 
@@ -420,6 +426,32 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             last_position=40,
             events=40,
         ),
+        TraceSpansReceived(
+            **_meta(TRACE_ID, 1),
+            project="shop",
+            trace_id="5b8efff798038103d269b633813fc60c",
+            spans=[
+                {
+                    "span_id": "eee19b7ec3c1b174",
+                    "parent_span_id": None,
+                    "name": "chat gpt-4o-mini",
+                    "kind": 3,
+                    "start_ns": 1764000000000000000,
+                    "end_ns": 1764000000812000000,
+                    "status": {"code": 0, "message": ""},
+                    "attributes": {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.request.model": "gpt-4o-mini",
+                        "gen_ai.usage.input_tokens": 21,
+                        "app.customer_tier": "gold",
+                    },
+                    "events": [],
+                    "resource": {"service.name": "support-bot", "service.version": "1.2.0"},
+                    "scope": {"name": "opentelemetry.instrumentation.openai_v2", "version": ""},
+                }
+            ],
+        ),
+        TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
     ]
     return {type(e): e for e in built}
 
@@ -467,7 +499,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 30
+    assert len(EVENT_CLASSES) == 32
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -526,7 +558,8 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger)\.([a-z_]+)/v(\d+)", cls.topic()
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        cls.topic(),
     )
     assert match is not None, cls.topic()
     base = {
@@ -536,6 +569,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "idempotency": DomainEvent,
         "token": TokenEvent,
         "ledger": DomainEvent,
+        "trace": TraceEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
