@@ -450,6 +450,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/audit.py": (7, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
+    "api/cli/online.py": (2, 0),
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
     "api/cli/reports.py": (11, 0),
@@ -477,7 +478,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 134
+FUNCTION_IMPORT_BUDGET = 136  # +2: api/cli/online.py (protobuf/OTLP and the ledger, lazily)
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")
