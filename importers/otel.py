@@ -131,8 +131,14 @@ def _transcript(spans: Sequence[Span]) -> tuple[list[Turn], Usage | None, list[s
             inputs = _input_messages(span)
             answered = {t.tool_call_id for t in inputs if t.role is Role.TOOL}
             turns.extend(t for t in pending_tools if t.tool_call_id not in answered)
+            timed = {t.tool_call_id: t.latency_ms for t in pending_tools}
             pending_tools = []
-            turns.extend(_new_inputs(turns, inputs))
+            turns.extend(
+                t.model_copy(update={"latency_ms": timed[t.tool_call_id]})
+                if t.role is Role.TOOL and t.latency_ms is None and t.tool_call_id in timed
+                else t
+                for t in _new_inputs(turns, inputs)
+            )
             tokens = _usage(attrs)
             if tokens is not None:
                 counted = True
@@ -197,12 +203,16 @@ def _new_inputs(turns: Sequence[Turn], inputs: Sequence[Turn]) -> list[Turn]:
 
 
 def _identity(turn: Turn) -> tuple[Any, ...]:
-    calls = tuple((c.id, c.name) for c in turn.tool_calls)
-    return (turn.role, turn.content, turn.tool_call_id, calls)
+    return (turn.role, turn.content, turn.tool_call_id)
 
 
 def _same(a: Turn, b: Turn) -> bool:
-    return _identity(a) == _identity(b)
+    """The same message (a history may repeat a call's tool calls or leave them out)."""
+    if _identity(a) != _identity(b):
+        return False
+    if a.tool_calls and b.tool_calls:
+        return [(c.id, c.name) for c in a.tool_calls] == [(c.id, c.name) for c in b.tool_calls]
+    return True
 
 
 def _usage(attrs: Mapping[str, Any]) -> Usage | None:
