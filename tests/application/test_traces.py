@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from evaledger.api.bootstrap import Services
+from evaledger.application import audit, compare, reports, runs, verification
 from evaledger.application.traces import (
     TraceCursor,
     complete_traces,
@@ -22,6 +23,7 @@ from evaledger.application.traces import (
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import TraceSpansReceived
 from evaledger.domain.ledger import Context
+from evaledger.domain.spec import RunConfig
 from evaledger.domain.traces import trace_id_for
 from evaledger.importers.otlp import JSON, PROTOBUF, BodyTooLarge, UnsupportedMediaType
 from evaledger.projections.queries import RunFilter
@@ -209,3 +211,30 @@ def test_online_runs_of_days_that_are_over_are_sealed(store_services: Services) 
 
 def _online_filter() -> RunFilter:
     return RunFilter(suite="online")
+
+
+def test_every_view_works_on_online_runs(store_services: Services) -> None:
+    """Two days' online runs, sealed: run page, explain, history, rescore, compare, verify."""
+    tracer, memory = recorder()
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    for day in (yesterday - timedelta(days=1), yesterday):
+        start = int(day.timestamp() * 1e9)
+        with tracer.start_as_current_span("turn", start_time=start, end_on_exit=False) as root:
+            chat_trace(tracer)
+        root.end(end_time=start + 2_000_000_000)
+    _receive(store_services, export_body(memory.get_finished_spans()))
+    sealed = seal_online_runs(store_services, CTX, now=datetime.now(UTC) + LATER)
+    assert len(sealed) == 2
+    store_services.sync()
+    older, newer = sorted(sealed, key=lambda s: s.run_key)
+    shown = reports.show_run(store_services, newer.run_id)
+    assert shown is not None
+    (case,) = reports.case_scores(store_services, newer.run_id)
+    assert audit.explain(store_services, case.case_id) is not None
+    assert len(audit.case_history(store_services, case.case_id).events) >= 2
+    rescored = runs.rescore_run(store_services, newer.run_id, RunConfig())
+    assert rescored is not None
+    comparison = compare.compare_runs(store_services, older.run_id, newer.run_id)
+    assert comparison is not None
+    assert runs.recorded_run(store_services, newer.run_id) is not None  # export
+    assert verification.verify_log(store_services).ok
