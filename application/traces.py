@@ -28,6 +28,7 @@ from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus
 from evaledger.domain.errors import ClosedRunError, ConflictError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TraceRecorded, TraceSpansReceived
 from evaledger.domain.ledger import Context
+from evaledger.domain.traces import Trace
 from evaledger.importers.otel import MappedTrace, map_trace, root_span
 from evaledger.importers.otlp import decode_export
 from evaledger.projections.queries import RunFilter
@@ -160,33 +161,33 @@ def complete_traces(
     now = now or datetime.now(UTC)
     cutoff = now - timedelta(seconds=quiet_s)
     due = [agg for agg, o in cursor.open.items() if o.rooted and o.last <= cutoff]
-    groups: dict[tuple[str, str], list[tuple[UUID, MappedTrace]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[Trace, MappedTrace]]] = defaultdict(list)
     for agg in due:
         trace = services.ledger.load_trace(agg)
         if trace is None or trace.recorded is not None or root_span(trace.spans) is None:
             continue
         mapped = map_trace(cursor.open[agg].trace_id, trace.spans)
         key = online_run_key(mapped.agent, mapped.version, mapped.day)
-        groups[(cursor.open[agg].project, key)].append((agg, mapped))
+        groups[(cursor.open[agg].project, key)].append((trace, mapped))
     recorded: dict[UUID, list[UUID]] = defaultdict(list)
     position = services.ledger.position()
     for (project, key), items in groups.items():
         for start in range(0, len(items), RECORD_BATCH):
             chunk = items[start : start + RECORD_BATCH]
             run_id = _open_run(services, project, key, chunk[0][1], ctx, now)
-            pairs = [(agg, m.case) for agg, m in chunk]
+            pairs = [(trace, m.case) for trace, m in chunk]
             written = _record(services, run_id, pairs, project, chunk[0][1], ctx, now)
             recorded[written[0]].extend(written[1])
             position = max(position, written[2])
-            for agg, _ in chunk:
-                cursor.open.pop(agg, None)
+            for trace, _ in chunk:
+                cursor.open.pop(trace.id, None)
     return TracesCompleted(dict(recorded), len(cursor.open), position)
 
 
 def _record(
     services: Services,
     run_id: UUID,
-    pairs: Sequence[tuple[UUID, BundleCase]],
+    pairs: Sequence[tuple[Trace, BundleCase]],
     project: str,
     sample: MappedTrace,
     ctx: Context,

@@ -259,22 +259,26 @@ class Ledger(CaseCommands, TraceCommands):
         return self._retrying(command)
 
     def record_traces(
-        self, run_id: UUID, traces: Sequence[tuple[UUID, BundleCase]], ctx: Context
+        self, run_id: UUID, traces: Sequence[tuple[Trace, BundleCase]], ctx: Context
     ) -> Written:
         """Record complete traces as cases of a run, each trace marked recorded, at once.
 
-        `traces` pairs a Trace aggregate's id with the case it maps to. One transaction: a
-        trace is recorded exactly when its case is.
+        `traces` pairs a Trace aggregate (as just loaded: a retry after a concurrent write
+        loads it again) with the case it maps to. One transaction: a trace is recorded exactly
+        when its case is.
         """
+        attempts = 0
 
         def command() -> Written:
+            nonlocal attempts
+            attempts += 1
             run = self._run_in_scope(run_id, ctx)
             catalogue = self.catalogue(run.created.project)
             built = self._build_cases(run, [c for _, c in traces], ctx, catalogue)
             meta = Meta(timestamp=self.clock(), actor=ctx.actor)
             marked: list[Aggregate] = []
-            for (agg_id, _), case in zip(traces, built, strict=True):
-                trace = self._get(Trace, agg_id)
+            for (given, _), case in zip(traces, built, strict=True):
+                trace = given if attempts == 1 else self._get(Trace, given.id)
                 trace.record(run_id, case.id, meta)
                 marked.append(trace)
             position, n = self._save(*built, *marked, run=run)
