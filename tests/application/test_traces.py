@@ -10,6 +10,8 @@ import gzip
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace import ReadableSpan
 
 from evaledger.api.bootstrap import Services
 from evaledger.application import audit, compare, reports, runs, verification
@@ -25,9 +27,15 @@ from evaledger.domain.events import TraceSpansReceived
 from evaledger.domain.ledger import Context
 from evaledger.domain.spec import RunConfig
 from evaledger.domain.traces import trace_id_for
-from evaledger.importers.otlp import JSON, PROTOBUF, BodyTooLarge, UnsupportedMediaType
+from evaledger.importers.otlp import (
+    JSON,
+    MAX_VALUE_DEPTH,
+    PROTOBUF,
+    BodyTooLarge,
+    UnsupportedMediaType,
+)
 from evaledger.projections.queries import RunFilter
-from tests.otlp_helpers import chat_trace, export_body, export_json, recorder
+from tests.otlp_helpers import chat_trace, export_body, export_json, parse, recorder
 
 CTX = Context(actor="otlp-test")
 LIMIT = 4 * 1024 * 1024
@@ -238,3 +246,59 @@ def test_every_view_works_on_online_runs(store_services: Services) -> None:
     assert comparison is not None
     assert runs.recorded_run(store_services, newer.run_id) is not None  # export
     assert verification.verify_log(store_services).ok
+
+
+def _nested_export(depth: int) -> bytes:
+    """A one-span export whose attribute nests key-value lists `depth` deep.
+
+    Written on the wire by hand past the depth the protobuf runtime builds messages to.
+    """
+    request = parse(export_body(_one_span()))
+    value = AnyValue(string_value="bottom").SerializeToString()
+    for _ in range(depth):
+        pair = _field(1, b"k") + _field(2, value)  # KeyValue {key, value}
+        value = _field(6, _field(1, pair))  # AnyValue {kvlist_value: KeyValueList {values}}
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    extra = _field(9, _field(1, b"deep") + _field(2, value))  # Span.attributes += KeyValue
+    wire = span.SerializeToString() + extra
+    scope = request.resource_spans[0].scope_spans[0]
+    del scope.spans[:]
+    # ExportTraceServiceRequest {resource_spans: ResourceSpans {scope_spans: {spans}}}: the
+    # scope spans message again, with the hand-made span appended as its field 2.
+    del request.resource_spans[0].scope_spans[:]
+    resource = request.resource_spans[0].SerializeToString()
+    scope_bytes = scope.SerializeToString() + _field(2, wire)
+    return _field(1, resource + _field(2, scope_bytes))
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _one_span() -> list[ReadableSpan]:
+    tracer, memory = recorder()
+    with tracer.start_as_current_span("only"):
+        pass
+    return list(memory.get_finished_spans())
+
+
+def test_deeply_nested_attributes_are_refused(store_services: Services) -> None:
+    # Deeper than a span may carry: that span is rejected, the export answered.
+    done = _receive(store_services, _nested_export(MAX_VALUE_DEPTH + 2))
+    assert (done.accepted, done.rejected) == (0, 1) and "nested deeper" in done.message
+    # Deeper than the protobuf parser goes: the body is refused whole, nothing stored.
+    before = store_services.ledger.position()
+    with pytest.raises(ValidationError, match="protobuf"):
+        _receive(store_services, _nested_export(200))
+    assert store_services.ledger.position() == before
+    assert _receive(store_services, _nested_export(3)).accepted == 1
