@@ -254,6 +254,8 @@ def test_a_token_sends_into_its_own_project(tmp_path: Path, store_url: str) -> N
     services = build_services(Settings(db=store_url))
     try:
         issued = issue_token(services, "shop", TokenScope.WRITE, "exporter", Context(actor="admin"))
+        reader = issue_token(services, "shop", TokenScope.READ, "viewer", Context(actor="admin"))
+        other = issue_token(services, "other", TokenScope.READ, "else", Context(actor="admin"))
     finally:
         services.close()
     token = issued.token
@@ -270,7 +272,11 @@ def test_a_token_sends_into_its_own_project(tmp_path: Path, store_url: str) -> N
             server, body, "application/x-protobuf", {"authorization": f"Bearer {token}"}
         )
         assert status == 200
+        read_only = {"authorization": f"Bearer {reader.token}"}
+        assert _post(server, body, "application/x-protobuf", read_only)[0] == 403
         (case,) = _cases(server, 1, token)
+        # Another project's token sees no online run of this one.
+        assert _get(server, "/runs?suite=online", other.token)["data"] == []
         (run,) = _get(server, "/runs?suite=online", token)["data"]
         assert run["project"] == "shop"
         assert case["test_case"]["key"] == format(
