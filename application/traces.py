@@ -95,22 +95,17 @@ def receive_traces(
 
 
 @dataclass
-class _Open:
-    project: str
-    trace_id: str
-    rooted: bool
-    last: datetime
-
-
-@dataclass
 class TraceCursor:
     """What a completion loop has read of the log: its position and the traces still open.
 
-    Keep one per loop (process): each pass reads only the trace events logged since.
+    Keep one per loop (process): each pass reads only the trace events logged since, and the
+    open traces are kept as the aggregates those events make (a pass loads none again; one
+    written since by another process is reloaded when its save conflicts).
     """
 
     position: int = 0
-    open: dict[UUID, _Open] = field(default_factory=dict)
+    open: dict[UUID, Trace] = field(default_factory=dict)
+    rooted: set[UUID] = field(default_factory=set)
 
     def catch_up(self, services: Services) -> None:
         """Read the trace events logged since the last pass."""
@@ -122,15 +117,21 @@ class TraceCursor:
                 self.position = n.position
                 e = n.event
                 if isinstance(e, TraceSpansReceived):
-                    rooted = any(not s.get("parent_span_id") for s in e.spans)
-                    found = self.open.get(n.trace)
-                    if found is None:
-                        self.open[n.trace] = _Open(e.project, e.trace_id, rooted, e.timestamp)
-                    else:
-                        found.rooted = found.rooted or rooted
-                        found.last = max(found.last, e.timestamp)
+                    trace = self.open.get(n.trace)
+                    if trace is None:
+                        trace = self.open[n.trace] = Trace(n.trace)
+                    if e.originator_version == trace.version + 1:
+                        trace.apply(e)
+                    if any(not s.get("parent_span_id") for s in e.spans):
+                        self.rooted.add(n.trace)
                 elif isinstance(e, TraceRecorded):
                     self.open.pop(n.trace, None)
+                    self.rooted.discard(n.trace)
+
+    def close(self, trace: UUID) -> None:
+        """Forget a trace just recorded."""
+        self.open.pop(trace, None)
+        self.rooted.discard(trace)
 
 
 @dataclass(frozen=True)
@@ -160,15 +161,20 @@ def complete_traces(
     cursor.catch_up(services)
     now = now or datetime.now(UTC)
     cutoff = now - timedelta(seconds=quiet_s)
-    due = [agg for agg, o in cursor.open.items() if o.rooted and o.last <= cutoff]
+    due = [
+        t
+        for agg, t in cursor.open.items()
+        if agg in cursor.rooted and t.last_received is not None and t.last_received <= cutoff
+    ]
     groups: dict[tuple[str, str], list[tuple[Trace, MappedTrace]]] = defaultdict(list)
-    for agg in due:
-        trace = services.ledger.load_trace(agg)
-        if trace is None or trace.recorded is not None or root_span(trace.spans) is None:
+    for trace in due:
+        if trace.recorded is not None or trace.project is None or trace.trace_id is None:
             continue
-        mapped = map_trace(cursor.open[agg].trace_id, trace.spans)
+        if root_span(trace.spans) is None:
+            continue
+        mapped = map_trace(trace.trace_id, trace.spans)
         key = online_run_key(mapped.agent, mapped.version, mapped.day)
-        groups[(cursor.open[agg].project, key)].append((trace, mapped))
+        groups[(trace.project, key)].append((trace, mapped))
     recorded: dict[UUID, list[UUID]] = defaultdict(list)
     position = services.ledger.position()
     for (project, key), items in groups.items():
@@ -180,7 +186,7 @@ def complete_traces(
             recorded[written[0]].extend(written[1])
             position = max(position, written[2])
             for trace, _ in chunk:
-                cursor.open.pop(trace.id, None)
+                cursor.close(trace.id)
     return TracesCompleted(dict(recorded), len(cursor.open), position)
 
 
