@@ -17,6 +17,8 @@ from evaledger.domain.traces import Trace, trace_id_for
 from evaledger.domain.writes import Context, LedgerStore
 
 TRACE_TOPICS = (TraceSpansReceived.topic(), TraceRecorded.topic())
+SEEN_TRACES = 200_000
+"""Trace ids a process remembers having received (past it, it starts again from none)."""
 
 
 @dataclass(frozen=True)
@@ -53,23 +55,41 @@ class TraceCommands(LedgerStore):
         `traces` maps a trace id (hex) to its spans (each with its `span_id`).
         """
         ctx.check_project(project, "project")
+        seen = self._seen_traces()
+        attempts = 0
 
         def command() -> SpansStored:
+            nonlocal attempts
+            attempts += 1
             accepted = duplicates = late = 0
             changed: list[Trace] = []
             meta = Meta(timestamp=self.clock(), actor=ctx.actor)
             for trace_id, spans in traces.items():
                 agg_id = trace_id_for(project, trace_id)
-                trace = self._find(Trace, agg_id) or Trace(agg_id)
+                # A trace this process never received is taken as new without a read: if
+                # another process (or this one before a restart) has it, the save conflicts
+                # and the retry reads every trace of the export.
+                stored = self._find(Trace, agg_id) if attempts > 1 or agg_id in seen else None
+                trace = stored or Trace(agg_id)
                 before = trace.version
                 new, held, refused = trace.receive(project, trace_id, spans, meta)
                 accepted, duplicates, late = accepted + new, duplicates + held, late + refused
                 if trace.version != before:
                     changed.append(trace)
             position, n = self._save(*changed)
+            if len(seen) > SEEN_TRACES:
+                seen.clear()
+            seen.update(t.id for t in changed)
             return SpansStored(accepted, duplicates, late, position, n)
 
         return self._retrying(command)
+
+    def _seen_traces(self) -> set[UUID]:
+        """The traces this process has received spans of (bounded; cleared when full)."""
+        found: set[UUID] | None = self.__dict__.get("_trace_ids_seen")
+        if found is None:
+            found = self.__dict__["_trace_ids_seen"] = set()
+        return found
 
     def get_trace(self, project: str, trace_id: str) -> Trace | None:
         """The trace of a project, as received so far (None: no span of it arrived)."""

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace import ReadableSpan
 
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application import audit, compare, reports, runs, verification
 from evaledger.application.traces import (
     TraceCursor,
@@ -302,3 +302,25 @@ def test_deeply_nested_attributes_are_refused(store_services: Services) -> None:
         _receive(store_services, _nested_export(200))
     assert store_services.ledger.position() == before
     assert _receive(store_services, _nested_export(3)).accepted == 1
+
+
+def test_two_processes_receiving_one_trace_store_each_span_once(store_url: str) -> None:
+    """A process takes a trace it never saw as new; the store's conflict makes it read again."""
+    first = build_services(Settings(db=store_url))
+    second = build_services(Settings(db=store_url))
+    try:
+        tracer, memory = recorder()
+        chat_trace(tracer)
+        child, root = memory.get_finished_spans()
+        assert _receive(first, export_body([child])).accepted == 1
+        # `second` never received this trace: its first try conflicts, the retry reads it.
+        again = _receive(second, export_body([child, root]))
+        assert (again.accepted, again.duplicates) == (1, 1)
+        assert _complete(second).cases == 1
+        late = _receive(first, export_body([root]))  # first's own view is stale by now
+        assert (late.accepted, late.duplicates) == (0, 1)
+        trace = second.ledger.get_trace("default", format(root.context.trace_id, "032x"))
+        assert trace is not None and len(trace.spans) == 2
+    finally:
+        first.close()
+        second.close()
