@@ -69,7 +69,14 @@ def map_trace(trace_id: str, spans: Sequence[Span]) -> MappedTrace:
     if root is None:
         raise ValueError(f"trace {trace_id} has no root span")
     ordered = sorted(spans, key=lambda s: (s["start_ns"], s["end_ns"]))
-    transcript, usage, models, providers = _transcript(ordered)
+    unreadable = None
+    try:
+        transcript, usage, models, providers = _transcript(ordered)
+    except (ValueError, TypeError, KeyError) as e:
+        # Never a poison trace: its spans are recorded as received; the case says why it has
+        # no transcript.
+        transcript, usage, models, providers = [], None, [], []
+        unreadable = f"the spans could not be read as a conversation: {str(e)[:300]}"
     agent = _first(ordered, root, "gen_ai.agent.name") or str(
         root["resource"].get("service.name") or UNKNOWN_AGENT
     )
@@ -80,15 +87,17 @@ def map_trace(trace_id: str, spans: Sequence[Span]) -> MappedTrace:
     provider = providers[0] if providers else None
     tags = [f"model:{m}" for m in dict.fromkeys(models)]
     tags += [f"provider:{p}" for p in dict.fromkeys(providers)]
-    errored = root["status"]["code"] == STATUS_ERROR
+    errored = root["status"]["code"] == STATUS_ERROR or unreadable is not None
     case = BundleCase(
         test_case=TestCaseSnapshot(
             key=trace_id, name=root["name"] or None, tags=tags, scenario=root["name"] or None
         ),
         status=BundleCaseStatus.ERRORED if errored else BundleCaseStatus.COMPLETED,
         error=BundleError(
-            message=root["status"]["message"] or f"span {root['name']!r} ended with an error",
-            kind="agent",
+            message=unreadable
+            or root["status"]["message"]
+            or f"span {root['name']!r} ended with an error",
+            kind="harness" if unreadable else "agent",
         )
         if errored
         else None,

@@ -194,3 +194,12 @@ def test_flat_prompt_and_completion_attributes() -> None:
         ("assistant", "a"),
     ]
     assert mapped.case.usage is not None and mapped.case.usage.completion_tokens == 2
+
+
+def test_spans_that_read_as_no_conversation_make_an_errored_case_not_a_failure() -> None:
+    bad = json.dumps([{"role": "tool", "parts": [{"type": "tool_call_response", "id": 5}]}])
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": bad}
+    mapped = map_trace(TRACE, [span("00000000000000d1", None, 0, 10, attrs)])
+    assert mapped.case.status is BundleCaseStatus.ERRORED
+    assert mapped.case.error is not None and "could not be read" in mapped.case.error.message
+    assert mapped.case.transcript == []
