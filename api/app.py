@@ -14,8 +14,9 @@ from evaledger.api import errors, operation
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
+from evaledger.api.online import TraceCompletion
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, imports, judging, receipts, reports, runs
+from evaledger.api.routes import cases, config, imports, judging, otlp, receipts, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
 from evaledger.api.web import site
@@ -48,6 +49,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         if owned and settings.projections == "inline":
             # Catch up before serving (with progress on a terminal), not in the first request.
             app.state.services.sync()
+        # OTLP traces become cases once complete (api/online.py).
+        completion = TraceCompletion(app.state.services, settings.trace_quiet_s)
+        completion.start()
         checks = None
         if settings.verify_every_s is not None:
             checks = operation.PeriodicVerification(
@@ -59,6 +63,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         finally:
             if checks is not None:
                 checks.stop()
+            completion.stop()
             if owned:
                 app.state.services.close()
 
@@ -105,4 +110,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     site.install(app)
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)
+    app.include_router(otlp.router, dependencies=AUTH)
     return app

@@ -86,6 +86,13 @@ class Settings(BaseModel):
         "(what GET /verify?views=1 does); /health reports what the last one found. Off when "
         "unset (EVALEDGER_VERIFY_EVERY).",
     )
+    trace_quiet_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description="Seconds without a new span after which an OTLP trace whose root span "
+        "has ended is complete and recorded as a case (EVALEDGER_TRACE_QUIET).",
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -116,6 +123,8 @@ class Settings(BaseModel):
                 values[name] = os.environ[f"EVALEDGER_{name.upper()}"]
         if os.environ.get("EVALEDGER_VERIFY_EVERY"):
             values["verify_every_s"] = os.environ["EVALEDGER_VERIFY_EVERY"]
+        if os.environ.get("EVALEDGER_TRACE_QUIET"):
+            values["trace_quiet_s"] = os.environ["EVALEDGER_TRACE_QUIET"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if os.environ.get("EVALEDGER_PUBLIC_URL"):

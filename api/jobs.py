@@ -11,6 +11,7 @@ case, whichever worker writes it (per-case progress is the ledger's own idempote
 from __future__ import annotations
 
 import logging
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -24,6 +25,7 @@ from procrastinate.types import JSONValue
 from evaledger.api.job_schema import REPORTS, ensure_job_schema
 from evaledger.application.judging import JudgeJobSpec, QueuedJob, job_key, run_judge_job
 from evaledger.application.ports import Services
+from evaledger.application.traces import DEFAULT_QUIET_S, seal_online_runs
 from evaledger.domain.errors import NotFoundError, StateError
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.postgres import connect_postgres
@@ -39,6 +41,9 @@ STALLED_AFTER_S = 10.0
 """A worker silent this long is dead: its running jobs are retried by another."""
 RECOVERY_CRON = "* * * * * */5"
 """Every 5 s a worker looks for stalled jobs (a dead worker's job restarts within seconds)."""
+
+ONLINE_CRON = "*/5 * * * *"
+"""Every 5 minutes a worker records the complete OTLP traces and seals the days that are over."""
 
 STATUS = {
     "todo": "queued",
@@ -71,6 +76,9 @@ class JobQueue:
         self.task = self.app.task(name=TASK, queue=QUEUE, pass_context=False)(self._run)
         self.app.periodic(cron=RECOVERY_CRON, periodic_id="recover")(
             self.app.task(name="evaledger.recover_stalled", queue=QUEUE)(self._recover)
+        )
+        self.app.periodic(cron=ONLINE_CRON, periodic_id="online")(
+            self.app.task(name="evaledger.seal_online_runs", queue=QUEUE)(self._seal_online)
         )
         self._opened = False
 
@@ -222,6 +230,14 @@ class JobQueue:
         for job in stalled:
             log.warning("judge job %s: its worker stopped; retrying it", job.id)
             await self.app.job_manager.retry_job(job, retry_at=datetime.now(UTC) - timedelta(1))
+
+    def _seal_online(self, timestamp: int) -> None:
+        """Record the complete traces, then seal the online runs of days that are over."""
+        del timestamp
+        quiet = float(os.environ.get("EVALEDGER_TRACE_QUIET") or DEFAULT_QUIET_S)
+        sealed = seal_online_runs(self.services, Context(actor="worker"), quiet_s=quiet)
+        for run in sealed:
+            log.info("sealed online run %s/%s", run.project, run.run_key)
 
     def run_worker(self, concurrency: int = 1) -> None:
         """Run jobs until SIGTERM / SIGINT (a running job finishes first: graceful)."""

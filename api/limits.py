@@ -36,7 +36,10 @@ class BodyLimit:
         seen = 0
         media = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip()
         # Nesting is checked on the raw bytes as they arrive, before any JSON parser runs.
-        depth = DepthScanner("body", "body") if media.endswith(b"json") else None
+        # A compressed body is checked once inflated, by its route (POST /v1/traces).
+        coded = dict(scope["headers"]).get(b"content-encoding", b"identity").strip()
+        plain = coded in (b"", b"identity")
+        depth = DepthScanner("body", "body") if media.endswith(b"json") and plain else None
 
         async def counting() -> Message:
             nonlocal seen

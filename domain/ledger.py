@@ -22,6 +22,7 @@ from eventsourcing.persistence import Notification
 from evaledger.domain import collector
 from evaledger.domain.adoption import CHAIN_RECORD_ID, Adoption, ChainRecord
 from evaledger.domain.aggregates import (
+    Aggregate,
     Case,
     IdempotencyRecord,
     Meta,
@@ -65,6 +66,8 @@ from evaledger.domain.tokens import (
     split_token,
     token_aggregate_id,
 )
+from evaledger.domain.trace_commands import TraceCommands
+from evaledger.domain.traces import Trace
 from evaledger.domain.writes import Context as Context
 from evaledger.domain.writes import LedgerApplication as LedgerApplication
 from evaledger.domain.writes import Written as Written
@@ -73,7 +76,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands):
+class Ledger(CaseCommands, TraceCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------
@@ -253,6 +256,34 @@ class Ledger(CaseCommands):
             self._use_key(record, ctx, body, scope, ids)
             position, n = self._save(*built, *_present(record), run=run)
             return Written(tuple(ids), position, n)
+
+        return self._retrying(command)
+
+    def record_traces(
+        self, run_id: UUID, traces: Sequence[tuple[Trace, BundleCase]], ctx: Context
+    ) -> Written:
+        """Record complete traces as cases of a run, each trace marked recorded, at once.
+
+        `traces` pairs a Trace aggregate (as just loaded: a retry after a concurrent write
+        loads it again) with the case it maps to. One transaction: a trace is recorded exactly
+        when its case is.
+        """
+        attempts = 0
+
+        def command() -> Written:
+            nonlocal attempts
+            attempts += 1
+            run = self._run_in_scope(run_id, ctx)
+            catalogue = self.catalogue(run.created.project)
+            built = self._build_cases(run, [c for _, c in traces], ctx, catalogue)
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            marked: list[Aggregate] = []
+            for (given, _), case in zip(traces, built, strict=True):
+                trace = given if attempts == 1 else self._get(Trace, given.id)
+                trace.record(run_id, case.id, meta)
+                marked.append(trace)
+            position, n = self._save(*built, *marked, run=run)
+            return Written(tuple(c.id for c in built), position, n)
 
         return self._retrying(command)
 

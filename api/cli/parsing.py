@@ -13,6 +13,7 @@ from typing import NoReturn
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
 import evaledger.api.cli.judging as judging
+import evaledger.api.cli.online as online
 import evaledger.api.cli.proofs as proofs
 import evaledger.api.cli.reports as reports
 import evaledger.api.cli.runs as runs
@@ -29,7 +30,7 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, judging)
+FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, judging, online)
 """The command families, in the order `evaledger --help` lists their commands."""
 
 

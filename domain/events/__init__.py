@@ -64,6 +64,7 @@ from evaledger.domain.events.run import (
     RunStarted,
     SourceResultsRecorded,
 )
+from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
     GRADE_VALUES,
     AgentSnapshot,
@@ -120,6 +121,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     ScoreOverridden,
     ExecutionSkipped,
     SigningKeyRotated,
+    TraceSpansReceived,
+    TraceRecorded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -182,6 +185,9 @@ __all__ = [
     "TokenScope",
     "ToolCall",
     "ToolSpec",
+    "TraceEvent",
+    "TraceRecorded",
+    "TraceSpansReceived",
     "TranscriptRecorded",
     "Turn",
     "Usage",

@@ -81,6 +81,9 @@ from evaledger.domain.events import (
     TokenScope,
     ToolCall,
     ToolSpec,
+    TraceEvent,
+    TraceRecorded,
+    TraceSpansReceived,
     TranscriptRecorded,
     Turn,
     Usage,
@@ -111,6 +114,7 @@ MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 
 RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
+TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -150,6 +154,8 @@ TOPICS = [
     "evaledger.case.score_overridden/v1",
     "evaledger.case.execution_skipped/v1",
     "evaledger.ledger.signing_key_rotated/v1",
+    "evaledger.trace.spans_received/v1",
+    "evaledger.trace.recorded/v1",
 ]
 
 
@@ -429,6 +435,32 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             signature="c2lnbmF0dXJlIG9mIHRoZSBoYW5kLW92ZXI=",
             reason="yearly rotation",
         ),
+        TraceSpansReceived(
+            **_meta(TRACE_ID, 1),
+            project="shop",
+            trace_id="5b8efff798038103d269b633813fc60c",
+            spans=[
+                {
+                    "span_id": "eee19b7ec3c1b174",
+                    "parent_span_id": None,
+                    "name": "chat gpt-4o-mini",
+                    "kind": 3,
+                    "start_ns": 1764000000000000000,
+                    "end_ns": 1764000000812000000,
+                    "status": {"code": 0, "message": ""},
+                    "attributes": {
+                        "gen_ai.operation.name": "chat",
+                        "gen_ai.request.model": "gpt-4o-mini",
+                        "gen_ai.usage.input_tokens": 21,
+                        "app.customer_tier": "gold",
+                    },
+                    "events": [],
+                    "resource": {"service.name": "support-bot", "service.version": "1.2.0"},
+                    "scope": {"name": "opentelemetry.instrumentation.openai_v2", "version": ""},
+                }
+            ],
+        ),
+        TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
     ]
     return {type(e): e for e in built}
 
@@ -476,7 +508,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 31
+    assert len(EVENT_CLASSES) == 33
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -535,7 +567,8 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger)\.([a-z_]+)/v(\d+)", cls.topic()
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        cls.topic(),
     )
     assert match is not None, cls.topic()
     base = {
@@ -545,6 +578,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "idempotency": DomainEvent,
         "token": TokenEvent,
         "ledger": DomainEvent,
+        "trace": TraceEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1

@@ -1,0 +1,140 @@
+"""POST /v1/traces: the OTLP/HTTP trace receiver (protobuf or JSON, gzip, bearer token).
+
+Per the OTLP/HTTP specification: the answer is an `ExportTraceServiceResponse` in the request's
+encoding, with `partial_success` (rejected spans and why) when some spans were refused; a body
+that is not an export is 400, a body over the limit (sent or inflated) 413, another media type or
+content coding 415, too many exports in flight 429 and a store that cannot take them 503, both
+with Retry-After so exporters retry. Errors carry a `google.rpc.Status` in the request's
+encoding, its message naming the field. The spans land in the token's project.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fastapi import APIRouter, Request
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from evaledger.api.deps import ContextDep, ServicesDep
+from evaledger.api.errors import status_of
+from evaledger.application.traces import receive_traces
+from evaledger.domain.errors import ConflictError, EvaledgerError, InfrastructureError
+from evaledger.importers.otlp import JSON, PROTOBUF, BodyTooLarge, UnsupportedMediaType
+
+router = APIRouter(tags=["otlp"])
+
+MAX_IN_FLIGHT = 8
+"""Exports handled at once by one server process; more are answered 429 (retry later)."""
+RETRY_AFTER_S = 2
+_GRPC_INVALID_ARGUMENT, _GRPC_UNAVAILABLE, _GRPC_RESOURCE_EXHAUSTED = 3, 14, 8
+
+_in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
+
+_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "An OTLP `ExportTraceServiceRequest` (Content-Encoding: gzip allowed).",
+        "content": {
+            PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+            JSON: {"schema": {"type": "object"}},
+        },
+    },
+}
+
+
+def _media(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _encode(message: Message, media: str) -> bytes:
+    if media == JSON:
+        return json_format.MessageToJson(message, indent=None).encode()
+    return message.SerializeToString()
+
+
+def _status(status: int, code: int, message: str, media: str, retry: bool = False) -> Response:
+    kind = JSON if media == JSON else PROTOBUF
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else None
+    body = _encode(Status(code=code, message=message), kind)
+    return Response(body, status, headers=headers, media_type=kind)
+
+
+class PartialSuccess(BaseModel):
+    """Spans refused (OTLP `ExportTracePartialSuccess`, protobuf JSON mapping)."""
+
+    rejectedSpans: int | str = Field(description="How many spans were refused (int64).")
+    errorMessage: str = Field(description="Why, for the first of them.")
+
+
+class ExportResponse(BaseModel):
+    """OTLP `ExportTraceServiceResponse`: `partialSuccess` only when spans were refused."""
+
+    partialSuccess: PartialSuccess | None = None
+
+
+@router.post(
+    "/v1/traces",
+    operation_id="export_traces",
+    openapi_extra=_BODY,
+    response_class=Response,
+    responses={
+        200: {
+            "model": ExportResponse,
+            "description": "`ExportTraceServiceResponse` in the request's encoding (protobuf "
+            "or JSON). Errors of the export itself (400, 413, 415, 429, 503, the last two with "
+            "Retry-After) carry a `google.rpc.Status` in the request's encoding, as OTLP says.",
+            "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
+async def export_traces(request: Request, services: ServicesDep, ctx: ContextDep) -> Response:
+    """Receive an OTLP/HTTP trace export: each span recorded once, in the token's project."""
+    media = _media(request)
+    if not _in_flight.acquire(blocking=False):
+        return _status(
+            429, _GRPC_RESOURCE_EXHAUSTED, "too many exports in flight", media, retry=True
+        )
+    try:
+        body = await request.body()
+        limit = services.settings.max_body_bytes
+        encoding = request.headers.get("content-encoding")
+        try:
+            done = await run_in_threadpool(
+                receive_traces, services, body, media, encoding, ctx, max_bytes=limit
+            )
+        except UnsupportedMediaType as e:
+            return _status(415, _GRPC_INVALID_ARGUMENT, e.detail, media)
+        except BodyTooLarge as e:
+            return _status(413, _GRPC_INVALID_ARGUMENT, e.detail, media)
+        except (InfrastructureError, ConflictError) as e:
+            # The store is away or too contended: retryable, the exporter sends again.
+            return _status(503, _GRPC_UNAVAILABLE, e.detail, media, retry=True)
+        except EvaledgerError as e:
+            status = status_of(e)
+            return _status(
+                400 if status == 422 else status, _GRPC_INVALID_ARGUMENT, e.detail, media
+            )
+    finally:
+        _in_flight.release()
+    response = ExportTraceServiceResponse()
+    if done.rejected:
+        response.partial_success.CopyFrom(
+            ExportTracePartialSuccess(rejected_spans=done.rejected, error_message=done.message)
+        )
+    kind = JSON if media == JSON else PROTOBUF
+    return Response(
+        _encode(response, kind),
+        200,
+        media_type=kind,
+        headers={"X-Evaledger-Position": str(done.position)},
+    )
