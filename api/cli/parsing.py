@@ -16,6 +16,7 @@ import evaledger.api.cli.judging as judging
 import evaledger.api.cli.reports as reports
 import evaledger.api.cli.runs as runs
 import evaledger.api.cli.serve as serve
+import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
 from evaledger.api.cli.keys import (
@@ -28,7 +29,7 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, admin, reports, judging)
+FAMILIES = (serve, runs, transcript, audit, admin, reports, statistics, judging)
 """The command families, in the order `evaledger --help` lists their commands."""
 
 
