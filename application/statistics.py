@@ -329,7 +329,7 @@ def run_variance_split(services: Services, run_ids: Sequence[UUID]) -> list[Vari
 
 
 def plan_runs(
-    services: Services,
+    services: Services | None,
     metric: str,
     baseline: float,
     mde: float,
@@ -344,8 +344,10 @@ def plan_runs(
 ) -> PlanReport:
     """Cases (and repetitions) needed for ``mde``; the MDE of the ``size_runs``' sizes."""
     _check_levels(alpha, power)
+    if services is None and (icc_runs or size_runs):
+        raise ValueError("plan_runs: runs to read need the services")
     estimate = None
-    if icc_runs:
+    if icc_runs and services is not None:
         values: list[float] = []
         clusters: list[str] = []
         for run_id in icc_runs:
@@ -377,7 +379,7 @@ def plan_runs(
                 icc=icc or 0.0,
                 sd=sd,
             )
-            for cases, reps in _sizes(services, size_runs)
+            for cases, reps in (_sizes(services, size_runs) if services else [])
         ]
     except ValueError as e:
         field = str(e).split(":", 1)[0]

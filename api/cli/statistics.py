@@ -65,6 +65,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--alpha", type=fraction, default=0.05, help="significance level (0.05)")
     p.add_argument("--power", type=fraction, default=0.8, help="power (0.8)")
+    p.set_defaults(without_store=plan_without_store)
 
 
 def add_compare_options(p: argparse.ArgumentParser) -> None:
@@ -129,19 +130,30 @@ def print_noise(report: NoiseReport) -> None:
     print(report.reading)
 
 
-def cmd_plan(services: Services, args: argparse.Namespace) -> int:
+def _icc(args: argparse.Namespace) -> tuple[float | None, list[str]]:
+    """`--icc`: a number, or the runs to estimate it from."""
+    if args.icc is None:
+        return None, []
+    try:
+        return float(args.icc), []
+    except ValueError:
+        return None, comma_list(args.icc)
+
+
+def plan_without_store(args: argparse.Namespace) -> int | None:
+    """`plan` without runs to read answers with no store (None: it needs one)."""
+    if _icc(args)[1] or args.run:
+        return None
+    return cmd_plan(None, args)
+
+
+def cmd_plan(services: Services | None, args: argparse.Namespace) -> int:
     """Plan a run's size."""
     # lazy: the statistics use cases (numpy), for plan only
     from evaledger.application.statistics import plan_runs
 
-    icc: float | None = None
-    icc_runs: list[str] = []
-    if args.icc is not None:
-        try:
-            icc = float(args.icc)
-        except ValueError:
-            icc_runs = comma_list(args.icc)
-    if icc_runs or args.run:
+    icc, icc_runs = _icc(args)
+    if services is not None:
         services.sync()
     report = plan_runs(
         services,
@@ -149,10 +161,10 @@ def cmd_plan(services: Services, args: argparse.Namespace) -> int:
         args.baseline,
         args.mde,
         repetitions=args.repetitions,
-        icc_runs=_runs(services, icc_runs, args.project),
+        icc_runs=_runs(services, icc_runs, args.project) if services else [],
         icc=icc,
         sd=args.sd,
-        size_runs=_runs(services, args.run, args.project),
+        size_runs=_runs(services, args.run, args.project) if services else [],
         alpha=args.alpha,
         power=args.power,
     )
