@@ -15,7 +15,7 @@ from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, imports, judging, reports, runs
+from evaledger.api.routes import cases, config, imports, judging, reports, runs, statistics
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
 from evaledger.api.web import site
@@ -99,6 +99,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
     app.include_router(reports.router, dependencies=AUTH)
+    app.include_router(statistics.router, dependencies=AUTH)
     app.include_router(runs.router, dependencies=AUTH)
     app.include_router(cases.router, dependencies=AUTH)
     site.install(app)

@@ -27,13 +27,14 @@ from uuid import UUID
 import orjson
 from pydantic import Field
 
-from evaledger.domain.errors import ValidationError
+from evaledger.domain.errors import StateError, ValidationError
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec
 from evaledger.scoring.comparison.adjust import CORRECTIONS, DEFAULT_CORRECTION, Correction
 from evaledger.scoring.comparison.significance import (
     AVG_SCORE,
     PASS_RATE,
+    ComparisonSignificance,
     Samples,
     execution_samples,
     significance,
@@ -75,6 +76,7 @@ __all__ = [
     "plan_runs",
     "reasons_within_noise",
     "run_variance_split",
+    "significance_of",
 ]
 
 MAX_NOISE_FILE_BYTES = 1_000_000
@@ -142,6 +144,14 @@ def compare_significance(
         noise_floor_source=None if noise is None else noise.source,
     )
     return replace(report, result=report.result.model_copy(update={"significance": found}))
+
+
+def significance_of(report: ComparisonReport) -> ComparisonSignificance:
+    """The significance `compare_significance` put in the report."""
+    found = report.result.significance
+    if found is None:
+        raise StateError("the comparison has no significance yet (compare_significance)")
+    return found
 
 
 def reasons_within_noise(result: RunComparison, noise: NoiseFloor) -> list[str]:

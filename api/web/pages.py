@@ -474,12 +474,7 @@ def compare_page(
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
         b = resolve_run(services, viewer, baseline, "baseline")
         c = resolve_run(services, viewer, candidate, "candidate")
-        try:
-            thresholds = _thresholds(**given)
-        except pydantic.ValidationError as e:
-            field = str(e.errors()[0]["loc"][0])
-            raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
-        report = compare.compare_report(services, b, c, thresholds)
+        report = compare.compare_report(services, b, c, _checked_thresholds(given))
         report = _significant(services, viewer, report, correction, noise_floor)
         result = report.result
         # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
@@ -516,6 +511,15 @@ def compare_page(
         return context
 
     return render(request, "compare.html", build)
+
+
+def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:
+    """The thresholds of the compare form, each ≥ 0 (else a 4xx naming it)."""
+    try:
+        return _thresholds(**given)
+    except pydantic.ValidationError as e:
+        field = str(e.errors()[0]["loc"][0])
+        raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
 
 
 def _significant(

@@ -297,3 +297,23 @@ def test_the_verdicts_rows_agree_with_a_reference_paired_t_test(
     ref = sps.ttest_rel([sides[1][k] for k in keys], [sides[0][k] for k in keys])
     (row,) = [m for m in sig["metrics"] if m["metric"] == "avg_score"]
     assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-6)
+
+
+def test_the_api_answers_as_the_cli(
+    runs: tuple[Cli, dict[str, str]], store_services: Services
+) -> None:
+    cli, ids = runs
+    with TestClient(create_app(services=store_services)) as client:
+        q = f"baseline_run_id={ids['a1']}&candidate_run_id={ids['worse']}"
+        r = client.get(f"/statistics/significance?{q}&correction=bh")
+        assert r.status_code == 200, r.text
+        cli_sig = compared(cli, ids["a1"], ids["worse"], "--correction", "bh")["significance"]
+        assert r.json() == cli_sig
+        r = client.get(f"/statistics/noise?run_id={ids['a1']}&run_id={ids['a2']}")
+        assert r.status_code == 200 and r.json() == cli.json("noise", ids["a1"], ids["a2"])
+        r = client.get("/statistics/plan?baseline=0.82&mde=0.03")
+        assert r.json()["plan"]["cases_needed"] == 2736
+        r = client.get(f"/statistics/significance?{q}&correction=bonferroni")
+        assert r.status_code == 422 and "correction" in r.text
+        r = client.get(f"/statistics/noise?run_id={ids['a1']}&run_id={ids['worse']}")
+        assert r.status_code == 422 and r.json()["field"] == "runs"
