@@ -244,12 +244,12 @@ def report_comparison(
                 sys.stdout.write(f"\n_{side}: {note['note']}_\n")
     else:
         print_comparison(result, {k: h.summary for k, h in (heads or {}).items()})
+        print_significance(result, within_noise)
         for side, note in notes.items():
             if note:
                 print(f"{side}: {note['note']}")
         if gate_failures:
             print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
-        print_significance(result, within_noise)
     reasons = result.verdict.reasons if result.verdict.regression_detected else []
     regression = [r for r in reasons if r not in (within_noise or [])]
     return EXIT_FAIL if regression or gate_failures else EXIT_OK
