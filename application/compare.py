@@ -183,12 +183,14 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
+    significance: Callable[[Services, UUID, UUID], Any] | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
-    (`scoring.comparison.suites`) before anything is imported.
+    (`scoring.comparison.suites`) before anything is imported. `significance` (the runs →
+    their `ComparisonSignificance`, issue 37) fills the comparison's while the store is open.
     """
     imports = open_imports([baseline]) + open_imports([candidate])
     if len(imports) != 2:
@@ -201,4 +203,8 @@ def compare_files(
     with scratch(f"sqlite:///{scratch_dir}/store/") as services:
         done = import_all(services.ledger, [first, second], Context(actor="compare"))
         services.sync()
-        return services.reports.compare(done[0].result.run_id, done[1].result.run_id, thresholds)
+        runs = done[0].result.run_id, done[1].result.run_id
+        result = services.reports.compare(*runs, thresholds)
+        if significance is not None:
+            result = result.model_copy(update={"significance": significance(services, *runs)})
+        return result

@@ -76,6 +76,7 @@ __all__ = [
     "plan_runs",
     "reasons_within_noise",
     "run_variance_split",
+    "significance_between",
     "significance_of",
 ]
 
@@ -144,6 +145,24 @@ def compare_significance(
         noise_floor_source=None if noise is None else noise.source,
     )
     return replace(report, result=report.result.model_copy(update={"significance": found}))
+
+
+def significance_between(
+    services: Services,
+    baseline_id: UUID,
+    candidate_id: UUID,
+    *,
+    correction: Correction = DEFAULT_CORRECTION,
+    noise: NoiseFloor | None = None,
+) -> ComparisonSignificance:
+    """Two stored runs' per-metric significance under their own specs."""
+    return significance(
+        services.reads.case_scores(baseline_id),
+        services.reads.case_scores(candidate_id),
+        correction=correction,
+        noise_floors=None if noise is None else noise.floors,
+        noise_floor_source=None if noise is None else noise.source,
+    )
 
 
 def significance_of(report: ComparisonReport) -> ComparisonSignificance:

@@ -452,7 +452,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/judging.py": (8, 0),
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
-    "api/cli/reports.py": (13, 0),
+    "api/cli/reports.py": (14, 0),
     "api/cli/statistics.py": (3, 0),
     "api/cli/runs.py": (4, 0),
     "api/cli/serve.py": (8, 0),
@@ -478,9 +478,9 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-# Issue 37: +5, the statistics use cases (numpy) that compare, gate, noise and plan import only
-# when they run (api/cli/reports.py +2, api/cli/statistics.py +3).
-FUNCTION_IMPORT_BUDGET = 139
+# Issue 37: +6, the statistics use cases (numpy) that compare, gate, noise and plan import only
+# when they run (api/cli/reports.py +3, api/cli/statistics.py +3).
+FUNCTION_IMPORT_BUDGET = 140
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`)."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")

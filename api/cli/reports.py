@@ -193,7 +193,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     report = compare_significance(
         services, report, correction=args.correction, noise=noise, spec=specs[0] if specs else None
     )
-    forgiven = [] if noise is None else reasons_within_noise(report.result, noise)
+    forgiven = None if noise is None else reasons_within_noise(report.result, noise)
     notes = judge_error_notes(report)
     return report_comparison(report.result, args, notes, report.headlines, forgiven)
 
@@ -276,13 +276,24 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
     # lazy: the scratch import loads the importers and the comparison engine
     from evaledger.api.file_compare import compare_files
 
+    noise = None
+    if args.noise_floor:
+        if not Path(args.noise_floor).is_file():
+            raise UsageError("--noise-floor: with two files, a saved `noise --json` FILE")
+        # lazy: the statistics use cases (numpy), with the comparison
+        from evaledger.application.statistics import noise_floor_of_file, reasons_within_noise
+
+        noise = noise_floor_of_file(args.noise_floor)
     result = compare_files(
         paths[0],
         paths[1],
         thresholds_of(args),
         allow_different_suites=args.allow_different_suites,
+        correction=args.correction,
+        noise=noise,
     )
-    return report_comparison(result, args, {})
+    forgiven = None if noise is None else reasons_within_noise(result, noise)
+    return report_comparison(result, args, {}, None, forgiven)
 
 
 def _minimums(given: list[str]) -> dict[str, float]:

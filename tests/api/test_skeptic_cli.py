@@ -317,3 +317,26 @@ def test_the_api_answers_as_the_cli(
         assert r.status_code == 422 and "correction" in r.text
         r = client.get(f"/statistics/noise?run_id={ids['a1']}&run_id={ids['worse']}")
         assert r.status_code == 422 and r.json()["field"] == "runs"
+
+
+def test_two_result_files_are_compared_with_their_significance(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cli = Cli(capsys, f"sqlite:///{tmp_path}/unused/")
+    paths = []
+    for name, version, seed, shift in (("a1", "1", 1, 0.0), ("worse", "2", 3, -0.6)):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(orjson.dumps(synthetic_bundle(f"skeptic-{name}", version, seed, shift)))
+        paths.append(str(path))
+    body = compared(cli, *paths, "--correction", "none")
+    sig = body["significance"]
+    assert sig["correction"] == "none" and sig["verdict"] == "regression"
+    assert all(m["adjusted_p_value"] == m["p_value"] for m in sig["metrics"])
+    assert "within_noise_reasons" not in body
+    floors = tmp_path / "floors.json"
+    floors.write_text(json.dumps({"metrics": [{"metric": "avg_score", "noise_floor": 100}]}))
+    body = compared(cli, *paths, "--noise-floor", str(floors))
+    assert "avg_score" in body["significance"]["within_noise"]
+    code, _, err = cli("compare", *paths, "--noise-floor", "RUN_A,RUN_B")
+    assert code == 2 and "--noise-floor" in err
+    assert not (tmp_path / "unused").exists()
