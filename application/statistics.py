@@ -278,7 +278,8 @@ def measure_noise(
     if len(run_ids) == 1:
         samples = _repetition_samples(services.reads.case_scores(run_ids[0]))
     else:
-        samples = [execution_samples(services.reads.case_scores(r))[0] for r in run_ids]
+        index: dict[str, int] = {}  # one code per test case across the runs: they are paired
+        samples = [execution_samples(services.reads.case_scores(r), index)[0] for r in run_ids]
     names = [PASS_RATE, AVG_SCORE]
     names += sorted({n for s in samples for n in s} - {PASS_RATE, AVG_SCORE})
     metrics = [
@@ -320,7 +321,8 @@ def _repetition_samples(scores: Sequence[CaseScore]) -> list[Samples]:
             "runs: one run measures noise only with repetitions; give two or more A/A runs",
             field="runs",
         )
-    return [execution_samples(by_repetition[r])[0] for r in sorted(by_repetition)]
+    index: dict[str, int] = {}
+    return [execution_samples(by_repetition[r], index)[0] for r in sorted(by_repetition)]
 
 
 def noise_floor_of_runs(
@@ -378,13 +380,14 @@ def plan_runs(
     estimate = None
     if icc_runs and services is not None:
         values: list[float] = []
-        clusters: list[str] = []
+        clusters: list[int] = []
+        index: dict[str, int] = {}  # a test case's executions in every run are one group
         for run_id in icc_runs:
-            sample = execution_samples(services.reads.case_scores(run_id))[0].get(metric)
+            sample = execution_samples(services.reads.case_scores(run_id), index)[0].get(metric)
             if sample is None:
                 raise ValidationError(f"metric: run {run_id} has no {metric!r}", field="metric")
-            values += sample[0]
-            clusters += sample[1]
+            values += sample[0].tolist()
+            clusters += sample[1].tolist()
         estimate = icc_oneway(values, clusters)
         if estimate.icc is None:
             raise ValidationError(

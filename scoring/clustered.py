@@ -118,13 +118,33 @@ def t_quantile(q: float, df: int) -> float:
     return (lo + hi) / 2
 
 
-def _codes(clusters: Sequence[Hashable]) -> tuple[np.ndarray, int]:
+def _integer_codes(*sides: Sequence[Hashable] | np.ndarray) -> list[np.ndarray]:
+    """Each side's clusters as integer codes, one code per distinct cluster across the sides."""
+    if all(isinstance(c, np.ndarray) and c.dtype.kind in "iu" for c in sides):
+        return [np.asarray(c, dtype=np.int64) for c in sides]
     index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.intp)
-    return codes, len(index)
+    return [
+        np.fromiter(
+            (index.setdefault(c, len(index)) for c in side), dtype=np.int64, count=len(side)
+        )
+        for side in sides
+    ]
 
 
-def clustered_mean(values: Sequence[float], clusters: Sequence[Hashable]) -> ClusteredMean:
+def _group_means(
+    values: Sequence[float] | np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct codes (sorted) and each one's mean value."""
+    x = np.asarray(values, dtype=np.float64)
+    keys, inverse = np.unique(codes, return_inverse=True)
+    sums = np.bincount(inverse, weights=x, minlength=len(keys))
+    counts = np.bincount(inverse, minlength=len(keys))
+    return keys, sums / counts
+
+
+def clustered_mean(
+    values: Sequence[float] | np.ndarray, clusters: Sequence[Hashable] | np.ndarray
+) -> ClusteredMean:
     """The mean of ``values`` and its CR1 cluster-robust standard error (see the module doc)."""
     if len(values) != len(clusters):
         raise ValueError("values and clusters must have the same length")
@@ -132,36 +152,32 @@ def clustered_mean(values: Sequence[float], clusters: Sequence[Hashable]) -> Clu
     if n == 0:
         return ClusteredMean(mean=None, se=None, naive_se=None, n=0, clusters=0)
     x = np.asarray(values, dtype=np.float64)
-    codes, g = _codes(clusters)
+    (codes,) = _integer_codes(clusters)
+    _, inverse = np.unique(codes, return_inverse=True)
+    g = int(inverse.max()) + 1
     mean = float(x.mean())
     naive = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else None
     se = None
     if g > 1:
-        sums = np.bincount(codes, weights=x - mean, minlength=g)
+        sums = np.bincount(inverse, weights=x - mean, minlength=g)
         se = math.sqrt(g / (g - 1) * float(np.sum(sums**2))) / n
     return ClusteredMean(mean=mean, se=se, naive_se=naive, n=n, clusters=g)
 
 
-def cluster_means(values: Sequence[float], clusters: Sequence[Hashable]) -> dict[Hashable, float]:
-    """Each cluster's mean value, by cluster, in first-seen order."""
-    sums: dict[Hashable, list[float]] = {}
-    for v, c in zip(values, clusters, strict=True):
-        sums.setdefault(c, []).append(float(v))
-    return {c: math.fsum(vs) / len(vs) for c, vs in sums.items()}
-
-
 def clustered_difference(
-    baseline: tuple[Sequence[float], Sequence[Hashable]],
-    candidate: tuple[Sequence[float], Sequence[Hashable]],
+    baseline: tuple[Sequence[float] | np.ndarray, Sequence[Hashable] | np.ndarray],
+    candidate: tuple[Sequence[float] | np.ndarray, Sequence[Hashable] | np.ndarray],
     *,
     confidence: float = 0.95,
 ) -> ClusteredDifference:
     """Candidate - baseline paired by cluster: each side's ``(values, clusters)``."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    b_means = cluster_means(*baseline)
-    c_means = cluster_means(*candidate)
-    d = np.array([c_means[k] - b_means[k] for k in b_means if k in c_means], dtype=np.float64)
+    b_codes, c_codes = _integer_codes(baseline[1], candidate[1])
+    b_keys, b_means = _group_means(baseline[0], b_codes)
+    c_keys, c_means = _group_means(candidate[0], c_codes)
+    _, at_b, at_c = np.intersect1d(b_keys, c_keys, assume_unique=True, return_indices=True)
+    d = c_means[at_c] - b_means[at_b]
     g = len(d)
     naive = _naive_difference_se(baseline[0], candidate[0])
     if g == 0:
@@ -194,7 +210,9 @@ def clustered_difference(
     )
 
 
-def _naive_difference_se(base: Sequence[float], cand: Sequence[float]) -> float | None:
+def _naive_difference_se(
+    base: Sequence[float] | np.ndarray, cand: Sequence[float] | np.ndarray
+) -> float | None:
     if len(base) < 2 or len(cand) < 2:
         return None
     b = np.asarray(base, dtype=np.float64)

@@ -52,7 +52,7 @@ from evaledger.scoring.clustered import (
 DEFAULT_POWER = 0.8
 MAX_PLANNED_CASES = 10_000_000
 """A plan above this many cases is reported as such, not computed further."""
-Sample = tuple[Sequence[float], Sequence[Hashable]]
+Sample = tuple[Sequence[float] | np.ndarray, Sequence[Hashable] | np.ndarray]
 """One run's values of a metric and each value's cluster (test case)."""
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+import numpy as np
 from pydantic import Field
 
 from evaledger.domain.model import StrictModel
@@ -87,37 +88,50 @@ class ComparisonSignificance(StrictModel):
     reading: str = Field(description="One line for people: the headline metric's reading.")
 
 
-Samples = dict[str, tuple[list[float], list[str]]]
+Samples = dict[str, tuple[np.ndarray, np.ndarray]]
+"""Per metric, the executions' values and their clusters' integer codes."""
 
 
-def execution_samples(cases: Sequence[CaseScore]) -> tuple[Samples, dict[str, str]]:
-    """Per metric, the executions' values and clusters; and each metric's kind."""
-    samples: Samples = {}
+def execution_samples(
+    cases: Sequence[CaseScore], index: dict[str, int] | None = None
+) -> tuple[Samples, dict[str, str]]:
+    """Per metric, the executions' values and cluster codes; and each metric's kind.
+
+    ``index`` maps a cluster (dataset item) to its code; pass the same one for both sides of a
+    comparison so that their codes agree.
+    """
+    index = {} if index is None else index
+    values: dict[str, list[float]] = {}
+    codes: dict[str, list[int]] = {}
     kinds: dict[str, str] = {PASS_RATE: "run", AVG_SCORE: "run"}
-
-    def add(name: str, value: float, cluster: str) -> None:
-        values, clusters = samples.setdefault(name, ([], []))
-        values.append(value)
-        clusters.append(cluster)
-
     for case in cases:
         if case.canceled:
             continue
-        cluster = case.test_id or case.test_case_key
+        cluster = index.setdefault(case.test_id or case.test_case_key, len(index))
+        found: list[tuple[str, float]] = []
         if case.passed is not None or case.errored:
-            add(PASS_RATE, 1.0 if case.passed else 0.0, cluster)
+            found.append((PASS_RATE, 1.0 if case.passed else 0.0))
         if case.overall_score is not None:
-            add(AVG_SCORE, case.overall_score, cluster)
+            found.append((AVG_SCORE, case.overall_score))
         for m in case.metric_scores:
             if m.passed is not None:
-                add(m.metric, 1.0 if m.passed else 0.0, cluster)
+                found.append((m.metric, 1.0 if m.passed else 0.0))
                 kinds.setdefault(m.metric, "binary")
             elif m.score is not None:
-                add(m.metric, m.score, cluster)
+                found.append((m.metric, m.score))
                 kinds.setdefault(m.metric, "metric")
         for name, value in case.named_scores.items():
-            add(SCORER_PREFIX + name, value, cluster)
+            found.append((SCORER_PREFIX + name, value))
             kinds.setdefault(SCORER_PREFIX + name, "scorer")
+        for name, value in found:
+            if name not in values:
+                values[name], codes[name] = [], []
+            values[name].append(value)
+            codes[name].append(cluster)
+    samples = {
+        name: (np.asarray(values[name], dtype=np.float64), np.asarray(codes[name], dtype=np.int64))
+        for name in values
+    }
     return samples, kinds
 
 
@@ -173,13 +187,14 @@ def significance(
     noise_floor_source: str | None = None,
 ) -> ComparisonSignificance:
     """Both runs' executions compared metric by metric, corrected, against the noise floor."""
-    b_samples, b_kinds = execution_samples(baseline)
-    c_samples, c_kinds = execution_samples(candidate)
+    index: dict[str, int] = {}
+    b_samples, b_kinds = execution_samples(baseline, index)
+    c_samples, c_kinds = execution_samples(candidate, index)
     kinds = {**c_kinds, **b_kinds}
     names = [n for n in (PASS_RATE, AVG_SCORE) if n in b_samples or n in c_samples]
     names += sorted(n for n in kinds if n not in (PASS_RATE, AVG_SCORE) and n in b_samples)
     names = [n for n in names if n in b_samples and n in c_samples]
-    empty: tuple[list[float], list[str]] = ([], [])
+    empty: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.int64))
     diffs = [
         clustered_difference(b_samples.get(n, empty), c_samples.get(n, empty), confidence=1 - alpha)
         for n in names
