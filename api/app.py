@@ -16,7 +16,17 @@ from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
 from evaledger.api.online import TraceCompletion
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, imports, judging, otlp, receipts, reports, runs
+from evaledger.api.routes import (
+    cases,
+    config,
+    imports,
+    judging,
+    otlp,
+    receipts,
+    reports,
+    runs,
+    statistics,
+)
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
 from evaledger.api.web import site
@@ -104,6 +114,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
     app.include_router(reports.router, dependencies=AUTH)
+    app.include_router(statistics.router, dependencies=AUTH)
     app.include_router(runs.router, dependencies=AUTH)
     app.include_router(receipts.router, dependencies=AUTH)
     app.include_router(cases.router, dependencies=AUTH)

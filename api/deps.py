@@ -2,8 +2,9 @@
 
 Every router is included with `AUTH` (see `api/app.py`): a bearer token is authenticated,
 its scope checked against the method (GET reads, anything else writes), every run or case the
-request names (`run_id`, `case_id`, `baseline_run_id`, `candidate_run_id`, in the path or the
-query) must belong to the token's project, and no input may hold what a store cannot keep.
+request names (`run_id`, `case_id`, `baseline_run_id`, `candidate_run_id`, `noise_run_id`, in
+the path or the query) must belong to the token's project, and no input may hold what a store
+cannot keep.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from evaledger.domain.tokens import OPEN, Principal
 from evaledger.domain.types import MAX_KEY_CHARS, SUSPECT_JSON, unstorable
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-SCOPED_IDS = ("run_id", "case_id", "baseline_run_id", "candidate_run_id")
+SCOPED_IDS = ("run_id", "case_id", "baseline_run_id", "candidate_run_id", "noise_run_id")
 """Path or query parameters naming a run or a case: checked against the token's project."""
 COOKIE = "evaledger_token"
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.application import compare
+from evaledger.application import compare, statistics
+from evaledger.application.statistics import Correction, NoiseFloor
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
 
 
@@ -34,13 +36,19 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
+    correction: Correction | None = None,
+    noise: NoiseFloor | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store and compare their runs (baseline first).
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
-    (`scoring.comparison.suites`) before anything is imported.
+    (`scoring.comparison.suites`) before anything is imported. With a `correction`, the
+    comparison carries its per-metric significance (issue 37), held against `noise` if given.
     """
+    found = None
+    if correction is not None:
+        found = partial(statistics.significance_between, correction=correction, noise=noise)
     with tempfile.TemporaryDirectory(prefix="evaledger-compare-") as scratch:
         return compare.compare_files(
             baseline,
@@ -49,4 +57,5 @@ def compare_files(
             scratch,
             thresholds,
             allow_different_suites=allow_different_suites,
+            significance=found,
         )

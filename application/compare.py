@@ -21,6 +21,7 @@ from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
+from evaledger.scoring.comparison.significance import ComparisonSignificance
 from evaledger.scoring.comparison.suites import require_same_suite
 from evaledger.scoring.headline import Headline, run_headline
 
@@ -94,11 +95,18 @@ class ComparisonReport:
     """Per side ("baseline", "candidate"): its judge errors and the policy counting them."""
     headlines: dict[str, Headline]
     """Per side: its headline under the spec the comparison scored it with."""
+    significance: ComparisonSignificance | None = None
+    """Issue 37: every metric's clustered difference and corrected p-values, once asked for."""
 
     @property
     def result(self) -> RunComparison:
-        """The whole comparison as a validated model (built once, on first use)."""
-        return self.comparison.model
+        """The whole comparison as a validated model (built once, on first use), with its
+        significance when the report carries one.
+        """
+        model = self.comparison.model
+        if self.significance is None:
+            return model
+        return model.model_copy(update={"significance": self.significance})
 
     @property
     def runs(self) -> dict[str, UUID]:
@@ -189,12 +197,14 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
+    significance: Callable[[Services, UUID, UUID], Any] | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
-    (`scoring.comparison.suites`) before anything is imported.
+    (`scoring.comparison.suites`) before anything is imported. `significance` (the runs →
+    their `ComparisonSignificance`, issue 37) fills the comparison's while the store is open.
     """
     # lazy: the importers (YAML, ijson, every format) and the write side's context (the ledger's
     # aggregates, eventsourcing), only to compare two result files
@@ -212,4 +222,8 @@ def compare_files(
     with scratch(f"sqlite:///{scratch_dir}/store/") as services:
         done = import_all(services.ledger, [first, second], Context(actor="compare"))
         services.sync()
-        return services.reports.compare(done[0].result.run_id, done[1].result.run_id, thresholds)
+        runs = done[0].result.run_id, done[1].result.run_id
+        result = services.reports.compare(*runs, thresholds)
+        if significance is not None:
+            result = result.model_copy(update={"significance": significance(services, *runs)})
+        return result

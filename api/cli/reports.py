@@ -23,6 +23,12 @@ from evaledger.api.cli.inputs import (
     read_json,
     resolve_run,
 )
+from evaledger.api.cli.statistics import (
+    NOISE_FLOOR_HELP,
+    add_compare_options,
+    noise_floor_of,
+    print_significance,
+)
 from evaledger.api.console import (
     EXIT_FAIL,
     EXIT_OK,
@@ -44,7 +50,14 @@ from evaledger.scoring.judge_errors import judge_error_policy_json
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
     from evaledger.application.compare import ComparisonReport
-    from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
+    from evaledger.domain.spec import ScoringSpec
+    from evaledger.scoring.comparison import (
+        CompareThresholds,
+        Comparison,
+        RegressionVerdict,
+        RunComparison,
+    )
+    from evaledger.scoring.comparison.significance import ComparisonSignificance
     from evaledger.scoring.grading import GradingSpec
 
 THRESHOLD_FIELDS = ("metrics_passed", "cases_passed")
@@ -73,6 +86,7 @@ def register(commands: Commands) -> None:
         help="exit 1 when the run's pass rate (a fraction from 0 to 1, every case counted) is "
         "below X",
     )
+    p.add_argument("--noise-floor", metavar="FILE|RUNS", help=NOISE_FLOOR_HELP)
     p = commands.add(
         "baseline",
         cmd_baseline,
@@ -133,6 +147,7 @@ def _register_compare(commands: Commands) -> None:
         action="store_true",
         help="don't exit 1 on the candidate's own failed thresholds",
     )
+    add_compare_options(p)
 
 
 def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID | None, UUID]:
@@ -160,17 +175,35 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     # lazy: the comparison engine loads numpy, which `runs`/`show` never need
     from evaledger.application.compare import compare_report
 
+    # lazy: the statistics use cases (numpy), with the comparison
+    from evaledger.application.statistics import compare_significance, reasons_within_noise
+
     services.sync()
     baseline, candidate = compared_runs(services, args)
+    specs: list[ScoringSpec] = []
+
+    def spec() -> ScoringSpec:  # loaded once the runs are checked, and kept
+        if not specs:
+            specs.append(load_spec(services, args.spec, args.project))
+        return specs[0]
+
     report = compare_report(
         services,
         baseline,
         candidate,
         thresholds_of(args),
-        spec=(lambda: load_spec(services, args.spec, args.project)) if args.spec else None,
+        spec=spec if args.spec else None,
         allow_different_suites=args.allow_different_suites,
     )
-    return report_comparison(report.comparison, args, judge_error_notes(report), report.headlines)
+    noise = noise_floor_of(services, args.noise_floor, args.project) if args.noise_floor else None
+    report = compare_significance(
+        services, report, correction=args.correction, noise=noise, spec=specs[0] if specs else None
+    )
+    forgiven = None if noise is None else reasons_within_noise(report.result, noise)
+    notes = judge_error_notes(report)
+    return report_comparison(
+        report.comparison, args, notes, report.headlines, forgiven, report.significance
+    )
 
 
 def thresholds_of(args: argparse.Namespace) -> CompareThresholds:
@@ -191,8 +224,15 @@ def report_comparison(
     args: argparse.Namespace,
     notes: dict[str, dict[str, Any] | None],
     heads: dict[str, Headline] | None = None,
+    within_noise: list[str] | None = None,
+    significance: ComparisonSignificance | None = None,
 ) -> int:
-    """Print a comparison as asked (JSON, Markdown or text); its exit code."""
+    """Print a comparison as asked (JSON, Markdown or text); its exit code.
+
+    ``within_noise``: the threshold verdict's reasons a noise floor forgives (`--noise-floor`):
+    when they are all of them, the regression is "within noise" and the exit is 0.
+    ``significance``: a `Comparison`'s per-metric significance (issue 37), shown with it.
+    """
     # lazy: numpy, see `thresholds_of`
     from evaledger.scoring.comparison import Comparison, render_markdown
 
@@ -200,14 +240,23 @@ def report_comparison(
     failed_thresholds = [name for name in THRESHOLD_FIELDS if getattr(candidate_agg, name) is False]
     gate_failures = [] if args.no_fail_on_thresholds else failed_thresholds
     if args.json:
-        extra = (
+        extra: dict[str, Any] = (
             {"headlines": {k: h.model_dump(mode="json") for k, h in heads.items()}} if heads else {}
         )
-        # From the columns: the same JSON as the model's dump, without a model per case.
-        body = found.body() if isinstance(found, Comparison) else found.model_dump(mode="json")
+        if within_noise is not None:
+            extra["within_noise_reasons"] = within_noise
+        if isinstance(found, Comparison):
+            # From the columns: the same JSON as the model's dump, without a model per case.
+            body = found.body()
+            if significance is not None:
+                body["significance"] = significance.model_dump(mode="json")
+        else:
+            body = found.model_dump(mode="json")
         emit_json({**body, "judge_error_policy": notes, **extra})
-        return EXIT_FAIL if found.verdict.regression_detected or gate_failures else EXIT_OK
+        return comparison_exit(found.verdict, within_noise, gate_failures)
     result = found.model if isinstance(found, Comparison) else found
+    if isinstance(found, Comparison) and significance is not None:
+        result = result.model_copy(update={"significance": significance})
     if args.markdown:
         summaries = {k: h.summary for k, h in (heads or {}).items()}
         text = render_markdown(result, gate_failures=gate_failures, headlines=summaries)
@@ -217,12 +266,22 @@ def report_comparison(
                 sys.stdout.write(f"\n_{side}: {note['note']}_\n")
     else:
         print_comparison(result, {k: h.summary for k, h in (heads or {}).items()})
+        print_significance(result, within_noise)
         for side, note in notes.items():
             if note:
                 print(f"{side}: {note['note']}")
         if gate_failures:
             print(f"candidate fails its own thresholds: {', '.join(gate_failures)}")
-    return EXIT_FAIL if result.verdict.regression_detected or gate_failures else EXIT_OK
+    return comparison_exit(result.verdict, within_noise, gate_failures)
+
+
+def comparison_exit(
+    verdict: RegressionVerdict, within_noise: list[str] | None, gate_failures: list[str]
+) -> int:
+    """1 on a regression a noise floor does not forgive, or on failed candidate thresholds."""
+    reasons = verdict.reasons if verdict.regression_detected else []
+    regression = [r for r in reasons if r not in (within_noise or [])]
+    return EXIT_FAIL if regression or gate_failures else EXIT_OK
 
 
 RESULT_FILE_SUFFIXES = frozenset({".json", ".jsonl", ".eval", ".yaml", ".yml"})
@@ -246,13 +305,24 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
     # lazy: the scratch import loads the importers and the comparison engine
     from evaledger.api.file_compare import compare_files
 
+    noise = None
+    if args.noise_floor:
+        if not Path(args.noise_floor).is_file():
+            raise UsageError("--noise-floor: with two files, a saved `noise --json` FILE")
+        # lazy: the statistics use cases (numpy), with the comparison
+        from evaledger.application.statistics import noise_floor_of_file, reasons_within_noise
+
+        noise = noise_floor_of_file(args.noise_floor)
     result = compare_files(
         paths[0],
         paths[1],
         thresholds_of(args),
         allow_different_suites=args.allow_different_suites,
+        correction=args.correction,
+        noise=noise,
     )
-    return report_comparison(result, args, {})
+    forgiven = None if noise is None else reasons_within_noise(result, noise)
+    return report_comparison(result, args, {}, None, forgiven)
 
 
 def _minimums(given: list[str]) -> dict[str, float]:
@@ -278,6 +348,13 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
 
     gate = gate_run(services, run_id, _minimums(args.min), args.min_pass_rate)
     agg, checks, failed = gate.aggregate, gate.checks, gate.failed
+    within: list[str] = []
+    if args.noise_floor:
+        # lazy: the statistics use cases (numpy), for --noise-floor only
+        from evaledger.application.statistics import gate_within_noise
+
+        within = gate_within_noise(gate, noise_floor_of(services, args.noise_floor, args.project))
+        failed = [name for name in failed if name not in within]
     configured = gate.thresholds_configured
     if args.json:
         emit_json(
@@ -288,6 +365,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
                 "configured": gate.configured,
                 "checks": [c.model_dump(mode="json") for c in checks],
                 "aggregate": agg.model_dump(mode="json"),
+                **({"within_noise": within} if args.noise_floor else {}),
             }
         )
         return EXIT_FAIL if failed else EXIT_OK
@@ -315,6 +393,8 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
             "give --min SCORER/METRIC=VALUE or --min-pass-rate X)"
         )
         return EXIT_OK
+    if within:
+        print("within the noise floor, not failed: " + ", ".join(within))
     print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
     return EXIT_FAIL if failed else EXIT_OK
 

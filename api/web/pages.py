@@ -42,7 +42,14 @@ from evaledger.api.web.filters import (
     source_note,
 )
 from evaledger.api.web.session import Viewer, ViewerDep
-from evaledger.application import compare, grades, reports, review_queue, transcripts
+from evaledger.application import (
+    compare,
+    grades,
+    reports,
+    review_queue,
+    statistics,
+    transcripts,
+)
 from evaledger.application.compare import ComparisonReport
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
@@ -443,6 +450,8 @@ def compare_page(
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
     case_score_delta: str = "",
+    correction: str = "holm",
+    noise_floor: str = "",
 ) -> Response:
     """Two completed runs side by side: verdict, deltas, per-case classes, statistics."""
     given = {
@@ -470,12 +479,8 @@ def compare_page(
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
         b = resolve_run(services, viewer, baseline, "baseline")
         c = resolve_run(services, viewer, candidate, "candidate")
-        try:
-            thresholds = _thresholds(**given)
-        except pydantic.ValidationError as e:
-            field = str(e.errors()[0]["loc"][0])
-            raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
-        report = compare.compare_report(services, b, c, thresholds)
+        report = compare.compare_report(services, b, c, _checked_thresholds(given))
+        report = _significant(services, viewer, report, correction, noise_floor)
         result = report.result
         # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
         needle = q.casefold()
@@ -504,12 +509,37 @@ def compare_page(
             judge_error_notes=_judge_error_notes(report),
             source_deltas=source_metric_deltas(result.aggregate),
             headlines=report.headlines,
+            noise_floor=noise_floor,
             title="Compare: "
             + ("regression detected" if result.verdict.regression_detected else "no regression"),
         )
         return context
 
     return render(request, "compare.html", build)
+
+
+def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:
+    """The thresholds of the compare form, each ≥ 0 (else a 4xx naming it)."""
+    try:
+        return _thresholds(**given)
+    except pydantic.ValidationError as e:
+        field = str(e.errors()[0]["loc"][0])
+        raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
+
+
+def _significant(
+    services: Services, viewer: Viewer, report: ComparisonReport, correction: str, noise: str
+) -> ComparisonReport:
+    """The report with its per-metric significance (issue 37), A/A runs as its noise floor."""
+    if correction not in statistics.CORRECTIONS:
+        raise ValidationError(
+            f"correction: one of {', '.join(statistics.CORRECTIONS)}", field="correction"
+        )
+    floor = None
+    if noise.strip():
+        runs = [resolve_run(services, viewer, r.strip(), "noise_floor") for r in noise.split(",")]
+        floor = statistics.noise_floor_of_runs(services, runs)
+    return statistics.compare_significance(services, report, correction=correction, noise=floor)
 
 
 @router.get("/compare.md", response_class=PlainTextResponse)
@@ -522,6 +552,8 @@ def compare_markdown(
     max_avg_score_drop: str = "",
     max_latency_increase_pct: str = "",
     case_score_delta: str = "",
+    correction: str = "holm",
+    noise_floor: str = "",
 ) -> Response:
     """The comparison as the compact Markdown PR comment `evaledger compare --markdown` prints."""
     b = resolve_run(services, viewer, baseline, "baseline")
@@ -533,6 +565,7 @@ def compare_markdown(
         case_score_delta=case_score_delta,
     )
     report = compare.compare_report(services, b, c, thresholds)
+    report = _significant(services, viewer, report, correction, noise_floor)
     heads = {k: h.summary for k, h in report.headlines.items()}
     text = render_markdown(report.result, headlines=heads)
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")

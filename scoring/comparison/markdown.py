@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from evaledger.scoring.comparison.models import AggregateComparison, RunComparison, RunConfigDiff
 from evaledger.scoring.comparison.rules import DELTA_DP, fixed, keys_text
+from evaledger.scoring.comparison.significance import significance_markdown
 
 MAX_MARKDOWN_CASES = 20
 """Regressed cases listed in the markdown comment at most."""
@@ -92,6 +93,8 @@ def render_markdown(
     if changes:
         lines.append("Changes: " + _md("; ".join(changes)))
     lines.append(_statistics_line(c))
+    if c.significance is not None:
+        lines += significance_markdown(c.significance)
     lines += _regressed_cases(c, max_cases)
     lines += _named_scores(c)
     if c.warnings:

@@ -10,6 +10,7 @@ from pydantic import Field
 from evaledger.domain.events import AgentSnapshot
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ComparisonThresholds, ScoringSpec
+from evaledger.scoring.comparison.significance import ComparisonSignificance
 from evaledger.scoring.models import CaseScore, RunAggregate
 from evaledger.scoring.named import NamedScoreComparison
 from evaledger.scoring.stats import PairedStatistics
@@ -284,4 +285,10 @@ class RunComparison(StrictModel):
         default_factory=list,
         exclude_if=lambda v: not v,
         description="Peer named scores: mean delta and paired statistics (left out if none).",
+    )
+    significance: ComparisonSignificance | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Issue 37: every metric's clustered difference, p-values corrected for "
+        "multiple comparisons, the noise floor; added by compare (left out when absent).",
     )

@@ -132,6 +132,9 @@ B_READS = [
     "/runs/compare?baseline_run_id={a_run}&candidate_run_id={b_run}",
     "/runs/compare?baseline_run_id={b_run}&candidate_run_id={a_run}",
     "/rollups?run_id={a_run}&run_id={b_run}",
+    "/statistics/significance?baseline_run_id={a_run}&candidate_run_id={b_run}",
+    "/statistics/significance?baseline_run_id={b_run}&candidate_run_id={a_run}",
+    "/statistics/plan?baseline=0.8&mde=0.05&run_id={b_run}",
 ]
 
 
