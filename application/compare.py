@@ -100,9 +100,7 @@ class ComparisonReport:
 
     @property
     def result(self) -> RunComparison:
-        """The whole comparison as a validated model (built once, on first use), with its
-        significance when the report carries one.
-        """
+        """The whole comparison as a validated model (built once), with any significance."""
         model = self.comparison.model
         if self.significance is None:
             return model
