@@ -1,0 +1,156 @@
+"""The catch-up's floor ladder: what each stage of the cases projection costs, cumulatively.
+
+Over the whole log, in one process, each stage adds one piece of work the catch-up does to the
+stage before it, all in memory (no read-model write), so that each figure reads as "the catch-up
+can be no faster than this while it does this":
+
+1. read: the ledger's direct cursor (`Ledger.log_rows`, pages of 1,000), rows kept as tuples;
+2. + decode: `decode_rows` (orjson + upcast into `Decoded`), what the projections receive;
+3. + fold: every case event folded into its `CaseFacts` (`open_case` / `fold_event`);
+4. + score: `score_case` of every case once, under its run's own spec (scoring once per case,
+   the least a catch-up that stores each case's `CaseScore` does);
+5. + rows: the case rows' JSON (`encoding.dumps` of facts and score, `cases_v4`).
+
+Beside them the raw read + `orjson.loads` of the same rows (`bench.common`). Used by
+`bench/replay.py` (the "floor ladder" table) and runnable on its own:
+
+    .venv/bin/python bench/floors.py sqlite:///path/to/store/
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import num, pg_raw_decode, print_table, sqlite_raw_decode
+from evaledger.domain import collector
+from evaledger.domain.events import CaseEvent, CaseOpened, RunCreated
+from evaledger.domain.ledger import Ledger
+from evaledger.domain.spec import ScoringSpec
+from evaledger.domain.store.urls import parse_db_url
+from evaledger.projections import encoding
+from evaledger.projections.decode import Decoded, decode_rows
+from evaledger.projections.fold import fold_event, open_case
+from evaledger.scoring.case import score_case
+from evaledger.scoring.facts import CaseFacts
+
+PAGE = 1000
+STAGES = ("read", "decode", "fold", "score", "rows")
+
+
+def _pages(ledger: Ledger) -> Any:
+    start = 1
+    while rows := ledger.log_rows(start, PAGE):
+        yield rows
+        start = rows[-1][0] + 1
+
+
+def _stage(ledger: Ledger, upto: str) -> tuple[float, int]:
+    """Seconds of the ladder up to stage `upto` over the whole log, and the events read."""
+    depth = STAGES.index(upto)
+    runs: dict[str, tuple[ScoringSpec, str | None]] = {}
+    facts: dict[str, CaseFacts] = {}
+    events = 0
+    gc.collect()
+    with collector.paused():
+        start = time.perf_counter()
+        for rows in _pages(ledger):
+            events += len(rows)
+            if depth < 1:
+                continue
+            batch = decode_rows(rows, ledger.decode)
+            if depth < 2:
+                continue
+            for _, d in batch:
+                _fold(d, runs, facts)
+        if depth >= 3:
+            scores = [score_case(f, runs[str(f.run_id)][0]) for f in facts.values()]
+            if depth >= 4:
+                dumps = encoding.dumps
+                for f, s in zip(facts.values(), scores, strict=True):
+                    dumps(f)
+                    dumps(s)
+        seconds = time.perf_counter() - start
+    return seconds, events
+
+
+def _fold(
+    d: Decoded, runs: dict[str, tuple[ScoringSpec, str | None]], facts: dict[str, CaseFacts]
+) -> None:
+    cls = d.cls
+    if cls is CaseOpened:
+        facts[d.oid] = open_case(d, runs[d.data["run_id"]][1])
+    elif issubclass(cls, CaseEvent):
+        fold_event(facts[d.oid], d)
+    elif cls is RunCreated:
+        event = d.event
+        assert isinstance(event, RunCreated)
+        runs[d.oid] = (event.spec, event.agent.provider)
+
+
+def ladder(url: str, best_of: int = 2) -> dict[str, Any]:
+    """Each stage's best of `best_of` seconds, and the raw read + decode's, in this process."""
+    location = parse_db_url(url)
+    raw: Callable[[], Any]
+    if location.is_sqlite:
+        path = Path(location.events_env["SQLITE_DBNAME"])
+        raw = lambda: sqlite_raw_decode(path)  # noqa: E731
+    else:
+        raw = lambda: pg_raw_decode(url)  # noqa: E731
+    out: dict[str, Any] = {"raw_s": min(raw().seconds for _ in range(best_of))}
+    ledger = Ledger(location)
+    try:
+        for name in STAGES:
+            runs = [_stage(ledger, name) for _ in range(best_of)]
+            out[f"{name}_s"] = min(s for s, _ in runs)
+            out["events"] = runs[0][1]
+    finally:
+        ledger.close()
+    return out
+
+
+def report_ladder(kind: str, found: dict[str, Any], catch_up_s: float | None = None) -> None:
+    """The ladder as a table: each stage's seconds and its rate as a fraction of raw."""
+    raw = found["raw_s"]
+    labels = {
+        "read": "ledger direct cursor (log_rows), tuples",
+        "decode": "+ decode_rows (orjson + upcast, Decoded)",
+        "fold": "+ fold every case event into CaseFacts",
+        "score": "+ score_case of every case once",
+        "rows": "+ JSON of the case rows (facts, score)",
+    }
+    rows = [["raw read + orjson.loads (baseline)", f"{raw:.3f}", "1.000 (100.0%)"]]
+    for name in STAGES:
+        s = found[f"{name}_s"]
+        rows.append([labels[name], f"{s:.3f}", f"{raw / s:.3f} ({100 * raw / s:.1f}%)"])
+    if catch_up_s is not None:
+        rows.append(
+            [
+                "catch-up of every projection (the rebuild above)",
+                f"{catch_up_s:.3f}",
+                f"{raw / catch_up_s:.3f} ({100 * raw / catch_up_s:.1f}%)",
+            ]
+        )
+    print_table(
+        f"{kind}: floor ladder over {num(found['events'])} events (in memory, no read-model "
+        "write; ratio = raw time / stage time)",
+        ["stage (cumulative)", "seconds", "rate vs raw"],
+        rows,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Print the ladder of the store at argv[0]."""
+    report_ladder(argv[0].split(":", 1)[0], ladder(argv[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
