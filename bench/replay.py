@@ -783,7 +783,8 @@ def bench_backend(
         report_rebuild(kind, m, c)
         if args.ladder:
             progress(f"{kind}: floor ladder over {num(m.events)} events")
-            floors.report_ladder(kind, floors.ladder(url, best_of=1), c["rebuild_s"])
+            found = floors.ladder(url, best_of=1)
+            floors.report_ladder(kind, found, c["rebuild_s"], c["rebuild_cpu_s"])
     services = build_services(Settings(db=url))
     try:
         if args.only == "rescore":
