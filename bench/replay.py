@@ -4,8 +4,10 @@
     events (default 1,000,000), then builds every projection from position 0 into a fresh
     read-model store (what bumping a projection's version does), in a child process whose peak
     RSS is the rebuild's memory. Beside it, in the same child: a raw read of the same rows of
-    the notification log + `orjson.loads` of every state. A phase breakdown and a cProfile of
-    the first `--profile-events` events follow.
+    the notification log + `orjson.loads` of every state. Then the floor ladder of the cases
+    projection (`bench/floors.py`: read, + decode, + fold, + score, + row JSON, each in memory
+    and as a fraction of raw; `--no-ladder` skips it). A phase breakdown and a cProfile of the
+    first `--profile-events` events follow.
 (b) Rescore: `ReadModels.rescore` of one `--cases-per-run`-case run, each call under a spec
     never used before (pass_threshold 80 + i/64, judge_errors unscored): the run's first rescore
     ever, the first in a new `ReadModels` (inputs read from their stored row), then the warm
@@ -45,7 +47,7 @@ if __package__ in (None, ""):
 import orjson
 from sqlalchemy import select
 
-from bench import cli_child
+from bench import cli_child, floors
 from bench.common import (
     Decoded,
     Goal,
@@ -271,26 +273,26 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
     pt = PhaseTimer()
     try:
         r = ProjectionRunner(services.ledger, engine, all_projections())
-        pt.wrap(services.ledger, "notifications", "read: select_notifications (page of 1000)")
-        pt.wrap(runner, "decode_stored", "decode: orjson.loads + upcast (state dicts)")
+        pt.wrap(services.ledger, "log_rows", "read: log_rows (direct cursor, page of 1000)")
+        pt.wrap(runner, "decode_rows", "decode: orjson.loads + upcast (state dicts)")
         pt.wrap(
             codec.EventMapper,
             "to_domain_event",
             "decode: pydantic model_validate (full event, run topics)",
         )
         pt.wrap(views.RunsProjection, "process", "runs_v3: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v3: process (load facts, fold)")
+        pt.wrap(views.CasesProjection, "process", "cases_v4: process (load facts, fold)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
         pt.wrap(votes.JudgeVotesProjection, "process", "judge_votes_v1: process")
-        pt.wrap(views, "open_case", "cases_v3: open_case")
-        pt.wrap(views, "fold_event", "cases_v3: fold_event")
-        pt.wrap(views, "score_case", "cases_v3: score_case")
-        pt.wrap(views, "scoring_view", "cases_v3: scoring_view")
+        pt.wrap(views, "open_case", "cases_v4: open_case")
+        pt.wrap(views, "fold_event", "cases_v4: fold_event")
+        pt.wrap(views, "score_case", "cases_v4: score_case")
+        pt.wrap(views, "scoring_view", "cases_v4: scoring_view (kept for the rescore inputs)")
         pt.wrap(pjson, "dumps", "json.dumps facts/score/summary/votes")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
-        pt.wrap(views, "load_scores", "cases_v3: load_scores for run summary")
-        pt.wrap(views, "summarize_run", "cases_v3: summarize_run")
-        pt.wrap(views, "reduce_repetitions", "cases_v3: reduce_repetitions")
+        pt.wrap(views, "load_scores", "cases_v4: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v4: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v4: reduce_repetitions")
         pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
         gc.collect()
         _, total = timed(lambda: r.catch_up(until=until))
@@ -336,20 +338,19 @@ def stored_inputs_decode(services: Services, run_id: str) -> Decoded:
 
 
 def read_model_decode(services: Services, run_id: str) -> Decoded:
-    """Raw read + orjson decode of the read-model rows rescore reads (scoring facts + 3 columns)."""
+    """Raw read + orjson decode of the read-model rows rescore reads (facts + 3 columns)."""
     out = Decoded()
     sql = (
-        "SELECT scoring, overall_score, passed, status FROM cases_v3 WHERE run_id = {p} "
-        "ORDER BY seq"
+        "SELECT facts, overall_score, passed, status FROM cases_v4 WHERE run_id = {p} ORDER BY seq"
     )
     if services.location.is_sqlite:
         con = sqlite3.connect(services.location.views_url.removeprefix("sqlite:///"))
         try:
             start = time.perf_counter()
             rows = con.execute(sql.format(p="?"), (run_id,)).fetchall()
-            for scoring, *_ in rows:
-                orjson.loads(scoring)
-                out.state_bytes += len(scoring)
+            for facts, *_ in rows:
+                orjson.loads(facts)
+                out.state_bytes += len(facts)
             out.seconds = time.perf_counter() - start
         finally:
             con.close()
@@ -359,9 +360,9 @@ def read_model_decode(services: Services, run_id: str) -> Decoded:
         with psycopg.connect(services.location.url) as conn:
             start = time.perf_counter()
             rows = conn.execute(sql.format(p="%s").encode(), (run_id,)).fetchall()
-            for scoring, *_ in rows:
-                orjson.loads(scoring)
-                out.state_bytes += len(scoring)
+            for facts, *_ in rows:
+                orjson.loads(facts)
+                out.state_bytes += len(facts)
             out.seconds = time.perf_counter() - start
     out.rows = len(rows)
     return out
@@ -780,6 +781,10 @@ def bench_backend(
         progress(f"{kind}: raw decode + rebuild of {num(m.events)} events")
         c = run_child(kind, url, in_process=not args.child_process)
         report_rebuild(kind, m, c)
+        if args.ladder:
+            progress(f"{kind}: floor ladder over {num(m.events)} events")
+            found = floors.ladder(url, best_of=1)
+            floors.report_ladder(kind, found, c["rebuild_s"], c["rebuild_cpu_s"])
     services = build_services(Settings(db=url))
     try:
         if args.only == "rescore":
@@ -839,6 +844,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--profile-events", type=int, default=None, help="events profiled (40k)")
     p.add_argument("--store", default=None, help="SQLite store folder to keep and reuse")
+    p.add_argument(
+        "--ladder",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the rebuild, the floor ladder of the cases projection (bench/floors.py)",
+    )
     p.add_argument("--gc-probe", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument(
         "--child-process",

@@ -384,18 +384,3 @@ def fold_events(events: Sequence[DomainEvent], agent_provider: str | None) -> Ca
     for event in rest:
         fold_event(facts, Decoded.of_event(event))
     return facts
-
-
-def scoring_view(facts: CaseFacts) -> CaseFacts:
-    """The facts `score_case` reads: per-message rows cut to the assistant latencies.
-
-    A 10-14 turn case's messages (role, usage, cost, custom metrics) are most of its facts;
-    scoring only uses the assistant turns' latencies, so the cases table's `scoring` column
-    keeps just those and a rescore decodes a fraction of the bytes. Rollups read the full
-    `facts` column.
-    """
-    compact = [
-        _MESSAGE(role=Role.ASSISTANT, latency_ms=latency, tokens=None, cost_usd=None, metrics={})
-        for latency in facts.assistant_latencies
-    ]
-    return facts.model_copy(update={"messages": compact})

@@ -27,7 +27,7 @@ from evaledger.domain.events.run import is_undated
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, DecodedBatch
-from evaledger.projections.fold import fold_event, open_case, scoring_view
+from evaledger.projections.fold import fold_event, open_case
 from evaledger.projections.rows import (
     closed_inputs_marker,
     load_scores,
@@ -47,9 +47,9 @@ from evaledger.projections.tables import (
 )
 from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case
-from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.facts import CaseFacts, scoring_view
 from evaledger.scoring.models import CaseScore
-from evaledger.scoring.rescore import RunInputs
+from evaledger.scoring.rescore import RunInputs, rescore_run
 from evaledger.scoring.run import summarize_run
 
 IN_CHUNK = 500
@@ -241,11 +241,12 @@ class CasePage(NamedTuple):
 
 
 class CasesProjection:
-    """`cases_v3`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v4`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
-    v3 added the compact `scoring` column (what a rescore decodes).
+    v3 added the compact `scoring` column (what a rescore decodes); v4 dropped it again (issue
+    32: a second copy of most of the facts' bytes on every case row, written by every catch-up).
 
     Case events are folded from their state dicts (`projections/fold.py`, no pydantic event),
     each touched case is scored once per page, and the scores of a run whose every case this
@@ -390,7 +391,6 @@ class CasesProjection:
                     "variant": f.variant,
                     "seq": seq,
                     "facts": dumps(f),
-                    "scoring": dumps(view),
                     "score": dumps(score),
                     "status": score.status.value,
                     "overall_score": score.overall_score,
@@ -403,6 +403,7 @@ class CasesProjection:
     def _write_summary(self, conn: Connection, run_id: str, last: int) -> None:
         spec, _, status = self._run(conn, run_id)
         kept = self._scores.get(run_id)
+        inputs: RunInputs | None = None
         if kept is not None:
             ordered = sorted(kept.items(), key=_seq_of)
             scores = [score for _, (_, score) in ordered]
@@ -410,13 +411,18 @@ class CasesProjection:
                 # Closed: later changes (overrides) are rare; they read the scores back.
                 self._cached -= len(kept)
                 del self._scores[run_id]
-                self._store_inputs(conn, run_id, ordered, last)
+                inputs = self._store_inputs(conn, run_id, ordered, last)
         else:
             scores = load_scores(conn, run_id)
+        # The run's aggregate column-wise from the inputs just built (the one decision ladder,
+        # `summarize_run`'s figures; tests/scoring/test_fastscore.py holds them byte-equal),
+        # else from the case scores.
+        rescored = rescore_run(inputs, spec) if inputs is not None else None
+        aggregate = rescored.aggregate if rescored is not None else summarize_run(scores, spec)
         summary = {
             "run_id": run_id,
             "spec_id": spec.spec_id,
-            "aggregate": encoding.dumps(summarize_run(scores, spec)),
+            "aggregate": encoding.dumps(aggregate),
             "test_cases": encoding.dumps(
                 [t.model_dump(mode="json") for t in reduce_repetitions(scores, spec)]
             ),
@@ -430,19 +436,20 @@ class CasesProjection:
         run_id: str,
         ordered: list[tuple[str, tuple[int, CaseScore]]],
         last: int,
-    ) -> None:
+    ) -> RunInputs | None:
         """Store a closing run's rescore inputs from the facts and scores this page has in hand.
 
         What `ReadModels` would build on the run's first rescore by decoding every case's
-        `scoring` column, built here from the same facts without decoding them again; stored
-        under the marker of the summary written at `last`, so the first rescore reads one row.
+        facts, built here from the same facts without decoding them again; stored under the
+        marker of the summary written at `last`, so the first rescore reads one row. Returned
+        (None when not every case was seen here).
         """
         facts = self._facts.pop(run_id, None)
         if facts is None:
-            return
+            return None
         self._cached_facts -= len(facts)
         if len(facts) != len(ordered):
-            return  # not every case was seen here (a restart mid-run): built on first rescore
+            return None  # not every case was seen here (a restart mid-run): built on first rescore
         old = {
             cid: (score.overall_score, score.passed, score.status.value)
             for cid, (_, score) in ordered
@@ -450,6 +457,7 @@ class CasesProjection:
         inputs = RunInputs.build([facts[cid] for cid, _ in ordered], old)
         row = {"run_id": run_id, "marker": closed_inputs_marker(last), "inputs": inputs.to_bytes()}
         upsert(conn, rescore_inputs, [row])
+        return inputs
 
 
 def _load_cases(conn: Connection, batch: DecodedBatch) -> CasePage:

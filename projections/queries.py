@@ -337,10 +337,13 @@ class ReadModels:
             return load_facts(conn, run_id)
 
     def scoring_facts(self, run_id: UUID) -> list[CaseFacts]:
-        """Every case's facts of a run as scoring reads them (no per-message rows)."""
+        """Every case's facts of a run, to score under another spec.
+
+        `score_case` reads what it needs of them (`cases_v4` stores no cut-down copy).
+        """
         self.get_run(run_id)
         with self.engine.connect() as conn:
-            return load_facts(conn, run_id, scoring=True)
+            return load_facts(conn, run_id)
 
     def summary(self, run_id: UUID) -> Summary:
         """The run summarised under its own spec (materialised once the run is closed).
@@ -498,7 +501,7 @@ class ReadModels:
                         ).where(cases.c.run_id == key)
                     )
                 }
-                found = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
+                found = RunInputs.build(load_facts(conn, run_id), old)
                 if closed:
                     built = BuiltInputs(key, marker, found)
         with self._lock:

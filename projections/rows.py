@@ -84,11 +84,10 @@ def load_scores(conn: Connection, run_id: str) -> list[CaseScore]:
     return CASE_SCORES.validate_json("[" + ",".join(texts) + "]")
 
 
-def load_facts(conn: Connection, run_id: str | UUID, scoring: bool = False) -> list[CaseFacts]:
-    """Every case's facts of a run, in opening order; `scoring`: only what scoring reads."""
-    column = cases.c.scoring if scoring else cases.c.facts
+def load_facts(conn: Connection, run_id: str | UUID) -> list[CaseFacts]:
+    """Every case's facts of a run, in opening order."""
     texts = conn.scalars(
-        select(column).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+        select(cases.c.facts).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
     ).all()
     if not texts:
         return []

@@ -41,7 +41,7 @@ tracking = Table(
 )
 
 RUNS_PROJECTION = "runs_v3"
-CASES_PROJECTION = "cases_v3"
+CASES_PROJECTION = "cases_v4"
 VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
 PROJECTION_NAMES = (RUNS_PROJECTION, CASES_PROJECTION, VOTES_PROJECTION, METRICS_PROJECTION)
@@ -102,7 +102,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v3_runs",
+    "cases_v4_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -110,8 +110,11 @@ case_runs = Table(
     Column("status", String(20), nullable=False),
 )
 
+# v4 (issue 32) dropped v3's `scoring` column (the facts without their per-message rows: most
+# of the facts' bytes, written a second time per case): a rescore reads `facts` and keeps what
+# scoring reads (`scoring.facts.scoring_view`).
 cases = Table(
-    "cases_v3",
+    CASES_PROJECTION,
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
@@ -120,18 +123,16 @@ cases = Table(
     Column("variant", Text, nullable=False),
     Column("seq", Integer, nullable=False),  # order of opening within the projection
     Column("facts", Text, nullable=False),
-    # What `score_case` reads (facts without per-message rows): a rescore decodes only this.
-    Column("scoring", Text, nullable=False),
     Column("score", Text, nullable=False),
     Column("status", String(20), nullable=False),
     Column("overall_score", Float),
     Column("passed", Boolean),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v3_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v4_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v3",
+    "run_summaries_v4",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),

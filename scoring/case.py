@@ -282,10 +282,40 @@ def _metric_facts(verdict: VerdictFact) -> dict[str, MetricFact]:
     return facts
 
 
+METRIC_RESULTS_CACHED = 4096
+"""Distinct metric results kept (`_combine_metric`); past it, forgotten all at once."""
+_METRIC_RESULTS: dict[tuple[Any, ...], MetricResult] = {}
+
+
 def _combine_metric(
     selected: ResolvedMetric, verdicts: list[dict[str, MetricFact]], panel: PanelPolicy
 ) -> MetricResult:
+    """One selected metric's result over the counted verdicts' answers.
+
+    A pure function of the metric (name, type, weight), the panel policy and each counted
+    verdict's answer: a run's cases repeat a few dozen such combinations, so each distinct one
+    is built (and validated) once and its result shared (results are never changed in place).
+    """
     facts = [v[selected.metric] for v in verdicts]
+    key = (
+        selected.metric,
+        selected.score_type,
+        selected.weight,
+        panel,
+        *[(f.score, f.passed, f.failure_code, *f.turns) for f in facts],
+    )
+    found = _METRIC_RESULTS.get(key)
+    if found is None:
+        found = _metric_result(selected, facts, panel)
+        if len(_METRIC_RESULTS) >= METRIC_RESULTS_CACHED:
+            _METRIC_RESULTS.clear()
+        _METRIC_RESULTS[key] = found
+    return found
+
+
+def _metric_result(
+    selected: ResolvedMetric, facts: list[MetricFact], panel: PanelPolicy
+) -> MetricResult:
     passed: bool | None = None
     if selected.score_type is ScoreType.BINARY:
         score, passed = _combine_binary([bool(f.passed) for f in facts], panel)

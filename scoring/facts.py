@@ -130,3 +130,19 @@ class CaseFacts(StrictModel):
             for m in self.messages
             if m.role is Role.ASSISTANT and m.latency_ms is not None
         ]
+
+
+def scoring_view(facts: CaseFacts) -> CaseFacts:
+    """The facts `score_case` reads: per-message rows cut to the assistant latencies.
+
+    A 10-14 turn case's messages (role, usage, cost, custom metrics) are most of its facts;
+    scoring only uses the assistant turns' latencies, so a run's rescore inputs keep just those
+    of the cases they hold whole (`scoring.rescore.RunInputs.complex`). Every field is given.
+    """
+    compact = [
+        MessageFact.model_construct(
+            role=Role.ASSISTANT, latency_ms=latency, tokens=None, cost_usd=None, metrics={}
+        )
+        for latency in facts.assistant_latencies
+    ]
+    return facts.model_copy(update={"messages": compact})

@@ -38,7 +38,7 @@ from evaledger.scoring import run as run_module
 from evaledger.scoring import stats
 from evaledger.scoring.case import MAX_SCORE, case_usage, outcome_results, score_case
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
-from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact
+from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact, scoring_view
 from evaledger.scoring.models import CaseStatus, RunAggregate
 from evaledger.scoring.run import RunFigures
 
@@ -199,7 +199,7 @@ def _case_inputs(
     complex_at: int | None = None
     if len(active) > 1:
         complex_at = len(complex_cases)
-        complex_cases.append(facts)
+        complex_cases.append(scoring_view(facts))  # kept whole: what scoring reads of it
     one = active[0] if len(active) == 1 else None
     broken: bool | None = None
     row, scored, passing = "", 0, 0

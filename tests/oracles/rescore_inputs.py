@@ -36,7 +36,7 @@ def check_stored_inputs(conn: Connection) -> int:
                 ).where(cases.c.run_id == row.run_id)
             )
         }
-        reference = RunInputs.build(load_facts(conn, row.run_id, scoring=True), old)
+        reference = RunInputs.build(load_facts(conn, row.run_id), old)
         assert row.inputs == reference.to_bytes(), f"stored inputs of run {row.run_id}"
         current += 1
     return current

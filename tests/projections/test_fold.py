@@ -50,14 +50,13 @@ from evaledger.projections.fold import (
     fold_event,
     fold_events,
     open_case,
-    scoring_view,
 )
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import ProjectionRunner
 from evaledger.projections.tables import cases, make_engine, metadata
 from evaledger.projections.votes import correction_values, vote_row
 from evaledger.scoring.case import score_case
-from evaledger.scoring.facts import CaseFacts
+from evaledger.scoring.facts import CaseFacts, scoring_view
 from tests.conftest import FIXTURES
 from tests.oracles import fold as reference
 from tests.oracles.rescore_inputs import CACHE_TABLES, check_stored_inputs
@@ -87,7 +86,8 @@ def golden(cls: type[DomainEvent]) -> StoredEvent:
 
 
 def rows_of(facts: CaseFacts) -> list[str]:
-    """What the cases table stores of a case, and its scores under two specs."""
+    """What the cases table stores of a case (facts, score), its scores under another spec and
+    its scoring view (what rescore inputs keep of a case they hold whole)."""
     return [
         json.dumps(facts),
         json.dumps(scoring_view(facts)),
@@ -319,8 +319,8 @@ def test_a_generated_run_projects_to_the_reference_rows(
     full = project_reference(generated, f"sqlite:///{tmp_path}/full.sqlite", 1000)
     folded = project(generated, f"sqlite:///{tmp_path}/one.sqlite", all_projections(), 1000, False)
     assert folded == full
-    assert len(full["cases_v3"]) == 90
-    assert len(full["run_summaries_v3"]) == 1  # the closed run only
+    assert len(full["cases_v4"]) == 90
+    assert len(full["run_summaries_v4"]) == 1  # the closed run only
     # Small pages with every cache dropped between them: facts and scores read back instead.
     small = project(generated, f"sqlite:///{tmp_path}/small.sqlite", all_projections(), 7, True)
     assert small == full

@@ -461,7 +461,7 @@ def test_catch_up_stores_the_inputs_the_first_rescore_would_build(
                     select(cases.c.case_id, cases.c.overall_score, cases.c.passed, cases.c.status)
                 )
             }
-            reference = RunInputs.build(load_facts(conn, run_id, scoring=True), old)
+            reference = RunInputs.build(load_facts(conn, run_id), old)
         assert position is not None
         assert stored.marker == closed_inputs_marker(position)
         assert stored.inputs == reference.to_bytes()
