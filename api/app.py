@@ -15,7 +15,7 @@ from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.api.deps import AUTH
 from evaledger.api.limits import BodyLimit
 from evaledger.api.responses import OrjsonResponse
-from evaledger.api.routes import cases, config, imports, judging, reports, runs
+from evaledger.api.routes import cases, config, imports, ingest, judging, reports, runs
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
 from evaledger.api.web import site
@@ -104,4 +104,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     site.install(app)
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)
+    app.include_router(ingest.router, dependencies=AUTH)
     return app

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
@@ -264,6 +265,39 @@ class Ledger(CaseCommands):
             ctx.check_admin("recording overrides or invalidations")
         return self._retrying(partial(self._import_bundle_once, bundle, ctx))
 
+    def ingest(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Create or append to a run with many cases in one transaction (`POST /ingest`).
+
+        The run is created when it is new, found when it exists with the same body (else a
+        conflict), and its header's status is applied as a bundle's is: `running` leaves it
+        open (started), `completed` seals it over its cases. A case already recorded with the
+        same content is kept, with other content it is a conflict: nothing of the batch is
+        stored. With an idempotency key, the same key and body again writes nothing and answers
+        what it wrote the first time; another body under the key is a conflict.
+        """
+        bundle = bundle.model_copy(update={"run": self._in_project(bundle.run, ctx)})
+        if any(c.overrides for c in bundle.cases):
+            ctx.check_admin("recording overrides or invalidations")
+        # Keys are per project: two tenants may pick the same key.
+        scope = f"POST /ingest\x1f{bundle.run.project}"
+        body = bundle.model_dump(mode="json") if ctx.idempotency_key else None
+
+        def command() -> ImportResult:
+            record, done = self._idempotent(scope, ctx, body)
+            if done is not None:
+                return ImportResult(
+                    run_id=done[0],
+                    run_key=bundle.run.key,
+                    position=self.position(),
+                    events=0,
+                    cases=len(done) - 1,
+                    new_cases=0,
+                    case_ids=list(done[1:]),
+                )
+            return self._import_bundle_once(bundle, ctx, (record, body, scope))
+
+        return self._retrying(command)
+
     def import_stream(
         self,
         run: BundleRun,
@@ -354,15 +388,27 @@ class Ledger(CaseCommands):
 
         return self._retrying(command)
 
-    def _import_bundle_once(self, bundle: RunBundle, ctx: Context) -> ImportResult:
-        """Build and save a whole bundle's run in one transaction (one attempt of the command)."""
+    def _import_bundle_once(
+        self,
+        bundle: RunBundle,
+        ctx: Context,
+        key: tuple[IdempotencyRecord | None, Any, str] | None = None,
+    ) -> ImportResult:
+        """Build and save a whole bundle's run in one transaction (one attempt of the command).
+
+        `key`: the idempotency record to save with it (record, body, scope), if any.
+        """
         run = self._prepare_run(bundle.run, ctx)
         catalogue = self.catalogue(bundle.run.project)
         before = set(run.case_ids) if run.version else set()
         cases = self._build_cases(run, bundle.cases, ctx, catalogue)
         meta = Meta(timestamp=self.clock(), actor=ctx.actor)
         self._close_as_bundled(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
-        position, n = self._save(*cases, run=run)
+        record = None
+        if key is not None:
+            record, body, scope = key
+            self._use_key(record, ctx, body, scope, [run.id, *(c.id for c in cases)])
+        position, n = self._save(*cases, *_present(record), run=run)
         return ImportResult(
             run_id=run.id,
             run_key=bundle.run.key,
