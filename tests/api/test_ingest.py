@@ -139,6 +139,19 @@ def test_a_bad_case_stores_nothing_of_the_batch(served: tuple[TestClient, Servic
     assert event_count(services) == count
 
 
+def test_a_huge_number_or_a_nul_is_refused_by_name(served: tuple[TestClient, Services]) -> None:
+    client, services = served
+    huge = body("a")
+    huge["cases"][0]["cost_usd"] = 10**400
+    r = client.post("/ingest", json=huge)
+    assert r.status_code == 422, r.text
+    nul = body("a")
+    nul["cases"][0]["transcript"][0]["content"] = "hi\u0000"
+    r = client.post("/ingest", json=nul)
+    assert r.status_code == 422 and "transcript" in r.text, r.text
+    assert event_count(services) == 0
+
+
 def test_too_many_cases_are_refused_by_name(served: tuple[TestClient, Services]) -> None:
     client, services = served
     many = {"run": header(), "cases": [case("x")] * (MAX_INGEST_CASES + 1)}
