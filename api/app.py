@@ -20,6 +20,7 @@ from evaledger.api.routes import (
     cases,
     config,
     imports,
+    ingest,
     judging,
     otlp,
     receipts,
@@ -122,4 +123,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
+    app.include_router(ingest.router, dependencies=AUTH)
     return app

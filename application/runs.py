@@ -100,8 +100,8 @@ def import_files(
 
     Every file is opened (its format detected, its run header checked) before anything is
     written, so a bad file among several stores nothing; each run is then written streamed
-    (`importers.load.import_all`: its cases checked in a first pass). The same file twice
-    writes nothing.
+    (`importers.load.import_all`: its cases read, checked and built once, written once all were
+    built). The same file twice writes nothing.
     """
     # `evaledger rescore` and the CLI's parser import this module without them.
     # lazy: the peer formats' readers (ijson, Inspect's log) and the ledger, only to import

@@ -11,7 +11,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -20,6 +20,7 @@ import orjson
 
 from evaledger.application import reports, runs
 from evaledger.application.compare import compare_runs
+from evaledger.application.ingest import ingest_cases
 from evaledger.client.services import Services, open_services
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.errors import (
@@ -58,6 +59,10 @@ class Backend(Protocol):
 
     def record_case(self, run_id: UUID, case: BundleCase, key: str) -> UUID:
         """Open one case with all its facts in one transaction."""
+        ...
+
+    def ingest(self, run: BundleRun, cases: Sequence[BundleCase], key: str) -> list[UUID]:
+        """Open a batch of cases of the run (created if new) in one transaction; their ids."""
         ...
 
     def complete_run(self, run_id: UUID, key: str) -> None:
@@ -156,6 +161,10 @@ class LocalBackend:
     def record_case(self, run_id: UUID, case: BundleCase, key: str) -> UUID:
         """Open the case with its facts (one transaction)."""
         return runs.record_case(self.services, run_id, case, self._ctx(key)).id
+
+    def ingest(self, run: BundleRun, cases: Sequence[BundleCase], key: str) -> list[UUID]:
+        """A batch of cases in one transaction (the use case `POST /ingest` calls)."""
+        return list(ingest_cases(self.services, run, cases, self._ctx(key)).case_ids)
 
     def complete_run(self, run_id: UUID, key: str) -> None:
         """Complete and seal."""
@@ -300,6 +309,16 @@ class HttpBackend:
             "POST", f"/runs/{run_id}/cases", body=case.model_dump(mode="json"), key=key
         )
         return UUID(written["id"])
+
+    def ingest(self, run: BundleRun, cases: Sequence[BundleCase], key: str) -> list[UUID]:
+        """POST /ingest; a run without a project given is sent without one (as `create_run`)."""
+        unset = None if "project" in run.model_fields_set else {"project"}
+        body = {
+            "run": run.model_dump(mode="json", exclude=unset),
+            "cases": [c.model_dump(mode="json") for c in cases],
+        }
+        written = self._send("POST", "/ingest", body=body, key=key)
+        return [UUID(i) for i in written["case_ids"]]
 
     def complete_run(self, run_id: UUID, key: str) -> None:
         """POST /runs/{id}/complete."""

@@ -6,6 +6,8 @@ errored. A skipped, xfailed or (non-strict) xpassed test is not an execution, as
 it: its case is `skipped` (ExecutionSkipped), shown apart and outside `total_executions`; a strict
 xpass is pytest's failure and fails. The test's duration is the latency of the case's one
 assistant turn. The fixture `evaledger_case` adds scores, outcomes and turns to the test's case.
+The cases are sent in batches of `BATCH_SIZE` (one request and one transaction each; the last
+ones when the session, or an xdist worker, finishes).
 
 With pytest-xdist the controller creates the run and completes it; each worker records the cases
 of the tests it runs into that run (its header travels in `workerinput`). Without `--evaledger`
@@ -15,6 +17,7 @@ the plugin registers nothing but its options and a fixture that records nowhere.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,8 @@ INFRASTRUCTURE = 3
 OPTION_OF = {"agent": "--evaledger-agent", "suite": "--evaledger-suite"}
 """The option behind a refused field of the run's header."""
 KEY_LIMIT = 200
+BATCH_SIZE = 100
+"""Tests whose cases are sent in one request (and one transaction); the rest at the end."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,7 +98,10 @@ class SessionRecorder:
         # Connected once the options are checked: a refused option leaves no store behind.
         remote = target.startswith(("http://", "https://"))
         backend = connect(url=target) if remote else connect(db=target)
-        self.run: RunRecorder = RunRecorder(backend, header, owns_backend=True)
+        # Cases go in batches: one request and one transaction per BATCH_SIZE tests.
+        self.run: RunRecorder = RunRecorder(
+            backend, header, owns_backend=True, batch_size=BATCH_SIZE
+        )
         self.cases: dict[str, CaseRecorder] = {}
         self.phase_reports: dict[str, list[pytest.TestReport]] = {}
 
@@ -147,7 +155,13 @@ class SessionRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The controller completes the run (cancels it when the session was interrupted)."""
         if self.is_worker or not self.run.started:
-            self.run.backend.close()
+            try:
+                refused = self.run.flushed()  # a worker's last cases (the controller completes)
+                if refused is not None:
+                    sys.stderr.write(f"evaledger: {refused}\n")
+                    session.exitstatus = INFRASTRUCTURE
+            finally:
+                self.run.backend.close()
             return
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
         self.run.end(KeyboardInterrupt("the test session was interrupted") if interrupted else None)

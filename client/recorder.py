@@ -1,7 +1,9 @@
 """`evaledger.run(...)`: record a run case by case from your own code.
 
 A case's facts are gathered as they are given (each checked at once) and written when its
-`with` block ends, in one transaction: one event per fact, nothing half-stored. Every write
+`with` block ends, in one transaction: one event per fact, nothing half-stored. With
+`batch_size` > 1 the cases are sent in batches instead (`client/batches.py`: one request and one
+transaction per batch, the rest when the run ends; the pytest plugin does so). Every write
 carries an idempotency key derived from the run and case ids, so a retried write stores nothing
 new. A case left by an exception is recorded as errored, a run as failed, with the error text;
 the exception still propagates.
@@ -9,7 +11,9 @@ the exception still propagates.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +23,7 @@ from typing import Any, Literal, Self
 from uuid import UUID, uuid4
 
 from evaledger.client.backends import Backend, connect
+from evaledger.client.batches import DEFAULT_INTERVAL, CaseBatches
 from evaledger.client.validation import build
 from evaledger.domain.aggregates import case_id_for, run_id_for
 from evaledger.domain.bundle import (
@@ -28,10 +33,20 @@ from evaledger.domain.bundle import (
     BundleNamedScores,
     BundleOutcomes,
     BundleRun,
+    BundleRunStatus,
     BundleSkip,
     BundleVerdict,
 )
-from evaledger.domain.errors import IdempotencyConflictError, StateError, ValidationError
+from evaledger.domain.errors import (
+    AuthenticationError,
+    ConflictError,
+    EvaledgerError,
+    IdempotencyConflictError,
+    InfrastructureError,
+    PermissionDeniedError,
+    StateError,
+    ValidationError,
+)
 from evaledger.domain.events import (
     GRADE_VALUES,
     AgentSnapshot,
@@ -69,6 +84,8 @@ def run(
     labels: Mapping[str, str] | None = None,
     config: RunConfig | Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    batch_size: int = 1,
+    flush_interval: float = DEFAULT_INTERVAL,
 ) -> RunRecorder:
     """A run to record as a `with` block: created on entry, completed and sealed on exit.
 
@@ -76,6 +93,9 @@ def run(
     so each call is a new run); `project` defaults to the token's project on a server that
     requires one, else "default"; `thresholds` are gates on named scores (`{"exact_match": 1.0}`:
     a case passes iff each score is at least its threshold), added to `config`'s.
+    `batch_size` > 1 sends cases in batches of that many (one request and one transaction
+    each), a batch at most `flush_interval` seconds after its first case, the rest when the run
+    ends; 1 (the default) writes each case when its block ends.
     """
     header = run_header(
         suite,
@@ -98,6 +118,8 @@ def run(
         owns_backend=True,
         rerun=key is not None,
         checked_gates=True,
+        batch_size=batch_size,
+        flush_interval=flush_interval,
     )
 
 
@@ -169,7 +191,22 @@ class RunRecorder:
         owns_backend: bool = False,
         rerun: bool = False,
         checked_gates: bool = False,
+        batch_size: int = 1,
+        flush_interval: float = DEFAULT_INTERVAL,
     ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError("batch_size: a whole number from 1", field="batch_size")
+        if isinstance(flush_interval, bool) or not (
+            isinstance(flush_interval, int | float) and 0 < flush_interval < 86_400
+        ):
+            raise ValidationError(
+                "flush_interval: seconds, more than 0 and less than a day", field="flush_interval"
+            )
+        self._batches = (
+            CaseBatches(self._send_batch, batch_size, float(flush_interval))
+            if batch_size > 1
+            else None
+        )
         self._backend: Backend | None = None if callable(backend) else backend
         self._connect = backend if callable(backend) else None
         self.header = header
@@ -254,6 +291,12 @@ class RunRecorder:
         interruption (Ctrl-C, `sys.exit`) cancels it, as it cancels the case it was in.
         """
         if error is None:
+            try:
+                self.flush()
+            except Exception as e:
+                # A case the store refused: the run is failed with why (its good cases stored).
+                self.fail(error_text(e))
+                raise
             unknown = self.unknown_thresholds()
             if unknown is not None:
                 # Every case would have failed on a score it never had: the run is failed, not
@@ -292,21 +335,40 @@ class RunRecorder:
         )
 
     def fail(self, reason: str) -> None:
-        """Close the run as failed, with why; then disconnect."""
+        """Close the run as failed, with why (its buffered cases sent first); then disconnect."""
         self._close(lambda: self.backend.fail_run(self.id, reason, f"fail-{self.id}"))
 
     def cancel(self, reason: str) -> None:
-        """Close the run as canceled, with why; then disconnect."""
+        """Close the run as canceled, with why (its buffered cases sent first); then disconnect."""
         self._close(lambda: self.backend.cancel_run(self.id, reason, f"cancel-{self.id}"))
+
+    def flush(self) -> None:
+        """Send the cases still buffered (with `batch_size` > 1); raises what the store refused."""
+        if self._batches is not None:
+            self._batches.flush()
+
+    def flushed(self) -> EvaledgerError | None:
+        """`flush`, answering the store's refusal (a typed error) instead of raising it."""
+        try:
+            self.flush()
+        except EvaledgerError as e:
+            return e
+        return None
 
     def _close(self, command: Callable[[], None]) -> None:
         try:
+            if self._batches is not None and self._started:
+                with contextlib.suppress(EvaledgerError):
+                    # Closing for a reason of its own: a case refused here stays refused.
+                    self._batches.flush()
             command()
             self._closed = True
         finally:
             self._disconnect()
 
     def _disconnect(self) -> None:
+        if self._batches is not None:
+            self._batches.close()
         if self._owns_backend and self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -369,10 +431,51 @@ class RunRecorder:
         case_id = case_id_for(self.id, case.test_case.key, case.repetition, variant)
         if case_id in self._recorded_times:
             case = case.model_copy(update=self._recorded_times[case_id])
+        if self._batches is not None:
+            self._batches.add(case)
+            with self._lock:
+                self.case_ids.append(case_id)
+                self._score_names |= score_names(case)
+            return case_id
+        written = self._write_one(case_id, case)
+        with self._lock:
+            self.case_ids.append(written)
+            self._score_names |= score_names(case)
+        return written
+
+    def _send_batch(self, cases: list[BundleCase]) -> None:
+        """One batch in one transaction; refused as a whole, its cases one by one."""
+        ids = [case_id_for(self.id, c.test_case.key, c.repetition, c.variant) for c in cases]
+        digest = hashlib.sha256(b"".join(i.bytes for i in ids)).hexdigest()[:32]
+        header = self.header.model_copy(update={"status": BundleRunStatus.RUNNING})
         try:
-            written = self.backend.record_case(self.id, case, f"case-{case_id}")
-        except IdempotencyConflictError:
-            # The key names the case: the same case key and repetition were recorded before.
+            self.backend.ingest(header, cases, f"cases-{self.id}-{digest}")
+            return
+        except (InfrastructureError, AuthenticationError, PermissionDeniedError):
+            raise
+        except EvaledgerError:
+            pass
+        refused: EvaledgerError | None = None
+        for case_id, case in zip(ids, cases, strict=True):
+            try:
+                self._write_one(case_id, case)
+            except EvaledgerError as e:
+                refused = refused or e
+        if refused is not None:
+            raise refused
+
+    def _write_one(self, case_id: UUID, case: BundleCase) -> UUID:
+        """One case in one transaction, under its own idempotency key."""
+        variant = case.variant
+        try:
+            return self.backend.record_case(self.id, case, f"case-{case_id}")
+        except ConflictError as e:
+            # The key names the case (or, sent in a batch before, its content does): the same
+            # case key and repetition were recorded before.
+            if not isinstance(e, IdempotencyConflictError) and not (e.field or "").startswith(
+                "cases["
+            ):
+                raise
             variant_text = f", variant {variant!r}" if variant else ""
             raise IdempotencyConflictError(
                 f"case {case.test_case.key!r} (repetition {case.repetition}{variant_text}) is "
@@ -380,10 +483,6 @@ class RunRecorder:
                 "key, or `repetition=N` for another try",
                 field="case.key",
             ) from None
-        with self._lock:
-            self.case_ids.append(written)
-            self._score_names |= score_names(case)
-        return written
 
 
 def score_names(case: BundleCase) -> set[str]:

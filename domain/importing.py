@@ -1,4 +1,4 @@
-"""What importing a run works with: the chunk size, the result, chunks and compact case hashes.
+"""What importing a run works with: chunk size, result, chunks, case hashes, the event spool.
 
 The import commands themselves are the ledger's (`Ledger.import_bundle`, `Ledger.import_stream`
 in `ledger.py`); this module holds what they use that needs no ledger (and what importers read:
@@ -7,9 +7,14 @@ in `ledger.py`); this module holds what they use that needs no ledger (and what 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import IO
 from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.aggregates import Case
 from evaledger.domain.bundle import BundleCase
@@ -69,3 +74,55 @@ class CaseHashes(Mapping[UUID, str]):
 
     def __contains__(self, case_id: object) -> bool:
         return case_id in self._raw
+
+
+_HEAD = struct.Struct("<16sqII")
+"""One spooled event's head: originator id, version, topic length, state length."""
+
+
+class EventSpool:
+    """The stored events of an import, validated and built once, kept on disk until written.
+
+    A streamed import builds every chunk (each case validated once) before it writes any, so
+    bad input stores nothing; the built events wait here, in a temporary file (not in memory),
+    with the boundaries of the chunks they were built in: each chunk is written in one
+    transaction, in order. Memory stays one chunk's events.
+    """
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="evaledger-import-")  # noqa: SIM115
+        self._chunks: list[tuple[int, int]] = []
+        """(events, cases) of each chunk, in order."""
+
+    def add(self, events: Sequence[StoredEvent], cases: int) -> None:
+        """Keep one chunk's stored events (in write order) and how many cases it holds."""
+        write = self._file.write
+        for e in events:
+            topic = e.topic.encode()
+            oid = e.originator_id if isinstance(e.originator_id, UUID) else UUID(e.originator_id)
+            write(_HEAD.pack(oid.bytes, e.originator_version, len(topic), len(e.state)))
+            write(topic)
+            write(e.state)
+        self._chunks.append((len(events), cases))
+
+    def chunks(self) -> Iterator[tuple[list[StoredEvent], int]]:
+        """Each chunk's stored events and its number of cases, in the order they were added."""
+        self._file.seek(0)
+        read = self._file.read
+        for count, cases in self._chunks:
+            events = []
+            for _ in range(count):
+                raw, version, topic_n, state_n = _HEAD.unpack(read(_HEAD.size))
+                topic = read(topic_n).decode()
+                events.append(StoredEvent(UUID(bytes=raw), version, topic, read(state_n)))
+            yield events, cases
+
+    def close(self) -> None:
+        """Remove the temporary file."""
+        self._file.close()
+
+    def __enter__(self) -> EventSpool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

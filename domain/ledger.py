@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any, NoReturn
 from uuid import UUID
 
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, StoredEvent
 
 from evaledger.domain import collector
 from evaledger.domain.adoption import CHAIN_RECORD_ID, Adoption, ChainRecord
@@ -50,7 +51,13 @@ from evaledger.domain.events import (
     case_digest,
     request_digest,
 )
-from evaledger.domain.importing import IMPORT_CHUNK, CaseHashes, ImportResult, chunks
+from evaledger.domain.importing import (
+    IMPORT_CHUNK,
+    CaseHashes,
+    EventSpool,
+    ImportResult,
+    chunks,
+)
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
@@ -296,6 +303,39 @@ class Ledger(CaseCommands, TraceCommands):
             ctx.check_admin("recording overrides or invalidations")
         return self._retrying(partial(self._import_bundle_once, bundle, ctx))
 
+    def ingest(self, bundle: RunBundle, ctx: Context) -> ImportResult:
+        """Create or append to a run with many cases in one transaction (`POST /ingest`).
+
+        The run is created when it is new, found when it exists with the same body (else a
+        conflict), and its header's status is applied as a bundle's is: `running` leaves it
+        open (started), `completed` seals it over its cases. A case already recorded with the
+        same content is kept, with other content it is a conflict: nothing of the batch is
+        stored. With an idempotency key, the same key and body again writes nothing and answers
+        what it wrote the first time; another body under the key is a conflict.
+        """
+        bundle = bundle.model_copy(update={"run": self._in_project(bundle.run, ctx)})
+        if any(c.overrides for c in bundle.cases):
+            ctx.check_admin("recording overrides or invalidations")
+        # Keys are per project: two tenants may pick the same key.
+        scope = f"POST /ingest\x1f{bundle.run.project}"
+        body = bundle.model_dump(mode="json") if ctx.idempotency_key else None
+
+        def command() -> ImportResult:
+            record, done = self._idempotent(scope, ctx, body)
+            if done is not None:
+                return ImportResult(
+                    run_id=done[0],
+                    run_key=bundle.run.key,
+                    position=self.position(),
+                    events=0,
+                    cases=len(done) - 1,
+                    new_cases=0,
+                    case_ids=list(done[1:]),
+                )
+            return self._import_bundle_once(bundle, ctx, (record, body, scope))
+
+        return self._retrying(command)
+
     def import_stream(
         self,
         run: BundleRun,
@@ -307,19 +347,24 @@ class Ledger(CaseCommands, TraceCommands):
     ) -> ImportResult:
         """Import a run whose cases arrive as a stream: chunked transactions, sealed at the end.
 
-        `cases` opens the stream afresh each time it is called; it is read twice. The first
-        pass builds every chunk without saving it, so every invariant (and every parse error of
-        the source) is met before anything is written: bad input stores nothing. The second pass
-        writes one transaction per chunk, then the run's lifecycle (the seal) last. Memory stays
-        bounded by one chunk plus one id and hash per case. An interrupted second pass leaves the
-        run open with the chunks written so far; the same import run again finds those cases
-        already recorded with the same content, writes the rest and seals: no duplicates.
+        One pass over the source (issue 32): `cases` is opened once, each case parsed,
+        validated and built into its stored events once, chunk by chunk; the stored events wait
+        in a spool on disk (`EventSpool`) until the whole stream was built, so every invariant
+        (and every parse error of the source) is met before anything is written: bad input
+        stores nothing. Then each chunk is written in one transaction, the run's lifecycle (the
+        seal) last. Memory stays bounded by one chunk plus one id and hash per case. An
+        interrupted write leaves the run open with the chunks written so far; the same import
+        run again finds those cases already recorded with the same content, writes the rest and
+        seals: no duplicates. A concurrent writer to the run met while writing makes the import
+        start again (`cases` is then opened again): the cases it wrote are found, not repeated.
         """
         run = self._in_project(run, ctx)
         # Parsing, validating and building cases allocate short-lived objects in no cycles: with
         # the collector on, its generation scans were a large share of a streamed import.
         with collector.paused():
-            return self._import_stream(run, cases, ctx, chunk_size, progress)
+            return self._retrying(
+                partial(self._import_stream, run, cases, ctx, chunk_size, progress)
+            )
 
     def adopt_chain(self, ctx: Context, reason: str | None, *, unsigned: bool = False) -> Adoption:
         """Chain every stored event in one adopted block; only over an empty chain, and once.
@@ -392,37 +437,40 @@ class Ledger(CaseCommands, TraceCommands):
             return []
         return [(r.old_key, r.new_key, r.signature) for r in record.rotations]
 
-    def _write_chunk(
+    def _write_chunk(self, events: Sequence[StoredEvent]) -> int:
+        """One built chunk's stored events in one transaction; the last one's log position."""
+        return self._insert(events)
+
+    def _write_run_events(self, events: Sequence[StoredEvent]) -> int:
+        """A run's own built events (its creation, its seal) in one transaction."""
+        return self._insert(events)
+
+    def _insert(self, events: Sequence[StoredEvent]) -> int:
+        ids = self.app.recorder.insert_events(events)
+        assert ids, "the store answered no positions"
+        return ids[-1]
+
+    def _import_bundle_once(
         self,
-        run: Run,
-        chunk: Sequence[BundleCase],
+        bundle: RunBundle,
         ctx: Context,
-        catalogue: Mapping[str, MetricDefinition],
-        offset: int,
-    ) -> tuple[Run, list[Case], int]:
-        """One chunk in one transaction; on a concurrent write, reload the run and retry."""
-        attempts = 0
+        key: tuple[IdempotencyRecord | None, Any, str] | None = None,
+    ) -> ImportResult:
+        """Build and save a whole bundle's run in one transaction (one attempt of the command).
 
-        def command() -> tuple[Run, list[Case], int]:
-            nonlocal attempts
-            # The run in hand is current unless a concurrent writer made this save fail.
-            current = run if attempts == 0 else self.get_run(run.id)
-            attempts += 1
-            built = self._build_cases(current, chunk, ctx, catalogue, offset)
-            _, n = self._save(*built, run=current)
-            return current, built, n
-
-        return self._retrying(command)
-
-    def _import_bundle_once(self, bundle: RunBundle, ctx: Context) -> ImportResult:
-        """Build and save a whole bundle's run in one transaction (one attempt of the command)."""
+        `key`: the idempotency record to save with it (record, body, scope), if any.
+        """
         run = self._prepare_run(bundle.run, ctx)
         catalogue = self.catalogue(bundle.run.project)
         before = set(run.case_ids) if run.version else set()
         cases = self._build_cases(run, bundle.cases, ctx, catalogue)
         meta = Meta(timestamp=self.clock(), actor=ctx.actor)
         self._close_as_bundled(run, bundle.run, meta, {c.id: c.last_hash for c in cases})
-        position, n = self._save(*cases, run=run)
+        record = None
+        if key is not None:
+            record, body, scope = key
+            self._use_key(record, ctx, body, scope, [run.id, *(c.id for c in cases)])
+        position, n = self._save(*cases, *_present(record), run=run)
         return ImportResult(
             run_id=run.id,
             run_key=bundle.run.key,
@@ -442,91 +490,91 @@ class Ledger(CaseCommands, TraceCommands):
         progress: Callable[[int, int], None] | None,
     ) -> ImportResult:
         """The import a `Ledger.import_stream` runs, with the collector paused."""
-        total = self._check_stream(run, cases, ctx, chunk_size, progress)
-        catalogue = self.catalogue(run.project)
-        current = self._prepare_run(run, ctx)
-        before = len(current.case_ids)
-        _, written = self._save(run=current)  # a new run is created on its own first
-        hashes = CaseHashes()
-        done = 0
-        for chunk in chunks(cases(), chunk_size):
-            current, built, n = self._write_chunk(current, chunk, ctx, catalogue, done)
-            hashes.add(built)
-            del built
-            written += n
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-
-        attempts = 0
-
-        def finish() -> tuple[int, int]:
-            nonlocal attempts
-            # The run in hand is current unless a concurrent writer made a save fail (and
-            # replaying it would hold a second copy of every case id).
-            closing = current if attempts == 0 else self.get_run(current.id)
-            attempts += 1
-            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
-            self._close_as_bundled(closing, run, meta, hashes)
-            return self._save(closing)
-
-        position, n = self._retrying(finish)
+        with EventSpool() as spool:
+            current, before, total = self._build_stream(
+                run, cases, ctx, chunk_size, spool, progress
+            )
+            position, written, done = self.position(), 0, 0
+            for events, n in spool.chunks():
+                if events:
+                    # A chunk of cases, or the run's own events (its creation, its seal).
+                    position = (self._write_chunk if n else self._write_run_events)(events)
+                written += len(events)
+                done += n
+                if progress is not None and n:
+                    progress(done, total)
         return ImportResult(
             run_id=current.id,
             run_key=run.key,
             position=position,
-            events=written + n,
+            events=written,
             cases=total,
             new_cases=len(current.case_ids) - before,
         )
 
-    def _check_stream(
+    def _build_stream(
         self,
         run: BundleRun,
         cases: Callable[[], Iterable[BundleCase]],
         ctx: Context,
         chunk_size: int,
+        spool: EventSpool,
         progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Build every case of the stream without saving (the dry first pass); count them.
+    ) -> tuple[Run, int, int]:
+        """Validate and build every case of the stream once, spooling its stored events.
 
-        Progress is reported with a total of 0: the stream's length is not known yet. Memory
-        stays flat: a new run is tried afresh for each chunk (it forgets the ids it attached),
-        and the ids seen so far are kept as 16 bytes each.
+        Returns the run as it will be once written, its cases before, and the stream's cases.
+        Progress is reported with a total of 0: the stream's length is not known yet. The ids
+        seen so far are kept as 16 bytes each.
         """
-        trial = self._prepare_run(run, ctx)
-        new = self._find(Run, trial.id) is None
+        current = self._prepare_run(run, ctx)
+        before = len(current.case_ids)
         catalogue = self.catalogue(run.project)
+        to_stored = self.app.mapper.to_stored_event
+        # A new run is written on its own first (as before the single pass: a resumed import
+        # finds the run it was interrupted in).
+        spool.add([to_stored(e) for e in self._in_save_order(current, [])], 0)
         seen: set[bytes] = set()
+        hashes = CaseHashes()
         total = 0
         for chunk in chunks(cases(), chunk_size):
             if any(c.overrides for c in chunk):
                 ctx.check_admin("recording overrides or invalidations")
             for i, bc in enumerate(chunk, start=total):
-                case_id = case_id_for(trial.id, bc.test_case.key, bc.repetition, bc.variant)
+                case_id = case_id_for(current.id, bc.test_case.key, bc.repetition, bc.variant)
                 if case_id.bytes in seen:
-                    first = next(
-                        j
-                        for j, other in enumerate(cases())
-                        if case_id_for(
-                            trial.id, other.test_case.key, other.repetition, other.variant
-                        )
-                        == case_id
-                    )
-                    raise ValidationError(
-                        f"cases[{i}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
-                        f"appears twice (first at cases[{first}])",
-                        field=f"cases[{i}].test_case.key",
-                    )
+                    self._twice(current.id, cases, case_id, bc, i)
                 seen.add(case_id.bytes)
-            if new and total:
-                trial = self._prepare_run(run, ctx)
-            self._build_cases(trial, chunk, ctx, catalogue, offset=total)
-            trial.collect_events()  # drop what a real pass would have written
+            built = self._build_cases(current, chunk, ctx, catalogue, offset=total)
+            hashes.add(built)
+            spool.add([to_stored(e) for e in self._in_save_order(current, built)], len(chunk))
             total += len(chunk)
             if progress is not None:
                 progress(total, 0)
-        return total
+        meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+        self._close_as_bundled(current, run, meta, hashes)
+        spool.add([to_stored(e) for e in self._in_save_order(current, [])], 0)
+        return current, before, total
+
+    def _twice(
+        self,
+        run_id: UUID,
+        cases: Callable[[], Iterable[BundleCase]],
+        case_id: UUID,
+        bc: BundleCase,
+        index: int,
+    ) -> NoReturn:
+        """A case met a second time in a stream: the error names both places."""
+        first = next(
+            j
+            for j, other in enumerate(cases())
+            if case_id_for(run_id, other.test_case.key, other.repetition, other.variant) == case_id
+        )
+        raise ValidationError(
+            f"cases[{index}]: test case {bc.test_case.key!r} repetition {bc.repetition} "
+            f"appears twice (first at cases[{first}])",
+            field=f"cases[{index}].test_case.key",
+        )
 
     def _close_as_bundled(
         self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None

@@ -43,8 +43,9 @@ class ImportFormatError(ValidationError):
 class PeerImport:
     """One run to import: its header and its cases as a stream that can be opened again.
 
-    `cases` is called once per pass (the ledger validates the whole stream before it writes),
-    so each call re-reads the source from the start.
+    `cases` is read once by an import (the ledger builds the whole stream before it writes); it
+    is called again only to name a duplicate's first place or when a concurrent writer made the
+    import start again, so each call re-reads the source from the start.
     """
 
     format: Format

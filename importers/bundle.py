@@ -1,10 +1,11 @@
 """Run bundles (`evaledger.run-bundle/1`), the ledger's own interchange format.
 
 A bundle file is streamed: its cases are parsed one by one with ijson (the C backend when
-installed), so memory stays flat however many cases the file holds. The file is read three
-times: a header pass (everything but the cases, which checks the whole file is well-formed JSON
-holding no lone surrogate escape), then the ledger's two passes over the cases (the validating
-dry run, then the chunked writes). `run` may come before or after `cases`.
+installed), so memory stays flat however many cases the file holds. The file is read twice: a
+header pass (everything but the cases, which checks the whole file is well-formed JSON holding
+no lone surrogate escape), then the ledger's one pass over the cases (each validated and built
+once, the chunks written once the whole stream was built; issue 32). `run` may come before or
+after `cases`.
 
 Each case gets the checks a whole-file parse gives (`parse_input_json`: NUL characters, integers
 beyond 2^53, lone surrogates, non-finite numbers, malformed JSON) with the field's path in the

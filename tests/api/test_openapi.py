@@ -98,6 +98,7 @@ def test_openapi_publishes_the_design_endpoints() -> None:
         ("POST", "/runs/{run_id}/cases/batch"),
         ("POST", "/runs/{run_id}/rescore"),
         ("POST", "/bundles"),
+        ("POST", "/ingest"),
         ("POST", "/cases/{case_id}/transcript"),
         ("POST", "/cases/{case_id}/verdicts"),
         ("POST", "/cases/{case_id}/outcomes"),
@@ -269,6 +270,7 @@ def test_every_operation_is_tagged_and_creates_document_201_and_200() -> None:
     assert {(m, p) for m, p, _ in creates} >= {
         ("POST", "/runs"),
         ("POST", "/bundles"),
+        ("POST", "/ingest"),
         ("POST", "/runs/{run_id}/cases"),
         ("POST", "/cases/{case_id}/transcript"),
     }

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evaledger.api.bootstrap import Settings, build_services
-from evaledger.domain.bundle import BundleCase, RunBundle
+from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from tests.api.test_cli import Cli
 from tests.helpers import bundle, case
@@ -18,22 +18,32 @@ class ProcessDied(Exception):
     """Stands for the import process dying between two chunk transactions."""
 
 
-def interrupted_import(db: str, data: RunBundle, after: int) -> None:
-    """Import `data` in chunks of 1 and stop after `after` cases are written."""
-    services = build_services(Settings(db=db))
-    passes = 0
+def interrupted_import(
+    db: str, data: RunBundle, after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Import `data` in chunks of 1 and stop after `after` cases are written.
 
-    def cases() -> Iterator[BundleCase]:
-        nonlocal passes
-        passes += 1
-        for i, c in enumerate(data.cases):
-            if passes == 2 and i == after:  # the writing pass
-                raise ProcessDied
-            yield c
+    The import reads its source once, before it writes (issue 32): the process "dies" in the
+    write of chunk `after + 1`.
+    """
+    services = build_services(Settings(db=db))
+    write = getattr(services.ledger, "_write_chunk")  # noqa: B009 - a test's stand-in for a kill
+    written = 0
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        nonlocal written
+        if written == after:
+            raise ProcessDied
+        written += 1
+        return write(*args, **kwargs)
 
     try:
-        with pytest.raises(ProcessDied):
-            services.ledger.import_stream(data.run, cases, Context(actor="ci"), chunk_size=1)
+        with monkeypatch.context() as m:
+            m.setattr(services.ledger, "_write_chunk", dying)
+            with pytest.raises(ProcessDied):
+                services.ledger.import_stream(
+                    data.run, lambda: iter(data.cases), Context(actor="ci"), chunk_size=1
+                )
     finally:
         services.close()
 
@@ -46,10 +56,14 @@ def three_cases() -> RunBundle:
 
 
 def test_gate_grade_and_compare_refuse_an_interrupted_import_until_it_is_re_run(
-    capsys: pytest.CaptureFixture[str], sqlite_url: str, three_cases: RunBundle, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    sqlite_url: str,
+    three_cases: RunBundle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cli = Cli(capsys, sqlite_url)
-    interrupted_import(sqlite_url, three_cases, after=2)
+    interrupted_import(sqlite_url, three_cases, after=2, monkeypatch=monkeypatch)
     assert [r["case_count"] for r in cli.json("runs")["data"]] == [2]
     refusal = "is incomplete: it is created with 2 cases so far (an interrupted import leaves "
     for command in (
