@@ -95,6 +95,8 @@ def execution_variances(
 ) -> tuple[float, float]:
     """σ²_b and σ²_c of one execution: ``p(1-p)`` of a rate (the worse of p ± mde), else sd²."""
     if sd is not None:
+        if not math.isfinite(sd * sd):
+            raise ValueError(f"sd: {sd} is too large (its square is not a finite number)")
         return sd * sd, sd * sd
     if not 0 <= baseline <= 1:
         raise ValueError(f"baseline: a rate must be within [0, 1] (give --sd for {metric})")
@@ -107,11 +109,17 @@ def execution_variances(
 
 def _n_for(variance: float, mde: float, alpha: float, power: float) -> float:
     """The (real) n solving ``n = (t_{1-α/2,n-1} + t_{power,n-1})² V / δ²``."""
-    n = (z(1 - alpha / 2) + z(power)) ** 2 * variance / mde**2
+    squared = mde * mde
+    if squared == 0:  # an mde so small its square underflows: no size finds it
+        return math.inf
+    scale = variance / squared
+    n = (z(1 - alpha / 2) + z(power)) ** 2 * scale
     for _ in range(50):
+        if not n <= MAX_PLANNED_CASES:  # above the cap (or infinite): no t to refine with
+            return n
         df = max(1, math.ceil(n) - 1)
-        nxt = (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) ** 2 * variance / mde**2
-        if abs(nxt - n) < 1e-9 or nxt > MAX_PLANNED_CASES:
+        nxt = (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) ** 2 * scale
+        if abs(nxt - n) < 1e-9 or not nxt <= MAX_PLANNED_CASES:
             return nxt
         n = nxt
     return n

@@ -176,8 +176,8 @@ def register(commands: Commands) -> None:
         dest="export_format",
         choices=EXPORT_FORMATS,
         default="bundle",
-        help="bundle (the default: the run, re-importable), csv, parquet, junit or jsonl "
-        "(the cases with status, gate, scores, named scores and judge summary)",
+        help="bundle (the run, re-importable), csv, parquet, junit or jsonl (the cases with "
+        "status, gate, scores, named scores and judge summary); default: bundle",
     )
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)

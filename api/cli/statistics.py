@@ -49,10 +49,12 @@ def register(commands: Commands) -> None:
     p = commands.add(
         "plan", cmd_plan, "test cases and repetitions needed to detect a difference", reads=True
     )
-    p.add_argument("--metric", default="pass_rate", help="pass_rate (default) or a metric")
+    p.add_argument(
+        "--metric", default="pass_rate", help="pass_rate or another metric (default: pass_rate)"
+    )
     p.add_argument("--baseline", type=float, required=True, help="expected value (a rate: 0.82)")
     p.add_argument("--mde", type=float, required=True, help="the difference to detect (0.03)")
-    p.add_argument("--repetitions", type=int, default=1, help="per test case and run (1)")
+    p.add_argument("--repetitions", type=int, default=1, help="per test case and run (default: 1)")
     p.add_argument(
         "--icc",
         metavar="FROM_RUNS",

@@ -194,6 +194,21 @@ def test_plan_refuses_impossible_designs() -> None:
         plan_sample_size("pass_rate", 0.8, 0.0)
 
 
+@pytest.mark.parametrize(("baseline", "mde", "sd"), [(0.5, 1e-200, None), (0.0, 5e-324, 1.0)])
+def test_plan_of_an_undetectable_difference_is_above_the_cap(
+    baseline: float, mde: float, sd: float | None
+) -> None:
+    # Found by the API fuzz test: an mde whose square underflows divided by zero, and an
+    # infinite n overflowed its ceiling. "No size finds it": no cases needed.
+    plan = plan_sample_size("score", baseline, mde, sd=sd)
+    assert plan.cases_needed is None and plan.executions_needed is None
+
+
+def test_plan_refuses_an_sd_whose_square_overflows() -> None:
+    with pytest.raises(ValueError, match=r"sd: .* too large"):
+        plan_sample_size("score", 0.0, 0.5, sd=1e300)
+
+
 # ---------------------------------------------------------------------------------------------
 # Simulations with a known truth
 
