@@ -291,12 +291,7 @@ def measure_noise(
     head = next((m for m in metrics if m.metric == PASS_RATE), metrics[0] if metrics else None)
     reading = "no metric is measured in every run"
     if head is not None and head.noise_floor is not None and head.mde is not None:
-        scale = 100.0 if head.metric == PASS_RATE else 1.0
-        reading = (
-            f"{head.metric}: A/A runs differ by up to {head.noise_floor * scale:.1f} points by "
-            f"chance ({100 * (1 - alpha):.0f} %); a change of {head.mde * scale:.1f} is found "
-            f"with {100 * power:.0f} % power"
-        )
+        reading = noise_reading(head.metric, head.noise_floor, head.mde, alpha, power)
     return NoiseReport(
         run_ids=[str(r) for r in run_ids],
         alpha=alpha,
@@ -357,6 +352,20 @@ def run_variance_split(services: Services, run_ids: Sequence[UUID]) -> list[Vari
         if split.agent is not None or split.judge is not None:
             out.append(split)
     return out
+
+
+def noise_reading(metric: str, floor: float, mde: float, alpha: float, power: float) -> str:
+    """The one-line reading of a metric's noise floor and MDE (a rate in points)."""
+    scale = 100.0 if metric == PASS_RATE else 1.0
+    found = (
+        "no change of the rate is found reliably at this size (its MDE exceeds 100 points)"
+        if metric == PASS_RATE and mde > 1
+        else f"a change of {mde * scale:.1f} is found with {100 * power:.0f} % power"
+    )
+    return (
+        f"{metric}: A/A runs differ by up to {floor * scale:.1f} points by chance "
+        f"({100 * (1 - alpha):.0f} %); {found}"
+    )
 
 
 def plan_runs(

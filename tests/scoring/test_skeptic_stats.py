@@ -17,6 +17,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
+from evaledger.application.statistics import noise_reading
 from evaledger.scoring.clustered import (
     clustered_difference,
     clustered_mean,
@@ -314,3 +315,14 @@ def test_noise_of_identical_setups_bounds_their_differences() -> None:
     truth = math.sqrt(float(np.sum(2 * difficulty * (1 - difficulty)))) / cases
     assert noise.sd_difference == pytest.approx(truth, rel=0.35)
     assert all(abs(d) <= 3 * truth for d in noise.pair_deltas)
+
+
+def test_the_noise_reading_of_a_rate_never_promises_a_change_beyond_its_range() -> None:
+    small = noise_reading("pass_rate", 0.028, 0.04, 0.05, 0.8)
+    assert small == (
+        "pass_rate: A/A runs differ by up to 2.8 points by chance (95 %); "
+        "a change of 4.0 is found with 80 % power"
+    )
+    wide = noise_reading("pass_rate", 0.84, 1.2, 0.05, 0.8)
+    assert "a change of 120" not in wide and "MDE exceeds 100 points" in wide
+    assert "a change of 1.2 is found" in noise_reading("avg_score", 0.5, 1.2, 0.05, 0.8)
