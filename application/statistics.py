@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from evaledger.application.compare import ComparisonReport
     from evaledger.application.grades import GateResult
     from evaledger.application.ports import Services
-    from evaledger.scoring.comparison import RunComparison
+    from evaledger.scoring.comparison import Comparison, RunComparison
 
 __all__ = [
     "CORRECTIONS",
@@ -167,13 +167,13 @@ def significance_between(
 
 def significance_of(report: ComparisonReport) -> ComparisonSignificance:
     """The significance `compare_significance` put in the report."""
-    found = report.result.significance
+    found = report.significance
     if found is None:
         raise StateError("the comparison has no significance yet (compare_significance)")
     return found
 
 
-def reasons_within_noise(result: RunComparison, noise: NoiseFloor) -> list[str]:
+def reasons_within_noise(result: RunComparison | Comparison, noise: NoiseFloor) -> list[str]:
     """The threshold verdict's reasons whose metric moved less than its noise floor.
 
     The reported deltas are held against the floors: ``pass_rate_delta`` (a fraction) against

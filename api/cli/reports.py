@@ -199,7 +199,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     report = compare_significance(
         services, report, correction=args.correction, noise=noise, spec=specs[0] if specs else None
     )
-    forgiven = None if noise is None else reasons_within_noise(report.result, noise)
+    forgiven = None if noise is None else reasons_within_noise(report.comparison, noise)
     notes = judge_error_notes(report)
     return report_comparison(
         report.comparison, args, notes, report.headlines, forgiven, report.significance
