@@ -37,9 +37,9 @@ from evaledger.scoring.comparison.significance import (
     ComparisonSignificance,
     Samples,
     execution_samples,
+    sample_rows,
     significance,
 )
-from evaledger.scoring.models import CaseScore
 from evaledger.scoring.power import (
     DEFAULT_POWER,
     IccEstimate,
@@ -116,10 +116,13 @@ class PlanReport(StrictModel):
     reading: str
 
 
-def _scores(services: Services, run_id: UUID, spec: ScoringSpec | None) -> list[CaseScore]:
+def _scores(
+    services: Services, run_id: UUID, spec: ScoringSpec | None = None
+) -> list[dict[str, Any]]:
+    """A run's case scores as the plain rows the statistics read (under `spec`, when given)."""
     if spec is None:
-        return services.reads.case_scores(run_id)
-    return services.reads.summary_under(run_id, spec)[1]
+        return services.reads.case_score_rows(run_id)
+    return sample_rows(services.reads.summary_under(run_id, spec)[1])
 
 
 def compare_significance(
@@ -136,14 +139,24 @@ def compare_significance(
         raise ValidationError(
             f"correction: must be one of {', '.join(CORRECTIONS)}", field="correction"
         )
-    found = significance(
-        _scores(services, report.baseline_id, spec),
-        _scores(services, report.candidate_id, spec),
-        correction=correction,
-        alpha=alpha,
-        noise_floors=None if noise is None else noise.floors,
-        noise_floor_source=None if noise is None else noise.source,
-    )
+    floors = None if noise is None else noise.floors
+    source = None if noise is None else noise.source
+
+    def compute() -> bytes:
+        found = significance(
+            _scores(services, report.baseline_id, spec),
+            _scores(services, report.candidate_id, spec),
+            correction=correction,
+            alpha=alpha,
+            noise_floors=floors,
+            noise_floor_source=source,
+        )
+        return found.model_dump_json().encode()
+
+    # Computed once per pair of runs as they stand (and these options), then read (issue 32).
+    parts = ("significance", spec.spec_id if spec else None, correction, alpha, floors, source)
+    body = services.reports.pair_answer(report.baseline_id, report.candidate_id, parts, compute)
+    found = ComparisonSignificance.model_validate_json(body)
     return replace(report, significance=found)
 
 
@@ -157,8 +170,8 @@ def significance_between(
 ) -> ComparisonSignificance:
     """Two stored runs' per-metric significance under their own specs."""
     return significance(
-        services.reads.case_scores(baseline_id),
-        services.reads.case_scores(candidate_id),
+        _scores(services, baseline_id),
+        _scores(services, candidate_id),
         correction=correction,
         noise_floors=None if noise is None else noise.floors,
         noise_floor_source=None if noise is None else noise.source,
@@ -276,10 +289,10 @@ def measure_noise(
             field="runs",
         )
     if len(run_ids) == 1:
-        samples = _repetition_samples(services.reads.case_scores(run_ids[0]))
+        samples = _repetition_samples(_scores(services, run_ids[0]))
     else:
         index: dict[str, int] = {}  # one code per test case across the runs: they are paired
-        samples = [execution_samples(services.reads.case_scores(r), index)[0] for r in run_ids]
+        samples = [execution_samples(_scores(services, r), index)[0] for r in run_ids]
     names = [PASS_RATE, AVG_SCORE]
     names += sorted({n for s in samples for n in s} - {PASS_RATE, AVG_SCORE})
     metrics = [
@@ -302,15 +315,15 @@ def measure_noise(
     )
 
 
-def _repetition_samples(scores: Sequence[CaseScore]) -> list[Samples]:
+def _repetition_samples(scores: Sequence[Mapping[str, Any]]) -> list[Samples]:
     """One run's repetitions as A/A runs: every repetition index is a run of its own.
 
     Each repetition is an independent execution of the same agent on the same suite, so the
     run's first repetitions against its second ones are an A/A pair (on the cases repeated).
     """
-    by_repetition: dict[int, list[CaseScore]] = {}
+    by_repetition: dict[int, list[Mapping[str, Any]]] = {}
     for score in scores:
-        by_repetition.setdefault(score.repetition, []).append(score)
+        by_repetition.setdefault(score["repetition"], []).append(score)
     if len(by_repetition) < 2:
         raise ValidationError(
             "runs: one run measures noise only with repetitions; give two or more A/A runs",
@@ -392,7 +405,7 @@ def plan_runs(
         clusters: list[int] = []
         index: dict[str, int] = {}  # a test case's executions in every run are one group
         for run_id in icc_runs:
-            sample = execution_samples(services.reads.case_scores(run_id), index)[0].get(metric)
+            sample = execution_samples(_scores(services, run_id), index)[0].get(metric)
             if sample is None:
                 raise ValidationError(f"metric: run {run_id} has no {metric!r}", field="metric")
             values += sample[0].tolist()

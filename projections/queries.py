@@ -23,7 +23,12 @@ from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
 from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
-from evaledger.projections.rows import closed_inputs_marker, load_facts, load_scores
+from evaledger.projections.rows import (
+    closed_inputs_marker,
+    load_facts,
+    load_score_rows,
+    load_scores,
+)
 from evaledger.projections.tables import (
     CASES_PROJECTION,
     PROJECTION_NAMES,
@@ -233,6 +238,12 @@ class ReadModels:
         self.get_run(run_id)
         with self.engine.connect() as conn:
             return load_scores(conn, str(run_id))
+
+    def case_score_rows(self, run_id: UUID) -> list[dict[str, Any]]:
+        """As `case_scores`, each score its stored JSON decoded (no models)."""
+        self.get_run(run_id)
+        with self.engine.connect() as conn:
+            return load_score_rows(conn, str(run_id))
 
     def first_cases(self, run_id: UUID, keys: Iterable[str]) -> dict[tuple[str, str], UUID]:
         """(test case key, variant) → its first-opened case id, for the keys given, in that order.

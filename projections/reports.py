@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -33,7 +33,7 @@ from evaledger.projections.queries import ReadModels, RunRow, Summary
 from evaledger.projections.rows import upsert
 from evaledger.projections.tables import compare_cache, run_summaries
 from evaledger.scoring import case as scoring
-from evaledger.scoring import means, models, named, stats
+from evaledger.scoring import clustered, means, models, named, stats
 from evaledger.scoring import run as run_scoring
 from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.grading import Grade, GradingSpec, grade, grading_spec, load_preset
@@ -86,6 +86,7 @@ def code_fingerprint() -> str:
     package = sorted(Path(str(comparison.__file__)).parent.glob("*.py"))
     digest = hashlib.sha256()
     for module in (
+        clustered,
         means,
         models,
         named,
@@ -119,6 +120,8 @@ class Reports:
         # (runs, their summary positions, spec) → their paired statistics: the bootstrap runs once
         # per pair of runs, whatever the thresholds, the page or the options of the request.
         self._statistics: OrderedDict[tuple[Any, ...], stats.PairedStatistics] = OrderedDict()
+        # digest → an answer about a pair of runs (`pair_answer`), serialised.
+        self._answers: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
@@ -230,6 +233,37 @@ class Reports:
                 .scalar_subquery()
             )
             conn.execute(delete(compare_cache).where(compare_cache.c.created_at < oldest_kept))
+
+    def pair_answer(
+        self,
+        baseline_id: UUID,
+        candidate_id: UUID,
+        parts: tuple[Any, ...],
+        compute: Callable[[], bytes],
+    ) -> bytes:
+        """An answer about two runs as they stand, computed once and kept (the significance).
+
+        Keyed by both runs' summary positions (they move whenever a run's scores can change),
+        `parts` (what else the answer depends on) and the code's fingerprint; kept in this
+        process and in the store's shared cache, so neither this process nor another serving
+        one computes it again for the same runs.
+        """
+        positions = self._summary_positions(baseline_id, candidate_id)
+        digest = shared_key("pair", baseline_id, positions[0], candidate_id, positions[1], *parts)
+        with self._lock:
+            hit = self._answers.get(digest)
+            if hit is not None:
+                self._answers.move_to_end(digest)
+                return hit
+        body = self._shared(digest)
+        if body is None:
+            body = compute()
+            self._share(digest, body)
+        with self._lock:
+            self._answers[digest] = body
+            while len(self._answers) > STATISTICS_CACHED:
+                self._answers.popitem(last=False)
+        return body
 
     def pair_statistics(self, pair: tuple[Any, ...]) -> PairStatistics:
         """The paired statistics of one pair of runs, computed once and kept.

@@ -20,8 +20,8 @@ Every metric is read as "higher is better" (scores, pass rates, peer scorers' sc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -92,35 +92,58 @@ Samples = dict[str, tuple[np.ndarray, np.ndarray]]
 """Per metric, the executions' values and their clusters' integer codes."""
 
 
+SAMPLE_FIELDS = frozenset(
+    {
+        "canceled",
+        "test_id",
+        "test_case_key",
+        "passed",
+        "errored",
+        "overall_score",
+        "metric_scores",
+        "named_scores",
+    }
+)
+"""What `execution_samples` reads of a case score (its stored JSON's names)."""
+
+
+def sample_rows(cases: Iterable[CaseScore]) -> list[dict[str, Any]]:
+    """Case score models as the plain rows `execution_samples` reads (their JSON's shape)."""
+    return [case.model_dump(include=set(SAMPLE_FIELDS)) for case in cases]
+
+
 def execution_samples(
-    cases: Sequence[CaseScore], index: dict[str, int] | None = None
+    cases: Iterable[Mapping[str, Any]], index: dict[str, int] | None = None
 ) -> tuple[Samples, dict[str, str]]:
     """Per metric, the executions' values and cluster codes; and each metric's kind.
 
-    ``index`` maps a cluster (dataset item) to its code; pass the same one for both sides of a
-    comparison so that their codes agree.
+    ``cases`` are case scores as plain rows (`CaseScore`'s JSON, decoded: the read model's
+    stored scores, or `sample_rows` of models). ``index`` maps a cluster (dataset item) to its
+    code; pass the same one for both sides of a comparison so that their codes agree.
     """
     index = {} if index is None else index
     values: dict[str, list[float]] = {}
     codes: dict[str, list[int]] = {}
     kinds: dict[str, str] = {PASS_RATE: "run", AVG_SCORE: "run"}
     for case in cases:
-        if case.canceled:
+        if case["canceled"]:
             continue
-        cluster = index.setdefault(case.test_id or case.test_case_key, len(index))
+        cluster = index.setdefault(case["test_id"] or case["test_case_key"], len(index))
         found: list[tuple[str, float]] = []
-        if case.passed is not None or case.errored:
-            found.append((PASS_RATE, 1.0 if case.passed else 0.0))
-        if case.overall_score is not None:
-            found.append((AVG_SCORE, case.overall_score))
-        for m in case.metric_scores:
-            if m.passed is not None:
-                found.append((m.metric, 1.0 if m.passed else 0.0))
-                kinds.setdefault(m.metric, "binary")
-            elif m.score is not None:
-                found.append((m.metric, m.score))
-                kinds.setdefault(m.metric, "metric")
-        for name, value in case.named_scores.items():
+        passed = case["passed"]
+        if passed is not None or case["errored"]:
+            found.append((PASS_RATE, 1.0 if passed else 0.0))
+        if case["overall_score"] is not None:
+            found.append((AVG_SCORE, case["overall_score"]))
+        for m in case["metric_scores"]:
+            metric = m["metric"]
+            if m["passed"] is not None:
+                found.append((metric, 1.0 if m["passed"] else 0.0))
+                kinds.setdefault(metric, "binary")
+            elif m["score"] is not None:
+                found.append((metric, m["score"]))
+                kinds.setdefault(metric, "metric")
+        for name, value in case.get("named_scores", {}).items():  # left out when empty
             found.append((SCORER_PREFIX + name, value))
             kinds.setdefault(SCORER_PREFIX + name, "scorer")
         for name, value in found:
@@ -178,15 +201,18 @@ def reading_of(
 
 
 def significance(
-    baseline: Sequence[CaseScore],
-    candidate: Sequence[CaseScore],
+    baseline: Sequence[Mapping[str, Any]],
+    candidate: Sequence[Mapping[str, Any]],
     *,
     correction: Correction = DEFAULT_CORRECTION,
     alpha: float = DEFAULT_ALPHA,
     noise_floors: Mapping[str, float] | None = None,
     noise_floor_source: str | None = None,
 ) -> ComparisonSignificance:
-    """Both runs' executions compared metric by metric, corrected, against the noise floor."""
+    """Both runs' executions compared metric by metric, corrected, against the noise floor.
+
+    The runs' case scores are plain rows (see `execution_samples`).
+    """
     index: dict[str, int] = {}
     b_samples, b_kinds = execution_samples(baseline, index)
     c_samples, c_kinds = execution_samples(candidate, index)

@@ -245,3 +245,50 @@ def test_compare_files_through_a_scratch_store(tmp_path: Path) -> None:
             tmp_path / "b.json", tmp_path / "o.json", scratch, where, allow_different_suites=False
         )
     assert len(opened) == 1  # refused before anything was imported
+
+
+def test_a_comparisons_significance_is_kept_per_pair_and_follows_an_override(
+    two_runs: tuple[Services, UUID, UUID],
+) -> None:
+    """Computed once per pair of runs as they stand (issue 32): read again while neither run
+    changed, computed again once an override moves a run's scores; always equal to the
+    significance of the runs' case score models (the reference: `sample_rows` of the models)."""
+    from evaledger.application import cases, statistics
+    from evaledger.domain.events.values import MetricScore
+    from evaledger.projections.tables import compare_cache
+    from evaledger.scoring.comparison.significance import sample_rows, significance
+
+    services, b, c = two_runs
+
+    def fresh() -> Any:
+        return significance(
+            sample_rows(services.reads.case_scores(b)), sample_rows(services.reads.case_scores(c))
+        )
+
+    def kept() -> int:
+        with services.reads.engine.connect() as conn:
+            return len(conn.execute(compare_cache.select()).all())
+
+    def found() -> Any:
+        report = compare.compare_report(services, b, c, CompareThresholds())
+        return statistics.significance_of(statistics.compare_significance(services, report))
+
+    first = found()
+    assert first == fresh()
+    entries = kept()
+    assert found() == first and kept() == entries  # read, not computed and stored again
+    dropped = next(r for r in services.reads.case_scores(c) if r.test_case_key == "b")
+    verdict_id = next(iter(services.ledger.get_case(dropped.case_id).verdict_ids))
+    lifted = [MetricScore(metric=m.metric, score=5) for m in dropped.metric_scores]
+    cases.override_verdict(
+        services,
+        dropped.case_id,
+        ADMIN,
+        verdict_id=verdict_id,
+        reason="re-read",
+        metric_scores=lifted,
+    )
+    services.sync()
+    after = found()
+    assert after == fresh() and after != first
+    assert kept() > entries  # the new answer (and the new pair statistics) stored
