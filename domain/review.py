@@ -26,9 +26,7 @@ from evaledger.domain.events.review import (
     ReviewItemSkipped,
     ReviewQueueCreated,
 )
-
-TOKEN_MARK = " (token "
-
+from evaledger.domain.tokens import actor_name
 
 def review_queue_id_for(project: str, name: str) -> UUID:
     """Id of the review queue `name` of `project` (tenants never share one)."""
@@ -37,8 +35,7 @@ def review_queue_id_for(project: str, name: str) -> UUID:
 
 def reviewer_name(actor: str) -> str:
     """The reviewer an actor is: a token's name (`alice (token t1)` → `alice`), else the actor."""
-    head, mark, _ = actor.partition(TOKEN_MARK)
-    return head if mark else actor
+    return actor_name(actor)
 
 
 def round_robin(
