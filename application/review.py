@@ -429,9 +429,7 @@ def skip_item(
     project: str | None = None,
 ) -> Written:
     """The reader passes on an item given to them."""
-    return services.ledger.skip_review_item(
-        queue_project(ctx, project), name, case_id, ctx, reason
-    )
+    return services.ledger.skip_review_item(queue_project(ctx, project), name, case_id, ctx, reason)
 
 
 def adjudicate_item(

@@ -28,6 +28,7 @@ from evaledger.domain.events.review import (
 )
 from evaledger.domain.tokens import actor_name
 
+
 def review_queue_id_for(project: str, name: str) -> UUID:
     """Id of the review queue `name` of `project` (tenants never share one)."""
     return uuid5(NAMESPACE, f"review-queue\x1f{project}\x1f{name}")

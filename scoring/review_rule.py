@@ -109,16 +109,16 @@ def _clause(clause: str) -> Test:
         return lambda f: f.passed is not None and (f.passed == want) == (op != "!=")
     if name == "key" and op == "~":
         return lambda f: value in f.key
+    metric = name.removeprefix("metric.") if name.startswith("metric.") else None
+    if name not in NUMBERS and not metric:
+        known = ", ".join(("status", "passed", "key", *NUMBERS, "metric.<id>", *FLAGS))
+        raise RuleError(f"where: unknown fact {name!r} in {clause!r} (known: {known})")
     if op in ("~", "in") or op not in OPS:
         raise RuleError(f"where: {clause!r}: {op!r} does not apply to {name!r}")
     number, compare = _number(clause, value), OPS[op]
-    if name in NUMBERS:
-        return lambda f: (v := getattr(f, name)) is not None and compare(v, number)
-    if name.startswith("metric.") and len(name) > len("metric."):
-        metric = name.removeprefix("metric.")
+    if metric:
         return lambda f: (v := f.metric_scores.get(metric)) is not None and compare(v, number)
-    known = ", ".join(("status", "passed", "key", *NUMBERS, "metric.<id>", *FLAGS))
-    raise RuleError(f"where: unknown fact {name!r} in {clause!r} (known: {known})")
+    return lambda f: (v := getattr(f, name)) is not None and compare(v, number)
 
 
 def _status(clause: str, op: str, value: str) -> Test:
