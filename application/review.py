@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from pydantic import TypeAdapter
+
 from evaledger.application.review_queue import CaseRow, judges_disagree
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events import CaseOpened, TokenScope, TranscriptRecorded
@@ -23,7 +25,7 @@ from evaledger.domain.review import GoldLabel, ReviewQueue, reviewer_name
 from evaledger.domain.writes import Context, Written
 from evaledger.projections.case_pages import case_scores_by_id
 from evaledger.projections.votes import reviewed_cases
-from evaledger.scoring.agreement import MeasureAgreement, measure_agreement
+from evaledger.scoring.agreement import MeasureAgreement, measure_agreement, shown
 from evaledger.scoring.review_rule import ReviewFacts, RuleError, parse_rule
 
 if TYPE_CHECKING:
@@ -498,3 +500,42 @@ def gold_items(
             }
         )
     return lines
+
+
+# -- for the entry points -----------------------------------------------------------------------
+
+
+def agreement_line(measure: MeasureAgreement) -> str:
+    """One measure's agreement as printed: κ for two reviewers, else α, with its interval."""
+    if len(measure.raters) == 2:
+        name, value, interval = "Cohen's κ", measure.cohen_kappa, measure.kappa_interval
+    else:
+        name, value, interval = (
+            "Krippendorff's α",
+            measure.krippendorff_alpha,
+            measure.alpha_interval,
+        )
+    figure = shown(value, measure.reliability, interval)
+    return f"{measure.measure}: {name} {figure} over {measure.items} item(s)"
+
+
+def case_in_queue(
+    services: Services, name: str, ref: str, ctx: Context, project: str | None = None
+) -> UUID:
+    """A case of the queue named by its id or by its test case key (one case with that key)."""
+    try:
+        return UUID(ref)
+    except ValueError:
+        pass
+    queue = get_queue(services, name, ctx, project)
+    keys = _case_keys(services, queue.created.case_ids)
+    found = [c for c, k in keys.items() if k == ref]
+    if len(found) != 1:
+        what = "no case" if not found else f"{len(found)} cases"
+        raise ValidationError(f"case: {what} with key {ref!r} in queue {name!r}", field="case")
+    return found[0]
+
+
+def as_json(value: Any) -> Any:
+    """A view of this module (dataclasses, models) as plain JSON values."""
+    return TypeAdapter(type(value)).dump_python(value, mode="json")
