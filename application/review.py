@@ -320,6 +320,8 @@ class ReviewItem:
     my_label: ItemLabel | None
     assigned_to_me: bool
     next_case: UUID | None
+    may_adjudicate: bool
+    """The reader may fix the gold label (a named adjudicator, or an admin)."""
 
 
 def item_access(queue: ReviewQueue, case_id: UUID, ctx: Context) -> None:
@@ -369,6 +371,7 @@ def review_item(
         my_label=_shown(mine) if mine is not None else None,
         assigned_to_me=me in queue.assigned.get(case_id, []),
         next_case=queue.next_for(me, after=case_id),
+        may_adjudicate=queue.may_adjudicate(me) or ctx.scope.allows(TokenScope.ADMIN),
     )
 
 
