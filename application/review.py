@@ -18,7 +18,7 @@ from uuid import UUID
 from pydantic import TypeAdapter
 
 from evaledger.application.review_queue import CaseRow, judges_disagree
-from evaledger.domain.errors import NotFoundError, ValidationError
+from evaledger.domain.errors import NotFoundError, PermissionDeniedError, ValidationError
 from evaledger.domain.events import CaseOpened, TokenScope, TranscriptRecorded
 from evaledger.domain.events.review import ReviewAssignment
 from evaledger.domain.review import GoldLabel, ReviewQueue, reviewer_name
@@ -394,6 +394,40 @@ def first_input(turns: Sequence[dict[str, Any]]) -> Any:
         if turn.get("role") == "user":
             return turn.get("content")
     return None
+
+
+def blind_hold(
+    services: Services, aggregate_id: UUID, actor: str, project: str | None
+) -> str | None:
+    """The blind queue that keeps a run's or a case's results from this reader, if any.
+
+    A reviewer with an item of a blind queue still to label may not read that case (its page,
+    history, explanation) nor its run's results (run page, cases, comparisons, exports): they
+    would show the verdict. None: nothing is held from them.
+    """
+    me = reviewer_name(actor)
+    for queue_project_, name in services.ledger.review_queue_names(project):
+        queue = services.ledger.review_queue(queue_project_, name)
+        if not queue.created.blind or me not in queue.created.reviewers:
+            continue
+        pending = [c for c, rs in queue.assigned.items() if me in rs and not queue.may_see(c, me)]
+        if aggregate_id in pending:
+            return name
+        if aggregate_id in queue.created.run_ids and pending:
+            return name
+    return None
+
+
+def check_not_blind(
+    services: Services, aggregate_id: UUID, actor: str, project: str | None
+) -> None:
+    """Refuse (403) what `blind_hold` holds: the reader labels their items first."""
+    held = blind_hold(services, aggregate_id, actor, project)
+    if held is not None:
+        raise PermissionDeniedError(
+            f"blind review: {reviewer_name(actor)!r} has items of queue {held!r} to label; "
+            "their verdicts are hidden until then (open them from the queue)"
+        )
 
 
 def next_item(

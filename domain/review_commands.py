@@ -8,6 +8,7 @@ client chooses.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -80,20 +81,35 @@ class ReviewCommands(LedgerStore):
         return queue
 
     def review_queue_names(self, project: str | None) -> list[tuple[str, str]]:
-        """(project, name) of every queue, of `project` only when given, oldest first."""
-        found: list[tuple[str, str]] = []
-        start: int | None = None
-        topic = ReviewQueueCreated.topic()
-        while True:
-            page = self.app.recorder.select_notifications(start, 1000, topics=[topic])
-            if not page:
-                return found
-            for n in page:
-                event = self.decode(n)
-                assert isinstance(event, ReviewQueueCreated)
-                if project is None or event.project == project:
-                    found.append((event.project, event.name))
-            start = page[-1].id + 1
+        """(project, name) of every queue, of `project` only when given, oldest first.
+
+        Read from the log once, then only what was logged since: every read of a run or a case
+        asks (`application/review.blind_hold`), and a scan of the whole log by topic is not free.
+        """
+        with self._queues_lock:
+            known: list[tuple[str, str]] = self.__dict__.setdefault("_queue_names", [])
+            start: int = self.__dict__.get("_queue_names_after", 0) + 1
+            head, topic = self.position(), ReviewQueueCreated.topic()
+            while start <= head:
+                page = self.app.recorder.select_notifications(
+                    start, 1000, stop=head, topics=[topic]
+                )
+                for n in page:
+                    event = self.decode(n)
+                    assert isinstance(event, ReviewQueueCreated)
+                    known.append((event.project, event.name))
+                if len(page) < 1000:
+                    break
+                start = page[-1].id + 1
+            self.__dict__["_queue_names_after"] = max(head, start - 1)
+            return [(p, n) for p, n in known if project is None or p == project]
+
+    @property
+    def _queues_lock(self) -> threading.Lock:
+        lock: threading.Lock | None = self.__dict__.get("_queue_names_lock")
+        if lock is None:
+            lock = self.__dict__.setdefault("_queue_names_lock", threading.Lock())
+        return lock
 
     def assign_review_items(
         self, project: str, name: str, assignments: Sequence[ReviewAssignment], ctx: Context

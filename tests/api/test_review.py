@@ -201,7 +201,17 @@ def test_blind_answers_carry_no_verdict_before_the_readers_own_label(site: Site)
         mine = next(i for i in queue["items"] if i["case_id"] == item)
         assert mine["visible"] is False and mine["labels"] == [] and mine["gold"] is None
         assert site.call(who, "GET", "/review/queues/q/export").text == ""
+    # nor anywhere else: the case's own answers and its run's results are refused (403)
+    runs = site.call("lead", "GET", "/runs").json()["data"]
+    run = next(r["run_id"] for r in runs if r["run_key"] == "nightly")
+    for held in (f"/cases/{item}", f"/cases/{item}/history", f"/cases/{item}/explain",
+                 f"/runs/{run}", f"/runs/{run}/cases"):  # fmt: skip
+        refused = site.call("alice", "GET", held)
+        assert refused.status_code == 403 and "blind review" in refused.text, held
+    assert site.call("lead", "GET", f"/cases/{item}").status_code == 200
     assert site.call("alice", "POST", f"{path}/label", json={"passed": False}).status_code == 201
+    assert site.call("alice", "GET", f"/cases/{item}").status_code == 200  # labelled: shown
+    assert site.call("alice", "GET", f"/runs/{run}/cases").status_code == 403  # 3 more to go
     after = site.call("alice", "GET", path).json()
     assert after["hidden"] is False and after["verdict"]["status"] == "failed"
     assert {lab["reviewer"] for lab in after["labels"]} == {"alice", "bob"}
