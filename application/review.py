@@ -39,6 +39,11 @@ AGREEMENT_METHOD = (
 )
 
 
+def context_of(actor: str) -> Context:
+    """The context of the store's owner acting as `actor` (the CLI)."""
+    return Context(actor=actor)
+
+
 def queue_project(ctx: Context, project: str | None) -> str:
     """The project a queue is read or written in: the token's own, else as asked (default)."""
     return ctx.project or project or DEFAULT_PROJECT

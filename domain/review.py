@@ -79,12 +79,11 @@ class ReviewQueue(Aggregate):
     skips: dict[UUID, set[str]]
     adjudicated: dict[UUID, ReviewItemAdjudicated]
 
-    @classmethod
-    def create(cls, queue_id: UUID, meta: Meta, **fields: Any) -> ReviewQueue:
-        """A new queue; its cases are assigned by the caller next (`assign`)."""
-        queue = cls(queue_id)
-        queue._trigger(ReviewQueueCreated, meta, **fields)
-        return queue
+    def define(self, meta: Meta, **fields: Any) -> None:
+        """Create the queue (once); its cases are assigned by the caller next (`assign`)."""
+        if self.exists:
+            raise ConflictError(f"name: review queue {self.name!r} already exists", field="name")
+        self._trigger(ReviewQueueCreated, meta, **fields)
 
     @property
     def exists(self) -> bool:

@@ -63,7 +63,8 @@ class ReviewCommands(LedgerStore):
             if self._find(ReviewQueue, queue_id) is not None:
                 raise ConflictError(f"name: review queue {name!r} already exists", field="name")
             meta = self._meta(ctx, jsonable(fields))
-            queue = ReviewQueue.create(queue_id, meta, **fields)
+            queue = ReviewQueue(queue_id)
+            queue.define(meta, **fields)
             if assignments:
                 queue.assign(assignments, meta, "round-robin")
             position, n = self._save(queue)

@@ -112,13 +112,17 @@ def _score(text: str) -> float:
     return value
 
 
-def cmd_queue(services: Services, args: argparse.Namespace) -> int:
-    """Create, list or show review queues."""
+def _use_cases() -> Any:
     # lazy: the review use cases (the event classes, the agreement code), only for `review`
     from evaledger.application import review
-    from evaledger.domain.ledger import Context  # lazy: with the line above
 
-    ctx = Context(actor=args.actor)
+    return review
+
+
+def cmd_queue(services: Services, args: argparse.Namespace) -> int:
+    """Create, list or show review queues."""
+    review = _use_cases()
+    ctx = review.context_of(args.actor)
     if args.queue_action == "create":
         runs = [resolve_run(services, r, args.project) for r in args.run]
         made = review.create_review_queue(
@@ -161,11 +165,8 @@ def _print_queue(view: Any, line: Any) -> None:
 
 def cmd_review(services: Services, args: argparse.Namespace) -> int:
     """next, item, label, skip, adjudicate, assign, export."""
-    # lazy: the review use cases (the event classes, the agreement code), only for `review`
-    from evaledger.application import review
-    from evaledger.domain.ledger import Context  # lazy: with the line above
-
-    ctx, project, queue = Context(actor=args.actor), args.project, args.queue
+    review = _use_cases()
+    ctx, project, queue = review.context_of(args.actor), args.project, args.queue
     if args.action == "next":
         found = review.next_item(services, queue, ctx, project)
         if args.json:
