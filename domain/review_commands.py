@@ -60,9 +60,12 @@ class ReviewCommands(LedgerStore):
         }
 
         def command() -> Written:
-            if self._find(ReviewQueue, queue_id) is not None:
-                raise ConflictError(f"name: review queue {name!r} already exists", field="name")
             meta = self._meta(ctx, jsonable(fields))
+            found = self._find(ReviewQueue, queue_id)
+            if found is not None and found.exists:
+                if found.seen(meta):  # the same request again, with its idempotency key
+                    return Written((queue_id,), self.position(), 0)
+                raise ConflictError(f"name: review queue {name!r} already exists", field="name")
             queue = ReviewQueue(queue_id)
             queue.define(meta, **fields)
             if assignments:

@@ -66,7 +66,7 @@ def register(commands: Commands) -> None:
         sub.set_defaults(func=cmd_queue, reads=True)
 
     a = add("next", "the next case for --actor in a queue")
-    a.add_argument("queue", metavar="QUEUE")
+    a.add_argument("queue", metavar="QUEUE", help="the queue's name")
     a = add("item", "one case of a queue as --actor may see it (blind: no verdict before a label)")
     _item_args(a)
     a = add("label", "label a case given to --actor")
@@ -84,14 +84,14 @@ def register(commands: Commands) -> None:
     _item_args(a)
     a.add_argument("reviewers", metavar="A,B", help="reviewers, comma-separated")
     a = add("export", "write the settled items as a gold set (dataset item JSON lines)")
-    a.add_argument("queue", metavar="QUEUE")
+    a.add_argument("queue", metavar="QUEUE", help="the queue's name")
     a.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSONL file")
     for name in ("next", "item", "label", "skip", "adjudicate", "assign", "export"):
         actions.choices[name].set_defaults(func=cmd_review, reads=True)
 
 
 def _item_args(a: argparse.ArgumentParser) -> None:
-    a.add_argument("queue", metavar="QUEUE")
+    a.add_argument("queue", metavar="QUEUE", help="the queue's name")
     a.add_argument("case", metavar="CASE", help="a case id, or its test case key in the queue")
 
 

@@ -8,15 +8,14 @@ token's project by `AUTH` (`api/deps.py`), and an item not given to the reader i
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
-import orjson
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaledger.api.deps import ContextDep, ServicesDep, SyncedDep
-from evaledger.api.responses import created
+from evaledger.api.responses import created, replayed
 from evaledger.api.schemas import Written
 from evaledger.application import review
 from evaledger.domain.ledger import Written as LedgerWritten
@@ -106,7 +105,12 @@ class AssignBody(BaseModel):
     assignments: dict[UUID, Reviewers] = Field(min_length=1, max_length=10_000)
 
 
-@router.post("/review/queues", status_code=201, response_model=QueueCreatedOut)
+@router.post(
+    "/review/queues",
+    status_code=201,
+    response_model=QueueCreatedOut,
+    responses=replayed(QueueCreatedOut),
+)
 def create_queue(
     body: QueueBody, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> QueueCreatedOut:
@@ -122,18 +126,23 @@ def create_queue(
         blind=body.blind,
         adjudicators=body.adjudicators,
     )
-    response.headers["Location"] = f"/review/queues/{made.name}"
+    created(response, f"/review/queues/{made.name}", made.written.events)
     return QueueCreatedOut(
         project=made.project, name=made.name, cases=made.cases, position=made.written.position
     )
 
 
-@router.get("/review/queues", response_model=list[QueueName])
-def list_queues(services: ServicesDep, ctx: ContextDep, project: Project = None) -> list[QueueName]:
+class QueueList(BaseModel):
+    """The review queues listed, oldest first."""
+
+    data: list[QueueName]
+
+
+@router.get("/review/queues", response_model=QueueList)
+def list_queues(services: ServicesDep, ctx: ContextDep, project: Project = None) -> QueueList:
     """The review queues (a token's: its project's)."""
-    return [
-        QueueName(project=p, name=n) for p, n in review.list_review_queues(services, ctx, project)
-    ]
+    found = review.list_review_queues(services, ctx, project)
+    return QueueList(data=[QueueName(project=p, name=n) for p, n in found])
 
 
 @router.get("/review/queues/{name}", response_model=review.QueueView)
@@ -165,7 +174,9 @@ def _written(name: str, case_id: UUID, written: LedgerWritten, response: Respons
     return Written.of(written)
 
 
-@router.post("/review/queues/{name}/items/{case_id}/label", status_code=201)
+@router.post(
+    "/review/queues/{name}/items/{case_id}/label", status_code=201, responses=replayed(Written)
+)
 def label_item(
     name: Name,
     case_id: UUID,
@@ -189,7 +200,9 @@ def label_item(
     return _written(name, case_id, written, response)
 
 
-@router.post("/review/queues/{name}/items/{case_id}/skip", status_code=201)
+@router.post(
+    "/review/queues/{name}/items/{case_id}/skip", status_code=201, responses=replayed(Written)
+)
 def skip_item(
     name: Name,
     case_id: UUID,
@@ -204,7 +217,9 @@ def skip_item(
     return _written(name, case_id, written, response)
 
 
-@router.post("/review/queues/{name}/items/{case_id}/adjudicate", status_code=201)
+@router.post(
+    "/review/queues/{name}/items/{case_id}/adjudicate", status_code=201, responses=replayed(Written)
+)
 def adjudicate_item(
     name: Name,
     case_id: UUID,
@@ -228,7 +243,7 @@ def adjudicate_item(
     return _written(name, case_id, written, response)
 
 
-@router.post("/review/queues/{name}/assign", status_code=201)
+@router.post("/review/queues/{name}/assign", status_code=201, responses=replayed(Written))
 def assign_items(
     name: Name,
     body: AssignBody,
@@ -243,15 +258,18 @@ def assign_items(
     return Written.of(written)
 
 
-@router.get(
-    "/review/queues/{name}/export",
-    response_class=Response,
-    responses={200: {"content": {"application/x-ndjson": {}}}},
-)
+class GoldItems(BaseModel):
+    """The settled items of a queue, in the dataset item format (`evaledger review export`)."""
+
+    items: list[dict[str, Any]] = Field(
+        description='Each `{"key", "input", "expected_outcomes", "tags", "metadata", "label": '
+        '{"passed", "score", "by"}}`.'
+    )
+
+
+@router.get("/review/queues/{name}/export", response_model=GoldItems)
 def export_gold(
     name: Name, services: ServicesDep, ctx: ContextDep, project: Project = None
-) -> Response:
-    """The settled items as JSON lines in the dataset item format (a gold set)."""
-    lines = review.gold_items(services, name, ctx, project)
-    body = b"".join(orjson.dumps(line) + b"\n" for line in lines)
-    return Response(body, media_type="application/x-ndjson")
+) -> GoldItems:
+    """The settled items (adjudicated, or every reviewer alike) in the dataset item format."""
+    return GoldItems(items=review.gold_items(services, name, ctx, project))

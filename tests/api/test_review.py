@@ -142,7 +142,7 @@ class Site:
         self.client, self.tokens, self.services = client, tokens, services
 
     def call(self, who: str, method: str, path: str, **kw: Any) -> Any:
-        headers = {"Authorization": f"Bearer {self.tokens[who]}"}
+        headers = {"Authorization": f"Bearer {self.tokens[who]}", **kw.pop("headers", {})}
         return self.client.request(method, path, headers=headers, **kw)
 
 
@@ -172,11 +172,13 @@ def site(store_url: str) -> Iterator[Site]:
 def _queue(site: Site, **body: Any) -> dict[str, Any]:
     runs = site.call("lead", "GET", "/runs").json()["data"]
     run = next(r["run_id"] for r in runs if r["run_key"] == "nightly")
-    made = site.call(
-        "lead", "POST", "/review/queues",
-        json={"name": "q", "runs": [run], "where": "status = failed", **body},
-    )  # fmt: skip
+    sent = {"name": "q", "runs": [run], "where": "status = failed", **body}
+    key = {"Idempotency-Key": "make-q"}
+    made = site.call("lead", "POST", "/review/queues", json=sent, headers=key)
     assert made.status_code == 201, made.text
+    again = site.call("lead", "POST", "/review/queues", json=sent, headers=key)
+    assert again.status_code == 200 and again.json()["cases"] == made.json()["cases"]
+    assert site.call("lead", "POST", "/review/queues", json=sent).status_code == 409
     return dict(made.json())
 
 
@@ -200,7 +202,7 @@ def test_blind_answers_carry_no_verdict_before_the_readers_own_label(site: Site)
         queue = site.call(who, "GET", "/review/queues/q").json()
         mine = next(i for i in queue["items"] if i["case_id"] == item)
         assert mine["visible"] is False and mine["labels"] == [] and mine["gold"] is None
-        assert site.call(who, "GET", "/review/queues/q/export").text == ""
+        assert site.call(who, "GET", "/review/queues/q/export").json() == {"items": []}
     # nor anywhere else: the case's own answers and its run's results are refused (403)
     runs = site.call("lead", "GET", "/runs").json()["data"]
     run = next(r["run_id"] for r in runs if r["run_key"] == "nightly")
@@ -209,12 +211,19 @@ def test_blind_answers_carry_no_verdict_before_the_readers_own_label(site: Site)
         refused = site.call("alice", "GET", held)
         assert refused.status_code == 403 and "blind review" in refused.text, held
     assert site.call("lead", "GET", f"/cases/{item}").status_code == 200
-    assert site.call("alice", "POST", f"{path}/label", json={"passed": False}).status_code == 201
+    assert (
+        site.call("alice", "POST", f"{path}/label", json={"passed": False, "score": 1}).status_code
+        == 201
+    )
     assert site.call("alice", "GET", f"/cases/{item}").status_code == 200  # labelled: shown
     assert site.call("alice", "GET", f"/runs/{run}/cases").status_code == 403  # 3 more to go
     after = site.call("alice", "GET", path).json()
     assert after["hidden"] is False and after["verdict"]["status"] == "failed"
     assert {lab["reviewer"] for lab in after["labels"]} == {"alice", "bob"}
+    exported = site.call("alice", "GET", "/review/queues/q/export").json()["items"]
+    assert [x["key"] for x in exported] == [after["key"]]
+    for line in exported:
+        check_item_format(line)
     events = site.services.ledger.events_of(site.services.ledger.review_queue("default", "q").id)
     assert [e.actor.split(" ")[0] for e in events[-2:]] == ["bob", "alice"]
 
@@ -258,7 +267,7 @@ def test_another_projects_token_is_refused_every_review_act(site: Site) -> None:
     ):
         answer = site.call("eve", method, path, json=body)
         assert answer.status_code in (403, 404), (method, path, answer.status_code)
-    assert site.call("eve", "GET", "/review/queues").json() == []
+    assert site.call("eve", "GET", "/review/queues").json() == {"data": []}
     assert event_count(site.services) == before
 
 
