@@ -242,7 +242,7 @@ def test_bad_input_is_refused_naming_the_field_and_stores_nothing(services: Serv
         ({"reviewers": ["a"], "per_item": 2}, "per_item"),
     ):
         with pytest.raises(ValidationError) as caught:
-            review.create_review_queue(services, "q", [run_id], ADMIN, **kwargs)  # type: ignore[arg-type]
+            review.create_review_queue(services, "q", [run_id], ADMIN, **kwargs)
         assert caught.value.field == field
     assert event_count(services) == before
     review.create_review_queue(services, "q", [run_id], ADMIN, reviewers=["a"])
