@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PROJECT = "default"
 MAX_REVIEWERS = 100
+MAX_QUEUE_CASES = 10_000
+"""Cases one queue may hold (they are listed in its creation event)."""
 AGREEMENT_METHOD = (
     "Cohen's κ (2 reviewers) or Krippendorff's α (ordinal, more reviewers), "
     "bootstrap 95 % percentile interval over items (fixed seed); no figure under 10 items"
@@ -126,6 +128,12 @@ def create_review_queue(
     ctx.check_project(project, "run")
     services.sync()
     case_ids = [c for r in dict.fromkeys(run_ids) for c in select_cases(services, r, where)]
+    if len(case_ids) > MAX_QUEUE_CASES:
+        raise ValidationError(
+            f"where: the rule took {len(case_ids)} cases; a queue holds at most "
+            f"{MAX_QUEUE_CASES} (narrow the rule)",
+            field="where",
+        )
     written = services.ledger.create_review_queue(
         project,
         name,
@@ -273,7 +281,8 @@ def _shown(label: Any) -> ItemLabel:
 
 def _progress(queue: ReviewQueue) -> list[ReviewerProgress]:
     rows = []
-    for reviewer in queue.created.reviewers:
+    named = [r for rs in queue.assigned.values() for r in rs]
+    for reviewer in dict.fromkeys([*queue.created.reviewers, *named]):
         given = [c for c, rs in queue.assigned.items() if reviewer in rs]
         rows.append(
             ReviewerProgress(
@@ -413,7 +422,7 @@ def blind_hold(
     me = reviewer_name(actor)
     for queue_project_, name in services.ledger.review_queue_names(project):
         queue = services.ledger.review_queue(queue_project_, name)
-        if not queue.created.blind or me not in queue.created.reviewers:
+        if not queue.created.blind:
             continue
         pending = [c for c, rs in queue.assigned.items() if me in rs and not queue.may_see(c, me)]
         if aggregate_id in pending:

@@ -195,6 +195,8 @@ def test_an_item_not_given_to_a_reviewer_is_not_found_and_cannot_be_labelled(
         review.label_item(store_services, "q", bobs, who("alice"), passed=True)
     with pytest.raises(NotFoundError):
         review.label_item(store_services, "q", bobs, who("mallory"), passed=True)
+    with pytest.raises(PermissionDeniedError, match="assigning"):
+        review.assign_items(store_services, "q", {bobs: ["alice"]}, who("bob"))
     with pytest.raises(PermissionDeniedError):
         review.label_item(store_services, "q", bobs, who("bob", scope=TokenScope.READ), passed=True)
     assert event_count(store_services) == before
@@ -233,9 +235,15 @@ def test_another_projects_token_meets_no_queue(store_services: Services) -> None
     assert event_count(store_services) == before
 
 
-def test_bad_input_is_refused_naming_the_field_and_stores_nothing(services: Services) -> None:
+def test_bad_input_is_refused_naming_the_field_and_stores_nothing(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_id = _run(services)
     before = event_count(services)
+    monkeypatch.setattr(review, "MAX_QUEUE_CASES", 11)
+    with pytest.raises(ValidationError, match="took 12 cases; a queue holds at most 11"):
+        review.create_review_queue(services, "q", [run_id], ADMIN, reviewers=["a"])
+    monkeypatch.undo()
     for kwargs, field in (
         ({"where": "status = nope", "reviewers": ["a"]}, "where"),
         ({"reviewers": []}, "reviewers"),
@@ -359,3 +367,34 @@ def test_adjudication_fixes_the_label_and_the_export_is_the_dataset_item_format(
         "c00",
         "c01",
     ]
+
+
+def test_an_explicit_assignment_gives_the_case_and_blinds_the_new_reviewer(
+    store_services: Services,
+) -> None:
+    run_id = _run(store_services)
+    review.create_review_queue(
+        store_services, "q", [run_id], ADMIN, where="status = failed", reviewers=["alice"],
+        blind=True,
+    )  # fmt: skip
+    item = review.next_item(store_services, "q", who("alice"))
+    assert item is not None
+    carol = who("carol")
+    assert review.blind_hold(store_services, item, carol.actor, "default") is None
+    written = review.assign_items(store_services, "q", {item: ["carol", "alice"]}, ADMIN)
+    assert written.events == 1  # alice had it already: only carol is new
+    events = store_services.ledger.events_of(written.id)
+    assert isinstance(events[-1], ReviewItemsAssigned) and events[-1].mode == "explicit"
+    assert [a.reviewers for a in events[-1].assignments] == [["carol"]]
+    assert review.next_item(store_services, "q", carol) == item
+    assert review.blind_hold(store_services, item, carol.actor, "default") == "q"
+    assert review.blind_hold(store_services, run_id, carol.actor, "default") == "q"
+    with pytest.raises(PermissionDeniedError, match="blind review"):
+        review.check_not_blind(store_services, run_id, carol.actor, "default")
+    review.label_item(store_services, "q", item, carol, passed=True)
+    assert review.blind_hold(store_services, item, carol.actor, "default") is None
+    assert review.blind_hold(store_services, run_id, carol.actor, "default") is None
+    progress = {
+        p.reviewer: p.labelled for p in review.queue_view(store_services, "q", ADMIN).progress
+    }
+    assert progress["carol"] == 1
