@@ -11,7 +11,7 @@ adjudicators and admins; anyone else meets a 404, as for a case outside their pr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -206,7 +206,8 @@ class QueueView:
     agreement_method: str = AGREEMENT_METHOD
     gold_items: int = 0
     reader: str | None = None
-    notes: list[str] = field(default_factory=list)
+    may_adjudicate: bool = False
+    """The reader may open every item and fix its gold label (an adjudicator, or an admin)."""
 
 
 def list_review_queues(
@@ -272,6 +273,7 @@ def queue_view(
         agreement=reviewer_agreement(queue),
         gold_items=sum(queue.gold(i) is not None for i in c.case_ids),
         reader=me,
+        may_adjudicate=queue.may_adjudicate(me) or ctx.scope.allows(TokenScope.ADMIN),
     )
 
 
