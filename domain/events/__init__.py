@@ -52,6 +52,15 @@ from evaledger.domain.events.project import (
     TokenRevoked,
     TokenScope,
 )
+from evaledger.domain.events.review import (
+    ReviewAssignment,
+    ReviewEvent,
+    ReviewItemAdjudicated,
+    ReviewItemLabelled,
+    ReviewItemsAssigned,
+    ReviewItemSkipped,
+    ReviewQueueCreated,
+)
 from evaledger.domain.events.run import (
     BaselineApproved,
     BaselineRevoked,
@@ -63,15 +72,6 @@ from evaledger.domain.events.run import (
     RunFailed,
     RunStarted,
     SourceResultsRecorded,
-)
-from evaledger.domain.events.review import (
-    ReviewAssignment,
-    ReviewEvent,
-    ReviewItemAdjudicated,
-    ReviewItemLabelled,
-    ReviewItemsAssigned,
-    ReviewItemSkipped,
-    ReviewQueueCreated,
 )
 from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
