@@ -25,6 +25,7 @@ from evaledger.api.routes import (
     otlp,
     receipts,
     reports,
+    review,
     runs,
     statistics,
 )
@@ -124,4 +125,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
+    app.include_router(review.router, dependencies=AUTH)
     return app

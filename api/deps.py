@@ -16,7 +16,7 @@ from fastapi import Depends, Header, Query, Request, Security
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from evaledger.api.bootstrap import Services
-from evaledger.application import projects
+from evaledger.application import projects, review
 from evaledger.domain.errors import (
     AuthenticationError,
     NotFoundError,
@@ -89,6 +89,7 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
         )
     services: Services = request.app.state.services
     _check_kinds(request, services)
+    _check_blind(request, services, principal)
     if principal.project is None:
         return
     for name in SCOPED_IDS:
@@ -103,6 +104,24 @@ def authorize(request: Request, principal: PrincipalDep) -> None:
             if project is not None and project != principal.project:
                 what = "case" if name == "case_id" else "run"
                 raise NotFoundError(f"no {what} {aggregate_id}")
+
+
+def _check_blind(request: Request, services: Services, principal: Principal) -> None:
+    """A blind reviewer reads no result of a run or case they still have to label (403).
+
+    The review routes themselves show them the item without its verdict (`/review/...`).
+    """
+    if request.url.path.startswith("/review/"):
+        return
+    actor = principal.actor or request.headers.get("x-actor") or services.settings.default_actor
+    for name in SCOPED_IDS:
+        values = [request.path_params[name]] if name in request.path_params else []
+        for value in values + request.query_params.getlist(name):
+            try:
+                aggregate_id = value if isinstance(value, UUID) else UUID(str(value))
+            except ValueError:
+                continue  # the route's own validation names it
+            review.check_not_blind(services, aggregate_id, actor, principal.project)
 
 
 def _check_kinds(request: Request, services: Services) -> None:

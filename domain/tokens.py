@@ -103,6 +103,12 @@ def actor_of(name: str, token_id: str) -> str:
     return f"{name} (token {token_id})"
 
 
+def actor_name(actor: str) -> str:
+    """The name in an actor `actor_of` made (`alice (token t1)` → `alice`); else the actor."""
+    head, mark, tail = actor.rpartition(" (token ")
+    return head if mark and tail.endswith(")") else actor
+
+
 class ApiToken(Aggregate):
     """One API token: issued once, revoked at most once."""
 

@@ -46,6 +46,7 @@ from evaledger.application import (
     compare,
     grades,
     reports,
+    review,
     review_queue,
     statistics,
     transcripts,
@@ -134,13 +135,27 @@ def render(request: Request, template: str, build: Callable[[], dict[str, Any]])
 
 
 def resolve_run(services: Services, viewer: Viewer, value: str, field: str) -> UUID:
-    """A run id or a run key (wherever a run id is accepted), within the viewer's project."""
-    return reports.run_id_for(services, viewer.principal.project, value, field)
+    """A run id or a run key (wherever a run id is accepted), within the viewer's project.
+
+    A blind reviewer with items of the run still to label is refused it (403).
+    """
+    rid = reports.run_id_for(services, viewer.principal.project, value, field)
+    _check_blind(services, viewer, rid)
+    return rid
 
 
 def check_scope(services: Services, viewer: Viewer, aggregate_id: UUID, what: str) -> None:
-    """Another project's run or case does not exist for this viewer (HTML 404)."""
+    """Another project's run or case does not exist for this viewer (HTML 404).
+
+    A blind reviewer with items of it still to label is refused it (403, `review.blind_hold`).
+    """
     reports.require_in_project(services, viewer.principal.project, aggregate_id, what)
+    _check_blind(services, viewer, aggregate_id)
+
+
+def _check_blind(services: Services, viewer: Viewer, aggregate_id: UUID) -> None:
+    actor = viewer.principal.actor or services.settings.default_actor
+    review.check_not_blind(services, aggregate_id, actor, viewer.principal.project)
 
 
 def viewed_run(services: Services, viewer: Viewer, value: str) -> tuple[UUID, RunRow]:

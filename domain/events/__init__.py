@@ -52,6 +52,15 @@ from evaledger.domain.events.project import (
     TokenRevoked,
     TokenScope,
 )
+from evaledger.domain.events.review import (
+    ReviewAssignment,
+    ReviewEvent,
+    ReviewItemAdjudicated,
+    ReviewItemLabelled,
+    ReviewItemsAssigned,
+    ReviewItemSkipped,
+    ReviewQueueCreated,
+)
 from evaledger.domain.events.run import (
     BaselineApproved,
     BaselineRevoked,
@@ -123,6 +132,11 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SigningKeyRotated,
     TraceSpansReceived,
     TraceRecorded,
+    ReviewQueueCreated,
+    ReviewItemsAssigned,
+    ReviewItemLabelled,
+    ReviewItemSkipped,
+    ReviewItemAdjudicated,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -163,6 +177,13 @@ __all__ = [
     "OutcomeEvaluated",
     "OutcomeResult",
     "ParseStatus",
+    "ReviewAssignment",
+    "ReviewEvent",
+    "ReviewItemAdjudicated",
+    "ReviewItemLabelled",
+    "ReviewItemSkipped",
+    "ReviewItemsAssigned",
+    "ReviewQueueCreated",
     "Role",
     "RunCanceled",
     "RunCompleted",

@@ -60,6 +60,13 @@ from evaledger.domain.events import (
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
+    ReviewAssignment,
+    ReviewEvent,
+    ReviewItemAdjudicated,
+    ReviewItemLabelled,
+    ReviewItemsAssigned,
+    ReviewItemSkipped,
+    ReviewQueueCreated,
     Role,
     RunCanceled,
     RunCompleted,
@@ -119,6 +126,7 @@ CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
 TOKEN_ID = UUID("70c0e000-bbbb-5ccc-8ddd-0123456789ab")
+QUEUE_ID = UUID("7e51e000-cccc-5ddd-8eee-0123456789ab")
 T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 
 # The stable topics of the catalogue. Changing one breaks every stored event of that class.
@@ -156,6 +164,11 @@ TOPICS = [
     "evaledger.ledger.signing_key_rotated/v1",
     "evaledger.trace.spans_received/v1",
     "evaledger.trace.recorded/v1",
+    "evaledger.review.queue_created/v1",
+    "evaledger.review.items_assigned/v1",
+    "evaledger.review.item_labelled/v1",
+    "evaledger.review.item_skipped/v1",
+    "evaledger.review.item_adjudicated/v1",
 ]
 
 
@@ -461,6 +474,41 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
         ),
         TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
+        ReviewQueueCreated(
+            **_meta(QUEUE_ID, 1),
+            project="northwind",
+            name="failed-but-scored-high",
+            rule="status = failed and judge_score >= 4",
+            run_ids=[RUN_ID],
+            case_ids=[CASE_ID],
+            reviewers=["alice", "bob"],
+            per_item=2,
+            blind=True,
+            adjudicators=["lead"],
+        ),
+        ReviewItemsAssigned(
+            **_meta(QUEUE_ID, 2),
+            mode="round-robin",
+            assignments=[ReviewAssignment(case_id=CASE_ID, reviewers=["alice", "bob"])],
+        ),
+        ReviewItemLabelled(
+            **_meta(QUEUE_ID, 3, minutes=10),
+            case_id=CASE_ID,
+            reviewer="alice",
+            passed=False,
+            score=2.0,
+            comment="promised a refund it could not give",
+        ),
+        ReviewItemSkipped(
+            **_meta(QUEUE_ID, 4, minutes=11), case_id=CASE_ID, reviewer="bob", reason="unsure"
+        ),
+        ReviewItemAdjudicated(
+            **_meta(QUEUE_ID, 5, minutes=20),
+            case_id=CASE_ID,
+            passed=False,
+            score=2.0,
+            reason="refund policy 4.2",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -508,7 +556,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 33
+    assert len(EVENT_CLASSES) == 38
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -567,7 +615,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -579,6 +627,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "token": TokenEvent,
         "ledger": DomainEvent,
         "trace": TraceEvent,
+        "review": ReviewEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
