@@ -34,6 +34,7 @@ from evaledger.domain.events.case import (
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
+    PayloadErased,
     ScoreOverridden,
     SkipOutcome,
     StructuralCheckRecorded,
@@ -123,6 +124,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SigningKeyRotated,
     TraceSpansReceived,
     TraceRecorded,
+    PayloadErased,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -163,6 +165,7 @@ __all__ = [
     "OutcomeEvaluated",
     "OutcomeResult",
     "ParseStatus",
+    "PayloadErased",
     "Role",
     "RunCanceled",
     "RunCompleted",

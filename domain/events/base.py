@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
 from functools import cache
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
 import orjson
@@ -19,6 +19,7 @@ from pydantic import (
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import FrozenModel
+from evaledger.domain.payloads import Sealed, seal_state
 from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 GENESIS_HASH = "0" * 64
@@ -44,6 +45,7 @@ class DomainEvent(FrozenModel):
 
     _hash: str | None = PrivateAttr(default=None)
     _state: bytes | None = PrivateAttr(default=None)
+    _sealed: Any = PrivateAttr(default=None)
 
     @classmethod
     def topic(cls) -> str:
@@ -87,7 +89,9 @@ class DomainEvent(FrozenModel):
         object.__setattr__(event, "__dict__", data)
         object.__setattr__(event, "__pydantic_fields_set__", set(values))
         object.__setattr__(event, "__pydantic_extra__", None)
-        object.__setattr__(event, "__pydantic_private__", {"_hash": None, "_state": None})
+        object.__setattr__(
+            event, "__pydantic_private__", {"_hash": None, "_state": None, "_sealed": None}
+        )
         return event
 
     def encode_with(self, dumped: Mapping[str, Any]) -> None:
@@ -136,6 +140,27 @@ class DomainEvent(FrozenModel):
         if state is None:
             state = private["_state"] = encode_state(self)
         return state
+
+    def seal_payload(self, subject: str) -> None:
+        """Store this event's personal strings as a sealed payload of `subject` (before hashing).
+
+        The stored state then holds the payload's reference (`domain/payloads.py`); the fields
+        keep their text in memory, and `sealed()` gives the payload for the store to encrypt.
+        """
+        private = self.__pydantic_private__
+        assert private is not None
+        assert private.get("_hash") is None
+        state = orjson.loads(self.stored_state())
+        sealed = seal_state(self.topic_name, state, subject)
+        if sealed is not None:
+            private["_state"] = orjson.dumps(state)
+            private["_sealed"] = sealed
+
+    def sealed_payload(self) -> Sealed | None:
+        """The sealed payload of this event, when it was sealed in this process."""
+        private = self.__pydantic_private__
+        assert private is not None
+        return cast(Sealed | None, private.get("_sealed"))
 
     def hash(self) -> str:
         """Hash of this event as stored (set by the mapper when read back, else computed)."""
