@@ -379,9 +379,7 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
         key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
         seal = settings.seal_payloads
         ledger = (
-            _open_ledger(location, key, seal)
-            if create or location.kind == "postgresql"
-            else None
+            _open_ledger(location, key, seal) if create or location.kind == "postgresql" else None
         )
         try:
             engine = make_engine(location.views_url)

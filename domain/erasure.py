@@ -116,53 +116,55 @@ class ErasureCommands(LedgerStore):
         return refs, inline
 
 
-def payload_problems(ledger: LedgerStore) -> list[str]:
-    """What `verify --full` finds wrong with the sealed payloads (empty: all hold).
+def payload_problems(ledger: LedgerStore) -> list[tuple[int, str]]:
+    """What a full `verify` finds wrong with the sealed payloads: (log position, finding).
 
     Each sealed reference in the log must be stored and open, under its subject's key, to the
     plaintext whose SHA-256 it is, unless its case recorded `PayloadErased` naming it. A stored
-    payload no event names is reported too (a row written outside evaledger).
+    payload no event names is reported too (a row written outside evaledger), at position 0.
     """
-    named: dict[str, str] = {}
+    named: dict[str, tuple[int, str]] = {}
     erased: set[str] = set()
-    for oid, state, topic in _sealed_states(ledger):
+    for position, oid, state, topic in _sealed_states(ledger):
         if topic == PayloadErased.topic_name:
             erased.update(str(r) for r in state.get("refs", ()))
             continue
         entry = sealed_ref(state)
         if entry is not None:
-            named[str(entry["ref"])] = f"{topic.rsplit('.', 1)[-1]} of {oid}"
-    problems: list[str] = []
+            where = f"{topic.rsplit('.', 1)[-1]} of {oid} at position {position}"
+            named[str(entry["ref"])] = (position, where)
+    problems: list[tuple[int, str]] = []
     seen: set[str] = set()
     after = ""
     while page := ledger.recorder.payload_page(after, PAGE):
         for p in page:
             seen.add(p.ref)
-            where = named.get(p.ref)
-            if where is None:
-                problems.append(f"payload {p.ref[:12]}: stored but named by no event")
-                continue
-            if p.key is None:
-                problems.append(f"payload {p.ref[:12]} ({where}): its key is gone, it is not")
-                continue
-            try:
-                decrypt(p.key, p.ref, p.subject, p.nonce, p.ciphertext)
-            except PayloadError as e:
-                problems.append(f"{e} ({where})")
+            position, where = named.get(p.ref, (0, ""))
+            if not where:
+                problems.append((0, f"payload {p.ref[:12]}: stored but named by no event"))
+            elif p.key is None:
+                problems.append((position, f"payload {p.ref[:12]} ({where}): its key is gone"))
+            else:
+                try:
+                    decrypt(p.key, p.ref, p.subject, p.nonce, p.ciphertext)
+                except PayloadError as e:
+                    problems.append((position, f"{e} ({where})"))
         after = page[-1].ref
-    for ref, where in named.items():
+    for ref, (position, where) in named.items():
         if ref not in seen and ref not in erased:
-            problems.append(f"payload {ref[:12]} ({where}): missing, and no erasure names it")
+            problems.append(
+                (position, f"payload {ref[:12]} ({where}): missing, and no erasure names it")
+            )
     return problems
 
 
-def _sealed_states(ledger: LedgerStore) -> Iterator[tuple[str, dict[str, Any], str]]:
-    """(aggregate id, decoded state, topic name) of every sealed or erasure event of the log."""
+def _sealed_states(ledger: LedgerStore) -> Iterator[tuple[int, str, dict[str, Any], str]]:
+    """(position, aggregate id, decoded state, topic name) of each sealed or erasure event."""
     start = 1
     wanted = {*SEALED_FIELDS, PayloadErased.topic_name}
     while rows := ledger.log_rows(start, PAGE):
-        for _, oid, _, topic, state in rows:
+        for position, oid, _, topic, state in rows:
             name, _ = split_topic(topic)
             if name in wanted and (name == PayloadErased.topic_name or b"payload_ref" in state):
-                yield oid, orjson.loads(state), name
+                yield position, oid, orjson.loads(state), name
         start = rows[-1][0] + 1
