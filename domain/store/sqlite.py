@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -131,10 +132,14 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         with store_errors(self._name), self.datastore.transaction(commit=True) as c:
             c.execute("PRAGMA secure_delete = ON")
             self.vault.erase(c, subject, tombstone)
-        with store_errors(self._name), self.datastore.get_connection(commit=False) as conn:
-            raw = conn._sqlite_conn  # VACUUM runs outside a transaction (autocommit)
-            raw.execute("VACUUM")
-            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # VACUUM runs outside a transaction: a connection of its own, in autocommit mode.
+        raw = sqlite3.connect(self.datastore.pool.db_name, isolation_level=None)
+        try:
+            with store_errors(self._name):
+                raw.execute("VACUUM")
+                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            raw.close()
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of each aggregate's last stored event: a query per batch of ids.
