@@ -16,6 +16,7 @@ from uuid import UUID
 
 import orjson
 
+from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.errors import ConflictError, ValidationError
 from evaledger.domain.events import HUMAN_ACTS, PayloadErased, split_topic
 from evaledger.domain.payloads import SEALED_FIELDS, PayloadError, decrypt, sealed_ref
@@ -37,7 +38,7 @@ class Erasure:
     written: Written | None
 
 
-class ErasureCommands(LedgerStore):
+class ErasureCommands(CaseCommands):
     """The erase command (mixed into `Ledger`)."""
 
     def erase_case(self, case_id: UUID, ctx: Context, reason: str | None) -> Erasure:

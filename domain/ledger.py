@@ -84,7 +84,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands, ErasureCommands):
+class Ledger(ErasureCommands, CaseCommands, TraceCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

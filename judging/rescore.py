@@ -101,7 +101,7 @@ def rescore_run(ledger: Ledger, run_id: UUID, rubrics: Sequence[JudgeRubric]) ->
             if erased is not None:  # the reply is gone: its recorded scores still count
                 why = erased_text(erased.timestamp.isoformat(), erased.actor, erased.reason)
                 by_metric: dict[str, MetricScore] = {}
-                error = f"the reply was {why[1:-1]}: it cannot be read again"
+                error: str | None = f"the reply was {why[1:-1]}: it cannot be read again"
             else:
                 again = rescore_reply(e.raw_output, metrics, chosen, turn_count=turns)
                 by_metric, error = {s.metric: s for s in again.metric_scores}, again.error

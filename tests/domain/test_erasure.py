@@ -88,7 +88,7 @@ def _raw(services: Services, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with sqlite3.connect(path, isolation_level=None) as conn:
             return list(conn.execute(sql, params).fetchall())
     with psycopg.connect(services.settings.db, autocommit=True) as conn:
-        cur = conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        cur = conn.execute(sql.replace("?", "%s"), params)
         return list(cur.fetchall()) if cur.description else []
 
 
