@@ -303,9 +303,17 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         A role that may not create them (the app role of a store not yet migrated) leaves it to
         `evaledger migrate`; sealing then fails at its first write, naming the table.
         """
+        schema = self.datastore.schema
         try:
             with self.datastore.transaction(commit=True) as curs:
-                curs.execute(postgres_payload_ddl(self.datastore.schema))
+                curs.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL AS present",
+                    (f'"{schema}".{PAYLOADS_TABLE}',),
+                )
+                row = curs.fetchone()
+                if row is not None and row["present"]:
+                    return
+                curs.execute(postgres_payload_ddl(schema))
         except (ProgrammingError, psycopg.errors.InsufficientPrivilege) as e:
             log.info("payload vault not created: %s", first_line(e))
 

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -22,9 +22,15 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application.verification import check_views
 from evaledger.domain.bundle import RunBundle
-from evaledger.domain.errors import NotFoundError, PermissionDeniedError, ValidationError
+from evaledger.domain.errors import (
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    ValidationError,
+)
 from evaledger.domain.events import (
     CaseOpened,
+    JudgeIdentity,
     JudgeVerdictRecorded,
     PayloadErased,
     TokenScope,
@@ -34,6 +40,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.payloads import SEALED_TEXT
 from evaledger.domain.verify import verify
 from tests.api.test_cli import Cli
+from tests.api.test_operation import TwoRoles
 from tests.helpers import bundle, case
 
 MARKER = "ZQX-ERASE-MARKER-7731"
@@ -312,3 +319,48 @@ def test_erase_on_the_command_line(
     assert code == 0, out + err
     code, out, err = cli("verify", "--views")
     assert code == 0, out + err
+
+
+@pytest.mark.postgres
+def test_the_app_role_seals_and_erases_but_cannot_touch_the_events(
+    two_roles: TwoRoles, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vault is granted to the app role (erasure deletes); the events stay append-only."""
+    monkeypatch.setenv("EVALEDGER_SEAL_PAYLOADS", "1")
+    cli = Cli(capsys, two_roles.app_url)
+    code, _, err = cli("migrate", "--app-role", two_roles.app_role, db=two_roles.migrator_url)
+    assert code == 0, err
+    services = build_services(Settings.from_env(db=two_roles.app_url))
+    try:
+        services.ledger.import_bundle(_bundle("r1"), Context("alice"))
+        secret = _case_ids(services)["secret"]
+    finally:
+        services.close()
+    done = cli.json("erase", "--case", str(secret), "--reason", "deletion request 15")
+    assert done["recorded"] is True
+    code, out, err = cli("verify", "--full")
+    assert code == 0, out + err
+    with psycopg.connect(two_roles.app_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            conn.execute("DELETE FROM evaledger_events")
+        (left,) = conn.execute(
+            "SELECT count(*) FROM evaledger_payloads WHERE subject = %s", (str(secret),)
+        ).fetchone() or (None,)
+    assert left == 0
+
+
+def test_an_erased_case_takes_no_new_personal_text(sealed: Services) -> None:
+    secret = _case_ids(sealed)["secret"]
+    sealed.ledger.erase_case(secret, Context("dpo"), "deletion request 16")
+    position = sealed.ledger.position()
+    with pytest.raises(ConflictError, match="was erased"):
+        sealed.ledger.record_verdict(
+            secret,
+            Context("judge"),
+            judgement=True,
+            verdict_id=uuid4(),
+            judge=JudgeIdentity(provider="openai", model="gpt-4.1"),
+            prompt=f"judge again: {MARKER}",
+            raw_output="{}",
+        )
+    assert sealed.ledger.position() == position
