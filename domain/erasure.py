@@ -78,6 +78,10 @@ class ErasureCommands(CaseCommands):
         self._destroy(case_id, erasure)
         return erasure
 
+    def unsealed(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A decoded stored state with its sealed strings put back (or the erasure's wording)."""
+        return self.recorder.unseal(state) if sealed_ref(state) is not None else state
+
     def erasure_of(self, case_id: UUID) -> Erasure | None:
         """The case's erasure (when, by whom, why), if it was erased."""
         return self._erasure_of(case_id)

@@ -7,13 +7,16 @@ in a database file or a `pg_dump`; after `erase` its ciphertexts and key are gon
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import orjson
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
@@ -41,6 +44,7 @@ from evaledger.domain.payloads import SEALED_TEXT
 from evaledger.domain.verify import verify
 from tests.api.test_cli import Cli
 from tests.api.test_operation import TwoRoles
+from tests.api.test_receipts_cli import _auditor
 from tests.helpers import bundle, case
 
 MARKER = "ZQX-ERASE-MARKER-7731"
@@ -364,3 +368,49 @@ def test_an_erased_case_takes_no_new_personal_text(sealed: Services) -> None:
             raw_output="{}",
         )
     assert sealed.ledger.position() == position
+
+
+def test_receipts_and_evidence_of_a_sealed_run_survive_its_erasure(
+    capsys: pytest.CaptureFixture[str],
+    store_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A receipt made before an erasure still verifies offline with the bundle of its day."""
+    monkeypatch.setenv("EVALEDGER_SEAL_PAYLOADS", "1")
+    monkeypatch.setenv("EVALEDGER_SIGNING_KEY_FILE", str(tmp_path / "signing.key"))
+    monkeypatch.delenv("EVALEDGER_SIGNING_KEY", raising=False)
+    monkeypatch.delenv("EVALEDGER_HEADS_DIR", raising=False)
+    cli = Cli(capsys, store_url)
+    code, out, err = cli("key", "init")
+    assert code == 0, err
+    auditor = tmp_path / "auditor"
+    auditor.mkdir()
+    (auditor / "public.key").write_text(out)
+    source = tmp_path / "r1.json"
+    source.write_bytes(orjson.dumps(_bundle("r1").model_dump(mode="json")))
+    cli.json("import", str(source))
+    assert cli("receipt", "r1", "-o", str(auditor / "receipt.json"))[0] == 0
+    assert cli("export", "r1", "-o", str(auditor / "run.json"))[0] == 0
+    assert MARKER in (auditor / "run.json").read_text()  # the run's text, as of that day
+    secret = next(
+        c["case_id"] for c in cli.json("show", "r1")["cases"] if c["test_case_key"] == "secret"
+    )
+    assert cli("erase", "--case", secret, "--reason", "deletion request 17")[0] == 0
+    verify_args = ("receipt.json", "--bundle", "run.json", "--public-key", "public.key")
+    done = _auditor(auditor, "receipt", "verify", *verify_args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pack = tmp_path / "evidence.zip"
+    code, _, err = cli("evidence", "r1", "-o", str(pack))
+    assert code == 0, err
+    later = tmp_path / "later"
+    with zipfile.ZipFile(pack) as z:
+        z.extractall(later)
+    calls = [orjson.loads(x) for x in (later / "judge-calls.jsonl").read_text().splitlines()]
+    by_case = {c["case_id"]: c for c in calls}
+    assert "deletion request 17" in by_case[secret]["reply"]
+    assert all(c["prompt"] and "[sealed]" not in c["prompt"] for c in calls)
+    assert not any(MARKER in (later / name).read_text() for name in os.listdir(later))
+    (later / "public.key").write_text((auditor / "public.key").read_text())
+    done = _auditor(later, "receipt", "verify", *verify_args)
+    assert done.returncode == 0, done.stdout + done.stderr
