@@ -45,7 +45,6 @@ class DomainEvent(FrozenModel):
 
     _hash: str | None = PrivateAttr(default=None)
     _state: bytes | None = PrivateAttr(default=None)
-    _sealed: Any = PrivateAttr(default=None)
 
     @classmethod
     def topic(cls) -> str:
@@ -89,9 +88,7 @@ class DomainEvent(FrozenModel):
         object.__setattr__(event, "__dict__", data)
         object.__setattr__(event, "__pydantic_fields_set__", set(values))
         object.__setattr__(event, "__pydantic_extra__", None)
-        object.__setattr__(
-            event, "__pydantic_private__", {"_hash": None, "_state": None, "_sealed": None}
-        )
+        object.__setattr__(event, "__pydantic_private__", {"_hash": None, "_state": None})
         return event
 
     def encode_with(self, dumped: Mapping[str, Any]) -> None:
@@ -145,7 +142,7 @@ class DomainEvent(FrozenModel):
         """Store this event's personal strings as a sealed payload of `subject` (before hashing).
 
         The stored state then holds the payload's reference (`domain/payloads.py`); the fields
-        keep their text in memory, and `sealed()` gives the payload for the store to encrypt.
+        keep their text in memory; `sealed_payload()` gives what the store encrypts.
         """
         private = self.__pydantic_private__
         assert private is not None
@@ -154,6 +151,7 @@ class DomainEvent(FrozenModel):
         sealed = seal_state(self.topic_name, state, subject)
         if sealed is not None:
             private["_state"] = orjson.dumps(state)
+            # Only sealed events carry the key (no private attribute: the others stay as small).
             private["_sealed"] = sealed
 
     def sealed_payload(self) -> Sealed | None:
