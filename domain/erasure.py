@@ -18,7 +18,7 @@ import orjson
 
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.errors import ConflictError, ValidationError
-from evaledger.domain.events import HUMAN_ACTS, PayloadErased, split_topic
+from evaledger.domain.events import HUMAN_ACTS, PayloadErased, TraceRecorded, split_topic
 from evaledger.domain.payloads import SEALED_FIELDS, PayloadError, decrypt, sealed_ref
 from evaledger.domain.store.payloads import Tombstone
 from evaledger.domain.writes import Context, LedgerStore, Written, require_reason
@@ -58,6 +58,9 @@ class ErasureCommands(CaseCommands):
             self._destroy(case_id, done)
             return done
         refs, inline = self._sealed_refs(case_id)
+        trace = self._source_trace(case_id)
+        if trace is not None:
+            inline.append(f"the spans of OTLP trace {trace} it was recorded from")
         if inline:
             raise ValidationError(
                 f"case: case {case_id} holds personal text stored inline before sealing was on "
@@ -101,6 +104,21 @@ class ErasureCommands(CaseCommands):
                     event.reason,
                     None,
                 )
+        return None
+
+    def _source_trace(self, case_id: UUID) -> str | None:
+        """The OTLP trace a case was recorded from (its spans keep every attribute inline)."""
+        start = 1
+        wanted = str(case_id).encode()
+        while rows := self.log_rows(start, PAGE):
+            for _, oid, _, topic, state in rows:
+                if (
+                    topic == TraceRecorded.topic()
+                    and wanted in state
+                    and orjson.loads(state).get("case_id") == str(case_id)
+                ):
+                    return oid
+            start = rows[-1][0] + 1
         return None
 
     def _sealed_refs(self, case_id: UUID) -> tuple[list[str], list[str]]:

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import zipfile
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -23,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application.traces import complete_traces, receive_traces
 from evaledger.application.verification import check_views
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import (
@@ -42,10 +44,12 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from evaledger.domain.payloads import SEALED_TEXT
 from evaledger.domain.verify import verify
+from evaledger.importers.otlp import PROTOBUF
 from tests.api.test_cli import Cli
 from tests.api.test_operation import TwoRoles
 from tests.api.test_receipts_cli import _auditor
 from tests.helpers import bundle, case
+from tests.otlp_helpers import chat_trace, export_body, recorder
 
 MARKER = "ZQX-ERASE-MARKER-7731"
 """A string that appears nowhere but in the personal text of the erased case."""
@@ -414,3 +418,22 @@ def test_receipts_and_evidence_of_a_sealed_run_survive_its_erasure(
     (later / "public.key").write_text((auditor / "public.key").read_text())
     done = _auditor(later, "receipt", "verify", *verify_args)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_case_recorded_from_an_otlp_trace_is_refused(store_url: str) -> None:
+    """Its spans (another aggregate) keep every attribute inline: erasing it would not be true."""
+    services = build_services(Settings(db=store_url, seal_payloads=True))
+    try:
+        tracer, memory = recorder()
+        chat_trace(tracer)
+        body = export_body(memory.get_finished_spans())
+        receive_traces(services, body, PROTOBUF, None, Context("otlp"), max_bytes=4 << 20)
+        later = datetime.now(UTC) + timedelta(seconds=60)
+        completed = complete_traces(services, Context("otlp"), quiet_s=30, now=later)
+        ((case_id,),) = completed.recorded.values()
+        position = services.ledger.position()
+        with pytest.raises(ValidationError, match="the spans of OTLP trace"):
+            services.ledger.erase_case(case_id, Context("dpo"), "deletion request 18")
+        assert services.ledger.position() == position
+    finally:
+        services.close()
