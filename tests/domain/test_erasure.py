@@ -437,3 +437,23 @@ def test_a_case_recorded_from_an_otlp_trace_is_refused(store_url: str) -> None:
         assert services.ledger.position() == position
     finally:
         services.close()
+
+
+def test_a_streamed_import_seals_and_erases_like_a_whole_one(store_url: str) -> None:
+    """The import spool carries each sealed payload to the write (issue 32's streamed path)."""
+    services = build_services(Settings(db=store_url, seal_payloads=True))
+    try:
+        source = _bundle("streamed")
+        more = [c.model_copy(update={"repetition": r}) for c in source.cases for r in (1, 2)]
+        cases = [*source.cases, *more]
+        services.ledger.import_stream(source.run, lambda: iter(cases), Context("a"), chunk_size=2)
+        secret = _case_ids(services)["secret"]
+        assert any(MARKER in t for t in _texts(services, secret))
+        report = verify(services.ledger)
+        assert report.ok, report.broken
+        services.ledger.erase_case(secret, Context("dpo"), "deletion request 19")
+        report = verify(services.ledger)
+        assert report.ok, report.broken
+        assert not any(MARKER in t for t in _texts(services, secret))
+    finally:
+        services.close()
