@@ -128,7 +128,7 @@ class EventSpool:
         self._file.seek(0)
         read = self._file.read
         for count, cases in self._chunks:
-            events = []
+            events: list[StoredEvent] = []
             for _ in range(count):
                 raw, version, topic_n, state_n, sealed_n = _HEAD.unpack(read(_HEAD.size))
                 topic = read(topic_n).decode()
