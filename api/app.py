@@ -19,6 +19,7 @@ from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import (
     cases,
     config,
+    erasure,
     imports,
     ingest,
     judging,
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(runs.router, dependencies=AUTH)
     app.include_router(receipts.router, dependencies=AUTH)
     app.include_router(cases.router, dependencies=AUTH)
+    app.include_router(erasure.router, dependencies=AUTH)
     site.install(app)
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)

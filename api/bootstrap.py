@@ -98,6 +98,12 @@ class Settings(BaseModel):
         description="File holding the key that signs each commit of the ledger chain "
         "(HMAC-SHA256) and that `verify` checks; kept outside the database.",
     )
+    seal_payloads: bool = Field(
+        default=False,
+        description="Store new transcripts' messages and judges' prompts and replies encrypted "
+        "under a per-case key, so `evaledger erase` can remove them without breaking the chain "
+        "(EVALEDGER_SEAL_PAYLOADS=1).",
+    )
 
     @field_validator("public_url")
     @classmethod
@@ -127,6 +133,8 @@ class Settings(BaseModel):
             values["trace_quiet_s"] = os.environ["EVALEDGER_TRACE_QUIET"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
+        if os.environ.get("EVALEDGER_SEAL_PAYLOADS"):
+            values["seal_payloads"] = os.environ["EVALEDGER_SEAL_PAYLOADS"]
         if os.environ.get("EVALEDGER_PUBLIC_URL"):
             values["public_url"] = os.environ["EVALEDGER_PUBLIC_URL"]
         if db:
@@ -369,7 +377,10 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
         else:
             probe_sqlite(location)
         key = load_key(settings.checkpoint_key_file) if settings.checkpoint_key_file else None
-        ledger = _open_ledger(location, key) if create or location.kind == "postgresql" else None
+        seal = settings.seal_payloads
+        ledger = (
+            _open_ledger(location, key, seal) if create or location.kind == "postgresql" else None
+        )
         try:
             engine = make_engine(location.views_url)
             engine.connect().close()  # creates the views file now, under the umask
@@ -381,18 +392,18 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
 
     def open_ledger() -> Ledger:
         with infrastructure_errors(url), private_files():
-            return _open_ledger(location, key)
+            return _open_ledger(location, key, seal)
 
     services = Services(settings, location, engine, ReadModels(engine), open_ledger)
     services._ledger = ledger
     return services
 
 
-def _open_ledger(location: StorageLocation, key: bytes | None) -> Ledger:
+def _open_ledger(location: StorageLocation, key: bytes | None, seal: bool = False) -> Ledger:
     # lazy: the ledger and eventsourcing, opened on first use (a caught-up read needs neither)
     from evaledger.domain.ledger import Ledger
 
-    return Ledger(location, checkpoint_key=key)
+    return Ledger(location, checkpoint_key=key, seal_payloads=seal)
 
 
 def load_key(path: str) -> bytes:

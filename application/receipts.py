@@ -15,7 +15,7 @@ import io
 import os
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -353,7 +353,7 @@ def evidence_pack(services: Services, run_id: UUID, signing: Signing) -> bytes:
         if definition is not None:
             rubric = rubric_of(definition) or default_rubric(definition)
             rubrics[m.metric] = rubric.model_dump(mode="json")
-    judged = _judge_calls(rows)
+    judged = _judge_calls(rows, ledger.unsealed)
     indent = orjson.OPT_INDENT_2
     files = {
         "run.json": orjson.dumps(bundle, option=indent) + b"\n",
@@ -372,15 +372,21 @@ def evidence_pack(services: Services, run_id: UUID, signing: Signing) -> bytes:
     return out.getvalue()
 
 
-def _judge_calls(rows: Sequence[LogRow]) -> list[dict[str, Any]]:
-    """Every judge call of the run's cases: the prompt sent and the reply received, verbatim."""
+def _judge_calls(
+    rows: Sequence[LogRow], unsealed: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every judge call of the run's cases: the prompt sent and the reply received, verbatim.
+
+    A sealed verdict's prompt and reply are read from the vault (`unsealed`); an erased one's
+    read as the erasure's wording.
+    """
     keys: dict[str, str] = {}
     calls = []
     for _position, aggregate, _version, topic, state in rows:
         if topic == CaseOpened.topic():
             keys[aggregate] = orjson.loads(bytes(state))["test_case"]["key"]
         elif topic == JudgeVerdictRecorded.topic():
-            v = orjson.loads(bytes(state))
+            v = unsealed(orjson.loads(bytes(state)))
             calls.append(
                 {
                     "case_id": aggregate,

@@ -65,6 +65,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
+from evaledger.domain.payloads import SEALED_FIELDS
 from evaledger.domain.spec import ScorerInfo
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
@@ -95,6 +96,8 @@ class Meta:
     actor: str
     idempotency_key: str | None = None
     request_digest: str | None = None
+    seal: bool = False
+    """Seal the personal strings of the events (`domain/payloads.py`): the store's setting."""
 
 
 class RunStatus(StrEnum):
@@ -179,6 +182,8 @@ class Aggregate:
             event.encode_with(dumped)
         else:
             event = cls(**header, **fields)
+        if meta.seal and cls.topic_name in SEALED_FIELDS:
+            event.seal_payload(str(self.id))
         self.apply(event)
         self._pending.append(event)
         return event
@@ -405,7 +410,7 @@ class Case(Aggregate):
             variant=bc.variant,
             dumped={"test_case": d["test_case"]},
         )
-        follow = Meta(timestamp=meta.timestamp, actor=meta.actor)
+        follow = Meta(timestamp=meta.timestamp, actor=meta.actor, seal=meta.seal)
         case._record_transcript(bc, d, follow, catalogue)
         verdict_ids = case._record_verdicts(bc, d, follow, catalogue)
         case._record_scores_and_checks(bc, d, follow, catalogue)

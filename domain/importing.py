@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from typing import IO
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.aggregates import Case
 from evaledger.domain.bundle import BundleCase
+from evaledger.domain.payloads import Sealed
+from evaledger.domain.store.chain import HashedStoredEvent
 
 IMPORT_CHUNK = 500
 """Cases per transaction of a streamed import: big enough to amortise a commit, small enough
@@ -76,8 +79,17 @@ class CaseHashes(Mapping[UUID, str]):
         return case_id in self._raw
 
 
-_HEAD = struct.Struct("<16sqII")
-"""One spooled event's head: originator id, version, topic length, state length."""
+_HEAD = struct.Struct("<16sqIII")
+"""One spooled event's head: originator id, version, topic, state and sealed payload lengths."""
+
+
+def _sealed_bytes(sealed: Sealed) -> bytes:
+    return orjson.dumps([sealed.ref, sealed.subject, sealed.plaintext.decode()])
+
+
+def _sealed_of(data: bytes) -> Sealed:
+    ref, subject, plaintext = orjson.loads(data)
+    return Sealed(ref, subject, plaintext.encode())
 
 
 class EventSpool:
@@ -100,9 +112,15 @@ class EventSpool:
         for e in events:
             topic = e.topic.encode()
             oid = e.originator_id if isinstance(e.originator_id, UUID) else UUID(e.originator_id)
-            write(_HEAD.pack(oid.bytes, e.originator_version, len(topic), len(e.state)))
+            # A sealed event's payload goes with it, for the vault to encrypt at the write.
+            sealed = e.sealed if isinstance(e, HashedStoredEvent) else None
+            payload = b"" if sealed is None else _sealed_bytes(sealed)
+            write(
+                _HEAD.pack(oid.bytes, e.originator_version, len(topic), len(e.state), len(payload))
+            )
             write(topic)
             write(e.state)
+            write(payload)
         self._chunks.append((len(events), cases))
 
     def chunks(self) -> Iterator[tuple[list[StoredEvent], int]]:
@@ -110,11 +128,15 @@ class EventSpool:
         self._file.seek(0)
         read = self._file.read
         for count, cases in self._chunks:
-            events = []
+            events: list[StoredEvent] = []
             for _ in range(count):
-                raw, version, topic_n, state_n = _HEAD.unpack(read(_HEAD.size))
+                raw, version, topic_n, state_n, sealed_n = _HEAD.unpack(read(_HEAD.size))
                 topic = read(topic_n).decode()
-                events.append(StoredEvent(UUID(bytes=raw), version, topic, read(state_n)))
+                state = read(state_n)
+                sealed = _sealed_of(read(sealed_n)) if sealed_n else None
+                events.append(
+                    HashedStoredEvent(UUID(bytes=raw), version, topic, state, sealed=sealed)
+                )
             yield events, cases
 
     def close(self) -> None:

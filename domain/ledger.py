@@ -38,6 +38,7 @@ from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRun
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
+from evaledger.domain.erasure import ErasureCommands
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -84,7 +85,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands, ReviewCommands):
+class Ledger(ErasureCommands, CaseCommands, TraceCommands, ReviewCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------
@@ -680,6 +681,7 @@ class Ledger(CaseCommands, TraceCommands, ReviewCommands):
                 actor=ctx.actor,
                 idempotency_key=ctx.idempotency_key,
                 request_digest=digest,
+                seal=self.seal_payloads,
             )
             try:
                 built.append(

@@ -22,6 +22,7 @@ import orjson
 from eventsourcing.persistence import Notification, StoredEvent
 
 from evaledger.domain.aggregates import seal_of
+from evaledger.domain.erasure import payload_problems
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     GENESIS_HASH,
@@ -321,6 +322,8 @@ def verify(
         if progress is not None:
             progress(block.last_position, head)
     report = walk.finish()
+    if report.resumed_from is None:  # a full walk also holds the sealed payloads to the log
+        report.findings.extend(payload_problems(ledger))
     checkpoint = report.checkpoint
     if key is not None and report.ok and checkpoint is not None and checkpoint.signed:
         ledger.recorder.record_verified(

@@ -151,6 +151,7 @@ class LedgerStore:
         checkpoint_key: bytes | None = None,
         migrate: bool = False,
         app_role: str | None = None,
+        seal_payloads: bool = False,
     ) -> None:
         """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
 
@@ -170,6 +171,9 @@ class LedgerStore:
             lambda oid: self.recorder.commit_verifies(oid, 1, self.checkpoint_key)
         )
         self.recorder.use_checkpoint_key(checkpoint_key)
+        self.seal_payloads = seal_payloads
+        """Seal new events' personal strings under per-case keys (`domain/payloads.py`)."""
+        cast(EventMapper, self.app.mapper).unseal = self.recorder.unseal
         self.recorder.prepare(env, migrate=migrate, app_role=app_role)
 
     def check_store(self) -> int:
@@ -291,6 +295,7 @@ class LedgerStore:
             actor=ctx.actor,
             idempotency_key=ctx.idempotency_key,
             request_digest=request_digest(body) if ctx.idempotency_key is not None else None,
+            seal=self.seal_payloads,
         )
 
     def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:

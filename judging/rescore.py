@@ -15,12 +15,15 @@ from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
     CaseOpened,
     JudgeVerdictRecorded,
+    MetricScore,
     ParseStatus,
+    PayloadErased,
     TranscriptRecorded,
     VerdictInvalidated,
 )
 from evaledger.domain.ledger import Ledger
 from evaledger.domain.metrics import MetricDefinition, ScoreType
+from evaledger.domain.payloads import erased_text
 from evaledger.judging.rubric import (
     RUBRIC_TEMPLATE_ID,
     JudgeRubric,
@@ -78,6 +81,7 @@ def rescore_run(ledger: Ledger, run_id: UUID, rubrics: Sequence[JudgeRubric]) ->
         transcript = next((e for e in events if isinstance(e, TranscriptRecorded)), None)
         turns = len(transcript.turns) if transcript is not None else 0
         invalidated = {e.verdict_id for e in events if isinstance(e, VerdictInvalidated)}
+        erased = next((e for e in events if isinstance(e, PayloadErased)), None)
         for e in events:
             if not (
                 isinstance(e, JudgeVerdictRecorded)
@@ -94,8 +98,13 @@ def rescore_run(ledger: Ledger, run_id: UUID, rubrics: Sequence[JudgeRubric]) ->
                 if m.name in chosen:
                     check_rubric(m, chosen[m.name])
             seen.update(m.name for m in metrics)
-            again = rescore_reply(e.raw_output, metrics, chosen, turn_count=turns)
-            by_metric = {s.metric: s for s in again.metric_scores}
+            if erased is not None:  # the reply is gone: its recorded scores still count
+                why = erased_text(erased.timestamp.isoformat(), erased.actor, erased.reason)
+                by_metric: dict[str, MetricScore] = {}
+                error: str | None = f"the reply was {why[1:-1]}: it cannot be read again"
+            else:
+                again = rescore_reply(e.raw_output, metrics, chosen, turn_count=turns)
+                by_metric, error = {s.metric: s for s in again.metric_scores}, again.error
             recorded = {s.metric: s for s in e.metric_scores}
             label = f"{e.judge.provider}:{e.judge.model}"
             for m in metrics:
@@ -109,7 +118,7 @@ def rescore_run(ledger: Ledger, run_id: UUID, rubrics: Sequence[JudgeRubric]) ->
                         metric=m.name,
                         recorded=_value(recorded[m.name], m),
                         rescored=None if new is None else _value(new, m),
-                        error=again.error if new is None else None,
+                        error=error if new is None else None,
                     )
                 )
     unjudged = sorted(set(given) - seen)

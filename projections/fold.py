@@ -33,6 +33,7 @@ from evaledger.domain.events import (
     NamedScoresRecorded,
     OutcomeEvaluated,
     ParseStatus,
+    PayloadErased,
     Role,
     ScoreOverridden,
     ScoreScale,
@@ -73,6 +74,7 @@ FOLDED_VERSIONS: dict[type[CaseEvent], int] = {
     HumanLabelRecorded: 1,
     CaseFlagged: 1,
     CaseUnflagged: 1,
+    PayloadErased: 1,
 }
 """Every case topic and the class version its fold reads. Older stored versions reach the fold
 upcast to the current one (`store.codec.decode_state`); a class whose version moves on fails
@@ -366,6 +368,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
     HumanLabelRecorded: _unscored,
     CaseFlagged: _unscored,
     CaseUnflagged: _unscored,
+    PayloadErased: _unscored,
 }
 
 

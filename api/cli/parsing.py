@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
+import evaledger.api.cli.erasure as erasure
 import evaledger.api.cli.judging as judging
 import evaledger.api.cli.online as online
 import evaledger.api.cli.proofs as proofs
@@ -44,6 +45,7 @@ FAMILIES = (
     judging,
     online,
     review,
+    erasure,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

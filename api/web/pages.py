@@ -382,6 +382,7 @@ def case_page(
             "corrections": [e for e in events if e["type"] in _CORRECTIONS],
             "labels": [e for e in events if e["type"] == "HumanLabelRecorded"],
             "flag": review_queue.case_flag(services, case_id),
+            "erasures": [e for e in events if e["type"] == "PayloadErased"],
             # A case is labelled in its own terms: the rubric metrics when a judge scored it on
             # them, its own scorers (an Inspect `match`, a promptfoo assertion) when it has them.
             "label_metrics": own.metrics if chain["verdicts"] else (),

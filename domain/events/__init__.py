@@ -34,6 +34,7 @@ from evaledger.domain.events.case import (
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
+    PayloadErased,
     ScoreOverridden,
     SkipOutcome,
     StructuralCheckRecorded,
@@ -137,6 +138,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     ReviewItemLabelled,
     ReviewItemSkipped,
     ReviewItemAdjudicated,
+    PayloadErased,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -177,6 +179,7 @@ __all__ = [
     "OutcomeEvaluated",
     "OutcomeResult",
     "ParseStatus",
+    "PayloadErased",
     "ReviewAssignment",
     "ReviewEvent",
     "ReviewItemAdjudicated",

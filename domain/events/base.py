@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
 from functools import cache
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
 import orjson
@@ -19,6 +19,7 @@ from pydantic import (
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import FrozenModel
+from evaledger.domain.payloads import Sealed, seal_state
 from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 GENESIS_HASH = "0" * 64
@@ -136,6 +137,28 @@ class DomainEvent(FrozenModel):
         if state is None:
             state = private["_state"] = encode_state(self)
         return state
+
+    def seal_payload(self, subject: str) -> None:
+        """Store this event's personal strings as a sealed payload of `subject` (before hashing).
+
+        The stored state then holds the payload's reference (`domain/payloads.py`); the fields
+        keep their text in memory; `sealed_payload()` gives what the store encrypts.
+        """
+        private = self.__pydantic_private__
+        assert private is not None
+        assert private.get("_hash") is None
+        state = orjson.loads(self.stored_state())
+        sealed = seal_state(self.topic_name, state, subject)
+        if sealed is not None:
+            private["_state"] = orjson.dumps(state)
+            # Only sealed events carry the key (no private attribute: the others stay as small).
+            private["_sealed"] = sealed
+
+    def sealed_payload(self) -> Sealed | None:
+        """The sealed payload of this event, when it was sealed in this process."""
+        private = self.__pydantic_private__
+        assert private is not None
+        return cast(Sealed | None, private.get("_sealed"))
 
     def hash(self) -> str:
         """Hash of this event as stored (set by the mapper when read back, else computed)."""

@@ -275,6 +275,20 @@ class CaseUnflagged(CaseEvent):
     reason: str | None = None
 
 
+class PayloadErased(CaseEvent):
+    """An admin erased the case's sealed payloads: the subject's key and ciphertexts destroyed.
+
+    The events keep their references (`domain/payloads.py`), so the chain still verifies; their
+    personal strings read "erased on DATE by WHO (reason)" from then on.
+    """
+
+    topic_name: ClassVar[str] = "evaledger.case.payload_erased"
+
+    subject: str = Field(min_length=1, description="Whose key was destroyed (the case id).")
+    refs: list[str] = Field(min_length=1, description="The payload references erased.")
+    reason: str = Field(min_length=1, description="Why (e.g. the deletion request).")
+
+
 HUMAN_ACTS: dict[type[CaseEvent], tuple[TokenScope, str]] = {
     VerdictOverridden: (TokenScope.ADMIN, "recording overrides or invalidations"),
     VerdictInvalidated: (TokenScope.ADMIN, "recording overrides or invalidations"),
@@ -282,6 +296,7 @@ HUMAN_ACTS: dict[type[CaseEvent], tuple[TokenScope, str]] = {
     HumanLabelRecorded: (TokenScope.WRITE, "labelling or flagging a case"),
     CaseFlagged: (TokenScope.WRITE, "labelling or flagging a case"),
     CaseUnflagged: (TokenScope.WRITE, "labelling or flagging a case"),
+    PayloadErased: (TokenScope.ADMIN, "erasing a case's payloads"),
 }
 """A person's acts on a case, allowed on a closed run: the scope each needs, and the act named
 in the refusal. Corrections are an admin's; labels and flags a reviewer's (write)."""

@@ -22,6 +22,7 @@ from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.errors import InfrastructureError, ValidationError
 from evaledger.domain.events import stored_hash
+from evaledger.domain.payloads import Sealed
 from evaledger.domain.store.permissions import shared_mode
 from evaledger.domain.store.urls import KEY_ENV as KEY_ENV
 
@@ -39,6 +40,8 @@ class HashedStoredEvent(StoredEvent):
     """A stored event carrying the hash the domain already computed (hashed once per event)."""
 
     hash: str = ""
+    sealed: Sealed | None = None
+    """The event's sealed payload, for the vault to encrypt in the same transaction."""
 
 
 @dataclass(frozen=True)

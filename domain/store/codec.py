@@ -10,6 +10,7 @@ import orjson
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic, stored_hash
+from evaledger.domain.payloads import PAYLOAD_KEY, SEALED_TEXT, unseal_state
 from evaledger.domain.store.chain import HashedStoredEvent
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -62,6 +63,9 @@ def decode_state(
 class EventMapper(Mapper[UUID]):
     """Maps pydantic domain events to stored events under their explicit stable topics."""
 
+    unseal: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Puts a sealed event's payload back (the store's vault: `LedgerRecorder.unseal`)."""
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """Encode one domain event."""
         event = cast(DomainEvent, domain_event)
@@ -72,11 +76,14 @@ class EventMapper(Mapper[UUID]):
             # The bytes the hash chain was computed over (same orjson encoding as the transcoder).
             state=event.stored_state(),
             hash=event.hash(),
+            sealed=event.sealed_payload(),
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         """Decode (and upcast) one stored event."""
         cls, data = decode_state(stored_event.topic, stored_event.state, self.transcoder)
+        if PAYLOAD_KEY in data:
+            data = self.unseal(data) if self.unseal is not None else unseal_state(data, SEALED_TEXT)
         originator_id = stored_event.originator_id
         data["originator_id"] = (
             originator_id if isinstance(originator_id, UUID) else UUID(originator_id)

@@ -6,6 +6,7 @@ tables, the append-only triggers and grants.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 from uuid import UUID
@@ -34,6 +35,12 @@ from evaledger.domain.store.chain import (
 )
 from evaledger.domain.store.errors import first_line, store_errors
 from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection, bounded_getconn
+from evaledger.domain.store.payloads import (
+    KEYS_TABLE,
+    PAYLOADS_TABLE,
+    PayloadVault,
+    postgres_payload_ddl,
+)
 from evaledger.domain.store.recorder import LedgerRecorder, LogRow
 from evaledger.domain.store.urls import (
     CONNECT_TIMEOUT,
@@ -42,6 +49,7 @@ from evaledger.domain.store.urls import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("evaledger")
 
 WRITE_LOCK = 4242001
 """Advisory lock key every writer of the events table takes for its transaction."""
@@ -94,6 +102,7 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             f' FROM "{datastore.schema}"."{events_table_name}"'
             " WHERE notification_id >= %s ORDER BY notification_id LIMIT %s"
         )
+        self.vault = PayloadVault("%s", f'"{datastore.schema}".')
         self.chain = ChainWriter(
             "%s",
             f'"{datastore.schema}"."{events_table_name}"',
@@ -214,6 +223,7 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
                 self.chain.append(curs, stored_events, ids)
             except psycopg.errors.RaiseException as e:
                 raise _refused_by_chain_function(e) from None
+            self.vault.put(curs, stored_events)
         return ids
 
     def _insert_rows(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
@@ -273,6 +283,8 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         """
         if migrate or not postgres_schema_exists(self):
             migrate_postgres(self, env, app_role)
+        else:
+            self.create_vault()
         check_append_only(self)
 
     def check_append_only(self) -> None:
@@ -283,6 +295,27 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         """Create the chain table (never adopting events: `evaledger chain adopt` does)."""
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(postgres_chain_ddl(self.datastore.schema))
+        self.create_vault()
+
+    def create_vault(self) -> None:
+        """Create the payload vault's tables when missing (a store from before issue 34).
+
+        A role that may not create them (the app role of a store not yet migrated) leaves it to
+        `evaledger migrate`; sealing then fails at its first write, naming the table.
+        """
+        schema = self.datastore.schema
+        try:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL AS present",
+                    (f'"{schema}".{PAYLOADS_TABLE}',),
+                )
+                row = curs.fetchone()
+                if row is not None and row["present"]:
+                    return
+                curs.execute(postgres_payload_ddl(schema))
+        except (ProgrammingError, psycopg.errors.InsufficientPrivilege) as e:
+            log.info("payload vault not created: %s", first_line(e))
 
 
 # -- PostgreSQL schema: migrations (DDL, triggers, grants) and the start-up check ---------------
@@ -394,6 +427,11 @@ def _migrate(
                     curs.execute(
                         f'GRANT SELECT, INSERT ON "{schema}".{CHECKPOINTS_TABLE} TO {role}'
                     )
+                    # The vault is not append-only: erasure destroys keys and ciphertexts.
+                    for table in (KEYS_TABLE, PAYLOADS_TABLE):
+                        curs.execute(
+                            f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{schema}".{table} TO {role}'
+                        )
                     curs.execute(
                         f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
                         f"({CHAIN_APPEND_ARGS}) TO {role}"

@@ -11,8 +11,17 @@ from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
+from evaledger.domain.payloads import (
+    PAYLOAD_KEY,
+    SEALED_TEXT,
+    PayloadError,
+    decrypt,
+    erased_text,
+    unseal_state,
+)
 from evaledger.domain.store.chain import Block, ChainWriter
 from evaledger.domain.store.errors import statement_errors, store_errors
+from evaledger.domain.store.payloads import PayloadVault, StoredPayload, Tombstone
 
 log = logging.getLogger("evaledger")
 
@@ -52,6 +61,7 @@ class LedgerRecorder:
     """The ledger's side of a recorder; mixed into eventsourcing's own recorder of each store."""
 
     chain: ChainWriter
+    vault: PayloadVault
     datastore: Any
     _name: str
 
@@ -154,6 +164,49 @@ class LedgerRecorder:
             stored = self.last_checkpoint()
             if stored is None or stored.tree_size < row.tree_size:
                 raise
+
+    # -- the payload vault (`store/payloads.py`) ------------------------------------------------
+
+    def unseal(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A decoded sealed state with its strings back: decrypted, or the erasure's wording.
+
+        A payload that is missing without an erasure, or that does not open, reads as
+        `SEALED_TEXT` here; `verify --full` names it (`payload_problems`).
+        """
+        entry = data[PAYLOAD_KEY]
+        ref, subject = str(entry["ref"]), str(entry["subject"])
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            stored = self.vault.get(curs, ref)
+            tomb = self.vault.tombstone(curs, subject) if stored is None else None
+        if stored is not None and stored.key is not None:
+            try:
+                values = decrypt(stored.key, ref, subject, stored.nonce, stored.ciphertext)
+            except PayloadError:
+                return unseal_state(data, SEALED_TEXT)
+            return unseal_state(data, values)
+        if tomb is not None:
+            return unseal_state(data, erased_text(tomb.erased_at, tomb.erased_by, tomb.reason))
+        return unseal_state(data, SEALED_TEXT)
+
+    def tombstone(self, subject: str) -> Tombstone | None:
+        """When, by whom and why a subject's payloads were erased (None: not erased)."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.vault.tombstone(curs, subject)
+
+    def payload(self, ref: str) -> StoredPayload | None:
+        """One stored payload (None: erased or never stored)."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.vault.get(curs, ref)
+
+    def payload_page(self, after: str, limit: int) -> list[StoredPayload]:
+        """Stored payloads after a reference, in reference order (what verify walks)."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return self.vault.page(curs, after, limit)
+
+    def erase_payloads(self, subject: str, tombstone: Tombstone) -> None:
+        """Destroy a subject's key and ciphertexts (each store also clears the freed bytes)."""
+        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+            self.vault.erase(curs, subject, tombstone)
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of the last stored event of each aggregate that has one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,7 @@ from evaledger.domain.store.chain import (
     ChainWriter,
 )
 from evaledger.domain.store.errors import store_errors
+from evaledger.domain.store.payloads import SQLITE_PAYLOAD_DDL, PayloadVault, Tombstone
 from evaledger.domain.store.recorder import LedgerRecorder
 
 LAST_STORED_BATCH = 500
@@ -34,6 +36,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
     ) -> None:
         super().__init__(datastore, events_table_name)
         self.chain = ChainWriter("?", events_table_name, "rowid", hex_ids=True)
+        self.vault = PayloadVault("?")
         self._name = f"the SQLite event store {datastore.pool.db_name}"
         # Ids are stored as 32 hex digits (eventsourcing writes `UUID.hex`): formatted here.
         o = "originator_id"
@@ -65,6 +68,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
             SQLITE_CHAIN_DDL,
             SQLITE_VERIFIED_DDL,
             SQLITE_CHECKPOINTS_DDL,
+            *SQLITE_PAYLOAD_DDL,
         ]
 
     def create_table(self) -> None:
@@ -78,6 +82,7 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
     ) -> Sequence[int] | None:
         ids = self._insert_rows(c, stored_events)
         self.chain.append(c, stored_events, ids)
+        self.vault.put(c, stored_events)
         return ids
 
     def _insert_rows(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent]) -> list[int]:
@@ -117,6 +122,24 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         """Insert events and their chain block in one transaction."""
         with store_errors(self._name):
             return super().insert_events(stored_events, **kwargs)
+
+    def erase_payloads(self, subject: str, tombstone: Tombstone) -> None:
+        """Destroy a subject's key and ciphertexts, then make SQLite forget the bytes.
+
+        `secure_delete` overwrites the freed cells with zeros; `VACUUM` rebuilds the file without
+        the freed pages; a truncating WAL checkpoint empties the write-ahead log that held them.
+        """
+        with store_errors(self._name), self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA secure_delete = ON")
+            self.vault.erase(c, subject, tombstone)
+        # VACUUM runs outside a transaction: a connection of its own, in autocommit mode.
+        raw = sqlite3.connect(self.datastore.pool.db_name, isolation_level=None)
+        try:
+            with store_errors(self._name):
+                raw.execute("VACUUM")
+                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            raw.close()
 
     def last_stored(self, originator_ids: Sequence[UUID]) -> dict[UUID, tuple[str, bytes]]:
         """(topic, state) of each aggregate's last stored event: a query per batch of ids.

@@ -60,6 +60,7 @@ from evaledger.domain.events import (
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
+    PayloadErased,
     ReviewAssignment,
     ReviewEvent,
     ReviewItemAdjudicated,
@@ -169,6 +170,7 @@ TOPICS = [
     "evaledger.review.item_labelled/v1",
     "evaledger.review.item_skipped/v1",
     "evaledger.review.item_adjudicated/v1",
+    "evaledger.case.payload_erased/v1",
 ]
 
 
@@ -427,6 +429,12 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
         ),
         CaseFlagged(**_meta(CASE_ID, 13), reason="caller asked twice for a human"),
         CaseUnflagged(**_meta(CASE_ID, 14), reason="checked: the hand-off happened"),
+        PayloadErased(
+            **_meta(CASE_ID, 17),
+            subject=str(CASE_ID),
+            refs=["5aaf9df924917cd97cec88dd8b7b7a896833b04b5847f322520d39886fc46db4"],
+            reason="deletion request 12",
+        ),
         ExecutionSkipped(**_meta(CASE_ID, 16), outcome="xfailed", reason="issue 12: flaky"),
         ScoreOverridden(
             **_meta(CASE_ID, 15),
@@ -556,7 +564,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 38
+    assert len(EVENT_CLASSES) == 39
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES

@@ -493,3 +493,38 @@ def test_rescore_reads_stored_replies_under_another_mapping_without_a_call(
     assert code == 2 and "has no rubric verdict in this run to rescore" in err
     code, _, err = run_cli(capsys, store_url, "judge", run_id, "--rescore")
     assert code == 2 and "rubric: --rescore reads the replies under a --rubric FILE" in err
+
+
+def test_rescore_of_an_erased_case_says_the_reply_is_gone_and_keeps_its_scores(
+    store_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    judges: FakeJudges,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 34: the erased reply cannot be read again; the recorded verdict still counts."""
+    monkeypatch.setenv("EVALEDGER_SEAL_PAYLOADS", "1")
+    judges.script = script_with(**labelled("good", 7))
+    run_id = import_file(tmp_path, capsys, store_url)
+    judge = ("--judge", "openai:gpt-4.1", "--rubric", str(EXAMPLE))
+    assert run_cli(capsys, store_url, "judge", run_id, *judge)[0] == 0
+    _, out, _ = run_cli(capsys, store_url, "show", run_id, "--json")
+    shown = orjson.loads(out)
+    case = next(c for c in shown["cases"] if c["test_case_key"] == "refund-above-limit")
+    code, _, err = run_cli(
+        capsys, store_url, "erase", "--case", case["case_id"], "--reason", "deletion request 9"
+    )
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, store_url, "judge", run_id, "--rubric", str(EXAMPLE), "--rescore", "--json"
+    )
+    assert code == 0, err
+    rows = orjson.loads(out)["rescored"]
+    erased = [r for r in rows if r["test_case_key"] == "refund-above-limit"]
+    kept = [r for r in rows if r["test_case_key"] == "refund-late-delivery"]
+    assert erased and all(r["rescored"] is None for r in erased)
+    assert all("erased on" in r["error"] and "deletion request 9" in r["error"] for r in erased)
+    assert all(r["recorded"] is not None for r in erased)  # the stored verdict still counts
+    assert kept and all(r["rescored"] is not None for r in kept)
+    _, out, _ = run_cli(capsys, store_url, "show", run_id, "--json")
+    assert orjson.loads(out)["aggregate"] == shown["aggregate"]

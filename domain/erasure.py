@@ -1,0 +1,193 @@
+"""Erasure of a case's sealed payloads, and the vault's part of `verify` (issue 34).
+
+`erase_case` records `PayloadErased` (who, when, why, which references) on the case, then has
+the store destroy the case's key and ciphertexts (`LedgerRecorder.erase_payloads`). The events
+keep their references, so the chain, the Merkle log and every score derived from them stay as
+they were. `payload_problems` is what `verify --full` adds: every sealed reference of the log is
+either stored and opens to the plaintext it names, or erased by a `PayloadErased` of its case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from evaledger.domain.case_commands import CaseCommands
+from evaledger.domain.errors import ConflictError, ValidationError
+from evaledger.domain.events import HUMAN_ACTS, PayloadErased, TraceRecorded, split_topic
+from evaledger.domain.payloads import SEALED_FIELDS, PayloadError, decrypt, sealed_ref
+from evaledger.domain.store.payloads import Tombstone
+from evaledger.domain.writes import Context, LedgerStore, Written, require_reason
+
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What an erasure did: the event written (None when only finishing an earlier one)."""
+
+    case_id: UUID
+    refs: tuple[str, ...]
+    erased_at: str
+    erased_by: str
+    reason: str
+    written: Written | None
+
+
+class ErasureCommands(CaseCommands):
+    """The erase command (mixed into `Ledger`)."""
+
+    def erase_case(self, case_id: UUID, ctx: Context, reason: str | None) -> Erasure:
+        """Erase a case's sealed payloads (admin); the log keeps their references.
+
+        Refused, nothing stored: another project's case (as if absent), a case with personal
+        text stored inline (written before sealing: its bytes are what the chain covers), a case
+        with nothing sealed. Erasing an erased case again finishes its vault step (a crash
+        between the event and the vault) and records nothing new.
+        """
+        why = require_reason(reason, "erasing a case's payloads")
+        ctx.scope.require(*HUMAN_ACTS[PayloadErased])
+        case = self.get_case(case_id)
+        self._run_in_scope(case.run_id, ctx, f"case {case_id}")
+        done = self._erasure_of(case_id)
+        if done is not None:
+            self._destroy(case_id, done)
+            return done
+        refs, inline = self._sealed_refs(case_id)
+        trace = self._source_trace(case_id)
+        if trace is not None:
+            inline.append(f"the spans of OTLP trace {trace} it was recorded from")
+        if inline:
+            raise ValidationError(
+                f"case: case {case_id} holds personal text stored inline before sealing was on "
+                f"({', '.join(inline)}): the chain covers those bytes, so they cannot be erased "
+                "without breaking it (see docs/audit.md, Erasure)",
+                field="case",
+            )
+        if not refs:
+            raise ValidationError(
+                f"case: case {case_id} has no sealed payload to erase", field="case"
+            )
+        body = {"subject": str(case_id), "refs": refs, "reason": why}
+        written = self._fact(case_id, PayloadErased, ctx, body)
+        erasure = self._erasure_of(case_id)
+        if erasure is None:  # pragma: no cover - the event was just written
+            raise ConflictError(f"case {case_id}: the erasure was not recorded")
+        erasure = Erasure(case_id, erasure.refs, erasure.erased_at, erasure.erased_by, why, written)
+        self._destroy(case_id, erasure)
+        return erasure
+
+    def unsealed(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A decoded stored state with its sealed strings put back (or the erasure's wording)."""
+        return self.recorder.unseal(state) if sealed_ref(state) is not None else state
+
+    def erasure_of(self, case_id: UUID) -> Erasure | None:
+        """The case's erasure (when, by whom, why), if it was erased."""
+        return self._erasure_of(case_id)
+
+    def _destroy(self, case_id: UUID, erasure: Erasure) -> None:
+        tomb = Tombstone(erasure.erased_at, erasure.erased_by, erasure.reason)
+        self.recorder.erase_payloads(str(case_id), tomb)
+
+    def _erasure_of(self, case_id: UUID) -> Erasure | None:
+        for event in self.events_of(case_id):
+            if isinstance(event, PayloadErased):
+                return Erasure(
+                    case_id,
+                    tuple(event.refs),
+                    event.timestamp.isoformat(),
+                    event.actor,
+                    event.reason,
+                    None,
+                )
+        return None
+
+    def _source_trace(self, case_id: UUID) -> str | None:
+        """The OTLP trace a case was recorded from (its spans keep every attribute inline)."""
+        start = 1
+        wanted = str(case_id).encode()
+        while rows := self.log_rows(start, PAGE):
+            for _, oid, _, topic, state in rows:
+                if (
+                    topic == TraceRecorded.topic()
+                    and wanted in state
+                    and orjson.loads(state).get("case_id") == str(case_id)
+                ):
+                    return oid
+            start = rows[-1][0] + 1
+        return None
+
+    def _sealed_refs(self, case_id: UUID) -> tuple[list[str], list[str]]:
+        """The case's sealed references, and its events that hold personal text inline."""
+        refs: list[str] = []
+        inline: list[str] = []
+        for stored in self.stored_events_of(case_id):
+            name, _ = split_topic(stored.topic)
+            paths_of = SEALED_FIELDS.get(name)
+            if paths_of is None:
+                continue
+            state = orjson.loads(stored.state)
+            entry = sealed_ref(state)
+            if entry is not None:
+                refs.append(str(entry["ref"]))
+            elif any(True for _ in paths_of(state)):
+                inline.append(f"{name.rsplit('.', 1)[-1]} v{stored.originator_version}")
+        return refs, inline
+
+
+def payload_problems(ledger: LedgerStore) -> list[tuple[int, str]]:
+    """What a full `verify` finds wrong with the sealed payloads: (log position, finding).
+
+    Each sealed reference in the log must be stored and open, under its subject's key, to the
+    plaintext whose SHA-256 it is, unless its case recorded `PayloadErased` naming it. A stored
+    payload no event names is reported too (a row written outside evaledger), at position 0.
+    """
+    named: dict[str, tuple[int, str]] = {}
+    erased: set[str] = set()
+    for position, oid, state, topic in _sealed_states(ledger):
+        if topic == PayloadErased.topic_name:
+            erased.update(str(r) for r in state.get("refs", ()))
+            continue
+        entry = sealed_ref(state)
+        if entry is not None:
+            where = f"{topic.rsplit('.', 1)[-1]} of {oid} at position {position}"
+            named[str(entry["ref"])] = (position, where)
+    problems: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    after = ""
+    while page := ledger.recorder.payload_page(after, PAGE):
+        for p in page:
+            seen.add(p.ref)
+            position, where = named.get(p.ref, (0, ""))
+            if not where:
+                problems.append((0, f"payload {p.ref[:12]}: stored but named by no event"))
+            elif p.key is None:
+                problems.append((position, f"payload {p.ref[:12]} ({where}): its key is gone"))
+            else:
+                try:
+                    decrypt(p.key, p.ref, p.subject, p.nonce, p.ciphertext)
+                except PayloadError as e:
+                    problems.append((position, f"{e} ({where})"))
+        after = page[-1].ref
+    for ref, (position, where) in named.items():
+        if ref not in seen and ref not in erased:
+            problems.append(
+                (position, f"payload {ref[:12]} ({where}): missing, and no erasure names it")
+            )
+    return problems
+
+
+def _sealed_states(ledger: LedgerStore) -> Iterator[tuple[int, str, dict[str, Any], str]]:
+    """(position, aggregate id, decoded state, topic name) of each sealed or erasure event."""
+    start = 1
+    wanted = {*SEALED_FIELDS, PayloadErased.topic_name}
+    while rows := ledger.log_rows(start, PAGE):
+        for position, oid, _, topic, state in rows:
+            name, _ = split_topic(topic)
+            if name in wanted and (name == PayloadErased.topic_name or b"payload_ref" in state):
+                yield position, oid, orjson.loads(state), name
+        start = rows[-1][0] + 1

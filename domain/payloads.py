@@ -1,0 +1,143 @@
+"""Sealed payloads: personal text kept out of the log, under a key that erasure destroys.
+
+A sealed event (a transcript's messages, a judge's or grader's prompt and reply) is stored with
+its personal strings replaced by `SEALED_TEXT` and one extra state key, `PAYLOAD_KEY`:
+`{"ref": REF, "subject": SUBJECT, "paths": [[field, index, ...], ...]}`. The strings themselves go,
+with a 32-byte random salt, into one plaintext `P = {"salt": hex, "values": [...]}` whose SHA-256
+is `REF`; the store keeps `P` encrypted (AES-256-GCM, associated data `REF` and the subject) under
+the subject's key (`domain/store/payloads.py`). The event's hash, hence the chain and the Merkle
+log, covers `REF`, never the plaintext or the ciphertext, so destroying the key and the ciphertext
+(`evaledger erase`) leaves every link verifiable. The salt makes `REF` a hiding commitment: with
+the salt gone, nobody can test a guess of the erased text against it.
+
+Old events (stored before sealing) keep their text inline: their stored bytes and hashes are what
+the chain covers, so they cannot be sealed afterwards (see `docs/decisions.md`, issue 34).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+PAYLOAD_KEY = "payload_ref"
+"""The stored-state key of a sealed event's reference (absent from unsealed events)."""
+SEALED_TEXT = "[sealed]"
+"""What a sealed string reads as in the stored state (and wherever its payload is not read)."""
+KEY_BYTES = 32
+NONCE_BYTES = 12
+
+Path = tuple[str | int, ...]
+
+
+def _prompt_reply(state: dict[str, Any]) -> Iterator[Path]:
+    for name in ("prompt", "raw_output"):
+        if isinstance(state.get(name), str):
+            yield (name,)
+
+
+def _turn_contents(state: dict[str, Any]) -> Iterator[Path]:
+    for i, turn in enumerate(state.get("turns") or ()):
+        if isinstance(turn, dict) and isinstance(turn.get("content"), str):
+            yield ("turns", i, "content")
+
+
+SEALED_FIELDS: dict[str, Callable[[dict[str, Any]], Iterator[Path]]] = {
+    "evaledger.case.transcript_recorded": _turn_contents,
+    "evaledger.case.judge_verdict_recorded": _prompt_reply,
+    "evaledger.case.claims_verified": _prompt_reply,
+    "evaledger.case.named_scores_recorded": _prompt_reply,
+}
+"""Topic name → the paths of the personal strings of its state (the one list of them)."""
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """One event's sealed payload: its reference, subject and plaintext (to encrypt on store)."""
+
+    ref: str
+    subject: str
+    plaintext: bytes
+
+
+class PayloadError(ValueError):
+    """A ciphertext that does not open under its key, or a plaintext that is not its reference."""
+
+
+def seal_state(topic_name: str, state: dict[str, Any], subject: str) -> Sealed | None:
+    """Move `state`'s personal strings into a payload (in place); None when it has none."""
+    paths_of = SEALED_FIELDS.get(topic_name)
+    paths = list(paths_of(state)) if paths_of is not None else []
+    if not paths:
+        return None
+    values = []
+    for path in paths:
+        parent = _parent(state, path)
+        values.append(parent[path[-1]])
+        parent[path[-1]] = SEALED_TEXT
+    plaintext = orjson.dumps({"salt": os.urandom(32).hex(), "values": values})
+    ref = hashlib.sha256(plaintext).hexdigest()
+    state[PAYLOAD_KEY] = {"ref": ref, "subject": subject, "paths": [list(p) for p in paths]}
+    return Sealed(ref, subject, plaintext)
+
+
+def sealed_ref(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The `PAYLOAD_KEY` entry of a decoded stored state (None: an unsealed event)."""
+    entry = state.get(PAYLOAD_KEY)
+    return entry if isinstance(entry, dict) else None
+
+
+def unseal_state(state: dict[str, Any], values: Sequence[str] | str) -> dict[str, Any]:
+    """Put a payload's strings (or one text for all: erased, missing) back; the key removed."""
+    entry = state.pop(PAYLOAD_KEY)
+    for i, path in enumerate(entry["paths"]):
+        text = values if isinstance(values, str) else values[i]
+        _parent(state, tuple(path))[path[-1]] = text
+    return state
+
+
+def _parent(state: dict[str, Any], path: Path) -> Any:
+    node: Any = state
+    for step in path[:-1]:
+        node = node[step]
+    return node
+
+
+def new_key() -> bytes:
+    """A fresh subject key (AES-256)."""
+    return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
+
+
+def _aad(ref: str, subject: str) -> bytes:
+    return f"evaledger-payload\x1f{ref}\x1f{subject}".encode()
+
+
+def encrypt(key: bytes, sealed: Sealed) -> tuple[bytes, bytes]:
+    """(nonce, ciphertext) of a payload under its subject's key."""
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce, AESGCM(key).encrypt(nonce, sealed.plaintext, _aad(sealed.ref, sealed.subject))
+
+
+def decrypt(key: bytes, ref: str, subject: str, nonce: bytes, ciphertext: bytes) -> list[str]:
+    """The strings of a payload; `PayloadError` when it does not open or is not `ref`."""
+    try:
+        plaintext = AESGCM(key).decrypt(nonce, ciphertext, _aad(ref, subject))
+    except (InvalidTag, ValueError):
+        raise PayloadError(
+            f"payload {ref[:12]}: the ciphertext does not open under its key"
+        ) from None
+    if hashlib.sha256(plaintext).hexdigest() != ref:
+        raise PayloadError(f"payload {ref[:12]}: the plaintext is not the one the event names")
+    values = orjson.loads(plaintext)["values"]
+    return [str(v) for v in values]
+
+
+def erased_text(erased_at: str, actor: str, reason: str) -> str:
+    """What an erased string reads as: "[erased on DATE by WHO (reason)]"."""
+    return f"[erased on {erased_at[:10]} by {actor} ({reason})]"

@@ -1,0 +1,171 @@
+"""The payload vault: sealed payloads' ciphertexts and the subjects' keys, in the event store.
+
+Two tables beside the events (same database, so a payload is stored in the transaction of the
+event that names it): `evaledger_payload_keys` (one AES-256 key per subject; erasure sets the key
+to NULL and records when, by whom and why: the tombstone the case page reads) and
+`evaledger_payloads` (ref → subject, nonce, ciphertext; erasure deletes the rows). Neither is
+covered by the chain: the events hold the references (`domain/payloads.py`), so what these tables
+lose on erasure never breaks a link. Kept apart from the chain and the recorders' own SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+
+from evaledger.domain.errors import ConflictError
+from evaledger.domain.payloads import Sealed, encrypt, new_key
+from evaledger.domain.store.chain import HashedStoredEvent
+
+KEYS_TABLE = "evaledger_payload_keys"
+PAYLOADS_TABLE = "evaledger_payloads"
+
+SQLITE_PAYLOAD_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (subject TEXT PRIMARY KEY, key BLOB, "
+    "created_at TEXT NOT NULL, erased_at TEXT, erased_by TEXT, reason TEXT)",
+    f"CREATE TABLE IF NOT EXISTS {PAYLOADS_TABLE} (ref TEXT PRIMARY KEY, subject TEXT NOT NULL, "
+    "nonce BLOB NOT NULL, ciphertext BLOB NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS ix_{PAYLOADS_TABLE}_subject ON {PAYLOADS_TABLE} (subject)",
+)
+
+
+def postgres_payload_ddl(schema: str) -> str:
+    """The vault's tables on PostgreSQL."""
+    return (
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{KEYS_TABLE} (subject text PRIMARY KEY, '
+        "key bytea, created_at text NOT NULL, erased_at text, erased_by text, reason text); "
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{PAYLOADS_TABLE} (ref text PRIMARY KEY, '
+        "subject text NOT NULL, nonce bytea NOT NULL, ciphertext bytea NOT NULL); "
+        f"CREATE INDEX IF NOT EXISTS ix_{PAYLOADS_TABLE}_subject "
+        f'ON "{schema}".{PAYLOADS_TABLE} (subject)'
+    )
+
+
+@dataclass(frozen=True)
+class StoredPayload:
+    """One payload as the vault holds it (key None: the subject's key was destroyed)."""
+
+    ref: str
+    subject: str
+    nonce: bytes
+    ciphertext: bytes
+    key: bytes | None
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """When, by whom and why a subject's payloads were erased."""
+
+    erased_at: str
+    erased_by: str
+    reason: str
+
+
+class PayloadVault:
+    """The vault's SQL for one store (placeholder style and qualified table names)."""
+
+    def __init__(self, placeholder: str, prefix: str = "") -> None:
+        p = placeholder
+        keys, payloads = f"{prefix}{KEYS_TABLE}", f"{prefix}{PAYLOADS_TABLE}"
+        self.select_key = f"SELECT key, erased_at FROM {keys} WHERE subject = {p}"
+        self.insert_key = (
+            f"INSERT INTO {keys} (subject, key, created_at) VALUES ({p}, {p}, CURRENT_TIMESTAMP)"
+        )
+        self.insert_payload = (
+            f"INSERT INTO {payloads} (ref, subject, nonce, ciphertext) VALUES ({p}, {p}, {p}, {p})"
+        )
+        self.select_payload = (
+            f"SELECT p.ref, p.subject, p.nonce, p.ciphertext, k.key FROM {payloads} p "
+            f"LEFT JOIN {keys} k ON k.subject = p.subject WHERE p.ref = {p}"
+        )
+        self.select_tombstone = (
+            f"SELECT erased_at, erased_by, reason FROM {keys} "
+            f"WHERE subject = {p} AND erased_at IS NOT NULL"
+        )
+        self.erase_key = (
+            f"UPDATE {keys} SET key = NULL, erased_at = {p}, erased_by = {p}, reason = {p} "
+            f"WHERE subject = {p}"
+        )
+        self.insert_tombstone = (
+            f"INSERT INTO {keys} (subject, key, created_at, erased_at, erased_by, reason) "
+            f"VALUES ({p}, NULL, {p}, {p}, {p}, {p})"
+        )
+        self.delete_payloads = f"DELETE FROM {payloads} WHERE subject = {p}"
+        self.select_page = (
+            f"SELECT p.ref, p.subject, p.nonce, p.ciphertext, k.key FROM {payloads} p "
+            f"LEFT JOIN {keys} k ON k.subject = p.subject WHERE p.ref > {p} "
+            f"ORDER BY p.ref LIMIT {p}"
+        )
+
+    def put(self, curs: Any, events: Sequence[StoredEvent]) -> None:
+        """Encrypt and store the sealed payloads of a save (inside its transaction)."""
+        keys: dict[str, bytes] = {}
+        for e in events:
+            sealed = e.sealed if isinstance(e, HashedStoredEvent) else None
+            if sealed is None:
+                continue
+            key = keys.get(sealed.subject)
+            if key is None:
+                key = keys[sealed.subject] = self._key(curs, sealed)
+            nonce, ciphertext = encrypt(key, sealed)
+            curs.execute(self.insert_payload, (sealed.ref, sealed.subject, nonce, ciphertext))
+
+    def _key(self, curs: Any, sealed: Sealed) -> bytes:
+        curs.execute(self.select_key, (sealed.subject,))
+        row = curs.fetchone()
+        if row is None:
+            key = new_key()
+            curs.execute(self.insert_key, (sealed.subject, key))
+            return key
+        if row["key"] is None:
+            raise ConflictError(
+                f"case {sealed.subject} was erased: it takes no new personal payloads",
+                field="case",
+            )
+        return bytes(row["key"])
+
+    def get(self, curs: Any, ref: str) -> StoredPayload | None:
+        """The stored payload of `ref` (None: deleted by erasure, or never stored)."""
+        curs.execute(self.select_payload, (ref,))
+        row = curs.fetchone()
+        return None if row is None else _payload(row)
+
+    def tombstone(self, curs: Any, subject: str) -> Tombstone | None:
+        """The subject's erasure record, if it was erased."""
+        curs.execute(self.select_tombstone, (subject,))
+        row = curs.fetchone()
+        if row is None:
+            return None
+        return Tombstone(str(row["erased_at"]), str(row["erased_by"]), str(row["reason"]))
+
+    def erase(self, curs: Any, subject: str, tombstone: Tombstone) -> None:
+        """Destroy the subject's key (keeping the tombstone) and delete its ciphertexts."""
+        t = tombstone
+        curs.execute(self.select_key, (subject,))
+        if curs.fetchone() is not None:
+            curs.execute(self.erase_key, (t.erased_at, t.erased_by, t.reason, subject))
+        else:
+            curs.execute(
+                self.insert_tombstone,
+                (subject, t.erased_at, t.erased_at, t.erased_by, t.reason),
+            )
+        curs.execute(self.delete_payloads, (subject,))
+
+    def page(self, curs: Any, after: str, limit: int) -> list[StoredPayload]:
+        """Stored payloads with a reference after `after`, in reference order."""
+        curs.execute(self.select_page, (after, limit))
+        return [_payload(r) for r in curs.fetchall()]
+
+
+def _payload(row: Any) -> StoredPayload:
+    key = row["key"]
+    return StoredPayload(
+        str(row["ref"]),
+        str(row["subject"]),
+        bytes(row["nonce"]),
+        bytes(row["ciphertext"]),
+        None if key is None else bytes(key),
+    )
