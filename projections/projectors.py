@@ -45,6 +45,7 @@ from evaledger.projections.tables import (
     run_summaries,
     runs,
 )
+from evaledger.projections.search import SearchProjection
 from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case
 from evaledger.scoring.facts import CaseFacts, scoring_view
@@ -517,4 +518,10 @@ class CatalogueProjection:
 
 def all_projections() -> list[Projection]:
     """The projections a ledger's read side runs, in processing order."""
-    return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]
+    return [
+        RunsProjection(),
+        CasesProjection(),
+        CatalogueProjection(),
+        JudgeVotesProjection(),
+        SearchProjection(),
+    ]

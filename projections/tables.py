@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    DDL,
+    BigInteger,
     Boolean,
     Column,
     Connection,
@@ -44,7 +46,14 @@ RUNS_PROJECTION = "runs_v3"
 CASES_PROJECTION = "cases_v4"
 VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
-PROJECTION_NAMES = (RUNS_PROJECTION, CASES_PROJECTION, VOTES_PROJECTION, METRICS_PROJECTION)
+SEARCH_PROJECTION = "search_v1"
+PROJECTION_NAMES = (
+    RUNS_PROJECTION,
+    CASES_PROJECTION,
+    VOTES_PROJECTION,
+    METRICS_PROJECTION,
+    SEARCH_PROJECTION,
+)
 """The tracking names of the projections the composition root runs (`all_projections()`):
 whether reads are caught up is one query on their tracking rows, without loading the projectors
 (start-up, issue 19)."""
@@ -235,6 +244,74 @@ flags = Table(
     Column("position", Integer, nullable=False),
 )
 Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
+
+# The search projection's tables (projections/search.py, issue 36). `search_v1` holds the
+# searchable text, one row per (event, field): append-only, its key derived from the event's
+# log position, so a rebuild writes the very same rows. Each engine indexes it in its own way,
+# maintained by the database itself: an FTS5 table kept by triggers on SQLite, a GIN index over
+# the text's tsvector on PostgreSQL (the DDL below, run when the table is created).
+search_runs = Table(
+    "search_v1_runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("project", Text, nullable=False),
+)
+
+search_cases = Table(
+    "search_v1_cases",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("test_case_key", Text, nullable=False),
+    Column("repetition", Integer, nullable=False),
+)
+
+search_docs = Table(
+    SEARCH_PROJECTION,
+    metadata,
+    # position * 8 + the field's number: an INTEGER PRIMARY KEY on SQLite (the rowid FTS5 keys on)
+    Column("doc_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("field", String(20), nullable=False),
+    Column("body", Text, nullable=False),
+)
+Index("ix_search_v1_case", search_docs.c.case_id)
+Index("ix_search_v1_project", search_docs.c.project, search_docs.c.run_id)
+
+SEARCH_FTS = "search_v1_fts"
+"""SQLite: the FTS5 index over `search_v1.body` (external content, kept by triggers)."""
+SEARCH_TSVECTOR = (
+    "to_tsvector('simple'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))"
+)
+"""PostgreSQL: the indexed expression (words are runs of letters and digits, as in FTS5's
+`unicode61` tokenizer and `projections.search_syntax.WORD`; `simple`: no stemming, no stop words)."""
+
+for _ddl in (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_FTS} USING fts5(body, content='{SEARCH_PROJECTION}', "
+    "content_rowid='doc_id', tokenize='unicode61 remove_diacritics 0')",
+    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ai AFTER INSERT ON {SEARCH_PROJECTION} "
+    f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ad AFTER DELETE ON {SEARCH_PROJECTION} "
+    f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+    "VALUES ('delete', old.doc_id, old.body); END",
+    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_au AFTER UPDATE ON {SEARCH_PROJECTION} "
+    f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+    "VALUES ('delete', old.doc_id, old.body); "
+    f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+):
+    event.listen(search_docs, "after_create", DDL(_ddl).execute_if(dialect="sqlite"))
+event.listen(
+    search_docs,
+    "after_create",
+    DDL(
+        f"CREATE INDEX IF NOT EXISTS ix_{SEARCH_PROJECTION}_tsv ON {SEARCH_PROJECTION} "
+        f"USING gin (({SEARCH_TSVECTOR}))"
+    ).execute_if(dialect="postgresql"),
+)
 
 
 def make_engine(url: str) -> Engine:
