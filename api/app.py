@@ -26,6 +26,7 @@ from evaledger.api.routes import (
     receipts,
     reports,
     runs,
+    search,
     statistics,
 )
 from evaledger.api.schemas import ErrorResponse
@@ -124,4 +125,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
+    app.include_router(search.router, dependencies=AUTH)
     return app

@@ -18,6 +18,7 @@ from evaledger.projections.search_syntax import (
     FIELDS,
     SearchQuery,
     highlight,
+    marked,
     parse_optional,
     parse_query,
 )
@@ -25,7 +26,7 @@ from evaledger.projections.search_syntax import (
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 20
 
-__all__ = ["FIELDS", "SearchQuery", "highlight", "parse_optional", "search_cases"]
+__all__ = ["FIELDS", "SearchQuery", "highlight", "marked", "parse_optional", "search_cases"]
 
 
 @dataclass(frozen=True)

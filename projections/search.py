@@ -29,7 +29,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.projections.decode import DecodedBatch
-from evaledger.projections.search_syntax import FIELDS, SearchQuery, snippet
+from evaledger.projections.search_syntax import FIELDS, SearchQuery, highlight, snippet
 from evaledger.projections.tables import (
     SEARCH_FTS,
     SEARCH_PROJECTION,
@@ -197,6 +197,9 @@ class SearchHit:
     rank: float
     """Higher is better (FTS5's bm25 negated on SQLite, ts_rank on PostgreSQL)."""
     snippet: str
+    """The text around the first hit (`…` where it was cut)."""
+    marks: list[tuple[int, int]]
+    """Where the hits are in `snippet` (start, end), in order."""
     snippet_html: str
     """The snippet escaped as HTML, each hit inside `<mark>`."""
 
@@ -247,7 +250,7 @@ def search(
             if (row.case_id, row.field) in seen:
                 continue
             seen.add((row.case_id, row.field))
-            plain, marked = snippet(row.body, query)
+            shown, spans = snippet(row.body, query)
             hits.append(
                 SearchHit(
                     case_id=row.case_id,
@@ -256,8 +259,9 @@ def search(
                     repetition=row.repetition,
                     field=row.field,
                     rank=round(float(row.rank), 6),
-                    snippet=plain,
-                    snippet_html=marked,
+                    snippet=shown,
+                    marks=spans,
+                    snippet_html=highlight(shown, query),
                 )
             )
             if len(hits) == limit:

@@ -120,8 +120,8 @@ def highlight(text: str, query: SearchQuery | None) -> str:
 SNIPPET_CHARS = 160
 
 
-def snippet(text: str, query: SearchQuery) -> tuple[str, str]:
-    """A window of `text` around its first hit: (plain text, HTML with the hits marked)."""
+def snippet(text: str, query: SearchQuery) -> tuple[str, list[tuple[int, int]]]:
+    """A window of `text` around its first hit, and the spans of the hits within it."""
     spans = marks(text, query)
     first = spans[0][0] if spans else 0
     start = max(0, first - SNIPPET_CHARS // 3)
@@ -135,7 +135,19 @@ def snippet(text: str, query: SearchQuery) -> tuple[str, str]:
     window = " ".join(text[start:end].split())
     lead = "…" if start else ""
     tail = "…" if end < len(text) else ""
-    return lead + window + tail, lead + highlight(window, query) + tail
+    shown = lead + window + tail
+    return shown, marks(shown, query)
+
+
+def marked(text: str, spans: list[tuple[int, int]], before: str, after: str) -> str:
+    """`text` with each span between `before` and `after` (no escaping: for a terminal)."""
+    out: list[str] = []
+    at = 0
+    for start, end in spans:
+        out.extend((text[at:start], before, text[start:end], after))
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def parse_optional(text: str | None) -> SearchQuery | None:

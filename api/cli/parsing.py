@@ -17,6 +17,7 @@ import evaledger.api.cli.online as online
 import evaledger.api.cli.proofs as proofs
 import evaledger.api.cli.reports as reports
 import evaledger.api.cli.runs as runs
+import evaledger.api.cli.search as search
 import evaledger.api.cli.serve as serve
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
@@ -31,7 +32,19 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, statistics, judging, online)
+FAMILIES = (
+    serve,
+    runs,
+    transcript,
+    search,
+    audit,
+    proofs,
+    admin,
+    reports,
+    statistics,
+    judging,
+    online,
+)
 """The command families, in the order `evaledger --help` lists their commands."""
 
 

@@ -17,6 +17,7 @@ from uuid import UUID
 
 import jinja2
 import pydantic
+from markupsafe import Markup
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -51,6 +52,7 @@ from evaledger.application import (
     transcripts,
 )
 from evaledger.application.compare import ComparisonReport
+from evaledger.application.search import SearchQuery, highlight, parse_optional
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.spec import ScoringSpec
@@ -104,6 +106,14 @@ templates.env.filters.update(
     signed=fmt_signed, flag=fmt_flag, pretty=fmt_json, created=fmt_created,
     created_day=fmt_created_day,
 )  # fmt: skip
+
+
+def fmt_mark(text: object, query: SearchQuery | None) -> Markup:
+    """Text escaped, the words a search found in it inside `<mark>` (issue 36)."""
+    return Markup(highlight("" if text is None else str(text), query))  # noqa: S704
+
+
+templates.env.filters["mark"] = fmt_mark
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,8 +341,12 @@ def case_page(
     viewer: ViewerDep,
     spec: str = "",
     queue: str = "",
+    q: str = "",
 ) -> Response:
-    """The audit trail of one case, under the run's own spec or a what-if spec."""
+    """The audit trail of one case, under the run's own spec or a what-if spec.
+
+    `q`: a search that led here; the words it found are marked on the page.
+    """
 
     def build() -> dict[str, Any]:
         check_scope(services, viewer, case_id, "case")
@@ -375,6 +389,7 @@ def case_page(
             "rescores": reports.stored_rescores(services, run.run_id),
             "metric_names": reports.metric_names(services, run.project),
             "queue": _neighbours(services, viewer, queue, case_id) if queue else None,
+            "search": parse_optional(q),
         }
 
     return render(request, "case.html", build)
