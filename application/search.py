@@ -1,4 +1,4 @@
-"""Full-text search over a project's cases (issue 36): `evaledger search`, `GET /search`, `/ui/search`.
+"""Full-text search over a project's cases (issue 36): `evaledger search`, `GET /search`, the web.
 
 The query language and the highlighting are `projections/search_syntax.py`; the index and its
 query `projections/search.py`. A search is always within one project (the token's); `run` narrows

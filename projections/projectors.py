@@ -34,6 +34,7 @@ from evaledger.projections.rows import (
     upsert,
 )
 from evaledger.projections.runner import Projection
+from evaledger.projections.search import SearchProjection
 from evaledger.projections.tables import (
     CASES_PROJECTION,
     METRICS_PROJECTION,
@@ -45,7 +46,6 @@ from evaledger.projections.tables import (
     run_summaries,
     runs,
 )
-from evaledger.projections.search import SearchProjection
 from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case
 from evaledger.scoring.facts import CaseFacts, scoring_view

@@ -148,7 +148,11 @@ class SearchProjection:
                 }
                 for field, body in texts.items()
             )
-        for table, rows in ((search_runs, new_runs), (search_cases, new_cases), (search_docs, docs)):
+        for table, rows in (
+            (search_runs, new_runs),
+            (search_cases, new_cases),
+            (search_docs, docs),
+        ):
             if rows:
                 conn.execute(table.insert(), rows)
 

@@ -95,9 +95,7 @@ def marks(text: str, query: SearchQuery) -> list[tuple[int, int]]:
         for i in range(len(found) - n + 1):
             window = found[i : i + n]
             if all(w == got for w, (_, _, got) in zip(t.words[:-1], window, strict=False)) and (
-                window[-1][2].startswith(t.words[-1])
-                if t.prefix
-                else window[-1][2] == t.words[-1]
+                window[-1][2].startswith(t.words[-1]) if t.prefix else window[-1][2] == t.words[-1]
             ):
                 spans.extend((s, e) for s, e, _ in window)
     return sorted(set(spans))

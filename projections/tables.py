@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    DDL,
     BigInteger,
     Boolean,
     Column,
@@ -288,30 +287,36 @@ SEARCH_TSVECTOR = (
     "to_tsvector('simple'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))"
 )
 """PostgreSQL: the indexed expression (words are runs of letters and digits, as in FTS5's
-`unicode61` tokenizer and `projections.search_syntax.WORD`; `simple`: no stemming, no stop words)."""
+`unicode61` tokenizer and `projections.search_syntax.WORD`; `simple`: no stemming, no stop
+words)."""
 
-for _ddl in (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_FTS} USING fts5(body, content='{SEARCH_PROJECTION}', "
-    "content_rowid='doc_id', tokenize='unicode61 remove_diacritics 0')",
-    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ai AFTER INSERT ON {SEARCH_PROJECTION} "
-    f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
-    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ad AFTER DELETE ON {SEARCH_PROJECTION} "
-    f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
-    "VALUES ('delete', old.doc_id, old.body); END",
-    f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_au AFTER UPDATE ON {SEARCH_PROJECTION} "
-    f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
-    "VALUES ('delete', old.doc_id, old.body); "
-    f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
-):
-    event.listen(search_docs, "after_create", DDL(_ddl).execute_if(dialect="sqlite"))
-event.listen(
-    search_docs,
-    "after_create",
-    DDL(
+SEARCH_INDEX_DDL = {
+    "sqlite": (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_FTS} USING fts5(body, "
+        f"content='{SEARCH_PROJECTION}', content_rowid='doc_id', "
+        "tokenize='unicode61 remove_diacritics 0')",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ai AFTER INSERT ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ad AFTER DELETE ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+        "VALUES ('delete', old.doc_id, old.body); END",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_au AFTER UPDATE ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+        "VALUES ('delete', old.doc_id, old.body); "
+        f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+    ),
+    "postgresql": (
         f"CREATE INDEX IF NOT EXISTS ix_{SEARCH_PROJECTION}_tsv ON {SEARCH_PROJECTION} "
-        f"USING gin (({SEARCH_TSVECTOR}))"
-    ).execute_if(dialect="postgresql"),
-)
+        f"USING gin (({SEARCH_TSVECTOR}))",
+    ),
+}
+"""The engine's own index over `search_v1`, made when the table is (it then keeps itself)."""
+
+
+@event.listens_for(search_docs, "after_create")
+def _create_search_index(target: Table, conn: Connection, **_: Any) -> None:
+    for statement in SEARCH_INDEX_DDL.get(conn.dialect.name, ()):
+        conn.exec_driver_sql(statement)
 
 
 def make_engine(url: str) -> Engine:

@@ -17,10 +17,10 @@ from uuid import UUID
 
 import jinja2
 import pydantic
-from markupsafe import Markup
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
 from evaledger.api.audit import case_history, explain

@@ -107,7 +107,13 @@ def test_hits_are_ranked_marked_and_escaped(site: Site) -> None:
 
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({"q": ""}, "q"), ({"q": '"*"'}, "q"), ({"q": "x" * 501}, "q"), ({"q": "a", "field": "body"}, "field"), ({"q": "a", "limit": "0"}, "limit")],
+    [
+        ({"q": ""}, "q"),
+        ({"q": '"*"'}, "q"),
+        ({"q": "x" * 501}, "q"),
+        ({"q": "a", "field": "body"}, "field"),
+        ({"q": "a", "limit": "0"}, "limit"),
+    ],
 )
 def test_bad_input_is_a_4xx_naming_the_field(
     site: Site, params: dict[str, str], field: str
@@ -154,7 +160,9 @@ def test_the_results_page_and_the_case_page_mark_the_words_and_keep_html_as_text
     assert "hit" not in blank.split("<h1>Search</h1>")[1].split("</form>")[1]
 
 
-def test_the_cli_searches_one_project(capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path) -> None:
+def test_the_cli_searches_one_project(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
     cli = Cli(capsys, sqlite_url)
     for project in ("alpha", "beta"):
         path = tmp_path / f"{project}.json"
