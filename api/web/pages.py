@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, cast, get_args
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -44,6 +44,7 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
+    case_filters,
     compare,
     grades,
     reports,
@@ -280,11 +281,28 @@ def run_page(
     sort: views.SortKey = views.SortKey.ORDER,
     desc: bool = False,
     page: Annotated[int, Query(ge=1)] = 1,
+    min_score: str = "",
+    max_score: str = "",
+    min_latency: str = "",
+    max_latency: str = "",
+    above: str = "",
+    label: str = "",
+    flag: str = "",
 ) -> Response:
     """A run: aggregate, thresholds, coverage, charts and its cases."""
+    more = {
+        "min_score": min_score,
+        "max_score": max_score,
+        "min_latency": min_latency,
+        "max_latency": max_latency,
+        "above": above,
+        "label": label,
+        "flag": flag,
+    }
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
+        narrowed = _case_filter(metric, more)
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -293,9 +311,11 @@ def run_page(
             sort=sort,
             desc=desc,
             page=page,
+            filter=narrowed,
+            review=case_filters.run_review(services, rid) if narrowed.reviews else None,
         )
         # Every case narrow (what the filters, sorts and charts read), the page's rows whole.
-        by_metric = bool(query.metric) and query.below is not None
+        by_metric = bool(query.metric) and (query.below is not None or bool(above))
         cases = review_queue.page_cases(services, rid, by_metric=by_metric)
         summary, scores, flaky = cases.summary, cases.rows, cases.flaky
         shown = views.select_cases(scores, flaky, query)
@@ -304,7 +324,7 @@ def run_page(
         agg = summary.aggregate
         charts = views.run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
-        keep = {"show": show.value, "metric": metric, "below": below, "q": q}
+        keep = {"show": show.value, "metric": metric, "below": below, "q": q, **more}
         return {
             "title": run.name or run.run_key,
             "run": run,
@@ -319,6 +339,7 @@ def run_page(
             "flaky": flaky,
             "query": query,
             "keep": keep,
+            "more_query": urlencode({k: v for k, v in more.items() if v}),
             "shows": list(views.Show),
             "sorts": list(views.SortKey),
             "metric_names": names,
@@ -331,6 +352,21 @@ def run_page(
         }
 
     return render(request, "run.html", build)
+
+
+def _case_filter(metric: str, given: dict[str, str]) -> case_filters.CaseFilter:
+    """The run page's filters of issue 36 from its query string (blank: not given)."""
+    above = _number(given["above"], "above")
+    return case_filters.CaseFilter(
+        min_score=_number(given["min_score"], "min_score"),
+        max_score=_number(given["max_score"], "max_score"),
+        min_latency_ms=_number(given["min_latency"], "min_latency"),
+        max_latency_ms=_number(given["max_latency"], "max_latency"),
+        metric=metric or None if above is not None else None,
+        metric_min=above,
+        label=cast(case_filters.LabelFilter, given["label"] or None),
+        flag=cast(case_filters.FlagFilter, given["flag"] or None),
+    )
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
