@@ -8,7 +8,7 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, cast, get_args
@@ -17,7 +17,7 @@ from uuid import UUID
 
 import jinja2
 import pydantic
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
@@ -268,6 +268,37 @@ def runs_page(
     return render(request, "runs.html", build)
 
 
+@dataclass(frozen=True)
+class CaseFilterForm:
+    """The run page's filters of issue 36 as typed in its form (blank: not given)."""
+
+    min_score: str = ""
+    max_score: str = ""
+    min_latency: str = ""
+    max_latency: str = ""
+    above: str = ""
+    """The chosen metric's score at least (`below`: under)."""
+    label: str = ""
+    flag: str = ""
+
+    def case_filter(self, metric: str) -> case_filters.CaseFilter:
+        """The filter they ask for (a bad number or value names its field)."""
+        above = _number(self.above, "above")
+        return case_filters.CaseFilter(
+            min_score=_number(self.min_score, "min_score"),
+            max_score=_number(self.max_score, "max_score"),
+            min_latency_ms=_number(self.min_latency, "min_latency"),
+            max_latency_ms=_number(self.max_latency, "max_latency"),
+            metric=(metric or None) if above is not None else None,
+            metric_min=above,
+            label=cast(case_filters.LabelFilter, self.label or None),
+            flag=cast(case_filters.FlagFilter, self.flag or None),
+        )
+
+
+_NO_FILTER = CaseFilterForm()
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
@@ -281,28 +312,14 @@ def run_page(
     sort: views.SortKey = views.SortKey.ORDER,
     desc: bool = False,
     page: Annotated[int, Query(ge=1)] = 1,
-    min_score: str = "",
-    max_score: str = "",
-    min_latency: str = "",
-    max_latency: str = "",
-    above: str = "",
-    label: str = "",
-    flag: str = "",
+    narrow: Annotated[CaseFilterForm, Depends()] = _NO_FILTER,
 ) -> Response:
     """A run: aggregate, thresholds, coverage, charts and its cases."""
-    more = {
-        "min_score": min_score,
-        "max_score": max_score,
-        "min_latency": min_latency,
-        "max_latency": max_latency,
-        "above": above,
-        "label": label,
-        "flag": flag,
-    }
+    more = asdict(narrow)
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
-        narrowed = _case_filter(metric, more)
+        narrowed = narrow.case_filter(metric)
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -315,7 +332,7 @@ def run_page(
             review=case_filters.run_review(services, rid) if narrowed.reviews else None,
         )
         # Every case narrow (what the filters, sorts and charts read), the page's rows whole.
-        by_metric = bool(query.metric) and (query.below is not None or bool(above))
+        by_metric = bool(query.metric) and (query.below is not None or bool(narrow.above))
         cases = review_queue.page_cases(services, rid, by_metric=by_metric)
         summary, scores, flaky = cases.summary, cases.rows, cases.flaky
         shown = views.select_cases(scores, flaky, query)
@@ -352,21 +369,6 @@ def run_page(
         }
 
     return render(request, "run.html", build)
-
-
-def _case_filter(metric: str, given: dict[str, str]) -> case_filters.CaseFilter:
-    """The run page's filters of issue 36 from its query string (blank: not given)."""
-    above = _number(given["above"], "above")
-    return case_filters.CaseFilter(
-        min_score=_number(given["min_score"], "min_score"),
-        max_score=_number(given["max_score"], "max_score"),
-        min_latency_ms=_number(given["min_latency"], "min_latency"),
-        max_latency_ms=_number(given["max_latency"], "max_latency"),
-        metric=metric or None if above is not None else None,
-        metric_min=above,
-        label=cast(case_filters.LabelFilter, given["label"] or None),
-        flag=cast(case_filters.FlagFilter, given["flag"] or None),
-    )
 
 
 @router.get("/cases/{case_id}", response_class=HTMLResponse)
