@@ -139,7 +139,7 @@ class SearchProjection:
             run_id, project = self._case(conn, decoded.oid)
             docs.extend(
                 {
-                    "doc_id": position * 8 + FIELD_NUMBER[field],
+                    "position": position * 8 + FIELD_NUMBER[field],
                     "case_id": decoded.oid,
                     "run_id": run_id,
                     "project": project,
@@ -238,14 +238,14 @@ def search(
             f"SELECT {cols}, ts_rank({SEARCH_TSVECTOR.replace('body', 'd.body')}, q) AS rank "
             f"FROM {SEARCH_PROJECTION} d {joined}, to_tsquery('simple'::regconfig, :q) q "
             f"WHERE {SEARCH_TSVECTOR.replace('body', 'd.body')} @@ q{extra} "
-            "ORDER BY rank DESC, d.doc_id LIMIT :fetch"
+            "ORDER BY rank DESC, d.position LIMIT :fetch"
         )
     else:
         params["q"] = query.fts5_match()
         sql = (
             f"SELECT {cols}, -bm25({SEARCH_FTS}) AS rank FROM {SEARCH_FTS} "
-            f"JOIN {SEARCH_PROJECTION} d ON d.doc_id = {SEARCH_FTS}.rowid {joined} "
-            f"WHERE {SEARCH_FTS} MATCH :q{extra} ORDER BY rank DESC, d.doc_id LIMIT :fetch"
+            f"JOIN {SEARCH_PROJECTION} d ON d.position = {SEARCH_FTS}.rowid {joined} "
+            f"WHERE {SEARCH_FTS} MATCH :q{extra} ORDER BY rank DESC, d.position LIMIT :fetch"
         )
     hits: list[SearchHit] = []
     seen: set[tuple[str, str]] = set()

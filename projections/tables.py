@@ -246,8 +246,8 @@ Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
 
 
 # The search projection's tables (projections/search.py, issue 36). `search_v1` holds the
-# searchable text, one row per (event, field): append-only, its key derived from the event's
-# log position, so a rebuild writes the very same rows. Each engine indexes it in its own way,
+# searchable text, one row per (event, field): append-only, keyed by the event's log position,
+# so a rebuild writes the very same rows. Each engine indexes it in its own way,
 # maintained by the database itself: an FTS5 table kept by triggers on SQLite, a GIN index over
 # the text's tsvector on PostgreSQL (the DDL below, run when the table is created).
 search_runs = Table(
@@ -270,8 +270,10 @@ search_cases = Table(
 search_docs = Table(
     SEARCH_PROJECTION,
     metadata,
-    # position * 8 + the field's number: an INTEGER PRIMARY KEY on SQLite (the rowid FTS5 keys on)
-    Column("doc_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    # Where in the log the row comes from, one place per field of an event: the event's position
+    # * 8 + the field's number. Like every view's `position`, it moves when the same facts are
+    # written in other transactions; an INTEGER PRIMARY KEY on SQLite (the rowid FTS5 keys on).
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
     Column("case_id", String(36), nullable=False),
     Column("run_id", String(36), nullable=False),
     Column("project", Text, nullable=False),
@@ -293,17 +295,17 @@ words)."""
 SEARCH_INDEX_DDL = {
     "sqlite": (
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_FTS} USING fts5(body, "
-        f"content='{SEARCH_PROJECTION}', content_rowid='doc_id', "
+        f"content='{SEARCH_PROJECTION}', content_rowid='position', "
         "tokenize='unicode61 remove_diacritics 0')",
         f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ai AFTER INSERT ON {SEARCH_PROJECTION} "
-        f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+        f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.position, new.body); END",
         f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ad AFTER DELETE ON {SEARCH_PROJECTION} "
         f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
-        "VALUES ('delete', old.doc_id, old.body); END",
+        "VALUES ('delete', old.position, old.body); END",
         f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_au AFTER UPDATE ON {SEARCH_PROJECTION} "
         f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
-        "VALUES ('delete', old.doc_id, old.body); "
-        f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.doc_id, new.body); END",
+        "VALUES ('delete', old.position, old.body); "
+        f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.position, new.body); END",
     ),
     "postgresql": (
         f"CREATE INDEX IF NOT EXISTS ix_{SEARCH_PROJECTION}_tsv ON {SEARCH_PROJECTION} "

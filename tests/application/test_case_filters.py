@@ -81,9 +81,7 @@ def test_a_page_of_the_matching_cases(run: tuple[Services, UUID]) -> None:
         ({"flag": "red"}, "flag"),
     ],
 )
-def test_contradictory_or_unknown_filters_name_the_field(
-    given: dict[str, Any], field: str
-) -> None:
+def test_contradictory_or_unknown_filters_name_the_field(given: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as e:
         CaseFilter(**given)
     assert e.value.field == field
