@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -82,7 +82,7 @@ class CaseQuery:
     desc: bool = False
     page: int = 1
     per_page: int = PER_PAGE
-    filter: CaseFilter = CaseFilter()
+    filter: CaseFilter = field(default_factory=CaseFilter)
     """Score and latency ranges, metric at least, label, flag (issue 36)."""
     review: Review | None = None
     """The run's labels and flags, when `filter` reads them."""

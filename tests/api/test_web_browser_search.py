@@ -106,7 +106,12 @@ def page(served: tuple[str, str, str]) -> Iterator[Any]:
                 route.abort()
 
         page.route("**/*", offline)
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def dialog(d: Any) -> None:
+            dialogs.append(d.message)
+            d.dismiss()
+
+        page.on("dialog", dialog)
         page.set_default_timeout(WAIT_LIMIT_MS)
         try:
             yield page
