@@ -28,6 +28,7 @@ from evaledger.api.routes import (
     reports,
     review,
     runs,
+    search,
     statistics,
 )
 from evaledger.api.schemas import ErrorResponse
@@ -128,4 +129,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
     app.include_router(review.router, dependencies=AUTH)
+    app.include_router(search.router, dependencies=AUTH)
     return app

@@ -34,6 +34,7 @@ from evaledger.projections.rows import (
     upsert,
 )
 from evaledger.projections.runner import Projection
+from evaledger.projections.search import SearchProjection
 from evaledger.projections.tables import (
     CASES_PROJECTION,
     METRICS_PROJECTION,
@@ -517,4 +518,10 @@ class CatalogueProjection:
 
 def all_projections() -> list[Projection]:
     """The projections a ledger's read side runs, in processing order."""
-    return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]
+    return [
+        RunsProjection(),
+        CasesProjection(),
+        CatalogueProjection(),
+        JudgeVotesProjection(),
+        SearchProjection(),
+    ]

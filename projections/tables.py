@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Connection,
@@ -44,7 +45,14 @@ RUNS_PROJECTION = "runs_v3"
 CASES_PROJECTION = "cases_v4"
 VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
-PROJECTION_NAMES = (RUNS_PROJECTION, CASES_PROJECTION, VOTES_PROJECTION, METRICS_PROJECTION)
+SEARCH_PROJECTION = "search_v1"
+PROJECTION_NAMES = (
+    RUNS_PROJECTION,
+    CASES_PROJECTION,
+    VOTES_PROJECTION,
+    METRICS_PROJECTION,
+    SEARCH_PROJECTION,
+)
 """The tracking names of the projections the composition root runs (`all_projections()`):
 whether reads are caught up is one query on their tracking rows, without loading the projectors
 (start-up, issue 19)."""
@@ -235,6 +243,82 @@ flags = Table(
     Column("position", Integer, nullable=False),
 )
 Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
+
+# The search projection's tables (projections/search.py, issue 36). `search_v1` holds the
+# searchable text, one row per (event, field): append-only, keyed by the event's log position,
+# so a rebuild writes the very same rows. Each engine indexes it in its own way,
+# maintained by the database itself: an FTS5 table kept by triggers on SQLite, a GIN index over
+# the text's tsvector on PostgreSQL (the DDL below, run when the table is created).
+search_runs = Table(
+    "search_v1_runs",
+    metadata,
+    Column("run_id", String(36), primary_key=True),
+    Column("project", Text, nullable=False),
+)
+
+search_cases = Table(
+    "search_v1_cases",
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("run_id", String(36), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("test_case_key", Text, nullable=False),
+    Column("repetition", Integer, nullable=False),
+)
+
+search_docs = Table(
+    SEARCH_PROJECTION,
+    metadata,
+    # Where in the log the row comes from, one place per field of an event: the event's position
+    # * 8 + the field's number. Like every view's `position`, it moves when the same facts are
+    # written in other transactions; an INTEGER PRIMARY KEY on SQLite (the rowid FTS5 keys on).
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("case_id", String(36), nullable=False),
+    Column("run_id", String(36), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("field", String(20), nullable=False),
+    Column("body", Text, nullable=False),
+)
+Index("ix_search_v1_case", search_docs.c.case_id)
+Index("ix_search_v1_project", search_docs.c.project, search_docs.c.run_id)
+
+SEARCH_FTS = "search_v1_fts"
+"""SQLite: the FTS5 index over `search_v1.body` (external content, kept by triggers)."""
+SEARCH_TSVECTOR = (
+    "to_tsvector('simple'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))"
+)
+"""PostgreSQL: the indexed expression (words are runs of letters and digits, as in FTS5's
+`unicode61` tokenizer and `projections.search_syntax.WORD`; `simple`: no stemming, no stop
+words)."""
+
+SEARCH_INDEX_DDL = {
+    "sqlite": (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_FTS} USING fts5(body, "
+        f"content='{SEARCH_PROJECTION}', content_rowid='position', "
+        "tokenize='unicode61 remove_diacritics 0')",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ai AFTER INSERT ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.position, new.body); END",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_ad AFTER DELETE ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+        "VALUES ('delete', old.position, old.body); END",
+        f"CREATE TRIGGER IF NOT EXISTS {SEARCH_PROJECTION}_au AFTER UPDATE ON {SEARCH_PROJECTION} "
+        f"BEGIN INSERT INTO {SEARCH_FTS}({SEARCH_FTS}, rowid, body) "
+        "VALUES ('delete', old.position, old.body); "
+        f"INSERT INTO {SEARCH_FTS}(rowid, body) VALUES (new.position, new.body); END",
+    ),
+    "postgresql": (
+        f"CREATE INDEX IF NOT EXISTS ix_{SEARCH_PROJECTION}_tsv ON {SEARCH_PROJECTION} "
+        f"USING gin (({SEARCH_TSVECTOR}))",
+    ),
+}
+"""The engine's own index over `search_v1`, made when the table is (it then keeps itself)."""
+
+
+@event.listens_for(search_docs, "after_create")
+def _create_search_index(target: Table, conn: Connection, **_: Any) -> None:
+    for statement in SEARCH_INDEX_DDL.get(conn.dialect.name, ()):
+        conn.exec_driver_sql(statement)
 
 
 def make_engine(url: str) -> Engine:

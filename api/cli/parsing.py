@@ -19,6 +19,7 @@ import evaledger.api.cli.proofs as proofs
 import evaledger.api.cli.reports as reports
 import evaledger.api.cli.review as review
 import evaledger.api.cli.runs as runs
+import evaledger.api.cli.search as search
 import evaledger.api.cli.serve as serve
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
@@ -37,6 +38,7 @@ FAMILIES = (
     serve,
     runs,
     transcript,
+    search,
     audit,
     proofs,
     admin,

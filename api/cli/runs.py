@@ -208,6 +208,7 @@ def register(commands: Commands) -> None:
         help=f"show at most N cases (default {SHOW_PAGE}; --json lists every case unless given)",
     )
     page.add_argument("--all", action="store_true", help="show every case")
+    add_case_filters(p)
     p = commands.add(
         "rescore",
         cmd_rescore,
@@ -386,12 +387,26 @@ def cmd_runs(services: Services, args: argparse.Namespace) -> int:
 
 
 def show_payload(
-    services: Services, run_id: UUID, status: str | None = None, limit: int | None = None
+    services: Services,
+    run_id: UUID,
+    status: str | None = None,
+    limit: int | None = None,
+    filters: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The run, its aggregate and its cases (the JSON of `show`), cases filtered by status."""
+    """The run, its aggregate and its cases (the JSON of `show`), cases filtered.
+
+    `filters`: the `CaseFilter` fields given (`show --min-score` …), besides the status.
+    """
     run = reports.get_run(services, run_id)
     summary = reports.run_summary(services, run_id)
-    page = reports.list_cases(services, run_id, status, limit)
+    given = {k: v for k, v in (filters or {}).items() if v is not None}
+    if given:
+        # lazy: the case filters read the reviewers' model, only for `show` with a filter
+        from evaledger.application.case_filters import CaseFilter, filter_cases
+
+        page = filter_cases(services, run_id, CaseFilter(status=status, **given), limit)
+    else:
+        page = reports.list_cases(services, run_id, status, limit)
     scores, matching = page.rows, page.total
     return {
         "cases_matching": matching,
@@ -421,6 +436,45 @@ def show_payload(
     }
 
 
+FILTER_OPTIONS = {
+    "min_score": "--min-score",
+    "max_score": "--max-score",
+    "min_latency_ms": "--min-latency",
+    "max_latency_ms": "--max-latency",
+    "metric": "--metric",
+    "metric_min": "--metric-min",
+    "metric_max": "--metric-max",
+    "label": "--label",
+    "flag": "--flag",
+}
+"""`show`'s case filters (issue 36): the option of each `CaseFilter` field."""
+
+
+def add_case_filters(p: argparse.ArgumentParser) -> None:
+    """The cases table's filters: inclusive ranges, a metric, a reviewer's label, a flag."""
+    g = p.add_argument_group("case filters (ranges are inclusive)")
+    for dest in ("min_score", "max_score", "min_latency_ms", "max_latency_ms"):
+        what = "overall score" if "score" in dest else "p50 latency in ms"
+        g.add_argument(
+            FILTER_OPTIONS[dest], dest=dest, type=finite, metavar="X", help=f"{dest[:3]}imum {what}"
+        )
+    g.add_argument("--metric", help="only cases scored on this metric")
+    g.add_argument("--metric-min", type=finite, metavar="X", help="minimum score on --metric")
+    g.add_argument("--metric-max", type=finite, metavar="X", help="maximum score on --metric")
+    g.add_argument(
+        "--label", choices=("labelled", "unlabelled"), help="labelled by a reviewer, or not"
+    )
+    g.add_argument("--flag", choices=("flagged", "unflagged"), help="flagged for review, or not")
+
+
+def finite(value: str) -> float:
+    """A finite number (argparse type)."""
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(value)
+    return number
+
+
 def cmd_show(services: Services, args: argparse.Namespace) -> int:
     """Show a run with its aggregate and cases."""
     services.sync()
@@ -428,7 +482,8 @@ def cmd_show(services: Services, args: argparse.Namespace) -> int:
     status = "failed" if args.failed else "errored" if args.errored else None
     # The table lays out a page; a JSON consumer gets every case unless it asked for a page.
     limit = args.limit if args.limit or args.json or args.all else SHOW_PAGE
-    payload = show_payload(services, run_id, status, limit)
+    given = {dest: getattr(args, dest) for dest in FILTER_OPTIONS}
+    payload = show_payload(services, run_id, status, limit, given)
     if args.json:
         emit_json(payload)
         return EXIT_OK

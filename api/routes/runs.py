@@ -23,6 +23,7 @@ from evaledger.api.schemas import (
     Written,
 )
 from evaledger.application import exports, reports, runs, transcripts
+from evaledger.application.case_filters import CaseFilter, FlagFilter, LabelFilter, filter_cases
 from evaledger.application.export_formats import EXPORT_FORMATS, MEDIA_TYPES, ExportFormat
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
@@ -91,16 +92,46 @@ def get_run(run_id: UUID, services: SyncedDep) -> RunDetail:
     return RunDetail(**dict(run), aggregate=summary.aggregate)
 
 
+Bound = Annotated[float | None, Query(allow_inf_nan=False, description="Inclusive bound.")]
+
+
 @router.get("/runs/{run_id}/cases")
 def list_run_cases(
     run_id: UUID,
     services: SyncedDep,
     status: Annotated[CaseStatus | None, Query(description="Only cases of this status.")] = None,
+    min_score: Bound = None,
+    max_score: Bound = None,
+    min_latency_ms: Bound = None,
+    max_latency_ms: Bound = None,
+    metric: Annotated[
+        str | None, Query(max_length=200, description="Only cases scored on this metric.")
+    ] = None,
+    metric_min: Bound = None,
+    metric_max: Bound = None,
+    label: Annotated[LabelFilter | None, Query(description="A reviewer's label or none.")] = None,
+    flag: Annotated[FlagFilter | None, Query(description="A standing flag or none.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> CasePage:
-    """A page of the run's cases scored under the run's own spec, in opening order."""
-    page = reports.list_cases(services, run_id, status.value if status else None, limit, offset)
+    """A page of the run's cases scored under the run's own spec, in opening order, filtered."""
+    state = status.value if status else None
+    f = CaseFilter(
+        status=state,
+        min_score=min_score,
+        max_score=max_score,
+        min_latency_ms=min_latency_ms,
+        max_latency_ms=max_latency_ms,
+        metric=metric,
+        metric_min=metric_min,
+        metric_max=metric_max,
+        label=label,
+        flag=flag,
+    )
+    if f != CaseFilter(status=state):
+        page = filter_cases(services, run_id, f, limit, offset)
+    else:
+        page = reports.list_cases(services, run_id, state, limit, offset)
     return CasePage(
         data=page.rows, count=len(page.rows), total=page.total, limit=limit, offset=offset
     )

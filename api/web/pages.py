@@ -8,18 +8,19 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, cast, get_args
 from urllib.parse import urlencode
 from uuid import UUID
 
 import jinja2
 import pydantic
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from evaledger.api.agreement import agreement_notes, agreement_of, human_notes
 from evaledger.api.audit import case_history, explain
@@ -43,6 +44,7 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
+    case_filters,
     compare,
     grades,
     reports,
@@ -52,6 +54,7 @@ from evaledger.application import (
     transcripts,
 )
 from evaledger.application.compare import ComparisonReport
+from evaledger.application.search import SearchQuery, highlight, parse_optional
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.spec import ScoringSpec
@@ -105,6 +108,14 @@ templates.env.filters.update(
     signed=fmt_signed, flag=fmt_flag, pretty=fmt_json, created=fmt_created,
     created_day=fmt_created_day,
 )  # fmt: skip
+
+
+def fmt_mark(text: object, query: SearchQuery | None) -> Markup:
+    """Text escaped, the words a search found in it inside `<mark>` (issue 36)."""
+    return Markup(highlight("" if text is None else str(text), query))  # noqa: S704
+
+
+templates.env.filters["mark"] = fmt_mark
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,6 +283,37 @@ def runs_page(
     return render(request, "runs.html", build)
 
 
+@dataclass(frozen=True)
+class CaseFilterForm:
+    """The run page's filters of issue 36 as typed in its form (blank: not given)."""
+
+    min_score: str = ""
+    max_score: str = ""
+    min_latency: str = ""
+    max_latency: str = ""
+    above: str = ""
+    """The chosen metric's score at least (`below`: under)."""
+    label: str = ""
+    flag: str = ""
+
+    def case_filter(self, metric: str) -> case_filters.CaseFilter:
+        """The filter they ask for (a bad number or value names its field)."""
+        above = _number(self.above, "above")
+        return case_filters.CaseFilter(
+            min_score=_number(self.min_score, "min_score"),
+            max_score=_number(self.max_score, "max_score"),
+            min_latency_ms=_number(self.min_latency, "min_latency"),
+            max_latency_ms=_number(self.max_latency, "max_latency"),
+            metric=(metric or None) if above is not None else None,
+            metric_min=above,
+            label=cast(case_filters.LabelFilter, self.label or None),
+            flag=cast(case_filters.FlagFilter, self.flag or None),
+        )
+
+
+_NO_FILTER = CaseFilterForm()
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
     request: Request,
@@ -285,11 +327,14 @@ def run_page(
     sort: views.SortKey = views.SortKey.ORDER,
     desc: bool = False,
     page: Annotated[int, Query(ge=1)] = 1,
+    narrow: Annotated[CaseFilterForm, Depends()] = _NO_FILTER,
 ) -> Response:
     """A run: aggregate, thresholds, coverage, charts and its cases."""
+    more = asdict(narrow)
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
+        narrowed = narrow.case_filter(metric)
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
@@ -298,9 +343,11 @@ def run_page(
             sort=sort,
             desc=desc,
             page=page,
+            filter=narrowed,
+            review=case_filters.run_review(services, rid) if narrowed.reviews else None,
         )
         # Every case narrow (what the filters, sorts and charts read), the page's rows whole.
-        by_metric = bool(query.metric) and query.below is not None
+        by_metric = bool(query.metric) and (query.below is not None or bool(narrow.above))
         cases = review_queue.page_cases(services, rid, by_metric=by_metric)
         summary, scores, flaky = cases.summary, cases.rows, cases.flaky
         shown = views.select_cases(scores, flaky, query)
@@ -309,7 +356,7 @@ def run_page(
         agg = summary.aggregate
         charts = views.run_charts(summary.spec, agg, scores, names)
         latencies = [float(s.latency_p50_ms) for s in scores if s.latency_p50_ms is not None]
-        keep = {"show": show.value, "metric": metric, "below": below, "q": q}
+        keep = {"show": show.value, "metric": metric, "below": below, "q": q, **more}
         return {
             "title": run.name or run.run_key,
             "run": run,
@@ -324,6 +371,7 @@ def run_page(
             "flaky": flaky,
             "query": query,
             "keep": keep,
+            "more_query": urlencode({k: v for k, v in more.items() if v}),
             "shows": list(views.Show),
             "sorts": list(views.SortKey),
             "metric_names": names,
@@ -346,8 +394,12 @@ def case_page(
     viewer: ViewerDep,
     spec: str = "",
     queue: str = "",
+    q: str = "",
 ) -> Response:
-    """The audit trail of one case, under the run's own spec or a what-if spec."""
+    """The audit trail of one case, under the run's own spec or a what-if spec.
+
+    `q`: a search that led here; the words it found are marked on the page.
+    """
 
     def build() -> dict[str, Any]:
         check_scope(services, viewer, case_id, "case")
@@ -391,6 +443,7 @@ def case_page(
             "rescores": reports.stored_rescores(services, run.run_id),
             "metric_names": reports.metric_names(services, run.project),
             "queue": _neighbours(services, viewer, queue, case_id) if queue else None,
+            "search": parse_optional(q),
         }
 
     return render(request, "case.html", build)

@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from evaledger.api.deps import check_input
-from evaledger.api.web import pages, review, review_queues, signin
+from evaledger.api.web import finder, pages, review, review_queues, signin
 from evaledger.api.web.session import check_form
 
 
@@ -21,6 +21,7 @@ def install(app: FastAPI) -> None:
     app.include_router(pages.router, dependencies=guarded)
     app.include_router(review.router, dependencies=guarded)
     app.include_router(review_queues.router, dependencies=guarded)
+    app.include_router(finder.router, dependencies=guarded)
     signin.install(app)
 
     @app.get("/", include_in_schema=False)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from evaledger.application.case_filters import CaseFilter, Review
 from evaledger.application.review_queue import (
     DISAGREEMENT_POINTS,
     CaseReview,
@@ -81,6 +82,10 @@ class CaseQuery:
     desc: bool = False
     page: int = 1
     per_page: int = PER_PAGE
+    filter: CaseFilter = field(default_factory=CaseFilter)
+    """Score and latency ranges, metric at least, label, flag (issue 36)."""
+    review: Review | None = None
+    """The run's labels and flags, when `filter` reads them."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
         value = s.metric_scores.get(query.metric)
         if value is None or value >= query.below:
             return False
-    return True
+    return query.filter.keeps(s, query.review)
 
 
 _STATUS_ORDER = {status.value: i for i, status in enumerate(CaseStatus)}
