@@ -22,6 +22,7 @@ from evaledger.api.routes import (
     imports,
     ingest,
     judging,
+    online_rules,
     otlp,
     receipts,
     reports,
@@ -123,5 +124,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(judging.router, dependencies=AUTH)
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
+    app.include_router(online_rules.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
     return app

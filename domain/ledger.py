@@ -73,6 +73,7 @@ from evaledger.domain.tokens import (
     split_token,
     token_aggregate_id,
 )
+from evaledger.domain.online_rules import OnlineRuleCommands
 from evaledger.domain.trace_commands import TraceCommands
 from evaledger.domain.traces import Trace
 from evaledger.domain.writes import Context as Context
@@ -83,7 +84,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands):
+class Ledger(CaseCommands, TraceCommands, OnlineRuleCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

@@ -64,6 +64,13 @@ from evaledger.domain.events.run import (
     RunStarted,
     SourceResultsRecorded,
 )
+from evaledger.domain.events.rule import (
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineRuleEvent,
+)
 from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
     GRADE_VALUES,
@@ -123,6 +130,10 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SigningKeyRotated,
     TraceSpansReceived,
     TraceRecorded,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -160,6 +171,11 @@ __all__ = [
     "MetricScore",
     "NamedScore",
     "NamedScoresRecorded",
+    "OnlineCaseJudged",
+    "OnlineCaseSkipped",
+    "OnlineRuleAdded",
+    "OnlineRuleDisabled",
+    "OnlineRuleEvent",
     "OutcomeEvaluated",
     "OutcomeResult",
     "ParseStatus",
