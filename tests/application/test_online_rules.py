@@ -38,6 +38,7 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from evaledger.domain.online_rules import rule_day_id_for, rules_id_for
 from evaledger.importers.otlp import PROTOBUF
+from evaledger.projections.queries import RunFilter
 from tests.fake_judges import FakeJudges, serve
 from tests.otlp_helpers import chat_trace, export_body, recorder
 
@@ -100,7 +101,7 @@ def judged_traces(services: Services, rule: str) -> tuple[set[str], set[str]]:
 def verdict_keys(services: Services) -> list[str]:
     """The test case keys (trace ids) of every judge verdict of the online runs."""
     services.sync()
-    runs, _ = services.reads.list_runs(_online())
+    runs, _ = services.reads.list_runs(RunFilter(suite="online"))
     return sorted(
         services.ledger.get_case(cid).opened.test_case.key
         for r in runs
@@ -108,12 +109,6 @@ def verdict_keys(services: Services) -> list[str]:
         for e in services.ledger.events_of(cid)
         if isinstance(e, JudgeVerdictRecorded)
     )
-
-
-def _online() -> object:
-    from evaledger.projections.queries import RunFilter
-
-    return RunFilter(suite="online")
 
 
 def test_rules_are_events_with_their_author(store_services: Services) -> None:
