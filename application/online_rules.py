@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -137,12 +137,21 @@ def _check_outcomes(outcomes: Sequence[str]) -> list[str]:
     return [o.strip() for o in outcomes]
 
 
+@dataclass(frozen=True)
+class RuleAdded:
+    """A rule added, or found as it was sent (a retry adds nothing)."""
+
+    rule: OnlineRuleOut
+    created: bool
+
+
 def add_online_rule(
     services: Services, project: str, rule: OnlineRuleInput, ctx: Context
-) -> OnlineRuleOut:
+) -> RuleAdded:
     """Record a new rule of `project`; every field is checked first (nothing stored on error).
 
-    Needs the admin scope (a rule spends money on judge calls).
+    Needs the admin scope (a rule spends money on judge calls). The same rule sent again is
+    found, not added; another rule under a used name (even a disabled one's) is a ConflictError.
     """
     ctx.check_project(project, "project")
     ctx.check_admin("adding an online rule")
@@ -157,7 +166,7 @@ def add_online_rule(
     metrics = [r.metric for r in rule.rubrics]
     if len(set(metrics)) != len(metrics):
         raise ValidationError("rubric: a metric has two rubrics", field="rubric")
-    added = services.ledger.add_online_rule(
+    added, new = services.ledger.add_online_rule(
         {
             "project": project,
             "name": rule.name,
@@ -171,7 +180,7 @@ def add_online_rule(
         },
         ctx,
     )
-    return OnlineRuleOut.of(OnlineRule(added))
+    return RuleAdded(OnlineRuleOut.of(OnlineRule(added)), new)
 
 
 def list_online_rules(services: Services, project: str, ctx: Context) -> OnlineRulePage:
@@ -258,7 +267,9 @@ def select_judgments(
                 continue
             if sampled(added.name, case.trace_id, added.sample):
                 found.append(
-                    OnlineJudgment(case.project, added.name, case.run_id, case.case_id, case.trace_id)
+                    OnlineJudgment(
+                        case.project, added.name, case.run_id, case.case_id, case.trace_id
+                    )
                 )
     return found
 
@@ -305,9 +316,7 @@ def judge_online_case(
     rule_day = ledger.rule_day(judgment.project, judgment.rule, day)
     if rule_day.done(judgment.case_id):
         return OnlineOutcome(judgment, judged=judgment.case_id in rule_day.judged)
-    ctx = Context(
-        actor=rule_actor(judgment.rule), project=judgment.project, scope=TokenScope.WRITE
-    )
+    ctx = Context(actor=rule_actor(judgment.rule), project=judgment.project, scope=TokenScope.WRITE)
     rule = {r.name: r for r in ledger.online_rules(judgment.project)}.get(judgment.rule)
     why = _why_not(rule, rule_day.cost_usd, load_prices(env))
     if why is None and rule is not None:
@@ -327,10 +336,10 @@ def judge_online_case(
     return OnlineOutcome(judgment, judged=False, reason=reason)
 
 
-def _fields(judgment: OnlineJudgment, day: Any) -> dict[str, Any]:
+def _fields(judgment: OnlineJudgment, day: date) -> dict[str, Any]:
     return {
         "rule": judgment.rule,
-        "day": day,
+        "day": day.isoformat(),
         "run_id": judgment.run_id,
         "case_id": judgment.case_id,
         "trace_id": judgment.trace_id,
@@ -389,7 +398,9 @@ def _judge(
                 subject=dataclasses.replace(
                     c.subject,
                     test_case=c.subject.test_case.model_copy(
-                        update={"expected_outcomes": [*c.subject.test_case.expected_outcomes, *wanted]}
+                        update={
+                            "expected_outcomes": [*c.subject.test_case.expected_outcomes, *wanted]
+                        }
                     ),
                 ),
             )

@@ -31,9 +31,9 @@ def rules_id_for(project: str) -> UUID:
     return uuid5(NAMESPACE, f"online-rules\x1f{project}")
 
 
-def rule_day_id_for(project: str, rule: str, day: date) -> UUID:
-    """Id of one rule's day (its judged and skipped traces, its cost)."""
-    return uuid5(NAMESPACE, f"online-rule-day\x1f{project}\x1f{rule}\x1f{day.isoformat()}")
+def rule_day_id_for(project: str, rule: str, day: date | str) -> UUID:
+    """Id of one rule's day, a date or `YYYY-MM-DD` (its judged and skipped traces, its cost)."""
+    return uuid5(NAMESPACE, f"online-rule-day\x1f{project}\x1f{rule}\x1f{day}")
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,21 @@ class OnlineRules(Aggregate):
         super().__init__(aggregate_id)
         self.rules = {}
 
-    def add(self, fields: Mapping[str, Any], meta: Meta) -> OnlineRuleAdded:
-        """Add a rule; a name is one rule's for good (ConflictError when it was used)."""
+    def add(self, fields: Mapping[str, Any], meta: Meta) -> tuple[OnlineRuleAdded, bool]:
+        """Add a rule: (its event, whether it is new).
+
+        The same rule sent again is not added twice (a retry); a name is one rule's for good,
+        so another rule under a used name is a ConflictError.
+        """
         name = str(fields["name"])
-        if name in self.rules:
-            state = "enabled" if self.rules[name].enabled else "disabled"
+        found = self.rules.get(name)
+        if found is not None:
+            same = all(getattr(found.added, k) == v for k, v in fields.items())
+            if same and found.enabled:
+                return found.added, False
+            state = "enabled" if found.enabled else "disabled"
             raise ConflictError(f"name: a rule {name!r} exists already ({state}); choose another")
-        return self._trigger(OnlineRuleAdded, meta, **fields)
+        return self._trigger(OnlineRuleAdded, meta, **fields), True
 
     def disable(self, name: str, reason: str | None, meta: Meta) -> OnlineRuleDisabled:
         """Disable an enabled rule."""
@@ -130,12 +138,14 @@ class OnlineRuleCommands(LedgerStore):
         found = self._find(OnlineRules, rules_id_for(project))
         return list(found.rules.values()) if found is not None else []
 
-    def add_online_rule(self, fields: Mapping[str, Any], ctx: Context) -> OnlineRuleAdded:
-        """Record a new rule of `fields["project"]` (fields as `OnlineRuleAdded`'s)."""
+    def add_online_rule(
+        self, fields: Mapping[str, Any], ctx: Context
+    ) -> tuple[OnlineRuleAdded, bool]:
+        """Record a new rule of `fields["project"]` (fields as `OnlineRuleAdded`'s); new or not."""
         project = str(fields["project"])
         ctx.check_project(project, "project")
 
-        def command() -> OnlineRuleAdded:
+        def command() -> tuple[OnlineRuleAdded, bool]:
             agg_id = rules_id_for(project)
             rules = self._find(OnlineRules, agg_id) or OnlineRules(agg_id)
             event = rules.add(fields, self._meta(ctx))

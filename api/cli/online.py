@@ -169,7 +169,7 @@ def cmd_rule(services: Services, args: argparse.Namespace) -> int:
             max_cost_per_day_usd=args.max_cost_per_day,
             allow_self_judge=args.allow_self_judge,
         )
-        shown = [rules.add_online_rule(services, args.project, body, ctx)]
+        shown = [rules.add_online_rule(services, args.project, body, ctx).rule]
     elif args.verb == "disable":
         shown = [rules.disable_online_rule(services, args.project, args.name, args.reason, ctx)]
     else:

@@ -6,9 +6,10 @@ rules only (another project answers 404); adding and disabling need the admin sc
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from evaledger.api.deps import ContextDep, ServicesDep
+from evaledger.api.responses import created, replayed
 from evaledger.application.online_rules import (
     OnlineRuleInput,
     OnlineRuleOut,
@@ -28,12 +29,22 @@ class RuleDisable(FrozenModel):
     reason: str | None = None
 
 
-@router.post("/projects/{project}/online/rules", status_code=201, operation_id="add_online_rule")
+@router.post(
+    "/projects/{project}/online/rules",
+    status_code=201,
+    responses=replayed(OnlineRuleOut),
+    operation_id="add_online_rule",
+)
 def add_rule(
-    project: str, body: OnlineRuleInput, services: ServicesDep, ctx: ContextDep
+    project: str, body: OnlineRuleInput, services: ServicesDep, ctx: ContextDep, response: Response
 ) -> OnlineRuleOut:
-    """Record a new online evaluator of the project (admin scope); 409 when the name is used."""
-    return add_online_rule(services, project, body, ctx)
+    """Record a new online evaluator of the project (admin scope).
+
+    The same rule sent again is 200 (nothing written); another rule under a used name is 409.
+    """
+    added = add_online_rule(services, project, body, ctx)
+    created(response, f"/projects/{project}/online/rules", 1 if added.created else 0)
+    return added.rule
 
 
 @router.get("/projects/{project}/online/rules", operation_id="list_online_rules")
@@ -42,9 +53,7 @@ def list_rules(project: str, services: ServicesDep, ctx: ContextDep) -> OnlineRu
     return list_online_rules(services, project, ctx)
 
 
-@router.post(
-    "/projects/{project}/online/rules/{name}/disable", operation_id="disable_online_rule"
-)
+@router.post("/projects/{project}/online/rules/{name}/disable", operation_id="disable_online_rule")
 def disable_rule(
     project: str, name: str, body: RuleDisable, services: ServicesDep, ctx: ContextDep
 ) -> OnlineRuleOut:

@@ -8,7 +8,6 @@ is what the rule's daily budget is held against.
 
 from __future__ import annotations
 
-from datetime import date
 from typing import ClassVar
 from uuid import UUID
 
@@ -65,7 +64,10 @@ class OnlineCaseJudged(OnlineRuleEvent):
     topic_name: ClassVar[str] = "evaledger.rule.case_judged"
 
     rule: str = Field(min_length=1, description="The rule.")
-    day: date = Field(description="The UTC day the judging was recorded (the budget's day).")
+    day: str = Field(
+        pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="The UTC day the judging was recorded, YYYY-MM-DD (the budget's day).",
+    )
     run_id: UUID = Field(description="The online run of the case.")
     case_id: UUID = Field(description="The case judged.")
     trace_id: str = Field(min_length=1, description="The OTLP trace id (the case's key).")
@@ -79,7 +81,10 @@ class OnlineCaseSkipped(OnlineRuleEvent):
     topic_name: ClassVar[str] = "evaledger.rule.case_skipped"
 
     rule: str = Field(min_length=1, description="The rule.")
-    day: date = Field(description="The UTC day of the decision (the budget's day).")
+    day: str = Field(
+        pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="The UTC day of the decision, YYYY-MM-DD (the budget's day).",
+    )
     run_id: UUID = Field(description="The online run of the case.")
     case_id: UUID = Field(description="The case not judged.")
     trace_id: str = Field(min_length=1, description="The OTLP trace id (the case's key).")

@@ -136,7 +136,9 @@ def test_a_sampled_rule_judges_the_expected_traces_through_serve_and_worker(
         bad = json.dumps({**RULE, "name": "bad", "where": "colour=red"}).encode()
         status, refused = call(base, "POST", rules, shop, bad)
         assert status in (400, 422) and "where" in json.dumps(refused), refused
-        assert call(base, "POST", rules, shop, body)[0] == 409
+        assert call(base, "POST", rules, shop, body)[0] == 200  # a retry: nothing written
+        changed = json.dumps({**RULE, "sample": 0.9}).encode()
+        assert call(base, "POST", rules, shop, changed)[0] == 409
         assert [r["name"] for r in call(base, "GET", rules, shop)[1]["data"]] == ["helpful"]
 
         # Ten traces through the SDK's exporter (protobuf), ten as OTLP/JSON.

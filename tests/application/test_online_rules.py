@@ -120,13 +120,19 @@ def test_rules_are_events_with_their_author(store_services: Services) -> None:
         outcomes=["The agent answers the question asked"],
         max_cost_per_day_usd=2.5,
     )
-    added = add_online_rule(store_services, "default", body, CTX)
+    first = add_online_rule(store_services, "default", body, CTX)
+    added = first.rule
+    assert first.created
+    again = add_online_rule(store_services, "default", body, Context(actor="retry"))
+    assert (again.created, again.rule.added_by) == (False, "alice")  # a retry adds nothing
     assert added.where == "agent=support-bot and attribute.app.customer_tier=gold"
     assert (added.enabled, added.added_by, added.max_cost_per_day_usd) == (True, "alice", 2.5)
     with pytest.raises(ConflictError, match="exists already"):
-        add_online_rule(store_services, "default", body, CTX)
+        add_online_rule(store_services, "default", body.model_copy(update={"sample": 0.2}), CTX)
 
-    off = disable_online_rule(store_services, "default", "helpful", "too noisy", Context(actor="bob"))
+    off = disable_online_rule(
+        store_services, "default", "helpful", "too noisy", Context(actor="bob")
+    )
     assert (off.enabled, off.disabled_by, off.disabled_reason) == (False, "bob", "too noisy")
     listed = list_online_rules(store_services, "default", CTX)
     assert [(r.name, r.enabled) for r in listed.data] == [("helpful", False)]

@@ -82,6 +82,11 @@ from evaledger.domain.events import (
     ToolCall,
     ToolSpec,
     TraceEvent,
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineRuleEvent,
     TraceRecorded,
     TraceSpansReceived,
     TranscriptRecorded,
@@ -115,6 +120,8 @@ MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
+RULES_ID = UUID("4e1f0c2a-7b3d-5e6f-9a0b-1c2d3e4f5a6b")
+RULE_DAY_ID = UUID("5f2a1d3b-8c4e-5f70-8b1c-2d3e4f5a6b7c")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -156,6 +163,10 @@ TOPICS = [
     "evaledger.ledger.signing_key_rotated/v1",
     "evaledger.trace.spans_received/v1",
     "evaledger.trace.recorded/v1",
+    "evaledger.rule.added/v1",
+    "evaledger.rule.disabled/v1",
+    "evaledger.rule.case_judged/v1",
+    "evaledger.rule.case_skipped/v1",
 ]
 
 
@@ -461,6 +472,38 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
         ),
         TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
+        OnlineRuleAdded(
+            **_meta(RULES_ID, 1),
+            project="shop",
+            name="helpful",
+            sample=0.1,
+            where="agent=support-bot and attribute.app.customer_tier=gold",
+            judge="anthropic:claude-sonnet-4-6",
+            rubrics=[],
+            outcomes=["The agent says where the order is"],
+            max_cost_per_day_usd=5.0,
+            allow_self_judge=False,
+        ),
+        OnlineRuleDisabled(**_meta(RULES_ID, 2), name="helpful", reason="too noisy"),
+        OnlineCaseJudged(
+            **_meta(RULE_DAY_ID, 1),
+            rule="helpful",
+            day="2026-11-20",
+            run_id=RUN_ID,
+            case_id=CASE_ID,
+            trace_id="5b8efff798038103d269b633813fc60c",
+            verdicts=1,
+            cost_usd=0.00675,
+        ),
+        OnlineCaseSkipped(
+            **_meta(RULE_DAY_ID, 2),
+            rule="helpful",
+            day="2026-11-20",
+            run_id=RUN_ID,
+            case_id=VERDICT_ID,
+            trace_id="6c9f0008a9149214e37ac744924ad71d",
+            reason="budget: the day's cost 5.001000 USD reached max_cost_per_day 5 USD",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -508,7 +551,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 33
+    assert len(EVENT_CLASSES) == 37
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -567,7 +610,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|rule)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -579,6 +622,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "token": TokenEvent,
         "ledger": DomainEvent,
         "trace": TraceEvent,
+        "rule": OnlineRuleEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
