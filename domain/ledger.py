@@ -59,6 +59,7 @@ from evaledger.domain.importing import (
     chunks,
 )
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.online_rules import OnlineRuleCommands
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 from evaledger.domain.store.urls import KEY_ENV
@@ -73,7 +74,6 @@ from evaledger.domain.tokens import (
     split_token,
     token_aggregate_id,
 )
-from evaledger.domain.online_rules import OnlineRuleCommands
 from evaledger.domain.trace_commands import TraceCommands
 from evaledger.domain.traces import Trace
 from evaledger.domain.writes import Context as Context

@@ -52,6 +52,13 @@ from evaledger.domain.events.project import (
     TokenRevoked,
     TokenScope,
 )
+from evaledger.domain.events.rule import (
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineRuleEvent,
+)
 from evaledger.domain.events.run import (
     BaselineApproved,
     BaselineRevoked,
@@ -63,13 +70,6 @@ from evaledger.domain.events.run import (
     RunFailed,
     RunStarted,
     SourceResultsRecorded,
-)
-from evaledger.domain.events.rule import (
-    OnlineCaseJudged,
-    OnlineCaseSkipped,
-    OnlineRuleAdded,
-    OnlineRuleDisabled,
-    OnlineRuleEvent,
 )
 from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
