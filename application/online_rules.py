@@ -31,7 +31,7 @@ from evaledger.domain.ledger import Context
 from evaledger.domain.model import FrozenModel
 from evaledger.domain.online_rules import OnlineRule
 from evaledger.judging.providers import JudgeRef, cost_usd, environment, load_prices
-from evaledger.judging.rubric import JudgeRubric
+from evaledger.judging.rubric import JudgeRubric, check_rubric
 from evaledger.judging.runner import JudgeOptions, plan, run_plan
 from evaledger.scoring.online_rules import (
     canonical_where,
@@ -166,6 +166,13 @@ def add_online_rule(
     metrics = [r.metric for r in rule.rubrics]
     if len(set(metrics)) != len(metrics):
         raise ValidationError("rubric: a metric has two rubrics", field="rubric")
+    catalogue = services.ledger.catalogue(project)
+    for r in rule.rubrics:
+        if r.metric not in catalogue:
+            raise ValidationError(
+                f"rubric: unknown metric {r.metric!r} in project {project!r}", field="rubric"
+            )
+        check_rubric(catalogue[r.metric], r)
     added, new = services.ledger.add_online_rule(
         {
             "project": project,
