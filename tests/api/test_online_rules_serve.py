@@ -18,9 +18,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -34,7 +36,7 @@ from evaledger.domain.online_rules import rule_day_id_for
 from evaledger.projections.queries import RunFilter
 from tests.api.test_serve import launch
 from tests.application.test_online_rules import expected_sample
-from tests.fake_judges import FakeJudges, serve
+from tests.fake_judges import Answer, FakeJudges, default_script, serve
 from tests.otlp_helpers import chat_trace, export_json
 from tests.scale.processes import Process
 
@@ -56,7 +58,7 @@ def judges() -> Iterator[FakeJudges]:
 def call(
     base: str, method: str, path: str, token: str, body: bytes | None = None, media: str = ""
 ) -> tuple[int, Any]:
-    headers = {"authorization": f"Bearer {token}"}
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     if body is not None:
         headers["content-type"] = media or "application/json"
     req = urllib.request.Request(base + path, data=body, method=method, headers=headers)
@@ -80,7 +82,7 @@ def sdk_provider(base: str, token: str) -> tuple[TracerProvider, InMemorySpanExp
     exporter = OTLPSpanExporter(
         endpoint=base + "/v1/traces",
         compression=Compression.Gzip,
-        headers={"authorization": f"Bearer {token}"},
+        headers={"authorization": f"Bearer {token}"} if token else None,
     )
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     tp.add_span_processor(SimpleSpanProcessor(memory))
@@ -194,3 +196,57 @@ def test_a_sampled_rule_judges_the_expected_traces_through_serve_and_worker(
 def _online_cases(services: Any) -> list[Any]:
     runs, _ = services.reads.list_runs(RunFilter(suite="online"))
     return [cid for r in runs for cid in services.ledger.get_run(r.run_id).case_ids]
+
+
+def test_a_service_instrumented_by_the_official_openai_instrumentation_is_judged(
+    tmp_path: Path, store_url: str, judges: FakeJudges, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's "done when": instrumented calls → cases → a rule judges them (a worker on PG)."""
+    judges.script = lambda kind, body: (
+        Answer(text="It ships today.") if kind == "openai" else default_script(kind, body)
+    )
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    env = {**judges.env(), "EVALEDGER_TRACE_QUIET": "0.3"}
+    with ExitStack() as stack:
+        server = stack.enter_context(launch(tmp_path, db=store_url, env=env))
+        if store_url.startswith("postgresql"):
+            worker = Process(["worker", "--db", store_url], tmp_path / "worker.log", env)
+            stack.callback(worker.stop)
+        rule = {
+            "name": "shop",
+            "sample": 1.0,
+            "where": "service=e2e-bot and model=gpt-4o-mini-2025-04-14",
+            "judge": "anthropic:claude-sonnet-4-6",
+        }
+        status, _ = call(
+            server.base, "POST", "/projects/default/online/rules", "", json.dumps(rule).encode()
+        )
+        assert status == 201
+        tp, memory = sdk_provider(server.base, "")
+        instrumentor = OpenAIInstrumentor()  # type: ignore[no-untyped-call]
+        instrumentor.instrument(tracer_provider=tp)
+        try:
+            client = openai.OpenAI(base_url=judges.openai_url, api_key="sk-test", max_retries=0)
+            for question in ("When does my order ship?", "Can I pay by invoice?"):
+                client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": question}]
+                )
+        finally:
+            instrumentor.uninstrument()
+        tp.shutdown()
+        traces = {format(s.context.trace_id, "032x") for s in memory.get_finished_spans()}
+        assert len(traces) == 2
+
+        def judged() -> set[str] | None:
+            services = build_services(Settings(db=store_url))
+            try:
+                day = services.ledger.clock().date()
+                events = services.ledger.events_of(rule_day_id_for("default", "shop", day))
+            finally:
+                services.close()
+            found = {e.trace_id for e in events if isinstance(e, OnlineCaseJudged)}
+            return found if len(found) >= 2 else None
+
+        assert wait_for(judged, "the instrumented traces to be judged") == traces
+        assert judges.calls("anthropic") == 2
