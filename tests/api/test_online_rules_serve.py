@@ -189,6 +189,7 @@ def test_a_sampled_rule_judges_the_expected_traces_through_serve_and_worker(
             check.close()
         assert keys == expected
 
+        assert call(base, "POST", rules + "/helpful/disable", other, b"{}")[0] == 404
         status, off = call(base, "POST", rules + "/helpful/disable", shop, b'{"reason": "done"}')
         assert (status, off["enabled"], off["disabled_reason"]) == (200, False, "done")
 

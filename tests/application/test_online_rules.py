@@ -16,6 +16,7 @@ import pytest
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.jobs import ONLINE_TASK
+from evaledger.application import audit, verification
 from evaledger.application.online_rules import (
     OnlineJudgment,
     OnlineRuleInput,
@@ -214,6 +215,17 @@ def test_a_sampled_rule_judges_exactly_the_traces_its_draw_takes(
     complete_traces(store_services, CTX, now=datetime.now(UTC) + timedelta(seconds=60))
     run_queued(store_services)
     assert judges.calls("anthropic") == len(expected)
+    # The rules and what they did are in the hash-chained log: it verifies, and every judged
+    # case explains its verdict.
+    assert verification.verify_log(store_services).ok
+    runs, _ = store_services.reads.list_runs(RunFilter(suite="online"))
+    judged_case = next(
+        cid
+        for r in runs
+        for cid in store_services.ledger.get_run(r.run_id).case_ids
+        if store_services.ledger.get_case(cid).opened.test_case.key in expected
+    )
+    assert audit.explain(store_services, judged_case) is not None
 
 
 def test_the_daily_budget_stops_judging_and_records_the_skips(
@@ -241,6 +253,23 @@ def test_the_daily_budget_stops_judging_and_records_the_skips(
         f"{cap:g} USD"
     }
     assert all(e.actor == "online-rule:all" for e in events)
+
+
+def test_a_rule_filters_on_the_root_span_and_its_resource(
+    store_services: Services, judges: FakeJudges
+) -> None:
+    # chat_trace's `app.customer_tier` is on the chat span (a child): not a root attribute.
+    for name, where in (
+        ("child-attribute", "attribute.app.customer_tier=gold"),
+        ("resource-attribute", "attribute.service.version=1.2.0 and service=support-bot"),
+        ("model", "model=gpt-4o-mini-2024-07-18 and version=1.2.0"),
+    ):
+        body = OnlineRuleInput(name=name, sample=1.0, where=where, judge=JUDGE)
+        add_online_rule(store_services, "default", body, CTX)
+    (trace,) = send_traces(store_services, 1)
+    assert judged_traces(store_services, "child-attribute") == (set(), set())
+    assert judged_traces(store_services, "resource-attribute") == ({trace}, set())
+    assert judged_traces(store_services, "model") == ({trace}, set())
 
 
 def test_a_disabled_rule_judges_no_more(store_services: Services, judges: FakeJudges) -> None:
