@@ -23,6 +23,7 @@ from evaledger.api.routes import (
     imports,
     ingest,
     judging,
+    online_rules,
     otlp,
     receipts,
     reports,
@@ -117,17 +118,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     )
     # /health stays public; every other route is authenticated and project-scoped (AUTH).
     app.include_router(config.router)
-    app.include_router(reports.router, dependencies=AUTH)
-    app.include_router(statistics.router, dependencies=AUTH)
-    app.include_router(runs.router, dependencies=AUTH)
-    app.include_router(receipts.router, dependencies=AUTH)
-    app.include_router(cases.router, dependencies=AUTH)
-    app.include_router(erasure.router, dependencies=AUTH)
+    for module in (reports, statistics, runs, receipts, cases, erasure):
+        app.include_router(module.router, dependencies=AUTH)
     site.install(app)
-    app.include_router(judging.router, dependencies=AUTH)
-    app.include_router(imports.router, dependencies=AUTH)
-    app.include_router(otlp.router, dependencies=AUTH)
-    app.include_router(ingest.router, dependencies=AUTH)
-    app.include_router(review.router, dependencies=AUTH)
-    app.include_router(search.router, dependencies=AUTH)
+    for module in (judging, imports, otlp, online_rules, ingest, review, search):
+        app.include_router(module.router, dependencies=AUTH)
     return app

@@ -24,6 +24,7 @@ from procrastinate.types import JSONValue
 
 from evaledger.api.job_schema import REPORTS, ensure_job_schema
 from evaledger.application.judging import JudgeJobSpec, QueuedJob, job_key, run_judge_job
+from evaledger.application.online_rules import OnlineJudgment, judge_online_case
 from evaledger.application.ports import Services
 from evaledger.application.traces import DEFAULT_QUIET_S, seal_online_runs
 from evaledger.domain.errors import NotFoundError, StateError
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 QUEUE = "judge"
 TASK = "evaledger.judge"
+ONLINE_TASK = "evaledger.online_judge"
+"""One online rule applied to one trace's case (`application/online_rules.py`)."""
 HEARTBEAT_S = 2.0
 """How often a worker says it is alive."""
 STALLED_AFTER_S = 10.0
@@ -76,6 +79,9 @@ class JobQueue:
         self.task = self.app.task(name=TASK, queue=QUEUE, pass_context=False)(self._run)
         self.app.periodic(cron=RECOVERY_CRON, periodic_id="recover")(
             self.app.task(name="evaledger.recover_stalled", queue=QUEUE)(self._recover)
+        )
+        self.online_task = self.app.task(name=ONLINE_TASK, queue=QUEUE, pass_context=False)(
+            self._judge_online
         )
         self.app.periodic(cron=ONLINE_CRON, periodic_id="online")(
             self.app.task(name="evaledger.seal_online_runs", queue=QUEUE)(self._seal_online)
@@ -133,6 +139,11 @@ class JobQueue:
         except AlreadyEnqueued:  # a fresh uuid4: cannot happen twice
             raise StateError(f"job {job_id} is already queued") from None
         return self.get(job_id)
+
+    def enqueue_online(self, payload: dict[str, str]) -> None:
+        """Queue one online rule's judgment of one case (a worker runs it)."""
+        self.open()
+        self.online_task.defer(**payload)
 
     def _job(self, job_id: UUID) -> Job:
         self.open()
@@ -210,6 +221,12 @@ class JobQueue:
             self._save_report(job_id, None, f"{type(e).__name__}: {e}")
             raise
         self._save_report(job_id, result.as_json(), None)
+
+    def _judge_online(self, **kwargs: Any) -> None:
+        """The task: `judge_online_case` (once per rule and case, whichever worker runs it)."""
+        done = judge_online_case(self.services, OnlineJudgment.from_payload(kwargs))
+        what = "judged" if done.judged else f"skipped ({done.reason})"
+        log.info("online rule %s: case %s %s", done.judgment.rule, done.judgment.case_id, what)
 
     def _save_report(self, job_id: UUID, report: dict[str, Any] | None, error: str | None) -> None:
         with connect_postgres(self.location.events_env, autocommit=True) as conn:

@@ -358,6 +358,9 @@ class JudgeQueue(Protocol):
     def cancel(self, job_id: UUID) -> QueuedJob:
         """Cancel a queued job, or ask a running one to stop."""
 
+    def enqueue_online(self, payload: dict[str, str]) -> None:
+        """Queue one online rule's judgment of one case (`OnlineJudgment.as_payload()`)."""
+
 
 def job_key(job_id: UUID, judge: str) -> str:
     """The idempotency key of one judge's verdicts in one job."""

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from uuid import UUID
 
+from evaledger.application.online_rules import OnlineCase, dispatch_online_rules
 from evaledger.application.ports import Services
 from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus
 from evaledger.domain.errors import ClosedRunError, ConflictError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TraceRecorded, TraceSpansReceived
 from evaledger.domain.ledger import Context
 from evaledger.domain.traces import Trace
-from evaledger.importers.otel import MappedTrace, map_trace, root_span
+from evaledger.importers.otel import MappedTrace, Span, map_trace, root_span
 from evaledger.importers.otlp import decode_export
 from evaledger.projections.queries import RunFilter
 
@@ -141,6 +142,8 @@ class TracesCompleted:
     recorded: dict[UUID, list[UUID]]
     waiting: int
     position: int
+    online: list[OnlineCase] = field(default_factory=list)
+    """The cases recorded, with what online rules' filters read of their traces."""
 
     @property
     def cases(self) -> int:
@@ -176,6 +179,7 @@ def complete_traces(
         key = online_run_key(mapped.agent, mapped.version, mapped.day)
         groups[(trace.project, key)].append((trace, mapped))
     recorded: dict[UUID, list[UUID]] = defaultdict(list)
+    cases: list[OnlineCase] = []
     position = services.ledger.position()
     for (project, key), items in groups.items():
         for start in range(0, len(items), RECORD_BATCH):
@@ -185,9 +189,36 @@ def complete_traces(
             written = _record(services, run_id, pairs, project, chunk[0][1], ctx, now)
             recorded[written[0]].extend(written[1])
             position = max(position, written[2])
-            for trace, _ in chunk:
+            for (trace, mapped), case_id in zip(chunk, written[1], strict=True):
                 cursor.close(trace.id)
-    return TracesCompleted(dict(recorded), len(cursor.open), position)
+                facts = trace_facts(trace.spans, mapped)
+                cases.append(OnlineCase(project, written[0], case_id, str(trace.trace_id), facts))
+    # The hook of online rules: each trace is recorded once, so its judgments are sent once.
+    dispatch_online_rules(services, cases)
+    return TracesCompleted(dict(recorded), len(cursor.open), position, cases)
+
+
+def trace_facts(spans: Sequence[Span], mapped: MappedTrace) -> dict[str, str]:
+    """What an online rule's filter reads of a trace: agent, version, model, service, attributes.
+
+    `attribute.NAME` is a scalar attribute of the root span, else of its resource (`true` /
+    `false` for booleans, numbers as written).
+    """
+    root = root_span(spans) or {}
+    resource = root.get("resource") or {}
+    facts: dict[str, str] = {}
+    for attrs in (resource, root.get("attributes") or {}):  # the span's own win
+        for name, value in attrs.items():
+            if isinstance(value, bool):
+                facts[f"attribute.{name}"] = "true" if value else "false"
+            elif isinstance(value, str | int | float):
+                facts[f"attribute.{name}"] = str(value)
+    facts.update(agent=mapped.agent, version=mapped.version)
+    if mapped.model:
+        facts["model"] = mapped.model
+    if isinstance(resource.get("service.name"), str):
+        facts["service"] = resource["service.name"]
+    return facts
 
 
 def _record(

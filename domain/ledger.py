@@ -60,6 +60,7 @@ from evaledger.domain.importing import (
     chunks,
 )
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.online_rules import OnlineRuleCommands
 from evaledger.domain.review_commands import ReviewCommands
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
@@ -85,7 +86,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(ErasureCommands, CaseCommands, TraceCommands, ReviewCommands):
+class Ledger(ErasureCommands, CaseCommands, TraceCommands, ReviewCommands, OnlineRuleCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

@@ -96,6 +96,8 @@ class JudgeOptions:
     """Stop before the pass's cost would exceed this (estimated per call, actual once made)."""
     rubrics: tuple[JudgeRubric, ...] = ()
     """Judge these metrics by these rubrics (a registered metric may carry its own)."""
+    case_ids: tuple[UUID, ...] = ()
+    """Only these cases of the run (an online rule judges one trace's case); empty: every case."""
 
 
 @dataclass
@@ -305,7 +307,9 @@ def plan(
         done_by=ClaimsVerified if options.claims else JudgeVerdictRecorded,
         metrics=tuple((m.name, m.score_type) for m in metrics),
     )
-    selected = select_cases(ledger, run.case_ids, created.agent, selection, created.spec)
+    wanted = set(options.case_ids)
+    case_ids = [c for c in run.case_ids if c in wanted] if wanted else run.case_ids
+    selected = select_cases(ledger, case_ids, created.agent, selection, created.spec)
     notes = [] if options.claims else pass_notes(created.spec, [m.name for m in metrics], selected)
     # The flag, else the run config's judge temperature, else Connexity's 0.2.
     temperature = next(

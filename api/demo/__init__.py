@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from evaledger.api.bootstrap import Services
-from evaledger.application.demo import judge_with_replay, load_demo_runs
+from evaledger.application.demo import judge_with_replay, load_demo_runs, send_demo_traces
 from evaledger.application.runs import rescore_run
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.spec import JudgeErrorPolicy, RunConfig
@@ -63,6 +63,7 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
     loaded = [r.model_dump(mode="json") for r in load_demo_runs(services, bundles)]
     baseline_id, candidate_id, governance_id = (UUID(item["run_id"]) for item in loaded)
     judged = judge_demo(services, baseline_id)
+    online = send_demo_traces(services)
     services.sync()
     agreement = run_agreement(services, baseline_id)
     summaries = {
@@ -81,11 +82,22 @@ def run_demo(services: Services, args: argparse.Namespace) -> int:
                 "scorecard": scorecard.model_dump(mode="json"),
                 "judging": judged,
                 "agreement": agreement.model_dump(mode="json"),
+                "online": online.model_dump(mode="json"),
             }
         )
         return 0
     _print_loaded(services, loaded, summaries)
     _print_judging(loaded, judged)
+    what = (
+        f"{online.spans_recorded} spans and {online.cases_recorded} cases recorded, "
+        f"{online.events} events written"
+        if online.cases_recorded
+        else "already recorded, nothing written"
+    )
+    print(
+        f"production traces: {online.sent} conversations sent through the OpenTelemetry SDK "
+        f"(OTLP) → online run {online.run_key}: {what} (docs/online.md)"
+    )
     print(f"agreement (evaledger agreement {loaded[0]['run_key']}): {', '.join(agreement.judges)}")
     print_table(
         [

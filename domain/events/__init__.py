@@ -62,6 +62,13 @@ from evaledger.domain.events.review import (
     ReviewItemSkipped,
     ReviewQueueCreated,
 )
+from evaledger.domain.events.rule import (
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineRuleEvent,
+)
 from evaledger.domain.events.run import (
     BaselineApproved,
     BaselineRevoked,
@@ -139,6 +146,10 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     ReviewItemSkipped,
     ReviewItemAdjudicated,
     PayloadErased,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -176,6 +187,11 @@ __all__ = [
     "MetricScore",
     "NamedScore",
     "NamedScoresRecorded",
+    "OnlineCaseJudged",
+    "OnlineCaseSkipped",
+    "OnlineRuleAdded",
+    "OnlineRuleDisabled",
+    "OnlineRuleEvent",
     "OutcomeEvaluated",
     "OutcomeResult",
     "ParseStatus",

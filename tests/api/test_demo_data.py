@@ -13,13 +13,16 @@ import importlib.util
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
+from uuid import UUID
 
 import orjson
 
 from evaledger.api.bootstrap import Services
 from evaledger.api.demo import BUNDLES, REPLIES, demo_bundles
+from evaledger.application.demo import DEMO_TRACES, send_demo_traces
 from evaledger.domain.aggregates import run_id_for
 from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import TranscriptRecorded
 from evaledger.domain.ledger import Context
 from evaledger.judging.providers import REPLAY_FORMAT
 from tests.conftest import FIXTURES
@@ -171,3 +174,22 @@ def test_the_airline_verdicts_agree_with_tau_bench_rewards() -> None:
             assert passed == (reward[case.test_case.key, case.repetition] == 1.0), (
                 f"{bundle.run.key}: {case.test_case.key}#{case.repetition} disagrees with the reward"
             )
+
+
+def test_the_demo_sends_its_traces_through_the_opentelemetry_sdk_once(services: Services) -> None:
+    first = send_demo_traces(services)
+    assert (first.sent, first.spans_recorded, first.cases_recorded) == (4, 8, 4)
+    assert first.run_key == "online/demo-support-bot/1.0.0/2025-11-24"
+    again = send_demo_traces(services)
+    assert (again.spans_recorded, again.cases_recorded, again.run_id) == (0, 0, first.run_id)
+    run = services.ledger.get_run(UUID(first.run_id))
+    transcripts = [
+        [
+            (t.role.value, t.content)
+            for e in services.ledger.events_of(c)
+            if isinstance(e, TranscriptRecorded)
+            for t in e.turns
+        ]
+        for c in run.case_ids
+    ]
+    assert transcripts == [[("user", q), ("assistant", a)] for q, a in DEMO_TRACES]

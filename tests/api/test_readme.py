@@ -142,8 +142,10 @@ def test_make_demo_loads_the_demo_once_into_dot_evaledger(tmp_path: Path) -> Non
     imported = [int(n) for n in re.findall(r"imported (\d+) events", out)]
     # The demo also judges one run once with the offline replay judge (one event per verdict).
     judged = [int(n) for n in re.findall(r"recorded (\d+) verdicts", out)]
-    assert len(imported) == len(keys) and len(judged) == 1
-    assert sum(imported) + sum(judged) == events > 0
+    # And records a few traces sent through the OpenTelemetry SDK (spans, cases, their run).
+    traced = [int(n) for n in re.findall(r"(\d+) events written", out)]
+    assert len(imported) == len(keys) and len(judged) == 1 and len(traced) == 1
+    assert sum(imported) + sum(judged) + sum(traced) == events > 0
     for key, run_id in zip(keys, ids, strict=True):
         assert f"  run {key} (" in out and f"id {run_id}" in out
     summarised = [(k, i) for k, i in zip(keys, ids, strict=True) if f"summary of {k}:" in out]

@@ -164,7 +164,7 @@ def test_runs_to_a_failing_case_show_the_api_numbers(site: Site, page: Any) -> N
     # Runs list: the candidate's key figures are the API's.
     page.goto(site.base + "/")
     assert page.url == site.base + "/ui/"
-    assert page.locator("tbody tr[data-run-id]").count() == 3
+    assert page.locator("tbody tr[data-run-id]").count() == 4  # 3 offline runs, 1 online
     row = page.locator(f'tr[data-run-id="{run_id}"]')
     assert text(row, '[data-field="pass_rate"]') == fmt_pct(aggregate["pass_rate"])
     assert text(row, '[data-field="weighted_metrics_score_pct"]') == fmt_num(

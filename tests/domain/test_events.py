@@ -57,6 +57,11 @@ from evaledger.domain.events import (
     MetricScore,
     NamedScore,
     NamedScoresRecorded,
+    OnlineCaseJudged,
+    OnlineCaseSkipped,
+    OnlineRuleAdded,
+    OnlineRuleDisabled,
+    OnlineRuleEvent,
     OutcomeEvaluated,
     OutcomeResult,
     ParseStatus,
@@ -123,6 +128,8 @@ MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
+RULES_ID = UUID("4e1f0c2a-7b3d-5e6f-9a0b-1c2d3e4f5a6b")
+RULE_DAY_ID = UUID("5f2a1d3b-8c4e-5f70-8b1c-2d3e4f5a6b7c")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -171,6 +178,10 @@ TOPICS = [
     "evaledger.review.item_skipped/v1",
     "evaledger.review.item_adjudicated/v1",
     "evaledger.case.payload_erased/v1",
+    "evaledger.rule.added/v1",
+    "evaledger.rule.disabled/v1",
+    "evaledger.rule.case_judged/v1",
+    "evaledger.rule.case_skipped/v1",
 ]
 
 
@@ -517,6 +528,38 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             score=2.0,
             reason="refund policy 4.2",
         ),
+        OnlineRuleAdded(
+            **_meta(RULES_ID, 1),
+            project="shop",
+            name="helpful",
+            sample=0.1,
+            where="agent=support-bot and attribute.app.customer_tier=gold",
+            judge="anthropic:claude-sonnet-4-6",
+            rubrics=[],
+            outcomes=["The agent says where the order is"],
+            max_cost_per_day_usd=5.0,
+            allow_self_judge=False,
+        ),
+        OnlineRuleDisabled(**_meta(RULES_ID, 2), name="helpful", reason="too noisy"),
+        OnlineCaseJudged(
+            **_meta(RULE_DAY_ID, 1),
+            rule="helpful",
+            day="2026-11-20",
+            run_id=RUN_ID,
+            case_id=CASE_ID,
+            trace_id="5b8efff798038103d269b633813fc60c",
+            verdicts=1,
+            cost_usd=0.00675,
+        ),
+        OnlineCaseSkipped(
+            **_meta(RULE_DAY_ID, 2),
+            rule="helpful",
+            day="2026-11-20",
+            run_id=RUN_ID,
+            case_id=VERDICT_ID,
+            trace_id="6c9f0008a9149214e37ac744924ad71d",
+            reason="budget: the day's cost 5.001000 USD reached max_cost_per_day 5 USD",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -564,7 +607,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 39
+    assert len(EVENT_CLASSES) == 43
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -623,7 +666,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -636,6 +679,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "ledger": DomainEvent,
         "trace": TraceEvent,
         "review": ReviewEvent,
+        "rule": OnlineRuleEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
