@@ -448,6 +448,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
     "api/cli/audit.py": (8, 0),
+    "api/cli/compare_views.py": (3, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (2, 0),
@@ -483,8 +484,9 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 158
+FUNCTION_IMPORT_BUDGET = 161
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
+Issue 36 compare (+3): `compare --case` loads the case diff (the log's reads, numpy) for itself.
 Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
 Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet.
 Issue 34 (+10): the proofs CLI loads signing and receipts per command (+9), verify the tree (+1).

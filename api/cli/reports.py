@@ -14,6 +14,7 @@ from uuid import UUID
 
 import pydantic
 
+from evaledger.api.cli.compare_views import add_case_options, cmd_case_diff
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
@@ -148,6 +149,7 @@ def _register_compare(commands: Commands) -> None:
         help="don't exit 1 on the candidate's own failed thresholds",
     )
     add_compare_options(p)
+    add_case_options(p)
 
 
 def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID | None, UUID]:
@@ -180,6 +182,8 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
 
     services.sync()
     baseline, candidate = compared_runs(services, args)
+    if args.case is not None:
+        return cmd_case_diff(services, args, baseline, candidate)
     specs: list[ScoringSpec] = []
 
     def spec() -> ScoringSpec:  # loaded once the runs are checked, and kept
@@ -300,6 +304,8 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
             missing = next(p for p in paths if not p.is_file())
             raise UsageError(f"{missing}: no such file (compare two result files, or two runs)")
         return None
+    if args.case is not None:
+        raise UsageError("--case: with two runs of a store, not two files (import them first)")
     if args.spec:
         raise UsageError("--spec: not with two files (each is compared under its own spec)")
     # lazy: the scratch import loads the importers and the comparison engine

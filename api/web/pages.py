@@ -43,6 +43,7 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
+    case_diff,
     compare,
     grades,
     reports,
@@ -84,6 +85,8 @@ RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
 COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
+COMPARE_SORTS = ("key", "change")
+"""The compare page's case orders: by key, or by how much the answer changed (most first)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,6 +448,7 @@ def compare_page(
     candidate: str = "",
     show: str = "all",
     q: str = "",
+    sort: str = "key",
     page: Annotated[int, Query(ge=1)] = 1,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
@@ -477,19 +481,14 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
+        if sort not in COMPARE_SORTS:
+            raise ValidationError(f"sort: one of {', '.join(COMPARE_SORTS)}", field="sort")
         b = resolve_run(services, viewer, baseline, "baseline")
         c = resolve_run(services, viewer, candidate, "candidate")
         report = compare.compare_report(services, b, c, _checked_thresholds(given))
         report = _significant(services, viewer, report, correction, noise_floor)
         result = report.result
-        # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
-        needle = q.casefold()
-        cases = [
-            t
-            for t in result.test_case_comparisons
-            if (show == "all" or t.status == show)
-            and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
-        ]
+        cases = _compared_cases(services, report, show, q, sort)
         rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
         runs = {str(r.run_id): r for r in completed}
         query = urlencode({k: v for k, v in given.items() if v})
@@ -502,6 +501,9 @@ def compare_page(
             first=first,
             q=q,
             answers=compare.compared_answers(services, report.runs, rows),
+            diffs=case_diff.answer_diffs(services, report.runs, rows),
+            sort=sort,
+            sorts=COMPARE_SORTS,
             grid=views.compare_matrix(rows) if result.aggregate.per_variant else None,
             baseline_run=runs.get(str(b)) or report.baseline_run,
             candidate_run=runs.get(str(c)) or report.candidate_run,
@@ -516,6 +518,24 @@ def compare_page(
         return context
 
     return render(request, "compare.html", build)
+
+
+def _compared_cases(
+    services: Services, report: ComparisonReport, show: str, q: str, sort: str
+) -> list[Any]:
+    """The comparison's case rows of class `show` matching `q`, in the `sort` order."""
+    # Filtered and paged by the caller: a 10k-case comparison is one page of rows, not 10k.
+    needle = q.casefold()
+    cases = [
+        t
+        for t in report.result.test_case_comparisons
+        if (show == "all" or t.status == show)
+        and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
+    ]
+    if sort == "change":  # every matching row's answers read: the order is over all of them
+        changes = case_diff.answer_changes(services, report.runs, cases)
+        cases.sort(key=lambda t: -changes[(t.test_case_key, t.variant)])
+    return cases
 
 
 def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:
