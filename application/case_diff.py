@@ -91,7 +91,7 @@ def _value(score: int | None, passed: bool | None) -> str | None:
 
 
 def _reasoning(verdicts: Sequence[Any]) -> dict[str, tuple[str | None, str | None]]:
-    """Each item → (value, reasoning) over the verdicts (a later verdict's item joins the earlier)."""
+    """Each item → (value, reasoning) over the verdicts (a later one joins the earlier)."""
     found: dict[str, tuple[str | None, str | None]] = {}
 
     def add(item: str, value: str | None, text: str | None) -> None:
