@@ -14,7 +14,7 @@ from uuid import UUID
 
 import pydantic
 
-from evaledger.api.cli.compare_views import add_case_options, cmd_case_diff
+from evaledger.api.cli.compare_views import add_case_options, cmd_case_diff, cmd_compare_many
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
@@ -120,13 +120,16 @@ def register(commands: Commands) -> None:
 
 
 def _register_compare(commands: Commands) -> None:
-    p = commands.add("compare", cmd_compare, "compare two runs; exit 1 on a regression", reads=True)
+    p = commands.add(
+        "compare", cmd_compare, "compare two or more runs; exit 1 on a regression", reads=True
+    )
     p.add_argument(
         "runs",
         nargs="+",
         metavar="RUN",
-        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline); two result files "
-        "(bundle, Inspect, promptfoo, tau-bench, Connexity) are compared with no store",
+        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline); BASE CAND1 CAND2 ... "
+        "compares each candidate with the base; two result files (bundle, Inspect, promptfoo, "
+        "tau-bench, Connexity) are compared with no store",
     )
     p.set_defaults(without_store=compare_given_files)
     p.add_argument("--markdown", action="store_true", help="a compact PR comment")
@@ -181,6 +184,8 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     from evaledger.application.statistics import compare_significance, reasons_within_noise
 
     services.sync()
+    if len(args.runs) > 2:
+        return cmd_compare_many(services, args, thresholds_of(args))
     baseline, candidate = compared_runs(services, args)
     if args.case is not None:
         return cmd_case_diff(services, args, baseline, candidate)
