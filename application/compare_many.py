@@ -53,12 +53,14 @@ def compare_many(
     correction: Correction = DEFAULT_CORRECTION,
     allow_different_suites: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    field: str = "runs",
 ) -> ManyRunComparison:
     """The base against every candidate: a row per test case, a column per run (see module).
 
-    `progress(done, total)` is told after each candidate's comparison.
+    `progress(done, total)` is told after each candidate's comparison; `field` names the runs
+    in a refusal (a bad list of runs).
     """
-    check_many(base, candidates)
+    check_many(base, candidates, field)
     if correction not in CORRECTIONS:
         raise ValidationError(
             f"correction: must be one of {', '.join(CORRECTIONS)}", field="correction"

@@ -449,6 +449,7 @@ def compare_page(
     show: str = "all",
     q: str = "",
     sort: str = "key",
+    runs: str = "",
     page: Annotated[int, Query(ge=1)] = 1,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
@@ -457,7 +458,9 @@ def compare_page(
     correction: str = "holm",
     noise_floor: str = "",
 ) -> Response:
-    """Two completed runs side by side: verdict, deltas, per-case classes, statistics."""
+    """Two completed runs side by side (or, given `runs`, several: `_many_runs`)."""
+    if runs:
+        return _many_runs(request, services, viewer, runs, correction, q, page)
     given = {
         "max_pass_rate_drop": max_pass_rate_drop,
         "max_avg_score_drop": max_avg_score_drop,
@@ -481,8 +484,6 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        if sort not in COMPARE_SORTS:
-            raise ValidationError(f"sort: one of {', '.join(COMPARE_SORTS)}", field="sort")
         b = resolve_run(services, viewer, baseline, "baseline")
         c = resolve_run(services, viewer, candidate, "candidate")
         report = compare.compare_report(services, b, c, _checked_thresholds(given))
@@ -520,11 +521,29 @@ def compare_page(
     return render(request, "compare.html", build)
 
 
+def _many_runs(
+    request: Request,
+    services: Services,
+    viewer: Viewer,
+    runs: str,
+    correction: str,
+    q: str,
+    page: int,
+) -> Response:
+    """`/ui/compare?runs=BASE,CAND1,...` (issue 36): a base and several candidates."""
+    # lazy: the many-run page's module imports this one (render, resolve_run)
+    from evaledger.api.web.compare_pages import many_page
+
+    return many_page(request, services, viewer, runs, correction=correction, q=q, page=page)
+
+
 def _compared_cases(
     services: Services, report: ComparisonReport, show: str, q: str, sort: str
 ) -> list[Any]:
     """The comparison's case rows of class `show` matching `q`, in the `sort` order."""
     # Filtered and paged by the caller: a 10k-case comparison is one page of rows, not 10k.
+    if sort not in COMPARE_SORTS:
+        raise ValidationError(f"sort: one of {', '.join(COMPARE_SORTS)}", field="sort")
     needle = q.casefold()
     cases = [
         t

@@ -4,13 +4,16 @@ family (`adjust_p_values` over all of them); on both stores, the CLI and its ref
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.application.compare import compare_report
 from evaledger.application.compare_many import compare_many
@@ -35,9 +38,7 @@ SCORES = {
 def run_data(key: str) -> dict[str, Any]:
     data = bundle(key=key)
     data["cases"] = [
-        case(f"case-{i:02d}", s, repetition=r)
-        for i, s in enumerate(SCORES[key])
-        for r in range(2)
+        case(f"case-{i:02d}", s, repetition=r) for i, s in enumerate(SCORES[key]) for r in range(2)
     ]
     return data
 
@@ -77,10 +78,10 @@ def test_many_run_compare_equals_the_pairwise_compares(
         assert many.runs[i].aggregate == model.aggregate.candidate_metrics
         cells = {(c.test_case_key, c.variant): c.cells for c in many.cases}
         for t in model.test_case_comparisons:
-            row = cells[(t.test_case_key, t.variant)]
-            assert row[0] is not None and row[i] is not None
-            assert (row[0].passed, row[0].score) == (t.baseline_passed, t.baseline_score)
-            assert (row[i].passed, row[i].score, row[i].status) == (
+            base_cell, cand_cell = (cells[(t.test_case_key, t.variant)][j] for j in (0, i))
+            assert base_cell is not None and cand_cell is not None
+            assert (base_cell.passed, base_cell.score) == (t.baseline_passed, t.baseline_score)
+            assert (cand_cell.passed, cand_cell.score, cand_cell.status) == (
                 t.candidate_passed,
                 t.candidate_score,
                 t.status,
@@ -97,7 +98,10 @@ def test_many_run_compare_equals_the_pairwise_compares(
         raw += [m.p_value for m in theirs]
     adjusted = adjust_p_values(raw, correction)
     mine_adjusted = [
-        m.adjusted_p_value for c in many.candidates if c.significance for m in c.significance.metrics
+        m.adjusted_p_value
+        for c in many.candidates
+        if c.significance
+        for m in c.significance.metrics
     ]
     assert mine_adjusted == adjusted
     assert many.family_size == sum(1 for p in raw if p is not None) > 0
@@ -144,3 +148,32 @@ def test_cli_compare_of_four_runs(
     for extra in (("--markdown",), ("--case", "case-01"), ("--noise-floor", "base")):
         code, _, err = cli("compare", "base", "cand-a", "cand-b", *extra)
         assert code == 2 and extra[0] in err
+
+
+def test_the_api_and_the_page_of_many_runs(services: Services) -> None:
+    runs = imported(services)
+    ids = [str(runs[k]) for k in SCORES]
+    with TestClient(create_app(services=services)) as client:
+        query = "&".join(f"candidate_run_id={i}" for i in ids[1:])
+        r = client.get(f"/runs/compare/many?baseline_run_id={ids[0]}&{query}&correction=bh")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        mine = compare_many(services, runs["base"], [runs[k] for k in list(SCORES)[1:]],
+                            correction="bh")  # fmt: skip
+        assert body == mine.model_dump(mode="json")
+        twice = client.get(f"/runs/compare/many?baseline_run_id={ids[0]}&candidate_run_id={ids[0]}")
+        assert twice.status_code == 422 and twice.json()["field"] == "candidate_run_id"
+        page = client.get(f"/ui/compare?runs={','.join(SCORES)}&correction=bh").text
+        assert page.count('<tr data-key="case-') == len(SCORES["base"])
+        assert (
+            'id="many-candidates"' in page and page.count('data-field="regression_detected"') == 3
+        )
+        verdicts = re.findall(r'data-field="regression_detected">([^<]*)<', page)
+        assert verdicts == [
+            "regression detected" if c.verdict.regression_detected else "no regression"
+            for c in mine.candidates
+        ]
+        assert f"family of {mine.family_size} p-values" in page
+        bad = client.get("/ui/compare?runs=base")
+        assert bad.status_code == 422 and "runs" in bad.text
+        assert client.get("/ui/compare?runs=base,nope").status_code == 404
