@@ -59,6 +59,7 @@ from evaledger.domain.importing import (
     chunks,
 )
 from evaledger.domain.metrics import MetricDefinition
+from evaledger.domain.share_commands import ShareCommands
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 from evaledger.domain.store.urls import KEY_ENV
@@ -83,7 +84,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands):
+class Ledger(CaseCommands, TraceCommands, ShareCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import evaledger.api.cli.proofs as proofs
 import evaledger.api.cli.reports as reports
 import evaledger.api.cli.runs as runs
 import evaledger.api.cli.serve as serve
+import evaledger.api.cli.share as share
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
@@ -31,7 +32,9 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, statistics, judging, online)
+FAMILIES = (
+    serve, runs, transcript, audit, proofs, admin, reports, statistics, judging, online, share
+)  # fmt: skip
 """The command families, in the order `evaledger --help` lists their commands."""
 
 

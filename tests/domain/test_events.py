@@ -70,6 +70,9 @@ from evaledger.domain.events import (
     ScoreLabel,
     ScoreOverridden,
     ScoreScale,
+    ShareEvent,
+    ShareLinkCreated,
+    ShareLinkRevoked,
     SigningKeyRotated,
     SourceResultsRecorded,
     StructuralCheckRecorded,
@@ -119,6 +122,7 @@ CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
 TOKEN_ID = UUID("70c0e000-bbbb-5ccc-8ddd-0123456789ab")
+SHARE_ID = UUID("5a4e0000-cccc-5ddd-8eee-0123456789ab")
 T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 
 # The stable topics of the catalogue. Changing one breaks every stored event of that class.
@@ -156,6 +160,8 @@ TOPICS = [
     "evaledger.ledger.signing_key_rotated/v1",
     "evaledger.trace.spans_received/v1",
     "evaledger.trace.recorded/v1",
+    "evaledger.share.link_created/v1",
+    "evaledger.share.link_revoked/v1",
 ]
 
 
@@ -461,6 +467,15 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
         ),
         TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
+        ShareLinkCreated(
+            **_meta(SHARE_ID, 1),
+            link_id="0123456789abcdef",
+            project="northwind",
+            page="compare",
+            run_ids=[RUN_ID, CASE_ID],
+            expires_at=T0 + timedelta(days=7),
+        ),
+        ShareLinkRevoked(**_meta(SHARE_ID, 2, minutes=5), reason="sent to the wrong person"),
     ]
     return {type(e): e for e in built}
 
@@ -508,7 +523,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 33
+    assert len(EVENT_CLASSES) == 35
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -567,7 +582,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|share)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -579,6 +594,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "token": TokenEvent,
         "ledger": DomainEvent,
         "trace": TraceEvent,
+        "share": ShareEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
@@ -830,6 +846,7 @@ def test_the_datetime_fields_are_the_expected_ones() -> None:
         ("RunCompleted", "completed_at"),
         ("TranscriptRecorded", "started_at"),
         ("TranscriptRecorded", "ended_at"),
+        ("ShareLinkCreated", "expires_at"),
     }
     assert {c for c, n in DATETIME_FIELDS if n == "timestamp"} == set(EVENT_CLASSES)
 
