@@ -89,7 +89,8 @@ def create_share(
         made = sharing.share_page(
             services, share_key(services.engine), page, ids, _context(viewer), lasts
         )
-        base = str(request.base_url).rstrip("/")
+        public = request.app.state.settings.public_url  # behind a proxy: its public address
+        base = (public or str(request.base_url)).rstrip("/")
         return {"title": "Share link", "made": made, "url": base + made.path, "revoked": False}
 
     return render(request, "share.html", build)

@@ -14,17 +14,20 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application.compare import compare_report
 from evaledger.application.compare_many import compare_many
 from evaledger.application.statistics import compare_significance
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.scoring.comparison import CompareThresholds
 from evaledger.scoring.comparison.adjust import adjust_p_values
 from tests.api.test_cli import Cli
 from tests.helpers import bundle, case
+
+OWNER = Context(actor="ops")
 
 SCORES = {
     # run key: each test case's score (the base first)
@@ -177,3 +180,30 @@ def test_the_api_and_the_page_of_many_runs(services: Services) -> None:
         bad = client.get("/ui/compare?runs=base")
         assert bad.status_code == 422 and "runs" in bad.text
         assert client.get("/ui/compare?runs=base,nope").status_code == 404
+
+
+def test_another_projects_run_is_never_compared(tmp_path: Path) -> None:
+    services = build_services(Settings(db=f"sqlite:///{tmp_path}/store/", auth="tokens"))
+    try:
+        token = services.ledger.issue_token("alpha", TokenScope.READ, "ann", OWNER).token
+        ids = {}
+        for project, key in (("alpha", "base"), ("alpha", "cand-a"), ("beta", "cand-b")):
+            data = run_data(key)
+            data["run"]["project"] = project
+            ids[key] = str(
+                services.ledger.import_bundle(RunBundle.model_validate(data), OWNER).run_id
+            )
+        services.sync()
+        auth = {"Authorization": f"Bearer {token}"}
+        with TestClient(create_app(services=services)) as client:
+            ok = (
+                f"/runs/compare/many?baseline_run_id={ids['base']}&candidate_run_id={ids['cand-a']}"
+            )
+            assert client.get(ok, headers=auth).status_code == 200
+            foreign = ok + f"&candidate_run_id={ids['cand-b']}"
+            r = client.get(foreign, headers=auth)
+            assert r.status_code == 404 and "beta" not in r.text
+            page = client.get(f"/ui/compare?runs=base,cand-a,{ids['cand-b']}", headers=auth)
+            assert page.status_code == 404 and "cand-b" not in page.text
+    finally:
+        services.close()
