@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from evaledger.api.bootstrap import Settings
 from evaledger.api.job_schema import ensure_job_schema
+from evaledger.api.share_key import migrate_share_keys
 from evaledger.api.web.session import migrate_sessions
 from evaledger.domain.ledger import Ledger
 from evaledger.domain.store.urls import parse_db_url
@@ -27,6 +28,7 @@ def migrate_store(settings: Settings, app_role: str | None = None) -> None:
     engine = make_engine(location.views_url)
     try:
         migrate_sessions(engine, app_role if location.kind == "postgresql" else None)
+        migrate_share_keys(engine, app_role if location.kind == "postgresql" else None)
         if location.kind == "postgresql":
             ensure_job_schema(location.events_env, app_role)
             if app_role:

@@ -62,6 +62,7 @@ from evaledger.domain.importing import (
 from evaledger.domain.metrics import MetricDefinition
 from evaledger.domain.online_rules import OnlineRuleCommands
 from evaledger.domain.review_commands import ReviewCommands
+from evaledger.domain.share_commands import ShareCommands
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
 from evaledger.domain.store.urls import KEY_ENV
@@ -86,7 +87,9 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(ErasureCommands, CaseCommands, TraceCommands, ReviewCommands, OnlineRuleCommands):
+class Ledger(
+    ErasureCommands, CaseCommands, TraceCommands, ReviewCommands, OnlineRuleCommands, ShareCommands
+):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

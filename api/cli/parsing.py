@@ -21,6 +21,7 @@ import evaledger.api.cli.review as review
 import evaledger.api.cli.runs as runs
 import evaledger.api.cli.search as search
 import evaledger.api.cli.serve as serve
+import evaledger.api.cli.share as share
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
@@ -48,6 +49,7 @@ FAMILIES = (
     online,
     review,
     erasure,
+    share,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import pydantic
 
+from evaledger.api.cli.compare_views import add_case_options, cmd_case_diff, cmd_compare_many
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
@@ -119,13 +120,16 @@ def register(commands: Commands) -> None:
 
 
 def _register_compare(commands: Commands) -> None:
-    p = commands.add("compare", cmd_compare, "compare two runs; exit 1 on a regression", reads=True)
+    p = commands.add(
+        "compare", cmd_compare, "compare two or more runs; exit 1 on a regression", reads=True
+    )
     p.add_argument(
         "runs",
         nargs="+",
         metavar="RUN",
-        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline); two result files "
-        "(bundle, Inspect, promptfoo, tau-bench, Connexity) are compared with no store",
+        help="BASELINE CANDIDATE (or CANDIDATE with --against-baseline); BASE CAND1 CAND2 ... "
+        "compares each candidate with the base; two result files (bundle, Inspect, promptfoo, "
+        "tau-bench, Connexity) are compared with no store",
     )
     p.set_defaults(without_store=compare_given_files)
     p.add_argument("--markdown", action="store_true", help="a compact PR comment")
@@ -148,6 +152,7 @@ def _register_compare(commands: Commands) -> None:
         help="don't exit 1 on the candidate's own failed thresholds",
     )
     add_compare_options(p)
+    add_case_options(p)
 
 
 def compared_runs(services: Services, args: argparse.Namespace) -> tuple[UUID | None, UUID]:
@@ -179,7 +184,11 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
     from evaledger.application.statistics import compare_significance, reasons_within_noise
 
     services.sync()
+    if len(args.runs) > 2:
+        return cmd_compare_many(services, args, thresholds_of(args))
     baseline, candidate = compared_runs(services, args)
+    if args.case is not None:
+        return cmd_case_diff(services, args, baseline, candidate)
     specs: list[ScoringSpec] = []
 
     def spec() -> ScoringSpec:  # loaded once the runs are checked, and kept
@@ -300,6 +309,8 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
             missing = next(p for p in paths if not p.is_file())
             raise UsageError(f"{missing}: no such file (compare two result files, or two runs)")
         return None
+    if args.case is not None:
+        raise UsageError("--case: with two runs of a store, not two files (import them first)")
     if args.spec:
         raise UsageError("--spec: not with two files (each is compared under its own spec)")
     # lazy: the scratch import loads the importers and the comparison engine

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query
@@ -12,10 +12,12 @@ from evaledger.api.audit import explain
 from evaledger.api.deps import SyncedDep
 from evaledger.api.schemas import Explanation
 from evaledger.application.compare import compare_runs_json
+from evaledger.application.compare_many import compare_many
 from evaledger.application.grades import grade_run as grade
 from evaledger.application.grades import rollup_runs
 from evaledger.application.reports import project_of, spec_from_query
 from evaledger.scoring.comparison import CompareThresholds, RunComparison
+from evaledger.scoring.comparison.many import MAX_COMPARED_RUNS, ManyRunComparison
 from evaledger.scoring.grading import Grade
 from evaledger.scoring.rollups import Rollup
 
@@ -79,6 +81,52 @@ def compare_runs(
         case_limit=case_limit,
     )
     return Response(content=body, media_type="application/json")
+
+
+@router.get("/runs/compare/many", response_model=ManyRunComparison)
+def compare_many_runs(
+    services: SyncedDep,
+    baseline_run_id: Annotated[UUID, Query(description="The base run")],
+    candidate_run_id: Annotated[
+        list[UUID],
+        Query(max_length=MAX_COMPARED_RUNS - 1, description="Each candidate (repeat the name)"),
+    ],
+    correction: Annotated[
+        Literal["none", "holm", "bh"],
+        Query(description="Multiple-comparison correction over every candidate's metrics"),
+    ] = "holm",
+    max_pass_rate_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.0")
+    ] = None,
+    max_avg_score_drop: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
+    max_latency_increase_pct: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Fraction, 0.2")
+    ] = None,
+    case_score_delta: Annotated[
+        float | None, Query(ge=0, allow_inf_nan=False, description="Points, 5.0")
+    ] = None,
+) -> ManyRunComparison:
+    """A base run against several candidates: a row per test case, a column per run.
+
+    Each candidate's verdict, deltas and cells are its pairwise comparison with the base
+    (`GET /runs/compare`); the candidates' p-values are corrected together, as one family.
+    """
+    thresholds = CompareThresholds(
+        max_pass_rate_drop=max_pass_rate_drop,
+        max_avg_score_drop=max_avg_score_drop,
+        max_latency_increase_pct=max_latency_increase_pct,
+        case_score_delta=case_score_delta,
+    )
+    return compare_many(
+        services,
+        baseline_run_id,
+        candidate_run_id,
+        thresholds,
+        correction=correction,
+        field="candidate_run_id",
+    )
 
 
 @router.get("/rollups")

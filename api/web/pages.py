@@ -44,6 +44,7 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
+    case_diff,
     case_filters,
     compare,
     grades,
@@ -62,11 +63,7 @@ from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.agreement import shown
 from evaledger.scoring.case import variant_figures
 from evaledger.scoring.comparison import CaseStatus as CaseClass
-from evaledger.scoring.comparison import (
-    CompareThresholds,
-    render_markdown,
-    source_metric_deltas,
-)
+from evaledger.scoring.comparison import CompareThresholds, render_markdown, source_metric_deltas
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.headline import run_headline
 from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
@@ -88,6 +85,8 @@ RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
 COMPARE_PER_PAGE = 50
 COMPARE_SHOW = ("all", *get_args(CaseClass))
+COMPARE_SORTS = ("key", "change")
+"""The compare page's case orders: by key, or by how much the answer changed (most first)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,6 +513,8 @@ def compare_page(
     candidate: str = "",
     show: str = "all",
     q: str = "",
+    sort: str = "key",
+    runs: str = "",
     page: Annotated[int, Query(ge=1)] = 1,
     max_pass_rate_drop: str = "",
     max_avg_score_drop: str = "",
@@ -522,7 +523,9 @@ def compare_page(
     correction: str = "holm",
     noise_floor: str = "",
 ) -> Response:
-    """Two completed runs side by side: verdict, deltas, per-case classes, statistics."""
+    """Two completed runs side by side (or, given `runs`, several: `_many_runs`)."""
+    if runs:
+        return _many_runs(request, services, viewer, runs, correction, q, page)
     given = {
         "max_pass_rate_drop": max_pass_rate_drop,
         "max_avg_score_drop": max_avg_score_drop,
@@ -551,14 +554,7 @@ def compare_page(
         report = compare.compare_report(services, b, c, _checked_thresholds(given))
         report = _significant(services, viewer, report, correction, noise_floor)
         result = report.result
-        # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
-        needle = q.casefold()
-        cases = [
-            t
-            for t in result.test_case_comparisons
-            if (show == "all" or t.status == show)
-            and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
-        ]
+        cases = _compared_cases(services, report, show, q, sort)
         rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
         runs = {str(r.run_id): r for r in completed}
         query = urlencode({k: v for k, v in given.items() if v})
@@ -571,6 +567,9 @@ def compare_page(
             first=first,
             q=q,
             answers=compare.compared_answers(services, report.runs, rows),
+            diffs=case_diff.answer_diffs(services, report.runs, rows),
+            sort=sort,
+            sorts=COMPARE_SORTS,
             grid=views.compare_matrix(rows) if result.aggregate.per_variant else None,
             baseline_run=runs.get(str(b)) or report.baseline_run,
             candidate_run=runs.get(str(c)) or report.candidate_run,
@@ -585,6 +584,42 @@ def compare_page(
         return context
 
     return render(request, "compare.html", build)
+
+
+def _many_runs(
+    request: Request,
+    services: Services,
+    viewer: Viewer,
+    runs: str,
+    correction: str,
+    q: str,
+    page: int,
+) -> Response:
+    """`/ui/compare?runs=BASE,CAND1,...` (issue 36): a base and several candidates."""
+    # lazy: the many-run page's module imports this one (render, resolve_run)
+    from evaledger.api.web.compare_pages import many_page
+
+    return many_page(request, services, viewer, runs, correction=correction, q=q, page=page)
+
+
+def _compared_cases(
+    services: Services, report: ComparisonReport, show: str, q: str, sort: str
+) -> list[Any]:
+    """The comparison's case rows of class `show` matching `q`, in the `sort` order."""
+    # Filtered and paged by the caller: a 10k-case comparison is one page of rows, not 10k.
+    if sort not in COMPARE_SORTS:
+        raise ValidationError(f"sort: one of {', '.join(COMPARE_SORTS)}", field="sort")
+    needle = q.casefold()
+    cases = [
+        t
+        for t in report.result.test_case_comparisons
+        if (show == "all" or t.status == show)
+        and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
+    ]
+    if sort == "change":  # every matching row's answers read: the order is over all of them
+        changes = case_diff.answer_changes(services, report.runs, cases)
+        cases.sort(key=lambda t: -changes[(t.test_case_key, t.variant)])
+    return cases
 
 
 def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:

@@ -62,6 +62,8 @@ class Viewer:
     principal: Principal
     csrf: str
     signed_in: bool
+    shared: bool = False
+    """A share link's reader (issue 36): one page, read-only, no forms."""
 
     @property
     def can_write(self) -> bool:

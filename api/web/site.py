@@ -9,7 +9,15 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from evaledger.api.deps import check_input
-from evaledger.api.web import finder, pages, review, review_queues, signin
+from evaledger.api.web import (
+    compare_pages,
+    finder,
+    pages,
+    review,
+    review_queues,
+    share_pages,
+    signin,
+)
 from evaledger.api.web.session import check_form
 
 
@@ -22,6 +30,10 @@ def install(app: FastAPI) -> None:
     app.include_router(review.router, dependencies=guarded)
     app.include_router(review_queues.router, dependencies=guarded)
     app.include_router(finder.router, dependencies=guarded)
+    app.include_router(compare_pages.router, dependencies=guarded)
+    app.include_router(share_pages.router, dependencies=guarded)
+    # A share link needs no token: the link itself is the signed, read-only credential.
+    app.include_router(share_pages.public, dependencies=[Depends(check_input)])
     signin.install(app)
 
     @app.get("/", include_in_schema=False)

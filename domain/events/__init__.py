@@ -81,6 +81,12 @@ from evaledger.domain.events.run import (
     RunStarted,
     SourceResultsRecorded,
 )
+from evaledger.domain.events.share import (
+    SharedPage,
+    ShareEvent,
+    ShareLinkCreated,
+    ShareLinkRevoked,
+)
 from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
 from evaledger.domain.events.values import (
     GRADE_VALUES,
@@ -150,6 +156,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     OnlineRuleDisabled,
     OnlineCaseJudged,
     OnlineCaseSkipped,
+    ShareLinkCreated,
+    ShareLinkRevoked,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -213,6 +221,10 @@ __all__ = [
     "ScoreLabel",
     "ScoreOverridden",
     "ScoreScale",
+    "ShareEvent",
+    "ShareLinkCreated",
+    "ShareLinkRevoked",
+    "SharedPage",
     "SigningKeyRotated",
     "SkipOutcome",
     "SourceResultsRecorded",

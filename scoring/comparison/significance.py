@@ -317,3 +317,45 @@ def significance_markdown(sig: ComparisonSignificance) -> list[str]:
 
 def _num(value: float | None, spec: str) -> str:
     return "—" if value is None else format(value, spec)
+
+
+def as_one_family(
+    found: Sequence[ComparisonSignificance], correction: Correction
+) -> list[ComparisonSignificance]:
+    """Several comparisons' significance corrected as one family (issue 36, many-run compare).
+
+    A base against k candidates tests k × m metrics at once: every comparison's raw p-values
+    are adjusted together by `correction` (`adjust.adjust_p_values`), and each comparison's
+    significance, directions, readings and verdict are derived again from its adjusted ones.
+    Each comparison keeps its own alpha and noise floors; `family_size` counts the whole family.
+    """
+    raw = [m.p_value for s in found for m in s.metrics]
+    adjusted = iter(adjust_p_values(raw, correction))
+    size = sum(1 for p in raw if p is not None)
+    out = []
+    for s in found:
+        rows = []
+        for m in s.metrics:
+            adj = next(adjusted)
+            significant = adj is not None and adj < s.alpha
+            rows.append(
+                m.model_copy(
+                    update={
+                        "adjusted_p_value": adj,
+                        "significant": significant,
+                        "direction": _direction(m.difference, significant),
+                        "reading": reading_of(
+                            m.metric,
+                            m.difference.delta,
+                            m.scale,
+                            adj,
+                            correction,
+                            s.alpha,
+                            m.noise_floor,
+                        ),
+                    }
+                )
+            )
+        again = _summarise(rows, correction, s.alpha, s.noise_floor_source)
+        out.append(again.model_copy(update={"family_size": size}))
+    return out

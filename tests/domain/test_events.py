@@ -83,6 +83,9 @@ from evaledger.domain.events import (
     ScoreLabel,
     ScoreOverridden,
     ScoreScale,
+    ShareEvent,
+    ShareLinkCreated,
+    ShareLinkRevoked,
     SigningKeyRotated,
     SourceResultsRecorded,
     StructuralCheckRecorded,
@@ -135,6 +138,7 @@ VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
 TOKEN_ID = UUID("70c0e000-bbbb-5ccc-8ddd-0123456789ab")
 QUEUE_ID = UUID("7e51e000-cccc-5ddd-8eee-0123456789ab")
+SHARE_ID = UUID("5a4e0000-cccc-5ddd-8eee-0123456789ab")
 T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 
 # The stable topics of the catalogue. Changing one breaks every stored event of that class.
@@ -182,6 +186,8 @@ TOPICS = [
     "evaledger.rule.disabled/v1",
     "evaledger.rule.case_judged/v1",
     "evaledger.rule.case_skipped/v1",
+    "evaledger.share.link_created/v1",
+    "evaledger.share.link_revoked/v1",
 ]
 
 
@@ -560,6 +566,15 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             trace_id="6c9f0008a9149214e37ac744924ad71d",
             reason="budget: the day's cost 5.001000 USD reached max_cost_per_day 5 USD",
         ),
+        ShareLinkCreated(
+            **_meta(SHARE_ID, 1),
+            link_id="0123456789abcdef",
+            project="northwind",
+            page="compare",
+            run_ids=[RUN_ID, CASE_ID],
+            expires_at=T0 + timedelta(days=7),
+        ),
+        ShareLinkRevoked(**_meta(SHARE_ID, 2, minutes=5), reason="sent to the wrong person"),
     ]
     return {type(e): e for e in built}
 
@@ -607,7 +622,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 43
+    assert len(EVENT_CLASSES) == 45
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -666,7 +681,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -680,6 +695,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "trace": TraceEvent,
         "review": ReviewEvent,
         "rule": OnlineRuleEvent,
+        "share": ShareEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
@@ -931,6 +947,7 @@ def test_the_datetime_fields_are_the_expected_ones() -> None:
         ("RunCompleted", "completed_at"),
         ("TranscriptRecorded", "started_at"),
         ("TranscriptRecorded", "ended_at"),
+        ("ShareLinkCreated", "expires_at"),
     }
     assert {c for c, n in DATETIME_FIELDS if n == "timestamp"} == set(EVENT_CLASSES)
 
