@@ -27,6 +27,7 @@ from evaledger.api.routes import (
     reports,
     runs,
     statistics,
+    trends,
 )
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
@@ -124,4 +125,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
+    app.include_router(trends.router, dependencies=AUTH)
     return app
