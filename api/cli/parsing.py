@@ -20,6 +20,7 @@ import evaledger.api.cli.runs as runs
 import evaledger.api.cli.serve as serve
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
+import evaledger.api.cli.trend as trend
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
 from evaledger.api.cli.keys import (
     CASE_REF_ARG,
@@ -31,7 +32,19 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, statistics, judging, online)
+FAMILIES = (
+    serve,
+    runs,
+    transcript,
+    audit,
+    proofs,
+    admin,
+    reports,
+    statistics,
+    judging,
+    online,
+    trend,
+)
 """The command families, in the order `evaledger --help` lists their commands."""
 
 
