@@ -17,6 +17,7 @@ from evaledger.api.limits import BodyLimit
 from evaledger.api.online import TraceCompletion
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import (
+    alerts,
     cases,
     config,
     imports,
@@ -126,4 +127,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
     app.include_router(trends.router, dependencies=AUTH)
+    app.include_router(alerts.router, dependencies=AUTH)
     return app

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+import evaledger.api.cli.alerts as alerts
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, emit_json
 
@@ -43,6 +44,7 @@ def register(commands: Commands) -> None:
                 help="seal every project's online runs, not only --project's",
             )
         a.set_defaults(func=cmd_online, reads=False)
+    alerts.register(actions, commands)
 
 
 def _seconds(text: str) -> float:
