@@ -53,13 +53,25 @@ class Reading(BaseModel):
     delivered: bool | None
 
 
-@router.get("/projects/{project}/online/alerts", response_model=list[alerts.AlertView])
-def list_alerts(project: str, services: SyncedDep, ctx: ContextDep) -> list[alerts.AlertView]:
+class AlertList(BaseModel):
+    """A project's alerts, by name."""
+
+    data: list[alerts.AlertView]
+
+
+class Readings(BaseModel):
+    """What a check read of each enabled alert, and what it did."""
+
+    data: list[Reading]
+
+
+@router.get("/projects/{project}/online/alerts", response_model=AlertList)
+def list_alerts(project: str, services: SyncedDep, ctx: ContextDep) -> AlertList:
     """The project's alerts, their state and last delivery."""
-    return alerts.list_alerts(services, project, ctx)
+    return AlertList(data=alerts.list_alerts(services, project, ctx))
 
 
-@router.post("/projects/{project}/online/alerts", response_model=alerts.AlertView, status_code=201)
+@router.post("/projects/{project}/online/alerts", response_model=alerts.AlertView)
 def add_alert(
     project: str, body: NewAlert, services: SyncedDep, ctx: ContextDep
 ) -> alerts.AlertView:
@@ -85,9 +97,9 @@ def disable_alert(
     return alerts.disable_alert(services, project, name, ctx, body.reason if body else None)
 
 
-@router.post("/projects/{project}/online/alerts/check", response_model=list[Reading])
-def check_alerts(project: str, services: SyncedDep, ctx: ContextDep) -> list[Reading]:
+@router.post("/projects/{project}/online/alerts/check", response_model=Readings)
+def check_alerts(project: str, services: SyncedDep, ctx: ContextDep) -> Readings:
     """Evaluate the project's enabled alerts now; post their transitions."""
     private = services.settings.alert_private_webhooks
     done = alerts.check_alerts(services, ctx, project=project, allow_private=private)
-    return [Reading(**r.__dict__) for r in done]
+    return Readings(data=[Reading(**r.__dict__) for r in done])

@@ -6,12 +6,8 @@ on loopback in a thread. SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -30,6 +26,7 @@ from evaledger.domain.events import (
 from evaledger.domain.ledger import Context
 from tests.application.test_trends import DAY1, load
 from tests.helpers import event_count
+from tests.webhook import Hook, webhook
 
 CTX = Context(actor="ops-alice")
 BREACHED = DAY1 + timedelta(hours=10)  # 1.0's 09:00-10:00: one pass, one fail: 0.5
@@ -37,40 +34,10 @@ QUIET = DAY1 + timedelta(hours=12)  # 11:00-12:00: no case
 RECOVERED = DAY1 + timedelta(hours=14, minutes=10)  # 13:10-14:10: one pass: 1.0
 
 
-@dataclass
-class Hook:
-    """A loopback webhook: the POSTs it got, and the statuses it answers (then 200)."""
-
-    url: str
-    posts: list[dict[str, Any]] = field(default_factory=list)
-    statuses: list[int] = field(default_factory=list)
-
-
 @pytest.fixture
 def hook() -> Iterator[Hook]:
-    state = Hook(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            state.posts.append({"headers": dict(self.headers), "body": json.loads(body)})
-            status = state.statuses.pop(0) if state.statuses else 200
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            del format, args
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/evaledger"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
+    with webhook() as served:
+        yield served
 
 
 def _add(services: Services, url: str, **given: Any) -> alerts.AlertView:
