@@ -6,13 +6,14 @@ on loopback in a thread. SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application import alerts
 from evaledger.domain.alerts import alert_id_for
 from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -246,3 +247,32 @@ def test_another_projects_token_reaches_no_alert(store_services: Services, hook:
     assert alerts.check_alerts(store_services, theirs, now=BREACHED) == []
     assert alerts.list_alerts(store_services, "elsewhere", theirs) == []
     assert hook.posts == []
+
+
+def test_checkers_racing_on_one_breach_post_it_once(store_url: str, hook: Hook) -> None:
+    """Four checkers (each its own services, as four worker processes) at the same moment."""
+    checkers = [build_services(Settings(db=store_url)) for _ in range(4)]
+    try:
+        load(checkers[0])
+        _add(checkers[0], hook.url)
+        start = threading.Barrier(len(checkers))
+        results: list[list[alerts.AlertReading]] = []
+
+        def run(services: Services) -> None:
+            start.wait()
+            results.append(_check(services, BREACHED))
+
+        threads = [threading.Thread(target=run, args=(s,)) for s in checkers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == len(checkers)
+        transitions = [r.transition for done in results for r in done]
+        assert transitions.count("fired") == 1
+        assert len(hook.posts) == 1
+        fired = [e for e in _events(checkers[0]) if isinstance(e, AlertFired)]
+        assert len(fired) == 1
+    finally:
+        for s in checkers:
+            s.close()
