@@ -14,6 +14,7 @@ from evaledger.application import runs, trends
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.ledger import Context
+from tests.conftest import FIXTURES
 from tests.helpers import bundle, scores
 
 CTX = Context(actor="trend-test")
@@ -214,3 +215,17 @@ def test_a_bad_query_names_its_field(given: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as e:
         trends.parse_query(project="shop", **given)
     assert e.value.field == field
+
+
+def test_a_source_scorers_metric_is_the_runs_own_figure_by_day(store_services: Services) -> None:
+    """`SCORER/METRIC`: an imported Inspect log (tests/fixtures/peers/inspect_ai, `match`)."""
+    log = FIXTURES / "peers/inspect_ai/eval-logs/log_streaming.eval"
+    (imported,) = runs.import_files(store_services, [log], CTX, project="inspect")
+    store_services.sync()
+    run_figure = store_services.reads.summary(imported.run.run_id).aggregate.scorer_metrics
+    query = trends.parse_query(project="inspect", measure="match/accuracy")
+    (line,) = trends.read_series(store_services, query, CTX).lines
+    assert [p.value for p in line.points] == [run_figure["match/accuracy"]] == [0.75]
+    unknown = trends.parse_query(project="inspect", measure="nosuch/accuracy")
+    (line,) = trends.read_series(store_services, unknown, CTX).lines
+    assert [p.value for p in line.points] == [None]
