@@ -11,11 +11,14 @@ import pytest
 
 from evaledger.api.bootstrap import Services
 from evaledger.application import runs, trends
+from evaledger.application.traces import complete_traces, online_run_key, receive_traces
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.ledger import Context
+from evaledger.importers.otlp import PROTOBUF
 from tests.conftest import FIXTURES
 from tests.helpers import bundle, scores
+from tests.otlp_helpers import chat_trace, export_body, recorder
 
 CTX = Context(actor="trend-test")
 DAY1 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -229,3 +232,29 @@ def test_a_source_scorers_metric_is_the_runs_own_figure_by_day(store_services: S
     unknown = trends.parse_query(project="inspect", measure="nosuch/accuracy")
     (line,) = trends.read_series(store_services, unknown, CTX).lines
     assert [p.value for p in line.points] == [None]
+
+
+def test_an_online_days_point_is_that_days_online_run(store_services: Services) -> None:
+    """Traces from the real OpenTelemetry SDK become cases; their day's point names their run."""
+    tracer, memory = recorder()
+    for _ in range(3):
+        chat_trace(tracer)
+    spans = memory.get_finished_spans()
+    receive_traces(store_services, export_body(spans), PROTOBUF, None, CTX, max_bytes=1 << 22)
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    done = complete_traces(store_services, CTX, quiet_s=30.0, now=later)
+    assert done.cases == 3
+    store_services.sync()
+    roots = [s for s in spans if s.parent is None]
+    ends = sorted(datetime.fromtimestamp((s.end_time or 0) / 1e9, UTC) for s in roots)
+    query = trends.parse_query(project="default", measure="pass_rate", by="hour")
+    (line,) = trends.read_series(store_services, query, CTX).lines
+    assert (line.agent, line.version) == ("support-bot", "1.2.0")
+    assert sum(p.n for p in line.points) == 3
+    assert [p.at for p in line.points] == sorted(
+        {e.replace(minute=0, second=0, microsecond=0) for e in ends}
+    )
+    day = trends.read_series(store_services, trends.parse_query(project="default"), CTX)
+    keys = {r.run_key for p in day.lines[0].points for r in p.runs}
+    assert keys == {online_run_key("support-bot", "1.2.0", e.date()) for e in ends}
+    assert all(p.value == 0.0 for p in day.lines[0].points)  # not judged yet: pending
