@@ -17,6 +17,7 @@ from evaledger.api.limits import BodyLimit
 from evaledger.api.online import TraceCompletion
 from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import (
+    alerts,
     cases,
     config,
     erasure,
@@ -31,6 +32,7 @@ from evaledger.api.routes import (
     runs,
     search,
     statistics,
+    trends,
 )
 from evaledger.api.schemas import ErrorResponse
 from evaledger.api.security import BrowserGuard
@@ -121,6 +123,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     for module in (reports, statistics, runs, receipts, cases, erasure):
         app.include_router(module.router, dependencies=AUTH)
     site.install(app)
-    for module in (judging, imports, otlp, online_rules, ingest, review, search):
+    for module in (judging, imports, otlp, online_rules, ingest, review, search, trends, alerts):
         app.include_router(module.router, dependencies=AUTH)
     return app

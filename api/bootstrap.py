@@ -93,6 +93,11 @@ class Settings(BaseModel):
         description="Seconds without a new span after which an OTLP trace whose root span "
         "has ended is complete and recorded as a case (EVALEDGER_TRACE_QUIET).",
     )
+    alert_private_webhooks: bool = Field(
+        default=False,
+        description="Whether alert webhooks may point at loopback, private, link-local or "
+        "reserved addresses (EVALEDGER_ALERT_PRIVATE_WEBHOOKS=1); refused by default (SSRF).",
+    )
     checkpoint_key_file: str | None = Field(
         default=None,
         description="File holding the key that signs each commit of the ledger chain "
@@ -131,6 +136,8 @@ class Settings(BaseModel):
             values["verify_every_s"] = os.environ["EVALEDGER_VERIFY_EVERY"]
         if os.environ.get("EVALEDGER_TRACE_QUIET"):
             values["trace_quiet_s"] = os.environ["EVALEDGER_TRACE_QUIET"]
+        if os.environ.get("EVALEDGER_ALERT_PRIVATE_WEBHOOKS"):
+            values["alert_private_webhooks"] = os.environ["EVALEDGER_ALERT_PRIVATE_WEBHOOKS"]
         if os.environ.get(KEY_ENV):
             values["checkpoint_key_file"] = os.environ[KEY_ENV]
         if os.environ.get("EVALEDGER_SEAL_PAYLOADS"):

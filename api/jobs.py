@@ -21,8 +21,10 @@ import procrastinate
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Job
 from procrastinate.types import JSONValue
+from pydantic import TypeAdapter
 
 from evaledger.api.job_schema import REPORTS, ensure_job_schema
+from evaledger.application.alerts import check_alerts
 from evaledger.application.judging import JudgeJobSpec, QueuedJob, job_key, run_judge_job
 from evaledger.application.online_rules import OnlineJudgment, judge_online_case
 from evaledger.application.ports import Services
@@ -47,6 +49,9 @@ RECOVERY_CRON = "* * * * * */5"
 
 ONLINE_CRON = "*/5 * * * *"
 """Every 5 minutes a worker records the complete OTLP traces and seals the days that are over."""
+
+ALERT_CRON = "* * * * *"
+"""Every minute a worker checks the online alerts (application/alerts.py) and posts transitions."""
 
 STATUS = {
     "todo": "queued",
@@ -85,6 +90,9 @@ class JobQueue:
         )
         self.app.periodic(cron=ONLINE_CRON, periodic_id="online")(
             self.app.task(name="evaledger.seal_online_runs", queue=QUEUE)(self._seal_online)
+        )
+        self.app.periodic(cron=ALERT_CRON, periodic_id="alerts")(
+            self.app.task(name="evaledger.check_alerts", queue=QUEUE)(self._check_alerts)
         )
         self._opened = False
 
@@ -255,6 +263,19 @@ class JobQueue:
         sealed = seal_online_runs(self.services, Context(actor="worker"), quiet_s=quiet)
         for run in sealed:
             log.info("sealed online run %s/%s", run.project, run.run_key)
+
+    def _check_alerts(self, timestamp: int) -> None:
+        """Evaluate every project's enabled alerts and post their transitions."""
+        del timestamp
+        # As `Settings.alert_private_webhooks` reads it (pydantic's bool), like the quiet period.
+        private = TypeAdapter(bool).validate_python(
+            os.environ.get("EVALEDGER_ALERT_PRIVATE_WEBHOOKS") or False
+        )
+        for r in check_alerts(self.services, Context(actor="worker"), allow_private=private):
+            if r.transition:
+                log.info(
+                    "alert %s/%s %s (posted: %s)", r.project, r.name, r.transition, r.delivered
+                )
 
     def run_worker(self, concurrency: int = 1) -> None:
         """Run jobs until SIGTERM / SIGINT (a running job finishes first: graceful)."""

@@ -34,6 +34,7 @@ from evaledger.domain.aggregates import (
     catalogue_id_for,
     run_id_for,
 )
+from evaledger.domain.alerts import AlertCommands
 from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
@@ -88,7 +89,13 @@ from evaledger.domain.writes import utcnow as utcnow
 
 
 class Ledger(
-    ErasureCommands, CaseCommands, TraceCommands, ReviewCommands, OnlineRuleCommands, ShareCommands
+    ErasureCommands,
+    CaseCommands,
+    TraceCommands,
+    ReviewCommands,
+    OnlineRuleCommands,
+    ShareCommands,
+    AlertCommands,
 ):
     """Commands (writes) and audit reads over the event store."""
 

@@ -46,12 +46,14 @@ CASES_PROJECTION = "cases_v4"
 VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
 SEARCH_PROJECTION = "search_v1"
+CASE_TIMES_PROJECTION = "case_times_v1"
 PROJECTION_NAMES = (
     RUNS_PROJECTION,
     CASES_PROJECTION,
     VOTES_PROJECTION,
     METRICS_PROJECTION,
     SEARCH_PROJECTION,
+    CASE_TIMES_PROJECTION,
 )
 """The tracking names of the projections the composition root runs (`all_projections()`):
 whether reads are caught up is one query on their tracking rows, without loading the projectors
@@ -190,6 +192,16 @@ custom_metrics = Table(
     Column("name", String(100), primary_key=True),
     Column("definition", Text, nullable=False),
     Column("position", Integer, nullable=False),
+)
+
+
+# When each case happened (issue 33, trends): its transcript's end, else its start; a case
+# without either is placed at its run's listed time by the series query (no row here).
+case_times = Table(
+    CASE_TIMES_PROJECTION,
+    metadata,
+    Column("case_id", String(36), primary_key=True),
+    Column("at", String(40), nullable=False),
 )
 
 

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import evaledger.api.cli.alerts as alerts
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, emit_json
 
@@ -46,6 +47,7 @@ def register(commands: Commands) -> None:
             )
         a.set_defaults(func=cmd_online, reads=False)
     _register_rule(commands, actions)
+    alerts.register(actions, commands)
 
 
 def _register_rule(commands: Commands, actions: Any) -> None:

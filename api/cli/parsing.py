@@ -24,6 +24,7 @@ import evaledger.api.cli.serve as serve
 import evaledger.api.cli.share as share
 import evaledger.api.cli.statistics as statistics
 import evaledger.api.cli.transcript as transcript
+import evaledger.api.cli.trend as trend
 from evaledger.api.cli.inputs import EPILOG, Commands, HelpFormatter, common_options
 from evaledger.api.cli.keys import (
     CASE_REF_ARG,
@@ -50,6 +51,7 @@ FAMILIES = (
     review,
     erasure,
     share,
+    trend,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

@@ -17,6 +17,7 @@ from evaledger.api.web import (
     review_queues,
     share_pages,
     signin,
+    trends,
 )
 from evaledger.api.web.session import check_form
 
@@ -34,6 +35,7 @@ def install(app: FastAPI) -> None:
     app.include_router(share_pages.router, dependencies=guarded)
     # A share link needs no token: the link itself is the signed, read-only credential.
     app.include_router(share_pages.public, dependencies=[Depends(check_input)])
+    app.include_router(trends.router, dependencies=guarded)
     signin.install(app)
 
     @app.get("/", include_in_schema=False)

@@ -8,6 +8,15 @@ imported from here.
 
 from __future__ import annotations
 
+from evaledger.domain.events.alert import (
+    AlertDefined,
+    AlertDeliveryAttempted,
+    AlertDisabled,
+    AlertEvent,
+    AlertFired,
+    AlertRecovered,
+    AlertTransition,
+)
 from evaledger.domain.events.base import (
     CASE_DIGEST_V2,
     GENESIS_HASH,
@@ -158,6 +167,11 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     OnlineCaseSkipped,
     ShareLinkCreated,
     ShareLinkRevoked,
+    AlertDefined,
+    AlertDisabled,
+    AlertFired,
+    AlertRecovered,
+    AlertDeliveryAttempted,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -169,6 +183,13 @@ __all__ = [
     "GRADE_VALUES",
     "HUMAN_ACTS",
     "AgentSnapshot",
+    "AlertDefined",
+    "AlertDeliveryAttempted",
+    "AlertDisabled",
+    "AlertEvent",
+    "AlertFired",
+    "AlertRecovered",
+    "AlertTransition",
     "BaselineApproved",
     "BaselineRevoked",
     "CaseEvent",

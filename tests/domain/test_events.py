@@ -31,6 +31,12 @@ from evaledger.domain.events import (
     EVENT_CLASSES,
     GENESIS_HASH,
     AgentSnapshot,
+    AlertDefined,
+    AlertDeliveryAttempted,
+    AlertDisabled,
+    AlertEvent,
+    AlertFired,
+    AlertRecovered,
     BaselineApproved,
     BaselineRevoked,
     CaseEvent,
@@ -139,6 +145,7 @@ IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
 TOKEN_ID = UUID("70c0e000-bbbb-5ccc-8ddd-0123456789ab")
 QUEUE_ID = UUID("7e51e000-cccc-5ddd-8eee-0123456789ab")
 SHARE_ID = UUID("5a4e0000-cccc-5ddd-8eee-0123456789ab")
+ALERT_ID = UUID("a1e47000-cccc-5ddd-8eee-0123456789ab")
 T0 = datetime(2026, 11, 20, 2, 0, 0, 123456, tzinfo=UTC)
 
 # The stable topics of the catalogue. Changing one breaks every stored event of that class.
@@ -188,6 +195,11 @@ TOPICS = [
     "evaledger.rule.case_skipped/v1",
     "evaledger.share.link_created/v1",
     "evaledger.share.link_revoked/v1",
+    "evaledger.alert.defined/v1",
+    "evaledger.alert.disabled/v1",
+    "evaledger.alert.fired/v1",
+    "evaledger.alert.recovered/v1",
+    "evaledger.alert.delivery_attempted/v1",
 ]
 
 
@@ -575,6 +587,40 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             expires_at=T0 + timedelta(days=7),
         ),
         ShareLinkRevoked(**_meta(SHARE_ID, 2, minutes=5), reason="sent to the wrong person"),
+        AlertDefined(
+            **_meta(ALERT_ID, 1),
+            project="shop",
+            name="support-bot-pass-rate",
+            measure="pass_rate",
+            below=0.9,
+            window_s=3600,
+            webhook="https://hooks.example.com/evaledger",
+            agent="support-bot",
+            version="1.2.0",
+        ),
+        AlertFired(
+            **_meta(ALERT_ID, 2, minutes=60),
+            value=0.75,
+            n=40,
+            window_start=T0,
+            window_end=T0 + timedelta(hours=1),
+        ),
+        AlertDeliveryAttempted(
+            **_meta(ALERT_ID, 3, minutes=60),
+            transition="fired",
+            transition_version=2,
+            attempt=1,
+            status_code=200,
+            delivered=True,
+        ),
+        AlertRecovered(
+            **_meta(ALERT_ID, 4, minutes=120),
+            value=0.95,
+            n=38,
+            window_start=T0 + timedelta(hours=1),
+            window_end=T0 + timedelta(hours=2),
+        ),
+        AlertDisabled(**_meta(ALERT_ID, 5, minutes=180), reason="replaced by a per-version alert"),
     ]
     return {type(e): e for e in built}
 
@@ -622,7 +668,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 45
+    assert len(EVENT_CLASSES) == 50
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -681,7 +727,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share|alert)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -696,6 +742,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "review": ReviewEvent,
         "rule": OnlineRuleEvent,
         "share": ShareEvent,
+        "alert": AlertEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
@@ -948,6 +995,10 @@ def test_the_datetime_fields_are_the_expected_ones() -> None:
         ("TranscriptRecorded", "started_at"),
         ("TranscriptRecorded", "ended_at"),
         ("ShareLinkCreated", "expires_at"),
+        ("AlertFired", "window_start"),
+        ("AlertFired", "window_end"),
+        ("AlertRecovered", "window_start"),
+        ("AlertRecovered", "window_end"),
     }
     assert {c for c, n in DATETIME_FIELDS if n == "timestamp"} == set(EVENT_CLASSES)
 
