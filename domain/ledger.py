@@ -38,6 +38,7 @@ from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRun
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
+from evaledger.domain.dataset_commands import DatasetCommands
 from evaledger.domain.errors import (
     ConflictError,
     NotFoundError,
@@ -83,7 +84,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands):
+class Ledger(CaseCommands, TraceCommands, DatasetCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

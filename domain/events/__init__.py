@@ -2,8 +2,8 @@
 
 Every event is a frozen pydantic model. Its topic is `evaledger.<aggregate>.<name>/v<class_version>`
 and never depends on the Python module it lives in, so moving code never breaks replay. The
-classes live in `run`, `case` and `project` (by aggregate), on `base` and `values`; every name is
-imported from here.
+classes live in `run`, `case`, `project`, `trace` and `dataset` (by aggregate), on `base` and
+`values`; every name is imported from here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ from evaledger.domain.events.case import (
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
+)
+from evaledger.domain.events.dataset import (
+    DatasetCreated,
+    DatasetEvent,
+    DatasetItem,
+    DatasetLabel,
+    DatasetVersionAdded,
 )
 from evaledger.domain.events.project import (
     CatalogueEvent,
@@ -123,6 +130,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     SigningKeyRotated,
     TraceSpansReceived,
     TraceRecorded,
+    DatasetCreated,
+    DatasetVersionAdded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -143,6 +152,11 @@ __all__ = [
     "CasesAttached",
     "CatalogueEvent",
     "ChainAdopted",
+    "DatasetCreated",
+    "DatasetEvent",
+    "DatasetItem",
+    "DatasetLabel",
+    "DatasetVersionAdded",
     "CheckStatus",
     "Claim",
     "ClaimSupport",

@@ -40,6 +40,11 @@ from evaledger.domain.events import (
     CaseUnflagged,
     CatalogueEvent,
     ChainAdopted,
+    DatasetCreated,
+    DatasetEvent,
+    DatasetItem,
+    DatasetLabel,
+    DatasetVersionAdded,
     CheckStatus,
     Claim,
     ClaimSupport,
@@ -115,6 +120,7 @@ MAPPER = EventMapper(transcoder=OrjsonTranscoder())
 RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
+DATASET_ID = UUID("d5e7a1b2-4c3d-5e6f-8a9b-0c1d2e3f4a5b")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -156,6 +162,8 @@ TOPICS = [
     "evaledger.ledger.signing_key_rotated/v1",
     "evaledger.trace.spans_received/v1",
     "evaledger.trace.recorded/v1",
+    "evaledger.dataset.created/v1",
+    "evaledger.dataset.version_added/v1",
 ]
 
 
@@ -461,6 +469,28 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
         ),
         TraceRecorded(**_meta(TRACE_ID, 2), run_id=RUN_ID, case_id=CASE_ID),
+        DatasetCreated(
+            **_meta(DATASET_ID, 1),
+            project="shop",
+            name="refund-questions",
+            description="Refund questions from the support queue",
+        ),
+        DatasetVersionAdded(
+            **_meta(DATASET_ID, 2),
+            version=1,
+            content_hash="4" * 64,
+            items=[
+                DatasetItem(
+                    key="refund-late-order",
+                    input={"question": "Where is my refund?", "order": "N-1042"},
+                    expected_outcomes=["Agent looks the order up first"],
+                    tags=["refunds", "voice"],
+                    metadata={"source": "queue", "weight": 1.5},
+                    label=DatasetLabel(passed=True, score=4.0, by=["token:ann", "token:bo"]),
+                )
+            ],
+            source="gold.jsonl",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -508,7 +538,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 33
+    assert len(EVENT_CLASSES) == 35
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -567,7 +597,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|dataset)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -579,6 +609,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "token": TokenEvent,
         "ledger": DomainEvent,
         "trace": TraceEvent,
+        "dataset": DatasetEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
@@ -798,6 +829,8 @@ FREE_FORM_PATHS = [
     (TranscriptRecorded, ("turns", 1, "tool_calls", 0, "arguments", "id")),
     (RunCreated, ("agent", "tools", 0, "parameters", "a")),
     (RunCreated, ("config", "grading")),
+    (DatasetVersionAdded, ("items", 0, "input", "order")),
+    (DatasetVersionAdded, ("items", 0, "metadata", "weight")),
 ]
 
 

@@ -1,0 +1,86 @@
+"""The commands of versioned datasets (the Dataset aggregate), on the store's write unit.
+
+`Ledger` (`ledger.py`) inherits them. Reads of datasets go through their projection
+(`projections/datasets.py`); `get_dataset` (the aggregate) is for the commands and the audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evaledger.domain.datasets import Dataset, dataset_id_for
+from evaledger.domain.errors import NotFoundError, ValidationError
+from evaledger.domain.events.dataset import DatasetItem
+from evaledger.domain.types import MAX_KEY_CHARS
+from evaledger.domain.writes import Context, LedgerStore, Written
+
+
+@dataclass(frozen=True)
+class VersionWritten:
+    """What `add_dataset_version` did: the version (new, or the identical latest one)."""
+
+    version: int
+    content_hash: str
+    items: int
+    created: bool
+    """False when the content was identical to the latest version (nothing written)."""
+    position: int
+
+
+def check_dataset_name(name: str) -> str:
+    """A dataset name: 1 to 200 characters, no '@' (it separates NAME@VERSION), no control."""
+    if not name or len(name) > MAX_KEY_CHARS:
+        raise ValidationError(f"name must be 1 to {MAX_KEY_CHARS} characters", field="name")
+    if "@" in name or "/" in name or any(ord(c) < 32 or c == "\x7f" for c in name):
+        raise ValidationError(
+            f"name {name!r} may not hold '@', '/' or control characters", field="name"
+        )
+    return name
+
+
+class DatasetCommands(LedgerStore):
+    """Create datasets and add their versions."""
+
+    def create_dataset(
+        self, project: str, name: str, description: str | None, ctx: Context
+    ) -> Written:
+        """Create a named dataset in a project (refused when the name is taken: 409)."""
+        ctx.check_project(project, f"project {project!r}")
+        check_dataset_name(name)
+
+        def command() -> Written:
+            agg_id = dataset_id_for(project, name)
+            dataset = self._find(Dataset, agg_id) or Dataset(agg_id)
+            dataset.create(project, name, description, self._meta(ctx))
+            position, n = self._save(dataset)
+            return Written((dataset.id,), position, n)
+
+        return self._retrying(command)
+
+    def add_dataset_version(
+        self,
+        project: str,
+        name: str,
+        items: Sequence[DatasetItem],
+        source: str | None,
+        ctx: Context,
+    ) -> VersionWritten:
+        """Add a version of a dataset's items (none when identical to the latest version)."""
+        ctx.check_project(project, f"dataset {name!r}")
+
+        def command() -> VersionWritten:
+            dataset = self._find(Dataset, dataset_id_for(project, name))
+            if dataset is None or dataset.created is None:
+                raise NotFoundError(f"no dataset {name!r} (create it first)")
+            event, created = dataset.add_version(items, source, self._meta(ctx))
+            position = self._save(dataset)[0] if created else self.position()
+            return VersionWritten(
+                event.version, event.content_hash, len(event.items), created, position
+            )
+
+        return self._retrying(command)
+
+    def get_dataset(self, project: str, name: str) -> Dataset | None:
+        """The Dataset aggregate (for commands and the audit; reads use the projection)."""
+        return self._find(Dataset, dataset_id_for(project, name))

@@ -1,0 +1,115 @@
+"""The Dataset aggregate: a named, versioned set of items of one project (DESIGN §18).
+
+Each version is immutable and named by its content hash: the sha256 of the canonical JSON of
+its items sorted by key (`content_hash`). The same items give the same hash whatever their order
+in the file; adding content identical to the latest version adds no version; an item edited,
+added or removed makes a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID, uuid5
+
+import orjson
+
+from evaledger.domain.aggregates import NAMESPACE, Aggregate, Meta
+from evaledger.domain.errors import ConflictError, ValidationError
+from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.dataset import DatasetCreated, DatasetItem, DatasetVersionAdded
+
+MAX_DATASET_ITEMS = 100_000
+"""Items in one version (a version is one event: its size is bounded by this and the file's)."""
+
+
+def dataset_id_for(project: str, name: str) -> UUID:
+    """Id of the Dataset aggregate named `name` in `project` (tenants never share)."""
+    return uuid5(NAMESPACE, f"dataset\x1f{project}\x1f{name}")
+
+
+def sorted_items(items: Sequence[DatasetItem]) -> list[DatasetItem]:
+    """The items in key order; a key given twice is refused naming it."""
+    seen: set[str] = set()
+    for item in items:
+        if item.key in seen:
+            raise ValidationError(f"item key {item.key!r} appears twice", field="key")
+        seen.add(item.key)
+    if len(items) > MAX_DATASET_ITEMS:
+        raise ValidationError(f"more than {MAX_DATASET_ITEMS} items", field="items")
+    return sorted(items, key=lambda i: i.key)
+
+
+def canonical_item(item: DatasetItem) -> bytes:
+    """One item as canonical JSON: every field (defaults included), keys sorted."""
+    return orjson.dumps(item.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+
+def content_hash(items: Sequence[DatasetItem]) -> str:
+    """sha256 (hex) of the canonical JSON array of the items sorted by key."""
+    digest = hashlib.sha256(b"[")
+    for n, item in enumerate(sorted_items(items)):
+        if n:
+            digest.update(b",")
+        digest.update(canonical_item(item))
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class VersionRef:
+    """A dataset version as a run records it: name, version number and content hash."""
+
+    name: str
+    version: int
+    hash: str
+
+
+class Dataset(Aggregate):
+    """A project's named dataset and its versions (each one whole)."""
+
+    created: DatasetCreated | None
+    versions: list[DatasetVersionAdded]
+
+    def __init__(self, aggregate_id: UUID) -> None:
+        super().__init__(aggregate_id)
+        self.created = None
+        self.versions = []
+
+    def create(self, project: str, name: str, description: str | None, meta: Meta) -> None:
+        """Record the dataset's creation (once)."""
+        if self.created is not None:
+            raise ConflictError(f"dataset {name!r} already exists")
+        self._trigger(DatasetCreated, meta, project=project, name=name, description=description)
+
+    def add_version(
+        self, items: Sequence[DatasetItem], source: str | None, meta: Meta
+    ) -> tuple[DatasetVersionAdded, bool]:
+        """Add a version of these items; (the version, whether it is new).
+
+        Content identical to the latest version adds nothing: that version is returned.
+        """
+        if self.created is None:
+            raise ConflictError("a dataset must be created before a version is added")
+        ordered = sorted_items(items)
+        if not ordered:
+            raise ValidationError("a dataset version needs at least one item", field="items")
+        digest = content_hash(ordered)
+        if self.versions and self.versions[-1].content_hash == digest:
+            return self.versions[-1], False
+        event = self._trigger(
+            DatasetVersionAdded,
+            meta,
+            version=len(self.versions) + 1,
+            content_hash=digest,
+            items=ordered,
+            source=source,
+        )
+        return event, True
+
+    def _mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, DatasetCreated):
+            self.created = event
+        elif isinstance(event, DatasetVersionAdded):
+            self.versions.append(event)
