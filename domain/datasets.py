@@ -113,3 +113,45 @@ class Dataset(Aggregate):
             self.created = event
         elif isinstance(event, DatasetVersionAdded):
             self.versions.append(event)
+
+
+@dataclass(frozen=True)
+class ItemsDiff:
+    """What changed from one version's items to another's, by key."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    unchanged: int
+
+    @property
+    def differing(self) -> tuple[str, ...]:
+        """Every key whose item is not the same in both (sorted)."""
+        return tuple(sorted({*self.added, *self.removed, *self.changed}))
+
+
+def diff_items(old: Sequence[DatasetItem], new: Sequence[DatasetItem]) -> ItemsDiff:
+    """Items added, removed and changed (any field: its canonical JSON differs) by key."""
+    before = {i.key: canonical_item(i) for i in old}
+    after = {i.key: canonical_item(i) for i in new}
+    common = before.keys() & after.keys()
+    changed = sorted(k for k in common if before[k] != after[k])
+    return ItemsDiff(
+        added=tuple(sorted(after.keys() - before.keys())),
+        removed=tuple(sorted(before.keys() - after.keys())),
+        changed=tuple(changed),
+        unchanged=len(common) - len(changed),
+    )
+
+
+def parse_ref(text: str) -> tuple[str, int | None]:
+    """`NAME@V` (or `NAME@vV`) → (name, version); `NAME` alone → (name, None: the latest)."""
+    name, sep, version = text.rpartition("@")
+    if not sep:
+        return text, None
+    digits = version[1:] if version[:1] in ("v", "V") else version
+    if not name or not digits.isdigit() or int(digits) < 1 or len(digits) > 9:
+        raise ValidationError(
+            f"dataset {text!r}: expected NAME@VERSION (a version number from 1)", field="dataset"
+        )
+    return name, int(digits)

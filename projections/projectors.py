@@ -26,6 +26,7 @@ from evaledger.domain.events import (
 from evaledger.domain.events.run import is_undated
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
+from evaledger.projections.datasets import DatasetsProjection
 from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.fold import fold_event, open_case
 from evaledger.projections.rows import (
@@ -517,4 +518,10 @@ class CatalogueProjection:
 
 def all_projections() -> list[Projection]:
     """The projections a ledger's read side runs, in processing order."""
-    return [RunsProjection(), CasesProjection(), CatalogueProjection(), JudgeVotesProjection()]
+    return [
+        RunsProjection(),
+        CasesProjection(),
+        CatalogueProjection(),
+        JudgeVotesProjection(),
+        DatasetsProjection(),
+    ]

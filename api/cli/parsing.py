@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
+import evaledger.api.cli.datasets as datasets
 import evaledger.api.cli.judging as judging
 import evaledger.api.cli.online as online
 import evaledger.api.cli.proofs as proofs
@@ -31,7 +32,19 @@ from evaledger.api.console import (
     did_you_mean,
 )
 
-FAMILIES = (serve, runs, transcript, audit, proofs, admin, reports, statistics, judging, online)
+FAMILIES = (
+    serve,
+    runs,
+    transcript,
+    audit,
+    proofs,
+    admin,
+    reports,
+    statistics,
+    judging,
+    online,
+    datasets,
+)
 """The command families, in the order `evaledger --help` lists their commands."""
 
 
