@@ -19,6 +19,7 @@ from evaledger.api.responses import OrjsonResponse
 from evaledger.api.routes import (
     cases,
     config,
+    datasets,
     imports,
     ingest,
     judging,
@@ -124,4 +125,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(imports.router, dependencies=AUTH)
     app.include_router(otlp.router, dependencies=AUTH)
     app.include_router(ingest.router, dependencies=AUTH)
+    app.include_router(datasets.router, dependencies=AUTH)
     return app
