@@ -1,0 +1,153 @@
+"""Datasets over HTTP and the CLI: versions, diff, tenancy, bad input (issue 35)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from evaledger.api.app import create_app
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application.projects import issue_token
+from evaledger.domain.events import TokenScope
+from evaledger.domain.ledger import Context
+from tests.api.test_cli import Cli
+
+ITEMS = [
+    {"key": "refund-1", "input": {"q": "Where is my refund?"}, "expected_outcomes": ["looks up"]},
+    {"key": "refund-2", "label": {"passed": True, "score": 4, "by": ["token:ann"]}},
+]
+
+
+class Api:
+    """A client and bearer tokens of two projects."""
+
+    def __init__(self, client: TestClient, services: Services) -> None:
+        admin = Context(actor="admin")
+        self.client, self.services = client, services
+        self.shop = issue_token(services, "shop", TokenScope.WRITE, "ci", admin).token
+        self.reader = issue_token(services, "shop", TokenScope.READ, "viewer", admin).token
+        self.rival = issue_token(services, "rival", TokenScope.ADMIN, "rival", admin).token
+
+    def call(self, method: str, path: str, token: str, body: Any = None) -> Any:
+        headers = {"authorization": f"Bearer {token}"}
+        return self.client.request(method, path, json=body, headers=headers)
+
+
+@pytest.fixture
+def api(store_url: str) -> Iterator[Api]:
+    services = build_services(Settings(db=store_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            yield Api(client, services)
+    finally:
+        services.close()
+
+
+def test_a_team_versions_its_dataset_over_http(api: Api) -> None:
+    base = "/projects/shop/datasets"
+    made = api.call("POST", base, api.shop, {"name": "qa", "description": "refunds"})
+    assert made.status_code == 201, made.text
+    assert made.json()["latest_version"] == 0 and made.json()["created_by"].startswith("ci (token")
+    first = api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS})
+    assert first.status_code == 201, first.text
+    assert (first.json()["version"], first.json()["items"], first.json()["created"]) == (1, 2, True)
+    same = api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS[::-1]})
+    assert same.status_code == 200 and same.json()["created"] is False
+    assert same.json()["hash"] == first.json()["hash"]
+    edited = [ITEMS[0], {**ITEMS[1], "label": {"passed": False}}, {"key": "refund-3"}]
+    second = api.call("POST", f"{base}/qa/versions", api.shop, {"items": edited, "source": "x"})
+    assert second.json()["version"] == 2
+
+    listed = api.call("GET", base, api.reader).json()
+    assert [(d["name"], d["latest_version"], d["items"]) for d in listed] == [("qa", 2, 3)]
+    versions = api.call("GET", f"{base}/qa", api.reader).json()
+    assert [(v["version"], v["items"]) for v in versions] == [(1, None), (2, None)]
+    one = api.call("GET", f"{base}/qa/versions/1", api.reader).json()
+    assert [i["key"] for i in one["items"]] == ["refund-1", "refund-2"]
+    assert one["items"][1]["label"] == {"passed": True, "score": 4.0, "by": ["token:ann"]}
+    diff = api.call("GET", f"{base}/qa/diff?old=1&new=2", api.reader).json()
+    assert (diff["added"], diff["removed"], diff["changed"]) == (["refund-3"], [], ["refund-2"])
+
+
+def test_another_projects_token_is_refused_and_nothing_is_stored(api: Api) -> None:
+    base = "/projects/shop/datasets"
+    api.call("POST", base, api.shop, {"name": "qa"})
+    api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS})
+    before = api.services.ledger.position()
+    for method, path, body in (
+        ("GET", base, None),
+        ("GET", f"{base}/qa", None),
+        ("GET", f"{base}/qa/versions/1", None),
+        ("GET", f"{base}/qa/diff?old=1&new=1", None),
+        ("POST", base, {"name": "forged"}),
+        ("POST", f"{base}/qa/versions", {"items": [{"key": "forged"}]}),
+    ):
+        response = api.call(method, path, api.rival, body)
+        assert response.status_code == 404, (method, path, response.text)
+    # A read-only token of the project reads but cannot write.
+    refused = api.call("POST", f"{base}/qa/versions", api.reader, {"items": [{"key": "x"}]})
+    assert refused.status_code == 403
+    assert api.services.ledger.position() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"items": [{"key": "a", "tags": "x"}]}, "tags"),
+        ({"items": [{"input": "no key"}]}, "key"),
+        ({"items": [{"key": "a", "label": {"score": 1}}]}, "passed"),
+        ({"items": []}, "items"),
+        ({"items": [{"key": "a"}, {"key": "a"}]}, "key"),
+        ({"items": [{"key": "a", "input": "nul\u0000"}]}, "input"),
+    ],
+)
+def test_a_bad_version_names_the_field_and_stores_nothing(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    base = "/projects/shop/datasets"
+    api.call("POST", base, api.shop, {"name": "qa"})
+    before = api.services.ledger.position()
+    response = api.call("POST", f"{base}/qa/versions", api.shop, body)
+    assert 400 <= response.status_code < 500, response.text
+    assert field in response.text
+    assert api.services.ledger.position() == before
+
+
+def test_the_cli_adds_a_review_export_and_refuses_a_bad_file(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, sqlite_url)
+    assert cli.json("dataset", "create", "gold") == {"name": "gold", "project": "default"}
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(
+        '{"key": "c1", "input": "hi", "expected_outcomes": [], "tags": [], "metadata": {}, '
+        '"label": {"passed": true, "score": null, "by": ["token:ann", "token:bo"]}}\n'
+        '{"key": "c2", "input": "bye", "expected_outcomes": [], "tags": [], "metadata": {}, '
+        '"label": null}\n'
+    )
+    added = cli.json("dataset", "add", "gold", str(gold))
+    assert (added["version"], added["items"], added["created"]) == (1, 2, True)
+    assert cli.json("dataset", "add", "gold", str(gold))["created"] is False
+    bad = tmp_path / "bad.csv"
+    bad.write_text("key,label_passed\nc1,perhaps\n")
+    code, _, err = cli("dataset", "add", "gold", str(bad))
+    assert code == 2 and "label_passed" in err and "line 2" in err
+    code, _, err = cli("dataset", "add", "nope", str(gold))
+    assert code == 2 and "create it first" in err
+    shown = cli.json("dataset", "show", "gold@1")
+    assert [i["label"] is not None for i in shown["items"]] == [True, False]
+    code, out, _ = cli("dataset", "list")
+    assert code == 0 and "gold" in out and added["hash"] in out
+    (row,) = cli.json("dataset", "list")
+    assert row["latest_version"] == 1
+    gold.write_text('{"key": "c1", "input": "hi!"}\n{"key": "c3"}\n')
+    cli.json("dataset", "add", "gold", str(gold))
+    code, out, _ = cli("dataset", "diff", "gold@1", "gold@2")
+    assert code == 0
+    assert out.splitlines()[1:4] == ["+ c3", "- c2", "~ c1"]
+    code, _, err = cli("dataset", "show", "gold@x")
+    assert code == 2 and "NAME@VERSION" in err
