@@ -28,6 +28,8 @@ class DatasetCreatedResult:
     project: str
     name: str
     position: int
+    created: bool
+    """False: it existed already with this description (nothing written)."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,9 @@ class DatasetDiff:
 def create_dataset(
     services: Services, project: str, name: str, description: str | None, ctx: Context
 ) -> DatasetCreatedResult:
-    """Create a named dataset (409 when the project has one of this name)."""
-    written = services.ledger.create_dataset(project, name, description, ctx)
-    return DatasetCreatedResult(project, name, written.position)
+    """Create a named dataset (again with the same description: nothing; another: 409)."""
+    written, created = services.ledger.create_dataset(project, name, description, ctx)
+    return DatasetCreatedResult(project, name, written.position, created)
 
 
 def add_dataset_version(

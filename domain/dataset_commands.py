@@ -44,17 +44,22 @@ class DatasetCommands(LedgerStore):
 
     def create_dataset(
         self, project: str, name: str, description: str | None, ctx: Context
-    ) -> Written:
-        """Create a named dataset in a project (refused when the name is taken: 409)."""
+    ) -> tuple[Written, bool]:
+        """Create a named dataset in a project; (what was written, whether it is new).
+
+        Idempotent: the same name and description again writes nothing; another description
+        under a taken name is a conflict (409).
+        """
         ctx.check_project(project, f"project {project!r}")
         check_dataset_name(name)
 
-        def command() -> Written:
+        def command() -> tuple[Written, bool]:
             agg_id = dataset_id_for(project, name)
             dataset = self._find(Dataset, agg_id) or Dataset(agg_id)
-            dataset.create(project, name, description, self._meta(ctx))
+            if not dataset.create(project, name, description, self._meta(ctx)):
+                return Written((dataset.id,), self.position(), 0), False
             position, n = self._save(dataset)
-            return Written((dataset.id,), position, n)
+            return Written((dataset.id,), position, n), True
 
         return self._retrying(command)
 

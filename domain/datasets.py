@@ -77,11 +77,17 @@ class Dataset(Aggregate):
         self.created = None
         self.versions = []
 
-    def create(self, project: str, name: str, description: str | None, meta: Meta) -> None:
-        """Record the dataset's creation (once)."""
+    def create(self, project: str, name: str, description: str | None, meta: Meta) -> bool:
+        """Record the dataset's creation (once): False when it exists with this description.
+
+        Created again with another description: a conflict (409), nothing changes.
+        """
         if self.created is not None:
-            raise ConflictError(f"dataset {name!r} already exists")
+            if self.created.description == description:
+                return False
+            raise ConflictError(f"dataset {name!r} already exists with another description")
         self._trigger(DatasetCreated, meta, project=project, name=name, description=description)
+        return True
 
     def add_version(
         self, items: Sequence[DatasetItem], source: str | None, meta: Meta

@@ -451,6 +451,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (2, 0),
+    "api/cli/datasets.py": (2, 0),
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
     # issue 34: each proof command imports its use cases (the ledger, cryptography) when run.
@@ -483,7 +484,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 158
+FUNCTION_IMPORT_BUDGET = 160
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
 Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet.

@@ -60,7 +60,8 @@ def cmd_dataset(services: Services, args: argparse.Namespace) -> int:
     project: str = args.project
     if args.action == "create":
         made = datasets.create_dataset(services, project, args.name, args.description, ctx)
-        _say(args, {"project": project, "name": made.name}, f"created dataset {made.name}")
+        text = f"{'created' if made.created else 'already there:'} dataset {made.name}"
+        _say(args, {"project": project, "name": made.name, "created": made.created}, text)
     elif args.action == "add":
         w = datasets.add_dataset_file(services, project, args.name, args.file, ctx)
         ref = f"{args.name}@{w.version}"

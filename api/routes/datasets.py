@@ -63,6 +63,18 @@ class VersionOut(StrictModel):
     items: list[DatasetItem] | None = None
 
 
+class DatasetList(StrictModel):
+    """A project's datasets, by name."""
+
+    data: list[DatasetOut]
+
+
+class VersionList(StrictModel):
+    """A dataset's versions, oldest first, without their items."""
+
+    data: list[VersionOut]
+
+
 class VersionWrittenOut(StrictModel):
     """What adding a version did: `created` false when identical to the latest version."""
 
@@ -109,38 +121,50 @@ def _version(v: VersionRow, *, items: bool) -> VersionOut:
     )
 
 
-@router.get("/projects/{project}/datasets", response_model=list[DatasetOut])
-def get_datasets(services: SyncedDep, ctx: ContextDep, project: ProjectPath) -> list[DatasetOut]:
+@router.get("/projects/{project}/datasets", response_model=DatasetList)
+def get_datasets(services: SyncedDep, ctx: ContextDep, project: ProjectPath) -> DatasetList:
     """The project's datasets by name."""
-    return [_dataset(r) for r in datasets.list_datasets(services, project, ctx)]
+    return DatasetList(data=[_dataset(r) for r in datasets.list_datasets(services, project, ctx)])
 
 
-@router.post("/projects/{project}/datasets", response_model=DatasetOut, status_code=201)
+@router.post(
+    "/projects/{project}/datasets",
+    response_model=DatasetOut,
+    status_code=201,
+    responses={200: {"model": DatasetOut, "description": "It exists already, the same."}},
+)
 def post_dataset(
-    services: SyncedDep, ctx: ContextDep, project: ProjectPath, body: DatasetBody
+    services: SyncedDep,
+    ctx: ContextDep,
+    project: ProjectPath,
+    body: DatasetBody,
+    response: Response,
 ) -> DatasetOut:
-    """Create a dataset (409 when the project has one of this name)."""
+    """Create a dataset (201); the same again: 200; another description, same name: 409."""
     made = datasets.create_dataset(services, project, body.name, body.description, ctx)
+    if not made.created:
+        response.status_code = 200
     services.sync(made.position)
     rows = datasets.list_datasets(services, project, ctx)
     return next(_dataset(r) for r in rows if r.name == body.name)
 
 
-@router.get("/projects/{project}/datasets/{name}", response_model=list[VersionOut])
+@router.get("/projects/{project}/datasets/{name}", response_model=VersionList)
 def get_dataset_versions(
     services: SyncedDep, ctx: ContextDep, project: ProjectPath, name: NamePath
-) -> list[VersionOut]:
+) -> VersionList:
     """Every version of a dataset, oldest first, without items."""
-    return [
-        _version(v, items=False) for v in datasets.dataset_versions(services, project, name, ctx)
-    ]
+    found = datasets.dataset_versions(services, project, name, ctx)
+    return VersionList(data=[_version(v, items=False) for v in found])
 
 
 @router.post(
     "/projects/{project}/datasets/{name}/versions",
     response_model=VersionWrittenOut,
     status_code=201,
-    responses={200: {"description": "Identical to the latest version: nothing added."}},
+    responses={
+        200: {"model": VersionWrittenOut, "description": "Identical to the latest: none added."}
+    },
 )
 def post_dataset_version(
     services: SyncedDep,

@@ -52,6 +52,10 @@ def test_a_team_versions_its_dataset_over_http(api: Api) -> None:
     made = api.call("POST", base, api.shop, {"name": "qa", "description": "refunds"})
     assert made.status_code == 201, made.text
     assert made.json()["latest_version"] == 0 and made.json()["created_by"].startswith("ci (token")
+    again = api.call("POST", base, api.shop, {"name": "qa", "description": "refunds"})
+    assert again.status_code == 200 and again.json() == made.json()
+    other = api.call("POST", base, api.shop, {"name": "qa", "description": "else"})
+    assert other.status_code == 409
     first = api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS})
     assert first.status_code == 201, first.text
     assert (first.json()["version"], first.json()["items"], first.json()["created"]) == (1, 2, True)
@@ -62,9 +66,9 @@ def test_a_team_versions_its_dataset_over_http(api: Api) -> None:
     second = api.call("POST", f"{base}/qa/versions", api.shop, {"items": edited, "source": "x"})
     assert second.json()["version"] == 2
 
-    listed = api.call("GET", base, api.reader).json()
+    listed = api.call("GET", base, api.reader).json()["data"]
     assert [(d["name"], d["latest_version"], d["items"]) for d in listed] == [("qa", 2, 3)]
-    versions = api.call("GET", f"{base}/qa", api.reader).json()
+    versions = api.call("GET", f"{base}/qa", api.reader).json()["data"]
     assert [(v["version"], v["items"]) for v in versions] == [(1, None), (2, None)]
     one = api.call("GET", f"{base}/qa/versions/1", api.reader).json()
     assert [i["key"] for i in one["items"]] == ["refund-1", "refund-2"]
@@ -121,7 +125,9 @@ def test_the_cli_adds_a_review_export_and_refuses_a_bad_file(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
 ) -> None:
     cli = Cli(capsys, sqlite_url)
-    assert cli.json("dataset", "create", "gold") == {"name": "gold", "project": "default"}
+    made = {"name": "gold", "project": "default", "created": True}
+    assert cli.json("dataset", "create", "gold") == made
+    assert cli.json("dataset", "create", "gold") == {**made, "created": False}
     gold = tmp_path / "gold.jsonl"
     gold.write_text(
         '{"key": "c1", "input": "hi", "expected_outcomes": [], "tags": [], "metadata": {}, '

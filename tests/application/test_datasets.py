@@ -141,9 +141,12 @@ def test_refusals_name_the_problem_and_store_nothing(
     s = store_services
     with pytest.raises(NotFoundError, match="create it first"):
         datasets.add_dataset_version(s, "shop", "nope", [DatasetItem(key="a")], None, ADMIN)
-    datasets.create_dataset(s, "shop", "qa", None, ADMIN)
-    with pytest.raises(ConflictError, match="already exists"):
-        datasets.create_dataset(s, "shop", "qa", None, ADMIN)
+    assert datasets.create_dataset(s, "shop", "qa", None, ADMIN).created
+    position = _events(s)
+    assert not datasets.create_dataset(s, "shop", "qa", None, ADMIN).created
+    assert _events(s) == position
+    with pytest.raises(ConflictError, match="another description"):
+        datasets.create_dataset(s, "shop", "qa", "other", ADMIN)
     for name in ("a@b", "a/b", "", "x" * 201, "tab\there"):
         with pytest.raises(ValidationError) as e:
             datasets.create_dataset(s, "shop", name, None, ADMIN)

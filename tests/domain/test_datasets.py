@@ -15,7 +15,7 @@ from evaledger.domain.events import DatasetItem
 
 ITEMS = [
     DatasetItem(key="b", input={"q": "refund?"}, expected_outcomes=["asks for the order"]),
-    DatasetItem(key="a", input="hello", tags=["smoke"], label={"passed": True, "by": ["ann"]}),  # type: ignore[arg-type]
+    DatasetItem(key="a", input="hello", tags=["smoke"], label={"passed": True, "by": ["ann"]}),
 ]
 
 
