@@ -13,6 +13,7 @@ from evaledger.domain.events import (
     AgentSnapshot,
     CheckStatus,
     Claim,
+    DatasetRef,
     JudgeIdentity,
     MetricScore,
     NamedScore,
@@ -307,6 +308,11 @@ class BundleRun(FrozenModel):
     reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
     created_at: Instant
     completed_at: Instant | None = None
+    dataset: DatasetRef | None = Field(
+        default=None,
+        description="The dataset version the run ran: {name, version, hash} (issue 35); its "
+        "cases link to the dataset's items by test case key.",
+    )
 
     @model_validator(mode="after")
     def _identifiers_fit(self) -> BundleRun:
@@ -364,6 +370,8 @@ class BundleRun(FrozenModel):
     def _body(self, config: RunConfig) -> dict[str, Any]:
         body = self.model_dump(mode="json", exclude={"status", "reason", "completed_at", "config"})
         body["config"] = config.model_dump(mode="json")
+        if body.get("dataset") is None:
+            body.pop("dataset", None)  # runs recorded before the field keep their digest
         return dict(sorted(body.items()))
 
 

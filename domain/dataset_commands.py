@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from evaledger.domain.datasets import Dataset, dataset_id_for
 from evaledger.domain.errors import NotFoundError, ValidationError
-from evaledger.domain.events.dataset import DatasetItem
+from evaledger.domain.events.dataset import DatasetItem, DatasetRef
 from evaledger.domain.types import MAX_KEY_CHARS
 from evaledger.domain.writes import Context, LedgerStore, Written
 
@@ -85,6 +85,40 @@ class DatasetCommands(LedgerStore):
             )
 
         return self._retrying(command)
+
+    def resolve_ref(self, project: str, ref: DatasetRef) -> DatasetRef:
+        """A run's dataset reference with its version and hash (DESIGN §18).
+
+        A ledger dataset's version gives its hash (a different hash given is refused); `name`
+        alone is its latest version. A reference the project has no dataset for is kept as
+        given when it has its hash (a source's own dataset), refused otherwise.
+        """
+        cache: dict[tuple[str, str, int | None], tuple[int, str] | None]
+        cache = self.__dict__.setdefault("_dataset_refs", {})
+        key = (project, ref.name, ref.version)
+        if key not in cache or ref.version is None:
+            dataset = self.get_dataset(project, ref.name)
+            versions = [] if dataset is None else dataset.versions
+            wanted = [v for v in versions if ref.version in (None, v.version)][-1:]
+            cache[key] = (wanted[0].version, wanted[0].content_hash) if wanted else None
+            if len(cache) > 10_000:
+                cache.clear()
+        found = cache[key]
+        if found is None:
+            if ref.hash is not None:
+                return ref
+            at = "" if ref.version is None else f" version {ref.version}"
+            raise ValidationError(
+                f"run.dataset: project {project!r} has no dataset {ref.name!r}{at}",
+                field="run.dataset",
+            )
+        version, digest = found
+        if ref.hash is not None and ref.hash != digest:
+            raise ValidationError(
+                f"run.dataset.hash: {ref.name}@{version} has the hash {digest}, not {ref.hash}",
+                field="run.dataset.hash",
+            )
+        return ref.model_copy(update={"version": version, "hash": digest})
 
     def get_dataset(self, project: str, name: str) -> Dataset | None:
         """The Dataset aggregate (for commands and the audit; reads use the projection)."""

@@ -46,6 +46,7 @@ from evaledger.domain.events.dataset import (
     DatasetEvent,
     DatasetItem,
     DatasetLabel,
+    DatasetRef,
     DatasetVersionAdded,
 )
 from evaledger.domain.events.project import (
@@ -160,6 +161,7 @@ __all__ = [
     "DatasetEvent",
     "DatasetItem",
     "DatasetLabel",
+    "DatasetRef",
     "DatasetVersionAdded",
     "DomainEvent",
     "ExecutionCanceled",

@@ -53,6 +53,26 @@ class DatasetItem(FrozenModel):
     label: DatasetLabel | None = Field(default=None, description="A human label, if any.")
 
 
+class DatasetRef(FrozenModel):
+    """The dataset version a run ran: its name, version and content hash (DESIGN §18).
+
+    For a ledger dataset the hash is its version's content hash, filled in by the ledger when a
+    run names only `name@version` (or only `name`: the latest version); for an imported or
+    hooked run it is what the source names (its task's dataset and a hash of its samples).
+    A run's stored reference always has its hash.
+    """
+
+    name: Key = Field(description="The dataset's name.")
+    version: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="Its version in the ledger, if it is one."
+    )
+    hash: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 (hex) of the version's content (a ledger dataset's: filled in).",
+    )
+
+
 class DatasetEvent(DomainEvent):
     """An event of a Dataset aggregate (one named dataset of one project)."""
 

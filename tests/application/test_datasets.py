@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from evaledger.api.bootstrap import Services
-from evaledger.application import datasets, verification
+import evaledger
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application import datasets, runs, verification
+from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
-from evaledger.domain.events import DatasetCreated, DatasetItem, DatasetVersionAdded
+from evaledger.domain.events import DatasetCreated, DatasetItem, DatasetRef, DatasetVersionAdded
 from evaledger.domain.ledger import Context
 from evaledger.projections.datasets import DatasetsProjection
+from tests.helpers import bundle
 
 ADMIN = Context(actor="ann")
 SHOP = Context(actor="token:shop-ci", project="shop")
@@ -170,3 +173,88 @@ def test_refusals_name_the_problem_and_store_nothing(
         datasets.show_dataset(s, "shop", "qa@1", ADMIN)
     with pytest.raises(NotFoundError):
         datasets.show_dataset(s, "shop", "missing@1", ADMIN)
+
+
+def _qa_v1(s: Services) -> str:
+    datasets.create_dataset(s, "shop", "qa", None, ADMIN)
+    items = [DatasetItem(key="refund-1"), DatasetItem(key="refund-2")]
+    return datasets.add_dataset_version(s, "shop", "qa", items, None, ADMIN).content_hash
+
+
+def test_a_run_records_the_dataset_version_it_ran_and_exports_it(store_services: Services) -> None:
+    s = store_services
+    digest = _qa_v1(s)
+    body = bundle(key="with-dataset", project="shop", dataset={"name": "qa", "version": 1})
+    run_id = runs.import_run(s, RunBundle.model_validate(body), ADMIN).run_id
+    created = s.ledger.get_run(run_id).created
+    assert created.dataset == DatasetRef(name="qa", version=1, hash=digest)
+    exported = runs.recorded_run(s, run_id)
+    assert exported is not None
+    assert exported.run.dataset == DatasetRef(name="qa", version=1, hash=digest)
+    # The same bundle again, or its export, is the same run (its body's digest is the resolved).
+    assert runs.import_run(s, RunBundle.model_validate(body), ADMIN).run_id == run_id
+    assert runs.import_run(s, exported, ADMIN).run_id == run_id
+    # `name` alone is the latest version.
+    latest = bundle(key="latest", project="shop", dataset={"name": "qa"})
+    latest_id = runs.import_run(s, RunBundle.model_validate(latest), ADMIN).run_id
+    assert s.ledger.get_run(latest_id).created.dataset == DatasetRef(
+        name="qa", version=1, hash=digest
+    )
+
+
+def test_a_run_without_a_dataset_keeps_its_stored_bytes(store_services: Services) -> None:
+    s = store_services
+    run_id = runs.import_run(s, RunBundle.model_validate(bundle(key="plain")), ADMIN).run_id
+    (stored, *_) = s.ledger.stored_events_of(run_id)
+    assert b"dataset" not in stored.state
+
+
+def test_a_run_naming_an_unknown_dataset_or_a_wrong_hash_is_refused(
+    store_services: Services,
+) -> None:
+    s = store_services
+    _qa_v1(s)
+    before = _events(s)
+    for ref, field in (
+        ({"name": "qa", "version": 2}, "run.dataset"),
+        ({"name": "nope"}, "run.dataset"),
+        ({"name": "qa", "version": 1, "hash": "0" * 64}, "run.dataset.hash"),
+    ):
+        body = RunBundle.model_validate(bundle(key="bad", project="shop", dataset=ref))
+        with pytest.raises(ValidationError) as e:
+            runs.import_run(s, body, ADMIN)
+        assert e.value.field == field
+    # Another project's dataset of the same name is not found from this one.
+    other = RunBundle.model_validate(bundle(key="x", project="rival", dataset={"name": "qa"}))
+    with pytest.raises(ValidationError):
+        runs.import_run(s, other, ADMIN)
+    assert _events(s) == before
+    # A source's own dataset (not in the ledger) is kept with the hash it gives.
+    source = {"name": "gsm8k", "hash": "ab" * 32}
+    body = RunBundle.model_validate(bundle(key="lm-eval", project="shop", dataset=source))
+    run_id = runs.import_run(s, body, ADMIN).run_id
+    assert s.ledger.get_run(run_id).created.dataset == DatasetRef(name="gsm8k", hash="ab" * 32)
+
+
+def test_the_client_records_the_dataset_it_was_given(sqlite_url: str) -> None:
+    s = build_services(Settings(db=sqlite_url))
+    try:
+        digest = _qa_v1(s)
+    finally:
+        s.close()
+    with (
+        evaledger.run(
+            "qa-suite", agent="bot", key="client-1", project="shop", dataset="qa@1", db=sqlite_url
+        ) as run,
+        run.case("refund-1") as case,
+    ):
+        case.turn("assistant", "done")
+    s = build_services(Settings(db=sqlite_url))
+    try:
+        created = s.ledger.get_run(run.id).created
+    finally:
+        s.close()
+    assert created.dataset == DatasetRef(name="qa", version=1, hash=digest)
+    with pytest.raises(ValidationError) as e:
+        evaledger.run("qa-suite", agent="bot", dataset="qa@x", db=sqlite_url)
+    assert e.value.field == "dataset"
