@@ -9,16 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import UUID
 
 from evaledger.application.ports import Services
 from evaledger.domain.dataset_commands import VersionWritten
 from evaledger.domain.dataset_files import read_items
 from evaledger.domain.datasets import ItemsDiff, diff_items, parse_ref
 from evaledger.domain.errors import NotFoundError
-from evaledger.domain.events import DatasetItem
+from evaledger.domain.events import DatasetItem, DatasetRef
 from evaledger.domain.ledger import Context
 from evaledger.projections import datasets as reads
 from evaledger.projections.datasets import DatasetRow, VersionRow
+from evaledger.scoring.comparison.suites import dataset_difference
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,35 @@ def diff_datasets(
     old = show_dataset(services, project, old_ref, ctx)
     new = show_dataset(services, project, new_ref, ctx)
     return DatasetDiff(new.name, old, new, diff_items(old.items, new.items))
+
+
+@dataclass(frozen=True)
+class RunDatasets:
+    """The dataset versions two runs ran, and why they are not the same (None: they are)."""
+
+    baseline: DatasetRef | None
+    candidate: DatasetRef | None
+    differing: tuple[str, ...] | None
+    """Keys of the items that differ, when both are versions of one ledger dataset."""
+    difference: str | None
+
+
+def run_datasets(services: Services, baseline_id: UUID, candidate_id: UUID) -> RunDatasets:
+    """Whether two runs ran the same dataset version; the items that differ when they did not."""
+    refs = [services.ledger.run_dataset(run_id) for run_id in (baseline_id, candidate_id)]
+    old, new = refs
+    differing: tuple[str, ...] | None = None
+    if (
+        old is not None
+        and new is not None
+        and old.hash != new.hash
+        and old.name == new.name
+        and old.version is not None
+        and new.version is not None
+    ):
+        project = services.reads.get_run(candidate_id).project
+        engine = services.reads.engine
+        versions = [reads.dataset_version(engine, project, r.name, r.version) for r in refs]
+        if versions[0] is not None and versions[1] is not None:
+            differing = diff_items(versions[0].items, versions[1].items).differing
+    return RunDatasets(old, new, differing, dataset_difference(old, new, differing))

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from uuid import UUID
 
 from evaledger.domain.datasets import Dataset, dataset_id_for
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.events.dataset import DatasetItem, DatasetRef
+from evaledger.domain.events.run import RunCreated
 from evaledger.domain.types import MAX_KEY_CHARS
 from evaledger.domain.writes import Context, LedgerStore, Written
 
@@ -119,6 +121,14 @@ class DatasetCommands(LedgerStore):
                 field="run.dataset.hash",
             )
         return ref.model_copy(update={"version": version, "hash": digest})
+
+    def run_dataset(self, run_id: UUID) -> DatasetRef | None:
+        """The dataset version a run ran, from its first event only (None: none recorded)."""
+        stored = list(self.app.recorder.select_events(run_id, lte=1))
+        if not stored:
+            raise NotFoundError(f"no run {run_id}")
+        first = self.decode(stored[0])
+        return first.dataset if isinstance(first, RunCreated) else None
 
     def get_dataset(self, project: str, name: str) -> Dataset | None:
         """The Dataset aggregate (for commands and the audit; reads use the projection)."""

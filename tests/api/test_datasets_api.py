@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application import datasets
 from evaledger.application.projects import issue_token
-from evaledger.domain.events import TokenScope
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import DatasetItem, TokenScope
 from evaledger.domain.ledger import Context
 from tests.api.test_cli import Cli
+from tests.helpers import bundle, case
 
 ITEMS = [
     {"key": "refund-1", "input": {"q": "Where is my refund?"}, "expected_outcomes": ["looks up"]},
@@ -157,3 +162,69 @@ def test_the_cli_adds_a_review_export_and_refuses_a_bad_file(
     assert out.splitlines()[1:4] == ["+ c3", "- c2", "~ c1"]
     code, _, err = cli("dataset", "show", "gold@x")
     assert code == 2 and "NAME@VERSION" in err
+
+
+def _two_versions(cli: Cli, tmp_path: Path) -> None:
+    cli.json("dataset", "create", "qa")
+    first = tmp_path / "v1.jsonl"
+    first.write_text('{"key": "greeting"}\n{"key": "refund"}\n{"key": "gone"}\n')
+    cli.json("dataset", "add", "qa", str(first))
+    second = tmp_path / "v2.jsonl"
+    second.write_text('{"key": "greeting"}\n{"key": "refund", "input": "new"}\n{"key": "new"}\n')
+    cli.json("dataset", "add", "qa", str(second))
+
+
+def _run_file(tmp_path: Path, key: str, dataset: dict[str, Any] | None) -> str:
+    data = bundle(key=key, **({"dataset": dataset} if dataset else {}))
+    data["cases"] = [case("greeting", 4), case("refund", 4)]
+    path = tmp_path / f"{key}.json"
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def test_compare_refuses_runs_of_two_dataset_versions_naming_the_items(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, sqlite_url)
+    _two_versions(cli, tmp_path)
+    for key, version in (("old", 1), ("new", 2), ("same", 2), ("plain", None)):
+        ref = {"name": "qa", "version": version} if version else None
+        cli.json("import", _run_file(tmp_path, key, ref))
+    code, _, err = cli("compare", "old", "new")
+    assert code == 2
+    assert "qa@1" in err and "qa@2" in err and "--allow-different-datasets" in err
+    assert "items that differ: gone, new, refund" in err
+    code, _, err = cli("compare", "old", "new", "--allow-different-datasets")
+    assert code == 0, err
+    assert "warning: runs of different dataset versions" in err and "refund" in err
+    code, _, err = cli("compare", "new", "same")
+    assert code == 0 and "dataset" not in err
+    # A run that names no dataset against one that does is not silently the same.
+    code, _, err = cli("compare", "plain", "new")
+    assert code == 2 and "no dataset" in err
+    # Two result files are held to the same rule (their hashes: no diff of items).
+    refs = [{"name": "gsm8k", "hash": c * 64} for c in "ab"]
+    files = [_run_file(tmp_path, f"file-{n}", r) for n, r in enumerate(refs)]
+    code, _, err = cli("compare", *files)
+    assert code == 2 and "gsm8k" in err
+
+
+def test_the_web_compare_page_shows_the_dataset_banner(services: Services, tmp_path: Path) -> None:
+    ctx = Context(actor="ops")
+    datasets.create_dataset(services, "default", "qa", None, ctx)
+    for keys in (("greeting", "refund"), ("greeting", "refund", "new")):
+        items = [DatasetItem(key=k) for k in keys]
+        datasets.add_dataset_version(services, "default", "qa", items, None, ctx)
+    runs_ = {}
+    for key, version in (("old", 1), ("new", 2)):
+        data = bundle(key=key, dataset={"name": "qa", "version": version})
+        data["cases"] = [case("greeting", 4), case("refund", 4)]
+        runs_[key] = services.ledger.import_bundle(RunBundle.model_validate(data), ctx).run_id
+    with TestClient(create_app(services=services)) as client:
+        page = client.get(f"/ui/compare?baseline={runs_['old']}&candidate={runs_['new']}")
+        assert page.status_code == 200, page.text[:500]
+        banner = re.search(r'data-field="datasets">([^<]*)<', page.text)
+        assert banner is not None
+        assert "qa@1" in banner.group(1) and "items that differ: new" in banner.group(1)
+        same = client.get(f"/ui/compare?baseline={runs_['old']}&candidate={runs_['old']}")
+        assert 'data-field="datasets"' not in same.text
