@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from evaledger.api.deps import check_input
-from evaledger.api.web import pages, review, signin
+from evaledger.api.web import datasets, pages, review, signin
 from evaledger.api.web.session import check_form
 
 
@@ -20,6 +20,7 @@ def install(app: FastAPI) -> None:
     guarded = [Depends(check_form), Depends(check_input)]
     app.include_router(pages.router, dependencies=guarded)
     app.include_router(review.router, dependencies=guarded)
+    app.include_router(datasets.router, dependencies=guarded)
     signin.install(app)
 
     @app.get("/", include_in_schema=False)

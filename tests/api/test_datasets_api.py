@@ -228,3 +228,35 @@ def test_the_web_compare_page_shows_the_dataset_banner(services: Services, tmp_p
         assert "qa@1" in banner.group(1) and "items that differ: new" in banner.group(1)
         same = client.get(f"/ui/compare?baseline={runs_['old']}&candidate={runs_['old']}")
         assert 'data-field="datasets"' not in same.text
+
+
+def test_the_web_pages_list_show_and_diff_versions_in_the_viewers_project(api: Api) -> None:
+    base = "/projects/shop/datasets"
+    api.call("POST", base, api.shop, {"name": "qa", "description": "refunds"})
+    api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS, "source": "v1.jsonl"})
+    edited = [ITEMS[0], {"key": "refund-3", "tags": ["new"]}]
+    api.call("POST", f"{base}/qa/versions", api.shop, {"items": edited})
+
+    def page(path: str, token: str) -> Any:
+        return api.client.get(path, headers={"authorization": f"Bearer {token}"})
+
+    listed = page("/ui/datasets", api.reader)
+    assert listed.status_code == 200, listed.text[:500]
+    row = re.search(r'<tr data-dataset="qa">(.*?)</tr>', listed.text, re.S)
+    assert row is not None and 'data-field="latest_version">2<' in row.group(1)
+    shown = page("/ui/datasets/qa?version=1", api.reader)
+    assert shown.status_code == 200
+    assert re.findall(r'<tr data-item="([^"]+)">', shown.text) == ["refund-1", "refund-2"]
+    assert "pass (4.0)" in shown.text and "by token:ann" in shown.text
+    latest = page("/ui/datasets/qa", api.reader)
+    assert re.findall(r'<tr data-item="([^"]+)">', latest.text) == ["refund-1", "refund-3"]
+    diff = page("/ui/datasets/qa/diff?old=1&new=2", api.reader)
+    assert diff.status_code == 200
+    assert re.findall(r'data-field="(added|removed|changed)"><li><code>([^<]+)<', diff.text) == [
+        ("added", "refund-3"),
+        ("removed", "refund-2"),
+    ]
+    # Another project's viewer finds nothing, whatever it asks for.
+    for path in ("/ui/datasets/qa", "/ui/datasets/qa?project=shop", "/ui/datasets?project=shop"):
+        assert page(path, api.rival).status_code == 404, path
+    assert "qa" not in page("/ui/datasets", api.rival).text.split("<main")[1]
