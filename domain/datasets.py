@@ -18,7 +18,12 @@ import orjson
 from evaledger.domain.aggregates import NAMESPACE, Aggregate, Meta
 from evaledger.domain.errors import ConflictError, ValidationError
 from evaledger.domain.events.base import DomainEvent
-from evaledger.domain.events.dataset import DatasetCreated, DatasetItem, DatasetVersionAdded
+from evaledger.domain.events.dataset import (
+    DatasetCreated,
+    DatasetItem,
+    DatasetRef,
+    DatasetVersionAdded,
+)
 
 MAX_DATASET_ITEMS = 100_000
 """Items in one version (a version is one event: its size is bounded by this and the file's)."""
@@ -55,15 +60,6 @@ def content_hash(items: Sequence[DatasetItem]) -> str:
         digest.update(canonical_item(item))
     digest.update(b"]")
     return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class VersionRef:
-    """A dataset version as a run records it: name, version number and content hash."""
-
-    name: str
-    version: int
-    hash: str
 
 
 class Dataset(Aggregate):
@@ -148,6 +144,18 @@ def diff_items(old: Sequence[DatasetItem], new: Sequence[DatasetItem]) -> ItemsD
         changed=tuple(changed),
         unchanged=len(common) - len(changed),
     )
+
+
+def source_dataset(name: str, sample_ids: Sequence[object]) -> DatasetRef | None:
+    """The reference of a source's own dataset (an Inspect task's, an lm-eval task's).
+
+    Its hash is the content hash of items holding only the sample ids as keys: the same
+    samples give the same hash whichever tool recorded them. None without sample ids.
+    """
+    keys = sorted({str(s) for s in sample_ids})
+    if not keys or not name:
+        return None
+    return DatasetRef(name=name[:200], hash=content_hash([DatasetItem(key=k) for k in keys]))
 
 
 def parse_ref(text: str) -> tuple[str, int | None]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
+from inspect_ai.log import read_eval_log
 
 import evaledger
 from evaledger.api.bootstrap import Services, Settings, build_services
@@ -13,7 +16,9 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
 from evaledger.domain.events import DatasetCreated, DatasetItem, DatasetRef, DatasetVersionAdded
 from evaledger.domain.ledger import Context
+from evaledger.importers.load import open_imports
 from evaledger.projections.datasets import DatasetsProjection
+from tests.conftest import FIXTURES
 from tests.helpers import bundle
 
 ADMIN = Context(actor="ann")
@@ -258,3 +263,33 @@ def test_the_client_records_the_dataset_it_was_given(sqlite_url: str) -> None:
     with pytest.raises(ValidationError) as e:
         evaledger.run("qa-suite", agent="bot", dataset="qa@x", db=sqlite_url)
     assert e.value.field == "dataset"
+
+
+def test_an_inspect_log_records_its_tasks_dataset_and_the_hash_of_its_samples(
+    services: Services,
+) -> None:
+    path = FIXTURES / "peers" / "inspect_ai" / "eval-logs" / "log_streaming.eval"
+    spec = read_eval_log(str(path), header_only=True).eval
+    ids = sorted({str(s) for s in spec.dataset.sample_ids or []})
+    assert ids, "the fixture's log lists its sample ids"
+    reference = hashlib.sha256(
+        json.dumps(
+            [
+                {
+                    "expected_outcomes": [],
+                    "input": None,
+                    "key": k,
+                    "label": None,
+                    "metadata": {},
+                    "tags": [],
+                }
+                for k in ids
+            ],
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    ).hexdigest()
+    (opened,) = open_imports([path])
+    assert opened.run.dataset == DatasetRef(name=spec.dataset.name or spec.task, hash=reference)
+    run_id = runs.import_files(services, [path], ADMIN)[0].run.run_id
+    assert services.ledger.run_dataset(run_id) == opened.run.dataset
