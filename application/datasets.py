@@ -125,8 +125,7 @@ class RunDatasets:
 
 def run_datasets(services: Services, baseline_id: UUID, candidate_id: UUID) -> RunDatasets:
     """Whether two runs ran the same dataset version; the items that differ when they did not."""
-    refs = [services.ledger.run_dataset(run_id) for run_id in (baseline_id, candidate_id)]
-    old, new = refs
+    old, new = (services.ledger.run_dataset(run_id) for run_id in (baseline_id, candidate_id))
     differing: tuple[str, ...] | None = None
     if (
         old is not None
@@ -138,7 +137,8 @@ def run_datasets(services: Services, baseline_id: UUID, candidate_id: UUID) -> R
     ):
         project = services.reads.get_run(candidate_id).project
         engine = services.reads.engine
-        versions = [reads.dataset_version(engine, project, r.name, r.version) for r in refs]
-        if versions[0] is not None and versions[1] is not None:
-            differing = diff_items(versions[0].items, versions[1].items).differing
+        before = reads.dataset_version(engine, project, old.name, old.version)
+        after = reads.dataset_version(engine, project, new.name, new.version)
+        if before is not None and after is not None:
+            differing = diff_items(before.items, after.items).differing
     return RunDatasets(old, new, differing, dataset_difference(old, new, differing))
