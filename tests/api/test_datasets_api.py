@@ -260,3 +260,20 @@ def test_the_web_pages_list_show_and_diff_versions_in_the_viewers_project(api: A
     for path in ("/ui/datasets/qa", "/ui/datasets/qa?project=shop", "/ui/datasets?project=shop"):
         assert page(path, api.rival).status_code == 404, path
     assert "qa" not in page("/ui/datasets", api.rival).text.split("<main")[1]
+
+
+def test_a_run_created_over_http_names_its_dataset_version_and_gets_its_hash(api: Api) -> None:
+    base = "/projects/shop/datasets"
+    api.call("POST", base, api.shop, {"name": "qa"})
+    digest = api.call("POST", f"{base}/qa/versions", api.shop, {"items": ITEMS}).json()["hash"]
+    run = {**bundle()["run"], "key": "http-run", "status": "running"}
+    del run["project"]  # the token's own
+    made = api.call("POST", "/runs", api.shop, {**run, "dataset": {"name": "qa", "version": 1}})
+    assert made.status_code == 201, made.text
+    exported = api.call("GET", f"/runs/{made.json()['id']}/bundle", api.shop).json()
+    assert exported["run"]["dataset"] == {"name": "qa", "version": 1, "hash": digest}
+    # The rival project has no dataset "qa": its run naming one is refused, nothing stored.
+    before = api.services.ledger.position()
+    refused = api.call("POST", "/runs", api.rival, {**run, "dataset": {"name": "qa"}})
+    assert refused.status_code == 422 and "run.dataset" in refused.text
+    assert api.services.ledger.position() == before
