@@ -37,7 +37,6 @@ OPTION_OF = {
     "agent": "--evaledger-agent",
     "suite": "--evaledger-suite",
     "dataset": "--evaledger-dataset",
-    "run": "--evaledger-dataset",
 }
 """The option behind a refused field of the run's header."""
 KEY_LIMIT = 200
