@@ -20,6 +20,7 @@ from evaledger.api.routes import (
     alerts,
     cases,
     config,
+    datasets,
     erasure,
     imports,
     ingest,
@@ -125,4 +126,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     site.install(app)
     for module in (judging, imports, otlp, online_rules, ingest, review, search, trends, alerts):
         app.include_router(module.router, dependencies=AUTH)
+    app.include_router(datasets.router, dependencies=AUTH)
     return app

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from evaledger.application.datasets import RunDatasets, run_datasets
 from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
@@ -22,7 +23,7 @@ from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
 from evaledger.scoring.comparison.significance import ComparisonSignificance
-from evaledger.scoring.comparison.suites import require_same_suite
+from evaledger.scoring.comparison.suites import require_same_dataset, require_same_suite
 from evaledger.scoring.headline import Headline, run_headline
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class ComparisonReport:
     """Per side: its headline under the spec the comparison scored it with."""
     significance: ComparisonSignificance | None = None
     """Issue 37: every metric's clustered difference and corrected p-values, once asked for."""
+    datasets: RunDatasets | None = None
+    """Issue 35: the dataset versions the runs ran and, when they differ, why (a warning)."""
 
     @property
     def result(self) -> RunComparison:
@@ -120,12 +123,14 @@ def compare_report(
     *,
     spec: Callable[[], ScoringSpec | None] | None = None,
     allow_different_suites: bool = True,
+    allow_different_datasets: bool = True,
 ) -> ComparisonReport:
     """Compare the candidate with `baseline_id`, or with its approved baseline when None.
 
     Without `allow_different_suites`, runs of two suites are refused before anything is
-    compared. `spec` loads the spec to compare under once the runs are checked (None: each
-    run's own spec).
+    compared; without `allow_different_datasets`, so are runs of two dataset versions (the
+    refusal names the items that differ). Allowed, the report carries the difference. `spec`
+    loads the spec to compare under once the runs are checked (None: each run's own spec).
     """
     if baseline_id is None:
         baseline_id = approved_baseline_of(services, candidate_id)
@@ -133,6 +138,9 @@ def compare_report(
     rows = {side: services.reads.get_run(run_id) for side, run_id in runs.items()}
     if not allow_different_suites:
         require_same_suite(rows["baseline"].suite["name"], rows["candidate"].suite["name"])
+    ran = run_datasets(services, baseline_id, candidate_id)
+    if not allow_different_datasets:
+        require_same_dataset(ran.baseline, ran.candidate, ran.differing)
     under = spec() if spec is not None else None
     result = services.reports.comparison(baseline_id, candidate_id, thresholds, under)
     aggregates = {
@@ -152,6 +160,7 @@ def compare_report(
         comparison=result,
         judge_errors={side: judge_errors(services, run_id) for side, run_id in runs.items()},
         headlines=heads,
+        datasets=ran,
     )
 
 
@@ -195,6 +204,7 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
+    allow_different_datasets: bool = True,
     significance: Callable[[Services, UUID, UUID], Any] | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
@@ -215,6 +225,8 @@ def compare_files(
     first, second = imports
     if not allow_different_suites:
         require_same_suite(first.run.suite.name, second.run.suite.name)
+    if not allow_different_datasets:
+        require_same_dataset(first.run.dataset, second.run.dataset, None)
     if first.run.key == second.run.key and first.run.project == second.run.project:
         second = second.with_run(key=f"{second.run.key}~candidate")
     with scratch(f"sqlite:///{scratch_dir}/store/") as services:

@@ -33,7 +33,11 @@ WORKER_KEY = "evaledger_run"
 PASSES = "the test passes"
 INFRASTRUCTURE = 3
 """The exit code when the store or server cannot be reached (the CLI's, and pytest's own 3)."""
-OPTION_OF = {"agent": "--evaledger-agent", "suite": "--evaledger-suite"}
+OPTION_OF = {
+    "agent": "--evaledger-agent",
+    "suite": "--evaledger-suite",
+    "dataset": "--evaledger-dataset",
+}
 """The option behind a refused field of the run's header."""
 KEY_LIMIT = 200
 BATCH_SIZE = 100
@@ -53,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--evaledger-agent",
         metavar="NAME@VERSION",
         help="the agent under test (default: pytest)",
+    )
+    group.addoption(
+        "--evaledger-dataset",
+        metavar="NAME@VERSION",
+        help="the dataset version the tests run (its items' keys are the tests' ids; "
+        "default: none)",
     )
 
 
@@ -94,7 +104,8 @@ class SessionRecorder:
         else:
             agent, _, version = (config.getoption("evaledger_agent") or "pytest").partition("@")
             suite = config.getoption("evaledger_suite") or Path(str(config.rootpath)).name
-            header = run_header(suite, agent=agent, agent_version=version or None)
+            dataset = config.getoption("evaledger_dataset") or None
+            header = run_header(suite, agent=agent, agent_version=version or None, dataset=dataset)
         # Connected once the options are checked: a refused option leaves no store behind.
         remote = target.startswith(("http://", "https://"))
         backend = connect(url=target) if remote else connect(db=target)

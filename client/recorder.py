@@ -37,6 +37,7 @@ from evaledger.domain.bundle import (
     BundleSkip,
     BundleVerdict,
 )
+from evaledger.domain.datasets import parse_ref
 from evaledger.domain.errors import (
     AuthenticationError,
     ConflictError,
@@ -50,6 +51,7 @@ from evaledger.domain.errors import (
 from evaledger.domain.events import (
     GRADE_VALUES,
     AgentSnapshot,
+    DatasetRef,
     JudgeIdentity,
     MetricScore,
     NamedScore,
@@ -84,6 +86,7 @@ def run(
     labels: Mapping[str, str] | None = None,
     config: RunConfig | Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    dataset: str | Mapping[str, Any] | None = None,
     batch_size: int = 1,
     flush_interval: float = DEFAULT_INTERVAL,
 ) -> RunRecorder:
@@ -95,7 +98,9 @@ def run(
     a case passes iff each score is at least its threshold), added to `config`'s.
     `batch_size` > 1 sends cases in batches of that many (one request and one transaction
     each), a batch at most `flush_interval` seconds after its first case, the rest when the run
-    ends; 1 (the default) writes each case when its block ends.
+    ends; 1 (the default) writes each case when its block ends. `dataset` names the dataset
+    version the run runs: `"name@3"` (or `"name"`: the latest), its hash filled in by the store,
+    or `{"name", "version", "hash"}`; each case links to the item whose key is its test case key.
     """
     header = run_header(
         suite,
@@ -110,6 +115,7 @@ def run(
         labels=labels,
         config=config,
         thresholds=thresholds,
+        dataset=dataset,
     )
     # Connected on entry: a recorder never entered holds no connection.
     return RunRecorder(
@@ -137,6 +143,7 @@ def run_header(
     labels: Mapping[str, str] | None = None,
     config: RunConfig | Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    dataset: str | Mapping[str, Any] | None = None,
 ) -> BundleRun:
     """The run's header from keyword arguments (checked: a refusal names the argument).
 
@@ -177,7 +184,16 @@ def run_header(
         config=run_config,
         status="running",
         created_at=now,
+        **({"dataset": dataset_ref(dataset)} if dataset is not None else {}),
     )
+
+
+def dataset_ref(dataset: str | Mapping[str, Any]) -> DatasetRef:
+    """`"name@V"`, `"name"` or `{"name", "version", "hash"}` as a run's dataset reference."""
+    if isinstance(dataset, str):
+        name, version = parse_ref(dataset)
+        return build(DatasetRef, "dataset", name=name, version=version)
+    return build(DatasetRef, "dataset", **dict(dataset))
 
 
 class RunRecorder:

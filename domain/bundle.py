@@ -13,6 +13,7 @@ from evaledger.domain.events import (
     AgentSnapshot,
     CheckStatus,
     Claim,
+    DatasetRef,
     JudgeIdentity,
     MetricScore,
     NamedScore,
@@ -307,6 +308,11 @@ class BundleRun(FrozenModel):
     reason: str | None = Field(default=None, description="Why a run was canceled or failed.")
     created_at: Instant
     completed_at: Instant | None = None
+    dataset: DatasetRef | None = Field(
+        default=None,
+        description="The dataset version the run ran: {name, version, hash} (issue 35); its "
+        "cases link to the dataset's items by test case key.",
+    )
 
     @model_validator(mode="after")
     def _identifiers_fit(self) -> BundleRun:
@@ -349,21 +355,29 @@ class BundleRun(FrozenModel):
         return body
 
     def creation_digests(self) -> frozenset[str]:
-        """Digests a stored RunCreated may carry for this run: the body's, and the v1 body's.
+        """Digests a stored RunCreated may carry for this run: the body's, the v1 body's.
 
         v1 (before session 7) kept every label and dropped each scorer's reducer (and grouped
-        metrics) as well; its
-        config is the legacy config when an importer gave one.
+        metrics) as well; its config is the legacy config when an importer gave one. Each also
+        without the dataset reference: importers before issue 35 recorded none.
         """
         v1 = self._body(self._legacy_config or self.config)
         for scorer in (v1.get("config") or {}).get("scorers") or ():
             for known_at_the_end in ("metrics", "reported", "reducer", "grouped"):
                 scorer.pop(known_at_the_end, None)
-        return frozenset({request_digest(self.creation_body()), request_digest(v1)})
+        found = {request_digest(self.creation_body()), request_digest(v1)}
+        if self.dataset is not None:
+            # Importers before issue 35 recorded no dataset: a run they stored is this run.
+            before = self.model_copy(update={"dataset": None})
+            before._legacy_config = self._legacy_config
+            found |= before.creation_digests()
+        return frozenset(found)
 
     def _body(self, config: RunConfig) -> dict[str, Any]:
         body = self.model_dump(mode="json", exclude={"status", "reason", "completed_at", "config"})
         body["config"] = config.model_dump(mode="json")
+        if body.get("dataset") is None:
+            body.pop("dataset", None)  # runs recorded before the field keep their digest
         return dict(sorted(body.items()))
 
 

@@ -81,6 +81,7 @@ def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
         reason=reason,
         created_at=created.created_at,
         completed_at=completed_at,
+        dataset=created.dataset,
     )
     return RunBundle(
         format=BUNDLE_FORMAT,

@@ -39,6 +39,7 @@ from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRun
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
+from evaledger.domain.dataset_commands import DatasetCommands
 from evaledger.domain.erasure import ErasureCommands
 from evaledger.domain.errors import (
     ConflictError,
@@ -96,6 +97,7 @@ class Ledger(
     OnlineRuleCommands,
     ShareCommands,
     AlertCommands,
+    DatasetCommands,
 ):
     """Commands (writes) and audit reads over the event store."""
 
@@ -647,6 +649,7 @@ class Ledger(
             config=run.config,
             spec=spec,
             created_at=run.created_at,
+            dataset=run.dataset,
         )
 
     def _resolve(self, run: BundleRun) -> ScoringSpec:
@@ -716,19 +719,22 @@ class Ledger(
             run.attach_cases(new_ids, Meta(timestamp=self.clock(), actor=ctx.actor))
         return built
 
-    @staticmethod
-    def _in_project(run: BundleRun, ctx: Context) -> BundleRun:
-        """A token's run lands in the token's project (its own unless the body names another)."""
-        if ctx.project is None:
+    def _in_project(self, run: BundleRun, ctx: Context) -> BundleRun:
+        """A token's run lands in the token's project (its own unless the body names another).
+
+        Its dataset reference is then completed from the project's datasets (`resolve_ref`).
+        """
+        if ctx.project is not None:
+            if "project" not in run.model_fields_set:
+                run = run.model_copy(update={"project": ctx.project})
+            elif run.project != ctx.project:
+                raise PermissionDeniedError(
+                    f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
+                    field="run.project",
+                )
+        if run.dataset is None:
             return run
-        if "project" not in run.model_fields_set:
-            return run.model_copy(update={"project": ctx.project})
-        if run.project != ctx.project:
-            raise PermissionDeniedError(
-                f"run.project: this token is for project {ctx.project!r}, not {run.project!r}",
-                field="run.project",
-            )
-        return run
+        return run.model_copy(update={"dataset": self.resolve_ref(run.project, run.dataset)})
 
 
 def _present(record: IdempotencyRecord | None) -> tuple[IdempotencyRecord, ...]:

@@ -26,6 +26,7 @@ from evaledger.domain.bundle import (
     BundleRun,
     BundleRunStatus,
 )
+from evaledger.domain.datasets import source_dataset
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TestCaseSnapshot, ToolCall, Turn
 from evaledger.domain.spec import (
@@ -136,6 +137,7 @@ def inspect_run(ev: Any, created_at: datetime, log: Any = None) -> BundleRun:
         status=status,
         reason=reason,
         created_at=created_at,
+        dataset=source_dataset(ev.dataset.name or ev.task, list(ev.dataset.sample_ids or [])),
         completed_at=parse_time(log.stats.completed_at)
         if status is BundleRunStatus.COMPLETED
         else None,

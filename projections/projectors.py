@@ -27,6 +27,7 @@ from evaledger.domain.events.run import is_undated
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.case_times import CaseTimesProjection
+from evaledger.projections.datasets import DatasetsProjection
 from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.fold import fold_event, open_case
 from evaledger.projections.rows import (
@@ -526,4 +527,5 @@ def all_projections() -> list[Projection]:
         JudgeVotesProjection(),
         SearchProjection(),
         CaseTimesProjection(),
+        DatasetsProjection(),
     ]

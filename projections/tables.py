@@ -47,6 +47,7 @@ VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
 SEARCH_PROJECTION = "search_v1"
 CASE_TIMES_PROJECTION = "case_times_v1"
+DATASETS_PROJECTION = "datasets_v1"
 PROJECTION_NAMES = (
     RUNS_PROJECTION,
     CASES_PROJECTION,
@@ -54,6 +55,7 @@ PROJECTION_NAMES = (
     METRICS_PROJECTION,
     SEARCH_PROJECTION,
     CASE_TIMES_PROJECTION,
+    DATASETS_PROJECTION,
 )
 """The tracking names of the projections the composition root runs (`all_projections()`):
 whether reads are caught up is one query on their tracking rows, without loading the projectors
@@ -255,6 +257,35 @@ flags = Table(
     Column("position", Integer, nullable=False),
 )
 Index("ix_judge_votes_v1_flags_run", flags.c.run_id)
+
+# The datasets projection's tables (projections/datasets.py).
+datasets = Table(
+    "datasets_v1",
+    metadata,
+    Column("dataset_id", String(36), primary_key=True),
+    Column("project", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text),
+    Column("created_at", String(40), nullable=False),
+    Column("created_by", Text, nullable=False),
+    Column("latest_version", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("ix_datasets_v1_project", datasets.c.project, datasets.c.name, unique=True)
+
+dataset_versions = Table(
+    "datasets_v1_versions",
+    metadata,
+    Column("dataset_id", String(36), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("content_hash", String(64), nullable=False),
+    Column("item_count", Integer, nullable=False),
+    Column("items", Text, nullable=False),  # the version's items, JSON, sorted by key
+    Column("source", Text),
+    Column("added_at", String(40), nullable=False),
+    Column("added_by", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+)
 
 
 # The search projection's tables (projections/search.py, issue 36). `search_v1` holds the

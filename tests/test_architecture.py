@@ -454,6 +454,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (5, 0),
+    "api/cli/datasets.py": (2, 0),
     "api/cli/keys.py": (2, 0),
     "api/cli/parsing.py": (1, 0),
     # issue 34: each proof command imports its use cases (the ledger, cryptography) when run.
@@ -492,7 +493,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 179
+FUNCTION_IMPORT_BUDGET = 181
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 36 search (+2): `evaledger search` loads its use case (the index's queries) for itself;
 `show` loads the case filters (the reviewers' read model) only when one is given.

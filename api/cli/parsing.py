@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
+import evaledger.api.cli.datasets as datasets
 import evaledger.api.cli.erasure as erasure
 import evaledger.api.cli.judging as judging
 import evaledger.api.cli.online as online
@@ -52,6 +53,7 @@ FAMILIES = (
     erasure,
     share,
     trend,
+    datasets,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

@@ -147,6 +147,12 @@ def _register_compare(commands: Commands) -> None:
         help="compare runs of two different suites (refused by default: exit 2)",
     )
     p.add_argument(
+        "--allow-different-datasets",
+        action="store_true",
+        help="compare runs of two dataset versions, with a warning naming the items that differ "
+        "(refused by default: exit 2)",
+    )
+    p.add_argument(
         "--no-fail-on-thresholds",
         action="store_true",
         help="don't exit 1 on the candidate's own failed thresholds",
@@ -203,7 +209,10 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
         thresholds_of(args),
         spec=spec if args.spec else None,
         allow_different_suites=args.allow_different_suites,
+        allow_different_datasets=args.allow_different_datasets,
     )
+    if report.datasets is not None and report.datasets.difference is not None:
+        sys.stderr.write(f"warning: {report.datasets.difference}\n")
     noise = noise_floor_of(services, args.noise_floor, args.project) if args.noise_floor else None
     report = compare_significance(
         services, report, correction=args.correction, noise=noise, spec=specs[0] if specs else None
@@ -329,6 +338,7 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
         paths[1],
         thresholds_of(args),
         allow_different_suites=args.allow_different_suites,
+        allow_different_datasets=args.allow_different_datasets,
         correction=args.correction,
         noise=noise,
     )

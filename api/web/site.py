@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from evaledger.api.deps import check_input
 from evaledger.api.web import (
     compare_pages,
+    datasets,
     finder,
     pages,
     review,
@@ -36,6 +37,7 @@ def install(app: FastAPI) -> None:
     # A share link needs no token: the link itself is the signed, read-only credential.
     app.include_router(share_pages.public, dependencies=[Depends(check_input)])
     app.include_router(trends.router, dependencies=guarded)
+    app.include_router(datasets.router, dependencies=guarded)
     signin.install(app)
 
     @app.get("/", include_in_schema=False)

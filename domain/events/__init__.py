@@ -2,8 +2,8 @@
 
 Every event is a frozen pydantic model. Its topic is `evaledger.<aggregate>.<name>/v<class_version>`
 and never depends on the Python module it lives in, so moving code never breaks replay. The
-classes live in `run`, `case` and `project` (by aggregate), on `base` and `values`; every name is
-imported from here.
+classes live in `run`, `case`, `project`, `trace` and `dataset` (by aggregate), on `base` and
+`values`; every name is imported from here.
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ from evaledger.domain.events.case import (
     TranscriptRecorded,
     VerdictInvalidated,
     VerdictOverridden,
+)
+from evaledger.domain.events.dataset import (
+    DatasetCreated,
+    DatasetEvent,
+    DatasetItem,
+    DatasetLabel,
+    DatasetRef,
+    DatasetVersionAdded,
 )
 from evaledger.domain.events.project import (
     CatalogueEvent,
@@ -172,6 +180,8 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     AlertFired,
     AlertRecovered,
     AlertDeliveryAttempted,
+    DatasetCreated,
+    DatasetVersionAdded,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -203,6 +213,12 @@ __all__ = [
     "Claim",
     "ClaimSupport",
     "ClaimsVerified",
+    "DatasetCreated",
+    "DatasetEvent",
+    "DatasetItem",
+    "DatasetLabel",
+    "DatasetRef",
+    "DatasetVersionAdded",
     "DomainEvent",
     "ExecutionCanceled",
     "ExecutionErrored",

@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from evaledger.domain.events.base import DomainEvent
+from evaledger.domain.events.dataset import DatasetRef
 from evaledger.domain.events.values import (
     AgentSnapshot,
     SuiteRef,
@@ -47,6 +48,11 @@ class RunCreated(RunEvent):
     config: RunConfig = Field(description="The config as given.")
     spec: ScoringSpec = Field(description="The resolved scoring spec snapshot.")
     created_at: AwareDatetime = Field(description="When the run was created at its source.")
+    dataset: DatasetRef | None = Field(
+        default=None, description="The dataset version the run ran (issue 35), if known."
+    )
+
+    added_fields: ClassVar[frozenset[str]] = frozenset({"dataset"})
 
 
 class RunStarted(RunEvent):

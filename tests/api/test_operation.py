@@ -188,7 +188,16 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
         health = client.get("/health").json()
     assert health["status"] == "degraded"
     assert health["projections"] == dict.fromkeys(
-        ("runs_v3", "cases_v4", "metrics_v1", "judge_votes_v1", "search_v1", "case_times_v1"), 27
+        (
+            "runs_v3",
+            "cases_v4",
+            "metrics_v1",
+            "judge_votes_v1",
+            "search_v1",
+            "case_times_v1",
+            "datasets_v1",
+        ),
+        27,
     )
     failure = health["projection_failures"]
     assert [(f["name"], f["position"], f["event"], f["error"]) for f in failure] == [
@@ -201,7 +210,16 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     ]
     # The failed projection stays at the event before; a restart (a new runner) retries it.
     assert s.runner.positions() == dict.fromkeys(
-        ("runs_v3", "cases_v4", "metrics_v1", "judge_votes_v1", "search_v1", "case_times_v1"), 27
+        (
+            "runs_v3",
+            "cases_v4",
+            "metrics_v1",
+            "judge_votes_v1",
+            "search_v1",
+            "case_times_v1",
+            "datasets_v1",
+        ),
+        27,
     )
     retry = ProjectionRunner(s.ledger, s.engine, [*all_projections(), ExplodingOnOverrides()])
     assert retry.failures() == []

@@ -12,12 +12,15 @@ import pytest
 
 import evaledger
 from evaledger.api.bootstrap import Settings, build_services
+from evaledger.application import datasets
 from evaledger.domain.events import (
+    DatasetItem,
     ExecutionErrored,
     ExecutionSkipped,
     OutcomeEvaluated,
     TranscriptRecorded,
 )
+from evaledger.domain.ledger import Context
 from tests.client.conftest import Target
 
 TESTS = """
@@ -341,3 +344,30 @@ def test_the_readme_fixture_example_records_its_turns_and_score(
     # Without --evaledger the same file runs as a plain test.
     plain = run_pytest(folder, env=env)
     assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout
+
+
+def test_the_session_records_the_dataset_version_it_ran(folder: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALEDGER_")}
+    db = f"sqlite:///{tmp_path}/store/"
+    services = build_services(Settings(db=db))
+    try:
+        datasets.create_dataset(services, "default", "qa", None, Context(actor="ann"))
+        items = [DatasetItem(key="test_sample.py::test_scored")]
+        digest = datasets.add_dataset_version(
+            services, "default", "qa", items, None, Context(actor="ann")
+        ).content_hash
+    finally:
+        services.close()
+    bad = run_pytest(folder, "--evaledger", db, "--evaledger-dataset", "qa@x", env=env)
+    assert bad.returncode == 4
+    assert "--evaledger-dataset" in bad.stderr and "NAME@VERSION" in bad.stderr
+    done = run_pytest(folder, "--evaledger", db, "--evaledger-dataset", "qa@1", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    with evaledger.open(db=db) as reader:
+        (run,) = reader.runs()
+    services = build_services(Settings(db=db))
+    try:
+        ref = services.ledger.run_dataset(run.run_id)
+    finally:
+        services.close()
+    assert ref is not None and (ref.name, ref.version, ref.hash) == ("qa", 1, digest)

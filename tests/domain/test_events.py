@@ -50,6 +50,11 @@ from evaledger.domain.events import (
     Claim,
     ClaimSupport,
     ClaimsVerified,
+    DatasetCreated,
+    DatasetEvent,
+    DatasetItem,
+    DatasetLabel,
+    DatasetVersionAdded,
     DomainEvent,
     ExecutionCanceled,
     ExecutionErrored,
@@ -139,6 +144,7 @@ CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
 RULES_ID = UUID("4e1f0c2a-7b3d-5e6f-9a0b-1c2d3e4f5a6b")
 RULE_DAY_ID = UUID("5f2a1d3b-8c4e-5f70-8b1c-2d3e4f5a6b7c")
+DATASET_ID = UUID("d5e7a1b2-4c3d-5e6f-8a9b-0c1d2e3f4a5b")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -200,6 +206,8 @@ TOPICS = [
     "evaledger.alert.fired/v1",
     "evaledger.alert.recovered/v1",
     "evaledger.alert.delivery_attempted/v1",
+    "evaledger.dataset.created/v1",
+    "evaledger.dataset.version_added/v1",
 ]
 
 
@@ -621,6 +629,28 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             window_end=T0 + timedelta(hours=2),
         ),
         AlertDisabled(**_meta(ALERT_ID, 5, minutes=180), reason="replaced by a per-version alert"),
+        DatasetCreated(
+            **_meta(DATASET_ID, 1),
+            project="shop",
+            name="refund-questions",
+            description="Refund questions from the support queue",
+        ),
+        DatasetVersionAdded(
+            **_meta(DATASET_ID, 2),
+            version=1,
+            content_hash="4" * 64,
+            items=[
+                DatasetItem(
+                    key="refund-late-order",
+                    input={"question": "Where is my refund?", "order": "N-1042"},
+                    expected_outcomes=["Agent looks the order up first"],
+                    tags=["refunds", "voice"],
+                    metadata={"source": "queue", "weight": 1.5},
+                    label=DatasetLabel(passed=True, score=4.0, by=["token:ann", "token:bo"]),
+                )
+            ],
+            source="gold.jsonl",
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -668,7 +698,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 50
+    assert len(EVENT_CLASSES) == 52
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -727,7 +757,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share|alert)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share|alert|dataset)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -743,6 +773,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "rule": OnlineRuleEvent,
         "share": ShareEvent,
         "alert": AlertEvent,
+        "dataset": DatasetEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
@@ -962,6 +993,8 @@ FREE_FORM_PATHS = [
     (TranscriptRecorded, ("turns", 1, "tool_calls", 0, "arguments", "id")),
     (RunCreated, ("agent", "tools", 0, "parameters", "a")),
     (RunCreated, ("config", "grading")),
+    (DatasetVersionAdded, ("items", 0, "input", "order")),
+    (DatasetVersionAdded, ("items", 0, "metadata", "weight")),
 ]
 
 
