@@ -71,8 +71,9 @@ class ExportResponse(BaseModel):
         200: {
             "model": ExportResponse,
             "description": "`ExportTraceServiceResponse` in the request's encoding (protobuf "
-            "or JSON). Errors of the export itself (400, 413, 415, 429, 503, the last two with "
-            "Retry-After) carry a `google.rpc.Status` in the request's encoding, as OTLP says.",
+            "or JSON). Every error of this path (400 for bad data, never 422; 401, 403, 413, "
+            "415; 429 and 503 with Retry-After) is a `google.rpc.Status` in the request's "
+            "encoding, not the API's error shape, as OTLP says.",
             "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}},
         }
     },

@@ -74,13 +74,17 @@ def served(store_url: str) -> Iterator[Served]:
         services.close()
 
 
-def otlp_refusal(response: requests.Response) -> Status:
-    """An OTLP path's error: a `google.rpc.Status` in the encoding the answer declares."""
+def otlp_refusal(response: Any) -> Status:
+    """An OTLP path's error: a `google.rpc.Status` in the encoding the answer declares.
+
+    `response` is schemathesis' (its headers map lower-cased names to lists of values).
+    """
+    (media,) = response.headers["content-type"]
     status = Status()
-    if response.headers["content-type"] == "application/json":
+    if media == "application/json":
         json_format.Parse(response.content, status)
     else:
-        assert response.headers["content-type"] == "application/x-protobuf", response.headers
+        assert media == "application/x-protobuf", response.headers
         status.ParseFromString(response.content)
     return status
 
