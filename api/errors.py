@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from evaledger.api.bootstrap import infrastructure_error
+from evaledger.api.otlp_errors import is_otlp, status_response
 from evaledger.api.responses import OrjsonResponse
 from evaledger.domain.errors import (
     AuthenticationError,
@@ -61,25 +62,34 @@ def describe_validation(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def answer(
+    request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> Response:
+    """An error body as the path answers it: the API's shape, or OTLP's Status on its paths."""
+    if is_otlp(request.scope):
+        return status_response(body["status"], str(body["detail"]), request.headers)
+    return OrjsonResponse(body, status_code=body["status"], headers=headers)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers."""
 
     @app.exception_handler(EvaledgerError)
-    async def _domain(_: Request, exc: Exception) -> Response:
+    async def _domain(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, EvaledgerError)
         status = status_of(exc)
         body = error_body(exc.detail, exc.code, status)
         if exc.field:
             body["field"] = exc.field
-        return OrjsonResponse(body, status_code=status)
+        return answer(request, body)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: Exception) -> Response:
+    async def _invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         body = error_body(describe_validation(errors), "invalid", 422)
         body["errors"] = errors
-        return OrjsonResponse(body, status_code=422)
+        return answer(request, body)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -89,14 +99,12 @@ def install(app: FastAPI) -> None:
         if infra is not None:
             log.error("store unavailable: %s", infra.detail)
             body = error_body("the store is unavailable; retry later", infra.code, 503)
-            return OrjsonResponse(body, status_code=503, headers={"Retry-After": "5"})
+            return answer(request, body, headers={"Retry-After": "5"})
         log.exception("unhandled error", exc_info=exc)
-        return OrjsonResponse(error_body("internal server error", "internal", 500), status_code=500)
+        return answer(request, error_body("internal server error", "internal", 500))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: Exception) -> Response:
+    async def _http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         code = HTTP_CODES.get(exc.status_code, "http_error")
-        return OrjsonResponse(
-            error_body(exc.detail, code, exc.status_code), status_code=exc.status_code
-        )
+        return answer(request, error_body(exc.detail, code, exc.status_code))

@@ -6,6 +6,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evaledger.api.errors import HTTP_CODES, error_body
+from evaledger.api.otlp_errors import is_otlp, scope_headers, status_response
 from evaledger.api.responses import OrjsonResponse
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.input_limits import DepthScanner
@@ -30,7 +31,11 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             detail = self._detail()
-            response = OrjsonResponse(error_body(detail, HTTP_CODES[413], 413), 413)
+            response = (
+                status_response(413, detail, scope_headers(scope))
+                if is_otlp(scope)
+                else OrjsonResponse(error_body(detail, HTTP_CODES[413], 413), 413)
+            )
             await response(scope, receive, send)
             return
         seen = 0
@@ -49,7 +54,7 @@ class BodyLimit:
                 seen += len(body)
                 if seen > self.max_bytes:
                     # Raised inside the route's body read (FastAPI lets HTTPException through):
-                    # the app's error handler answers 413.
+                    # the app's error handler answers 413 (in OTLP's shape on its paths).
                     raise HTTPException(413, self._detail())
                 if depth is not None:
                     try:

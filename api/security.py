@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evaledger.api.errors import error_body
+from evaledger.api.otlp_errors import is_otlp, scope_headers, status_response
 from evaledger.api.responses import OrjsonResponse
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -58,12 +59,17 @@ class BrowserGuard:
             self.allowed |= {_hostname(urlsplit(public_url).netloc)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a refused request with the one error shape; pass the others on."""
+        """Answer a refused request in the one error shape (OTLP's on its paths); pass the rest."""
         if scope["type"] == "http":
             refusal = self._refusal(scope)
             if refusal is not None:
                 status, code, detail = refusal
-                await OrjsonResponse(error_body(detail, code, status), status)(scope, receive, send)
+                response = (
+                    status_response(status, detail, scope_headers(scope))
+                    if is_otlp(scope)
+                    else OrjsonResponse(error_body(detail, code, status), status)
+                )
+                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

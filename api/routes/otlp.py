@@ -5,7 +5,8 @@ encoding, with `partial_success` (rejected spans and why) when some spans were r
 that is not an export is 400, a body over the limit (sent or inflated) 413, another media type or
 content coding 415, too many exports in flight 429 and a store that cannot take them 503, both
 with Retry-After so exporters retry. Errors carry a `google.rpc.Status` in the request's
-encoding, its message naming the field. The spans land in the token's project.
+encoding, its message naming the field: one definition (`api/otlp_errors.py`) for the route and
+the shared layers before it. The spans land in the token's project.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ import threading
 from typing import Any
 
 from fastapi import APIRouter, Request
-from google.protobuf import json_format
-from google.protobuf.message import Message
-from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -27,6 +25,7 @@ from starlette.responses import Response
 
 from evaledger.api.deps import ContextDep, ServicesDep
 from evaledger.api.errors import status_of
+from evaledger.api.otlp_errors import answer_media, encode, status_response
 from evaledger.application.traces import receive_traces
 from evaledger.domain.errors import ConflictError, EvaledgerError, InfrastructureError
 from evaledger.importers.otlp import JSON, PROTOBUF, BodyTooLarge, UnsupportedMediaType
@@ -35,8 +34,6 @@ router = APIRouter(tags=["otlp"])
 
 MAX_IN_FLIGHT = 8
 """Exports handled at once by one server process; more are answered 429 (retry later)."""
-RETRY_AFTER_S = 2
-_GRPC_INVALID_ARGUMENT, _GRPC_UNAVAILABLE, _GRPC_RESOURCE_EXHAUSTED = 3, 14, 8
 
 _in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
 
@@ -50,23 +47,6 @@ _BODY: dict[str, Any] = {
         },
     },
 }
-
-
-def _media(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def _encode(message: Message, media: str) -> bytes:
-    if media == JSON:
-        return json_format.MessageToJson(message, indent=None).encode()
-    return message.SerializeToString()
-
-
-def _status(status: int, code: int, message: str, media: str, retry: bool = False) -> Response:
-    kind = JSON if media == JSON else PROTOBUF
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if retry else None
-    body = _encode(Status(code=code, message=message), kind)
-    return Response(body, status, headers=headers, media_type=kind)
 
 
 class PartialSuccess(BaseModel):
@@ -91,39 +71,36 @@ class ExportResponse(BaseModel):
         200: {
             "model": ExportResponse,
             "description": "`ExportTraceServiceResponse` in the request's encoding (protobuf "
-            "or JSON). Errors of the export itself (400, 413, 415, 429, 503, the last two with "
-            "Retry-After) carry a `google.rpc.Status` in the request's encoding, as OTLP says.",
+            "or JSON). Every error of this path (400 for bad data, never 422; 401, 403, 413, "
+            "415; 429 and 503 with Retry-After) is a `google.rpc.Status` in the request's "
+            "encoding, not the API's error shape, as OTLP says.",
             "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}}},
         }
     },
 )
 async def export_traces(request: Request, services: ServicesDep, ctx: ContextDep) -> Response:
     """Receive an OTLP/HTTP trace export: each span recorded once, in the token's project."""
-    media = _media(request)
+    headers = request.headers
     if not _in_flight.acquire(blocking=False):
-        return _status(
-            429, _GRPC_RESOURCE_EXHAUSTED, "too many exports in flight", media, retry=True
-        )
+        return status_response(429, "too many exports in flight", headers)
     try:
         body = await request.body()
         limit = services.settings.max_body_bytes
-        encoding = request.headers.get("content-encoding")
+        encoding = headers.get("content-encoding")
+        media = headers.get("content-type", "").split(";")[0].strip().lower()
         try:
             done = await run_in_threadpool(
                 receive_traces, services, body, media, encoding, ctx, max_bytes=limit
             )
         except UnsupportedMediaType as e:
-            return _status(415, _GRPC_INVALID_ARGUMENT, e.detail, media)
+            return status_response(415, e.detail, headers)
         except BodyTooLarge as e:
-            return _status(413, _GRPC_INVALID_ARGUMENT, e.detail, media)
+            return status_response(413, e.detail, headers)
         except (InfrastructureError, ConflictError) as e:
             # The store is away or too contended: retryable, the exporter sends again.
-            return _status(503, _GRPC_UNAVAILABLE, e.detail, media, retry=True)
+            return status_response(503, e.detail, headers)
         except EvaledgerError as e:
-            status = status_of(e)
-            return _status(
-                400 if status == 422 else status, _GRPC_INVALID_ARGUMENT, e.detail, media
-            )
+            return status_response(status_of(e), e.detail, headers)
     finally:
         _in_flight.release()
     response = ExportTraceServiceResponse()
@@ -131,9 +108,9 @@ async def export_traces(request: Request, services: ServicesDep, ctx: ContextDep
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(rejected_spans=done.rejected, error_message=done.message)
         )
-    kind = JSON if media == JSON else PROTOBUF
+    kind = answer_media(headers)
     return Response(
-        _encode(response, kind),
+        encode(response, kind),
         200,
         media_type=kind,
         headers={"X-Evaledger-Position": str(done.position)},
