@@ -109,6 +109,15 @@ def _parent(state: dict[str, Any], path: Path) -> Any:
     return node
 
 
+def subject_key(run_id: object, subject: str | None, case_id: object) -> str:
+    """The vault's key name of a case's payloads: its data subject's in its run, else the case.
+
+    One key per (run, subject): a run id is its project's (`run_id_for`), so two projects never
+    share a key, and `erase --subject` destroys each run's key of the subject in scope.
+    """
+    return f"subject:{run_id}:{subject}" if subject else str(case_id)
+
+
 def new_key() -> bytes:
     """A fresh subject key (AES-256)."""
     return AESGCM.generate_key(bit_length=KEY_BYTES * 8)

@@ -448,7 +448,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
     "api/cli/audit.py": (8, 0),
-    "api/cli/erasure.py": (2, 0),
+    "api/cli/erasure.py": (4, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (2, 0),
@@ -484,14 +484,15 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 160
+FUNCTION_IMPORT_BUDGET = 162
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
 Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet.
 Issue 34 (+10): the proofs CLI loads signing and receipts per command (+9), verify the tree (+1).
 Issue 33 (+2): api/cli/online.py loads protobuf/OTLP and the ledger lazily.
 Issue 37 (+6): the statistics use cases (numpy) that compare, gate, noise and plan import only
-when they run (api/cli/reports.py +3, api/cli/statistics.py +3)."""
+when they run (api/cli/reports.py +3, api/cli/statistics.py +3).
+Issue 34 erasure by subject (+2): `erase --subject` loads its use case only for itself."""
 
 RATCHETED = ("domain", "scoring", "projections", "api", "judging", "importers", "client")
 """The product's layers the lazy-import budget counts (with `evaledger/` and `application/`).
