@@ -66,9 +66,11 @@ class ErasureCommands(CaseCommands):
         ctx.scope.require(*HUMAN_ACTS[PayloadErased])
         case = self.get_case(case_id)
         self._run_in_scope(case.run_id, ctx, f"case {case_id}")
+        trace = self._source_trace(case_id)
+        keys = [case.seal_subject(), *([trace] if trace else [])]
         done = self._erasure_of(case_id)
         if done is not None:
-            self._destroy(case.seal_subject(), done)
+            self._destroy(keys, done)
             return done
         if case.opened.subject:
             raise ValidationError(
@@ -76,13 +78,13 @@ class ErasureCommands(CaseCommands):
                 "cases of the run share one key: erase them with `erase --subject`",
                 field="case",
             )
-        refs = self._erasable_refs(case_id)
+        refs = self._erasable_refs(case_id, trace)
         if not refs:
             raise ValidationError(
                 f"case: case {case_id} has no sealed payload to erase", field="case"
             )
         erasure = self._record_erasure(case_id, case.seal_subject(), refs, ctx, why)
-        self._destroy(case.seal_subject(), erasure)
+        self._destroy(keys, erasure)
         return erasure
 
     def erase_subject(self, subject: str, ctx: Context, reason: str | None) -> list[Erasure]:
@@ -100,11 +102,14 @@ class ErasureCommands(CaseCommands):
             raise NotFoundError(f"subject: no case names data subject {subject!r}", field="subject")
         done: list[Erasure] = []
         todo: list[tuple[UUID, str, list[str]]] = []
+        keys: list[str] = []
         for case_id, key in cases:
+            trace = self._source_trace(case_id)
+            keys.extend([key, *([trace] if trace else [])])
             earlier = self._erasure_of(case_id)
             if earlier is not None:
                 done.append(earlier)
-            elif refs := self._erasable_refs(case_id):
+            elif refs := self._erasable_refs(case_id, trace):
                 todo.append((case_id, key, refs))
         if not todo and not done:
             raise ValidationError(
@@ -112,9 +117,7 @@ class ErasureCommands(CaseCommands):
                 field="subject",
             )
         erasures = [self._record_erasure(c, key, refs, ctx, why) for c, key, refs in todo]
-        first = (erasures or done)[0]
-        for key in dict.fromkeys(key for _, key in cases):
-            self._destroy(key, first)
+        self._destroy(list(dict.fromkeys(keys)), (erasures or done)[0])
         return [*erasures, *done]
 
     def _record_erasure(
@@ -127,12 +130,16 @@ class ErasureCommands(CaseCommands):
             raise ConflictError(f"case {case_id}: the erasure was not recorded")
         return Erasure(case_id, erasure.refs, erasure.erased_at, erasure.erased_by, why, written)
 
-    def _erasable_refs(self, case_id: UUID) -> list[str]:
-        """The case's sealed references; refused when it holds personal text inline."""
+    def _erasable_refs(self, case_id: UUID, trace: str | None) -> list[str]:
+        """The sealed references of the case and of the trace it was recorded from (if any).
+
+        Refused when either holds personal text inline (received before sealing was on).
+        """
         refs, inline = self._sealed_refs(case_id)
-        trace = self._source_trace(case_id)
         if trace is not None:
-            inline.append(f"the spans of OTLP trace {trace} it was recorded from")
+            trace_refs, trace_inline = self._sealed_refs(UUID(trace))
+            refs.extend(trace_refs)
+            inline.extend(f"{what} of OTLP trace {trace}" for what in trace_inline)
         if inline:
             raise ValidationError(
                 f"case: case {case_id} holds personal text stored inline before sealing was on "
@@ -171,9 +178,11 @@ class ErasureCommands(CaseCommands):
         """The case's erasure (when, by whom, why), if it was erased."""
         return self._erasure_of(case_id)
 
-    def _destroy(self, key: str, erasure: Erasure) -> None:
+    def _destroy(self, keys: list[str], erasure: Erasure) -> None:
+        """Destroy each key (the case's or subject's, its trace's) and its ciphertexts."""
         tomb = Tombstone(erasure.erased_at, erasure.erased_by, erasure.reason)
-        self.recorder.erase_payloads(key, tomb)
+        for key in keys:
+            self.recorder.erase_payloads(key, tomb)
 
     def _erasure_of(self, case_id: UUID) -> Erasure | None:
         for event in self.events_of(case_id):
@@ -189,7 +198,7 @@ class ErasureCommands(CaseCommands):
         return None
 
     def _source_trace(self, case_id: UUID) -> str | None:
-        """The OTLP trace a case was recorded from (its spans keep every attribute inline)."""
+        """The Trace aggregate a case was recorded from (its spans' text is erased with it)."""
         start = 1
         wanted = str(case_id).encode()
         while rows := self.log_rows(start, PAGE):
