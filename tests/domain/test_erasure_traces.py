@@ -21,6 +21,7 @@ from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application.traces import complete_traces
 from evaledger.application.verification import check_views
+from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import TraceSpansReceived
 from evaledger.domain.ledger import Context
 from evaledger.domain.payloads import SEALED_FIELDS, is_content_attribute
@@ -33,9 +34,11 @@ MARKER = "ZQX-TRACE-MARKER-9902"
 """A string only the trace's messages hold."""
 
 
-def _send(services: Services) -> None:
+def _send(services: Services, subject: str | None = None) -> None:
     tracer, memory = recorder()
-    with tracer.start_as_current_span("session"):
+    with tracer.start_as_current_span("session") as root:
+        if subject is not None:
+            root.set_attribute("enduser.id", subject)
         chat_trace(tracer, question=f"my card is {MARKER}", answer=f"noted: {MARKER}")
         with tracer.start_as_current_span("openinference llm") as span:
             span.set_attribute("openinference.span.kind", "LLM")
@@ -161,3 +164,24 @@ def test_what_a_span_seals() -> None:
         "app.customer_tier",
     ):
         assert not is_content_attribute(key), key
+
+
+def test_a_trace_naming_its_end_user_is_erased_by_subject(store_url: str, tmp_path: Path) -> None:
+    """`enduser.id` on a span makes the trace's case the subject's (`erase --subject`)."""
+    services = build_services(Settings(db=store_url, seal_payloads=True))
+    try:
+        _send(services, subject="u-trace-7")
+        later = datetime.now(UTC) + timedelta(seconds=60)
+        completed = complete_traces(services, Context("otlp"), quiet_s=30, now=later)
+        ((case_id,),) = completed.recorded.values()
+        with pytest.raises(ValidationError, match="erase --subject"):
+            services.ledger.erase_case(case_id, Context("dpo"), "deletion request 32")
+        (erasure,) = services.ledger.erase_subject("u-trace-7", Context("dpo"), "request 32")
+        assert erasure.case_id == case_id and erasure.written is not None
+        assert not _raw(services, "SELECT ref FROM evaledger_payloads")
+        assert not any(MARKER in t for t in _texts(services, case_id))
+        report = verify(services.ledger)
+        assert report.ok, report.broken
+        assert not _holds(_store_bytes(services, tmp_path), MARKER)
+    finally:
+        services.close()
