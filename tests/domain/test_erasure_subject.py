@@ -22,6 +22,7 @@ from evaledger.application.verification import check_views
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.errors import NotFoundError, PermissionDeniedError, ValidationError
 from evaledger.domain.events import CaseOpened, PayloadErased, TokenScope
+from evaledger.domain.export import export_case
 from evaledger.domain.ledger import Context
 from evaledger.domain.payloads import subject_key
 from evaledger.domain.verify import verify
@@ -256,3 +257,13 @@ def test_a_case_without_subject_keeps_its_bytes() -> None:
     assert b"subject" not in orjson.dumps(plain.model_dump(mode="json"))
     with pytest.raises(ValueError, match="subject"):
         BundleCase.model_validate({**case("x"), "subject": ""})
+
+
+def test_the_subject_is_exported_and_a_reimport_is_a_no_op(sealed: Services) -> None:
+    opened = _opened(sealed)
+    exported = export_case(sealed.ledger, opened["r1-a1"].originator_id)
+    assert exported.subject == "u-alice"
+    assert export_case(sealed.ledger, opened["r1-none"].originator_id).subject is None
+    position = sealed.ledger.position()
+    sealed.ledger.import_bundle(_bundle("r1"), Context("alice"))
+    assert sealed.ledger.position() == position
