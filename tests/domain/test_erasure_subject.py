@@ -203,6 +203,8 @@ def test_the_subject_route_is_scoped_to_the_tokens_project(store_url: str) -> No
             reply = erase("own-admin", "u-nobody", "x")
             assert reply.status_code == 404 and "u-nobody" in reply.text
             assert erase("own-admin", "u-alice", "").status_code == 422
+            reply = erase("own-admin", "u" * 5000, "x")  # hostile: refused by its length
+            assert reply.status_code == 422 and "subject" in reply.text
             assert services.ledger.position() == position  # nothing stored
             reply = erase("other-admin", "u-alice", "deletion request 25")
             assert reply.status_code == 201, reply.text
@@ -257,6 +259,8 @@ def test_a_case_without_subject_keeps_its_bytes() -> None:
     assert b"subject" not in orjson.dumps(plain.model_dump(mode="json"))
     with pytest.raises(ValueError, match="subject"):
         BundleCase.model_validate({**case("x"), "subject": ""})
+    with pytest.raises(ValueError, match="subject"):
+        BundleCase.model_validate({**case("x"), "subject": "u" * 201})
 
 
 def test_the_subject_is_exported_and_a_reimport_is_a_no_op(sealed: Services) -> None:
