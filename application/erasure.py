@@ -23,6 +23,22 @@ def erase_case(services: Services, case_id: UUID, ctx: Context, reason: str | No
     return erasure
 
 
+def erase_subject(
+    services: Services, subject: str, ctx: Context, reason: str | None
+) -> list[Erasure]:
+    """Erase a data subject's sealed payloads in the context's project (admin scope)."""
+    erasures = services.ledger.erase_subject(subject, ctx, reason)
+    written = [e.written.position for e in erasures if e.written is not None]
+    if written:
+        services.sync(max(written))
+    return erasures
+
+
+def subject_erasure_json(subject: str, erasures: list[Erasure]) -> dict[str, Any]:
+    """A subject's erasure as the CLI's `--json` and the API answer it: one entry per case."""
+    return {"subject": subject, "cases": [erasure_json(e) for e in erasures]}
+
+
 def erasure_json(erasure: Erasure) -> dict[str, Any]:
     """An erasure as the CLI's `--json` and the API answer it."""
     return {

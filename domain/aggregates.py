@@ -65,7 +65,7 @@ from evaledger.domain.events import (
     VerdictOverridden,
 )
 from evaledger.domain.metrics import BUILTIN_BY_NAME, MetricDefinition, ScoreType
-from evaledger.domain.payloads import SEALED_FIELDS
+from evaledger.domain.payloads import SEALED_FIELDS, subject_key
 from evaledger.domain.spec import ScorerInfo
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://evaledger.dev/ids")
@@ -183,10 +183,14 @@ class Aggregate:
         else:
             event = cls(**header, **fields)
         if meta.seal and cls.topic_name in SEALED_FIELDS:
-            event.seal_payload(str(self.id))
+            event.seal_payload(self.seal_subject())
         self.apply(event)
         self._pending.append(event)
         return event
+
+    def seal_subject(self) -> str:
+        """The vault key name of this aggregate's sealed payloads (the aggregate by default)."""
+        return str(self.id)
 
     def apply(self, event: DomainEvent) -> None:
         """Apply one event: advance version and chain, then the aggregate's own mutation."""
@@ -408,6 +412,7 @@ class Case(Aggregate):
             test_case=bc.test_case,
             repetition=bc.repetition,
             variant=bc.variant,
+            subject=bc.subject,
             dumped={"test_case": d["test_case"]},
         )
         follow = Meta(timestamp=meta.timestamp, actor=meta.actor, seal=meta.seal)
@@ -554,6 +559,10 @@ class Case(Aggregate):
                 outcome=skip.outcome,
                 reason=skip.reason,
             )
+
+    def seal_subject(self) -> str:
+        """The case's data subject's key in its run, or the case's own (`subject_key`)."""
+        return subject_key(self.opened.run_id, self.opened.subject, self.id)
 
     def _mutate(self, event: DomainEvent) -> None:
         if isinstance(event, CaseOpened):

@@ -221,6 +221,17 @@ class BundleCase(FrozenModel):
         description="A `skipped` case's report (absent: skipped, no reason).",
     )
 
+    # Left out of the dump when absent (issue 34): old bundles keep their bytes and digests.
+    subject: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        exclude_if=_empty,
+        description="The data subject whose personal text the case holds (e.g. a pseudonymous "
+        "end-user id; it stays in the log). With sealing on, the subject's cases of a run share "
+        "one key that `evaledger erase --subject` destroys.",
+    )
+
     _legacy: BundleCase | None = PrivateAttr(default=None)
     """Not part of the format: the case an older importer made of the same source record, so a
     case it stored still matches; set with `with_legacy`."""

@@ -17,9 +17,21 @@ from uuid import UUID
 import orjson
 
 from evaledger.domain.case_commands import CaseCommands
-from evaledger.domain.errors import ConflictError, ValidationError
-from evaledger.domain.events import HUMAN_ACTS, PayloadErased, TraceRecorded, split_topic
-from evaledger.domain.payloads import SEALED_FIELDS, PayloadError, decrypt, sealed_ref
+from evaledger.domain.errors import ConflictError, NotFoundError, ValidationError
+from evaledger.domain.events import (
+    HUMAN_ACTS,
+    CaseOpened,
+    PayloadErased,
+    TraceRecorded,
+    split_topic,
+)
+from evaledger.domain.payloads import (
+    SEALED_FIELDS,
+    PayloadError,
+    decrypt,
+    sealed_ref,
+    subject_key,
+)
 from evaledger.domain.store.payloads import Tombstone
 from evaledger.domain.writes import Context, LedgerStore, Written, require_reason
 
@@ -39,28 +51,95 @@ class Erasure:
 
 
 class ErasureCommands(CaseCommands):
-    """The erase command (mixed into `Ledger`)."""
+    """The erase commands (mixed into `Ledger`)."""
 
     def erase_case(self, case_id: UUID, ctx: Context, reason: str | None) -> Erasure:
         """Erase a case's sealed payloads (admin); the log keeps their references.
 
         Refused, nothing stored: another project's case (as if absent), a case with personal
         text stored inline (written before sealing: its bytes are what the chain covers), a case
-        with nothing sealed. Erasing an erased case again finishes its vault step (a crash
-        between the event and the vault) and records nothing new.
+        with nothing sealed, a case naming its data subject (its key is the subject's: `erase
+        --subject`). Erasing an erased case again finishes its vault step (a crash between the
+        event and the vault) and records nothing new.
         """
         why = require_reason(reason, "erasing a case's payloads")
         ctx.scope.require(*HUMAN_ACTS[PayloadErased])
         case = self.get_case(case_id)
         self._run_in_scope(case.run_id, ctx, f"case {case_id}")
+        trace = self._source_trace(case_id)
+        keys = [case.seal_subject(), *([trace] if trace else [])]
         done = self._erasure_of(case_id)
         if done is not None:
-            self._destroy(case_id, done)
+            self._destroy(keys, done)
             return done
+        if case.opened.subject:
+            raise ValidationError(
+                f"case: case {case_id} belongs to data subject {case.opened.subject!r}, whose "
+                "cases of the run share one key: erase them with `erase --subject`",
+                field="case",
+            )
+        refs = self._erasable_refs(case_id, trace)
+        if not refs:
+            raise ValidationError(
+                f"case: case {case_id} has no sealed payload to erase", field="case"
+            )
+        erasure = self._record_erasure(case_id, case.seal_subject(), refs, ctx, why)
+        self._destroy(keys, erasure)
+        return erasure
+
+    def erase_subject(self, subject: str, ctx: Context, reason: str | None) -> list[Erasure]:
+        """Erase every sealed payload of a data subject's cases in the context's project.
+
+        One `PayloadErased` per case holding sealed payloads (each case shows its erasure),
+        then each (run, subject) key is destroyed. Everything is checked before anything is
+        written: a subject with no case in scope is not found, and one case with inline text
+        (or recorded from a trace) refuses the whole erasure. Cases erased before are finished.
+        """
+        why = require_reason(reason, "erasing a subject's payloads")
+        ctx.scope.require(*HUMAN_ACTS[PayloadErased])
+        cases = self._cases_of_subject(subject, ctx)
+        if not cases:
+            raise NotFoundError(f"subject: no case names data subject {subject!r}", field="subject")
+        done: list[Erasure] = []
+        todo: list[tuple[UUID, str, list[str]]] = []
+        keys: list[str] = []
+        for case_id, key in cases:
+            trace = self._source_trace(case_id)
+            keys.extend([key, *([trace] if trace else [])])
+            earlier = self._erasure_of(case_id)
+            if earlier is not None:
+                done.append(earlier)
+            elif refs := self._erasable_refs(case_id, trace):
+                todo.append((case_id, key, refs))
+        if not todo and not done:
+            raise ValidationError(
+                f"subject: the cases of data subject {subject!r} have no sealed payload to erase",
+                field="subject",
+            )
+        erasures = [self._record_erasure(c, key, refs, ctx, why) for c, key, refs in todo]
+        self._destroy(list(dict.fromkeys(keys)), (erasures or done)[0])
+        return [*erasures, *done]
+
+    def _record_erasure(
+        self, case_id: UUID, key: str, refs: list[str], ctx: Context, why: str
+    ) -> Erasure:
+        body = {"subject": key, "refs": refs, "reason": why}
+        written = self._fact(case_id, PayloadErased, ctx, body)
+        erasure = self._erasure_of(case_id)
+        if erasure is None:  # pragma: no cover - the event was just written
+            raise ConflictError(f"case {case_id}: the erasure was not recorded")
+        return Erasure(case_id, erasure.refs, erasure.erased_at, erasure.erased_by, why, written)
+
+    def _erasable_refs(self, case_id: UUID, trace: str | None) -> list[str]:
+        """The sealed references of the case and of the trace it was recorded from (if any).
+
+        Refused when either holds personal text inline (received before sealing was on).
+        """
         refs, inline = self._sealed_refs(case_id)
-        trace = self._source_trace(case_id)
         if trace is not None:
-            inline.append(f"the spans of OTLP trace {trace} it was recorded from")
+            trace_refs, trace_inline = self._sealed_refs(UUID(trace))
+            refs.extend(trace_refs)
+            inline.extend(f"{what} of OTLP trace {trace}" for what in trace_inline)
         if inline:
             raise ValidationError(
                 f"case: case {case_id} holds personal text stored inline before sealing was on "
@@ -68,18 +147,28 @@ class ErasureCommands(CaseCommands):
                 "without breaking it (see docs/audit.md, Erasure)",
                 field="case",
             )
-        if not refs:
-            raise ValidationError(
-                f"case: case {case_id} has no sealed payload to erase", field="case"
-            )
-        body = {"subject": str(case_id), "refs": refs, "reason": why}
-        written = self._fact(case_id, PayloadErased, ctx, body)
-        erasure = self._erasure_of(case_id)
-        if erasure is None:  # pragma: no cover - the event was just written
-            raise ConflictError(f"case {case_id}: the erasure was not recorded")
-        erasure = Erasure(case_id, erasure.refs, erasure.erased_at, erasure.erased_by, why, written)
-        self._destroy(case_id, erasure)
-        return erasure
+        return refs
+
+    def _cases_of_subject(self, subject: str, ctx: Context) -> list[tuple[UUID, str]]:
+        """(case id, vault key name) of the cases naming `subject`, in the context's project."""
+        found: list[tuple[UUID, str]] = []
+        projects: dict[str, str] = {}
+        start = 1
+        needle = orjson.dumps(subject)
+        while rows := self.log_rows(start, PAGE):
+            for _, oid, _, topic, state in rows:
+                if topic != CaseOpened.topic() or needle not in state:
+                    continue
+                opened = orjson.loads(state)
+                if opened.get("subject") != subject:
+                    continue
+                run_id = str(opened["run_id"])
+                if run_id not in projects:
+                    projects[run_id] = self.get_run(UUID(run_id)).created.project
+                if ctx.project is None or projects[run_id] == ctx.project:
+                    found.append((UUID(oid), subject_key(run_id, subject, oid)))
+            start = rows[-1][0] + 1
+        return found
 
     def unsealed(self, state: dict[str, Any]) -> dict[str, Any]:
         """A decoded stored state with its sealed strings put back (or the erasure's wording)."""
@@ -89,9 +178,11 @@ class ErasureCommands(CaseCommands):
         """The case's erasure (when, by whom, why), if it was erased."""
         return self._erasure_of(case_id)
 
-    def _destroy(self, case_id: UUID, erasure: Erasure) -> None:
+    def _destroy(self, keys: list[str], erasure: Erasure) -> None:
+        """Destroy each key (the case's or subject's, its trace's) and its ciphertexts."""
         tomb = Tombstone(erasure.erased_at, erasure.erased_by, erasure.reason)
-        self.recorder.erase_payloads(str(case_id), tomb)
+        for key in keys:
+            self.recorder.erase_payloads(key, tomb)
 
     def _erasure_of(self, case_id: UUID) -> Erasure | None:
         for event in self.events_of(case_id):
@@ -107,7 +198,7 @@ class ErasureCommands(CaseCommands):
         return None
 
     def _source_trace(self, case_id: UUID) -> str | None:
-        """The OTLP trace a case was recorded from (its spans keep every attribute inline)."""
+        """The Trace aggregate a case was recorded from (its spans' text is erased with it)."""
         start = 1
         wanted = str(case_id).encode()
         while rows := self.log_rows(start, PAGE):

@@ -105,6 +105,8 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         if isinstance(event, CaseOpened):
             fields["test_case"] = event.test_case
             fields["repetition"] = event.repetition
+            if event.subject is not None:
+                fields["subject"] = event.subject
         elif isinstance(event, TranscriptRecorded):
             fields.update(
                 transcript=event.turns,

@@ -48,11 +48,61 @@ def _turn_contents(state: dict[str, Any]) -> Iterator[Path]:
             yield ("turns", i, "content")
 
 
+CONTENT_ATTRIBUTES = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "input.value",
+        "output.value",
+    }
+)
+"""Span attributes that carry a conversation's text (GenAI and OpenInference conventions)."""
+CONTENT_PREFIXES = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+)
+CONTENT_LEAVES = frozenset({"content", "text", "arguments"})
+"""Under `CONTENT_PREFIXES`, attributes whose last segment is one of these carry text."""
+CONTENT_EVENT_ATTRIBUTES = ("content", "message")
+"""Attributes of a `gen_ai.*` span event (`gen_ai.user.message`, `gen_ai.choice`) with text."""
+
+
+def is_content_attribute(key: str) -> bool:
+    """Whether a span attribute carries message text (the one rule of what a span seals)."""
+    if key in CONTENT_ATTRIBUTES:
+        return True
+    return key.startswith(CONTENT_PREFIXES) and key.rsplit(".", 1)[-1] in CONTENT_LEAVES
+
+
+def _span_contents(state: dict[str, Any]) -> Iterator[Path]:
+    for i, span in enumerate(state.get("spans") or ()):
+        if not isinstance(span, dict):
+            continue
+        for key, value in (span.get("attributes") or {}).items():
+            if isinstance(value, str) and is_content_attribute(key):
+                yield ("spans", i, "attributes", key)
+        for j, event in enumerate(span.get("events") or ()):
+            if not isinstance(event, dict) or not str(event.get("name", "")).startswith("gen_ai."):
+                continue
+            attrs = event.get("attributes") or {}
+            for key in CONTENT_EVENT_ATTRIBUTES:
+                if isinstance(attrs.get(key), str):
+                    yield ("spans", i, "events", j, "attributes", key)
+
+
 SEALED_FIELDS: dict[str, Callable[[dict[str, Any]], Iterator[Path]]] = {
     "evaledger.case.transcript_recorded": _turn_contents,
     "evaledger.case.judge_verdict_recorded": _prompt_reply,
     "evaledger.case.claims_verified": _prompt_reply,
     "evaledger.case.named_scores_recorded": _prompt_reply,
+    "evaledger.trace.spans_received": _span_contents,
 }
 """Topic name → the paths of the personal strings of its state (the one list of them)."""
 
@@ -107,6 +157,15 @@ def _parent(state: dict[str, Any], path: Path) -> Any:
     for step in path[:-1]:
         node = node[step]
     return node
+
+
+def subject_key(run_id: object, subject: str | None, case_id: object) -> str:
+    """The vault's key name of a case's payloads: its data subject's in its run, else the case.
+
+    One key per (run, subject): a run id is its project's (`run_id_for`), so two projects never
+    share a key, and `erase --subject` destroys each run's key of the subject in scope.
+    """
+    return f"subject:{run_id}:{subject}" if subject else str(case_id)
 
 
 def new_key() -> bytes:

@@ -63,7 +63,7 @@ class TraceCommands(LedgerStore):
             attempts += 1
             accepted = duplicates = late = 0
             changed: list[Trace] = []
-            meta = Meta(timestamp=self.clock(), actor=ctx.actor)
+            meta = Meta(timestamp=self.clock(), actor=ctx.actor, seal=self.seal_payloads)
             for trace_id, spans in traces.items():
                 agg_id = trace_id_for(project, trace_id)
                 # A trace this process never received is taken as new without a read: if

@@ -105,6 +105,7 @@ def map_trace(trace_id: str, spans: Sequence[Span]) -> MappedTrace:
         usage=usage,
         started_at=instant(root["start_ns"]),
         ended_at=instant(max(root["end_ns"], root["start_ns"])),
+        subject=_subject(ordered, root),
     )
     return MappedTrace(
         agent=agent[:_NAME_CHARS],
@@ -114,6 +115,22 @@ def map_trace(trace_id: str, spans: Sequence[Span]) -> MappedTrace:
         day=instant(root["end_ns"]).date(),
         case=case,
     )
+
+
+SUBJECT_ATTRIBUTES = ("enduser.id", "user.id")
+"""The span attributes naming a trace's data subject, in order (OTel semantic conventions:
+`enduser.id`, since renamed `user.id`); the root first, then the spans in time order."""
+
+
+def _subject(spans: Iterable[Span], root: Span) -> str | None:
+    for key in SUBJECT_ATTRIBUTES:
+        value = _first(spans, root, key)
+        if value is not None and value.strip():
+            return value[:_SUBJECT_CHARS]
+    return None
+
+
+_SUBJECT_CHARS = 200
 
 
 def _first(spans: Iterable[Span], root: Span, key: str) -> str | None:

@@ -1,14 +1,23 @@
-"""Erasure (issue 34): `POST /cases/{id}/erasure` destroys a case's sealed payloads (admin)."""
+"""Erasure (issue 34): `POST /cases/{id}/erasure` and `POST /subjects/{subject}/erasure`.
+
+Each destroys sealed payloads (a case's, or every case's of a data subject) on record (admin).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 from pydantic import Field
 
 from evaledger.api.deps import ContextDep, ServicesDep
-from evaledger.application.erasure import erase_case, erasure_json
+from evaledger.application.erasure import (
+    erase_case,
+    erase_subject,
+    erasure_json,
+    subject_erasure_json,
+)
 from evaledger.domain.model import FrozenModel
 
 router = APIRouter(tags=["cases"])
@@ -50,3 +59,33 @@ def erase(
     if erasure.written is None:
         response.status_code = 200
     return ErasureOut.model_validate(erasure_json(erasure))
+
+
+class SubjectErasureOut(FrozenModel):
+    """What a subject's erasure did, per case of the subject."""
+
+    subject: str
+    cases: list[ErasureOut] = Field(description="One entry per case of the subject erased.")
+
+
+@router.post(
+    "/subjects/{subject}/erasure",
+    status_code=201,
+    responses={200: {"model": SubjectErasureOut, "description": "Already erased (nothing new)"}},
+)
+def erase_by_subject(
+    subject: Annotated[str, Path(min_length=1, max_length=200)],
+    body: EraseBody,
+    services: ServicesDep,
+    ctx: ContextDep,
+    response: Response,
+) -> SubjectErasureOut:
+    """Destroy a data subject's keys and ciphertexts; `PayloadErased` per case (admin scope).
+
+    The subject is a bundle case's `subject`. Only the token's project is searched: a subject
+    with no case there is 404; a case of it whose text was stored inline is 422, nothing stored.
+    """
+    erasures = erase_subject(services, subject, ctx, body.reason)
+    if all(e.written is None for e in erasures):
+        response.status_code = 200
+    return SubjectErasureOut.model_validate(subject_erasure_json(subject, erasures))

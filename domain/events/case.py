@@ -37,11 +37,18 @@ class CaseOpened(CaseEvent):
     """A case (test case x repetition x variant) was opened in a run."""
 
     topic_name: ClassVar[str] = "evaledger.case.opened"
+    added_fields: ClassVar[frozenset[str]] = frozenset({"subject"})
 
     run_id: UUID
     test_case: TestCaseSnapshot
     repetition: int = Field(ge=0)
     variant: str = Field(default="", description="Configuration/personality label.")
+    subject: str | None = Field(
+        default=None,
+        description="The data subject the case's personal text belongs to (e.g. an end-user "
+        "id): its sealed payloads share one key per (run, subject), destroyed by "
+        "`erase --subject`. None: the case is its own subject.",
+    )
 
 
 class TranscriptRecorded(CaseEvent):
@@ -284,7 +291,11 @@ class PayloadErased(CaseEvent):
 
     topic_name: ClassVar[str] = "evaledger.case.payload_erased"
 
-    subject: str = Field(min_length=1, description="Whose key was destroyed (the case id).")
+    subject: str = Field(
+        min_length=1,
+        description="Whose key was destroyed: the case id, or `subject:RUN:S` for a case naming "
+        "its data subject S (`domain/payloads.subject_key`).",
+    )
     refs: list[str] = Field(min_length=1, description="The payload references erased.")
     reason: str = Field(min_length=1, description="Why (e.g. the deletion request).")
 

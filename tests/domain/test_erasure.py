@@ -420,19 +420,23 @@ def test_receipts_and_evidence_of_a_sealed_run_survive_its_erasure(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_a_case_recorded_from_an_otlp_trace_is_refused(store_url: str) -> None:
-    """Its spans (another aggregate) keep every attribute inline: erasing it would not be true."""
-    services = build_services(Settings(db=store_url, seal_payloads=True))
+def test_a_case_from_a_trace_received_before_sealing_is_refused(store_url: str) -> None:
+    """Spans received inline (sealing off) keep their text: the case recorded later is refused."""
+    services = build_services(Settings(db=store_url))
     try:
         tracer, memory = recorder()
         chat_trace(tracer)
         body = export_body(memory.get_finished_spans())
         receive_traces(services, body, PROTOBUF, None, Context("otlp"), max_bytes=4 << 20)
+    finally:
+        services.close()
+    services = build_services(Settings(db=store_url, seal_payloads=True))
+    try:
         later = datetime.now(UTC) + timedelta(seconds=60)
         completed = complete_traces(services, Context("otlp"), quiet_s=30, now=later)
         ((case_id,),) = completed.recorded.values()
         position = services.ledger.position()
-        with pytest.raises(ValidationError, match="the spans of OTLP trace"):
+        with pytest.raises(ValidationError, match="of OTLP trace"):
             services.ledger.erase_case(case_id, Context("dpo"), "deletion request 18")
         assert services.ledger.position() == position
     finally:
