@@ -35,6 +35,7 @@ from evaledger.domain.aggregates import (
     run_id_for,
 )
 from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
+from evaledger.domain.calibration import CalibrationCommands
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
@@ -84,7 +85,7 @@ from evaledger.domain.writes import require_reason as require_reason
 from evaledger.domain.writes import utcnow as utcnow
 
 
-class Ledger(CaseCommands, TraceCommands, DatasetCommands):
+class Ledger(CaseCommands, TraceCommands, DatasetCommands, CalibrationCommands):
     """Commands (writes) and audit reads over the event store."""
 
     # -- tokens ------------------------------------------------------------------------------

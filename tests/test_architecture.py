@@ -448,6 +448,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
     "api/cli/audit.py": (8, 0),
+    "api/cli/calibration.py": (4, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (2, 0),
@@ -456,7 +457,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/parsing.py": (1, 0),
     # issue 34: each proof command imports its use cases (the ledger, cryptography) when run.
     "api/cli/proofs.py": (9, 0),
-    "api/cli/reports.py": (14, 0),
+    "api/cli/reports.py": (15, 0),
     "api/cli/runs.py": (5, 0),
     "api/cli/statistics.py": (3, 0),
     "api/cli/serve.py": (8, 0),
@@ -484,7 +485,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 160
+FUNCTION_IMPORT_BUDGET = 165
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
 Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet.

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
+import evaledger.api.cli.calibration as calibration
 import evaledger.api.cli.datasets as datasets
 import evaledger.api.cli.judging as judging
 import evaledger.api.cli.online as online
@@ -44,6 +45,7 @@ FAMILIES = (
     judging,
     online,
     datasets,
+    calibration,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

@@ -20,6 +20,7 @@ from evaledger.domain.events.base import (
     split_topic,
     stored_hash,
 )
+from evaledger.domain.events.calibration import CalibrationEvent, Estimate, JudgeCalibrated
 from evaledger.domain.events.case import (
     HUMAN_ACTS,
     CaseEvent,
@@ -133,6 +134,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     TraceRecorded,
     DatasetCreated,
     DatasetVersionAdded,
+    JudgeCalibrated,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -146,6 +148,7 @@ __all__ = [
     "AgentSnapshot",
     "BaselineApproved",
     "BaselineRevoked",
+    "CalibrationEvent",
     "CaseEvent",
     "CaseFlagged",
     "CaseOpened",
@@ -164,12 +167,14 @@ __all__ = [
     "DatasetRef",
     "DatasetVersionAdded",
     "DomainEvent",
+    "Estimate",
     "ExecutionCanceled",
     "ExecutionErrored",
     "ExecutionSkipped",
     "ExpectedOutcome",
     "HumanLabelRecorded",
     "IdempotencyKeyUsed",
+    "JudgeCalibrated",
     "JudgeIdentity",
     "JudgeVerdictRecorded",
     "MetricRegistered",

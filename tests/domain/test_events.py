@@ -33,6 +33,7 @@ from evaledger.domain.events import (
     AgentSnapshot,
     BaselineApproved,
     BaselineRevoked,
+    CalibrationEvent,
     CaseEvent,
     CaseFlagged,
     CaseOpened,
@@ -48,14 +49,17 @@ from evaledger.domain.events import (
     DatasetEvent,
     DatasetItem,
     DatasetLabel,
+    DatasetRef,
     DatasetVersionAdded,
     DomainEvent,
+    Estimate,
     ExecutionCanceled,
     ExecutionErrored,
     ExecutionSkipped,
     ExpectedOutcome,
     HumanLabelRecorded,
     IdempotencyKeyUsed,
+    JudgeCalibrated,
     JudgeIdentity,
     JudgeVerdictRecorded,
     MetricRegistered,
@@ -121,6 +125,7 @@ RUN_ID = UUID("6f1d3c1e-0c6a-5b7e-9d41-1a2b3c4d5e6f")
 CASE_ID = UUID("0b8e6a52-3f57-5c4e-8a1d-9e8f7a6b5c4d")
 TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
 DATASET_ID = UUID("d5e7a1b2-4c3d-5e6f-8a9b-0c1d2e3f4a5b")
+CALIBRATION_ID = UUID("ca11b4a7-1e2d-5c3b-8a4f-6e5d4c3b2a19")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -164,6 +169,7 @@ TOPICS = [
     "evaledger.trace.recorded/v1",
     "evaledger.dataset.created/v1",
     "evaledger.dataset.version_added/v1",
+    "evaledger.calibration.judge_calibrated/v1",
 ]
 
 
@@ -491,6 +497,24 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
             source="gold.jsonl",
         ),
+        JudgeCalibrated(
+            **_meta(CALIBRATION_ID, 1),
+            project="shop",
+            judge="anthropic:claude-sonnet-4-5",
+            template_hash="5" * 64,
+            rubric_hash="6" * 64,
+            gold=DatasetRef(name="refund-questions", version=1, hash="4" * 64),
+            run_id=RUN_ID,
+            n=12,
+            true_positives=5,
+            false_negatives=1,
+            true_negatives=5,
+            false_positives=1,
+            kappa=Estimate(value=0.6667, low=0.2, high=1.0, method="bootstrap percentile"),
+            tpr=Estimate(value=0.8333, low=0.4365, high=0.9699, method="Wilson score"),
+            tnr=Estimate(value=0.8333, low=0.4365, high=0.9699, method="Wilson score"),
+            accuracy=Estimate(value=0.8333, low=0.5520, high=0.9530, method="Wilson score"),
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -538,7 +562,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 35
+    assert len(EVENT_CLASSES) == 36
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -597,7 +621,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|dataset)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|dataset|calibration)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -610,6 +634,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "ledger": DomainEvent,
         "trace": TraceEvent,
         "dataset": DatasetEvent,
+        "calibration": CalibrationEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1
