@@ -8,10 +8,12 @@ gate (`gate --require-calibrated`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 from evaledger.application.datasets import show_dataset
+from evaledger.application.judging import JudgeOptions, Progress, judge_run
 from evaledger.application.ports import Services
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import (
@@ -22,6 +24,9 @@ from evaledger.domain.events import (
     JudgeVerdictRecorded,
 )
 from evaledger.domain.ledger import Context
+from evaledger.judging.report import JudgeReport
+from evaledger.judging.rubric import JudgeRubric
+from evaledger.projections.queries import RunFilter
 from evaledger.projections.votes import judge_passes
 from evaledger.scoring.calibration import (
     CalibrationState,
@@ -133,6 +138,65 @@ def calibrate_judge(
         "accuracy": _estimate(figures.accuracy),
     }
     return services.ledger.record_calibration(project, judge, fields, ctx)
+
+
+RUNS_SEARCHED = 500
+"""The newest runs of a project searched for one that ran a gold version."""
+
+
+def gold_run(services: Services, project: str, gold: str, ctx: Context) -> UUID:
+    """The newest run of the project that ran the gold version (its dataset hash); 400 if none."""
+    ctx.check_project(project, f"project {project!r}")
+    services.sync()
+    version = show_dataset(services, project, gold, ctx)
+    found, _ = services.reads.list_runs(RunFilter(project=project, limit=RUNS_SEARCHED))
+    for row in found:
+        ref = services.ledger.run_dataset(row.run_id)
+        if ref is not None and ref.hash == version.content_hash:
+            return row.run_id
+    raise ValidationError(
+        f"gold: no run of project {project!r} ran {version.name}@{version.version}: record a "
+        "run of it (dataset NAME@V) or name one with --from-run",
+        field="gold",
+    )
+
+
+@dataclass(frozen=True)
+class JudgedCalibration:
+    """A calibration made by calling the judge: the judging pass, then the calibration."""
+
+    report: JudgeReport
+    calibration: Calibration | None
+    """None when the pass was not complete (an error verdict, the budget, no call reached the
+    provider): a calibration on part of the gold set would be biased, so none is recorded."""
+
+
+def calibrate_by_judging(
+    services: Services,
+    project: str,
+    judge: str,
+    gold: str,
+    rubrics: Sequence[JudgeRubric],
+    rubric_hash: str | None,
+    ctx: Context,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> JudgedCalibration:
+    """Run the judge on the gold items, then calibrate it on its verdicts.
+
+    The gold items are the cases of the newest run of the gold version; the judge runner judges
+    those this judge has not judged yet. Only a complete pass is calibrated
+    (`JudgedCalibration.calibration`).
+    """
+    if ":" not in judge:
+        raise ValidationError(f"judge {judge!r}: expected PROVIDER:MODEL", field="judge")
+    run_id = gold_run(services, project, gold, ctx)
+    options = JudgeOptions(judges=(judge,), missing_only=True, rubrics=tuple(rubrics))
+    report = judge_run(services, run_id, options, ctx, progress, env)
+    if report.exit_code() != 0:
+        return JudgedCalibration(report, None)
+    made = calibrate_judge(services, project, judge, gold, run_id, rubric_hash, ctx)
+    return JudgedCalibration(report, made)
 
 
 def list_calibrations(services: Services, project: str, ctx: Context) -> list[Calibration]:

@@ -448,7 +448,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
     "api/cli/audit.py": (8, 0),
-    "api/cli/calibration.py": (4, 0),
+    "api/cli/calibration.py": (6, 0),
     "api/cli/inputs.py": (1, 0),
     "api/cli/judging.py": (8, 0),
     "api/cli/online.py": (2, 0),
@@ -485,7 +485,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 165
+FUNCTION_IMPORT_BUDGET = 167
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 32 reads (+3): compare loads the importers, transcripts and the write side only when used.
 Issue 36 (+3): `export --format` loads the exports only for itself, pyarrow (+2) only for Parquet.

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaledger.api.cli.inputs import RUN_HELP, Commands, resolve_run
-from evaledger.api.console import EXIT_OK, UsageError, emit_json, print_table
+from evaledger.api.console import EXIT_OK, Progress, UsageError, emit_json, print_table
 
 if TYPE_CHECKING:
     from evaledger.api.bootstrap import Services
     from evaledger.application.calibration import Calibration
     from evaledger.domain.events import Estimate
+    from evaledger.domain.ledger import Context
 
 
 def register(commands: Commands) -> None:
@@ -33,12 +35,15 @@ def register(commands: Commands) -> None:
     p.add_argument("--gold", required=True, metavar="NAME@V", help="the gold set's version")
     p.add_argument(
         "--from-run",
-        required=True,
         metavar="RUN",
-        help="the run whose stored verdicts of the gold items are compared (" + RUN_HELP + ")",
+        help="re-read the judge's stored verdicts of this run's gold items (" + RUN_HELP + "); "
+        "default: call the judge on the newest run of the gold version, on the cases it has "
+        "not judged",
     )
     p.add_argument(
-        "--rubric", metavar="FILE", help="the rubric file the judge ran with (default: none)"
+        "--rubric",
+        metavar="FILE",
+        help="the rubric file the judge runs (or ran) with (default: none)",
     )
     commands.add(
         "calibrations", cmd_calibrations, "list the project's judge calibrations", reads=True
@@ -61,11 +66,16 @@ def cmd_calibrate(services: Services, args: argparse.Namespace) -> int:
     from evaledger.domain.ledger import Context  # lazy: with the line above
 
     rubric = _rubric_hash(args.rubric)
+    ctx = Context(actor=args.actor)
     services.sync()
-    run_id = resolve_run(services, args.from_run, args.project)
-    c = calibrate_judge(
-        services, args.project, args.judge, args.gold, run_id, rubric, Context(actor=args.actor)
-    )
+    if args.from_run is None:
+        judged = _by_judging(services, args, rubric, ctx)
+        if isinstance(judged, int):
+            return judged
+        c = judged
+    else:
+        run_id = resolve_run(services, args.from_run, args.project)
+        c = calibrate_judge(services, args.project, args.judge, args.gold, run_id, rubric, ctx)
     if args.json:
         emit_json(_json(c))
         return EXIT_OK
@@ -76,6 +86,36 @@ def cmd_calibrate(services: Services, args: argparse.Namespace) -> int:
     for name, e in (("kappa", c.kappa), ("TPR", c.tpr), ("TNR", c.tnr), ("accuracy", c.accuracy)):
         print(f"  {name}: {_shown(e)}")
     return EXIT_OK
+
+
+def _by_judging(
+    services: Services, args: argparse.Namespace, rubric: str | None, ctx: Context
+) -> Calibration | int:
+    """Call the judge on the gold items, then calibrate it (progress on a TTY).
+
+    An incomplete pass records no calibration: its exit code (1 or 3) is returned.
+    """
+    # lazy: the judging use cases load the runner, jinja2 and the prompt templates
+    from evaledger.application.calibration import calibrate_by_judging
+    from evaledger.judging.rubric import load_rubrics  # lazy: jinja2, yaml, the rubrics
+
+    rubrics = tuple(load_rubrics(Path(args.rubric)).values()) if args.rubric else ()
+    progress = Progress("judging gold items")
+    try:
+        made = calibrate_by_judging(
+            services, args.project, args.judge, args.gold, rubrics, rubric, ctx, progress
+        )
+    finally:
+        progress.done()
+    r = made.report
+    print(
+        f"judged {r.cases} case(s) of the gold run: {r.verdicts} verdict(s), {r.errors} error(s)",
+        file=sys.stderr,
+    )
+    if made.calibration is None:
+        print("the pass was not complete: no calibration recorded", file=sys.stderr)
+        return r.exit_code()
+    return made.calibration
 
 
 def cmd_calibrations(services: Services, args: argparse.Namespace) -> int:

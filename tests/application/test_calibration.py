@@ -7,6 +7,7 @@ held to a plain-Python reference written here (κ, TPR, TNR, accuracy).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -18,7 +19,9 @@ from evaledger.application import calibration, datasets, runs
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import NotFoundError, ValidationError
 from evaledger.domain.ledger import Context
+from evaledger.judging.prompt import TEMPLATE_HASH
 from tests.api.test_cli import Cli
+from tests.fake_judges import Answer, FakeJudges, serve, well_formed
 from tests.helpers import bundle, case
 
 ADMIN = Context(actor="ann")
@@ -230,3 +233,77 @@ def test_the_cli_calibrates_lists_and_gates(
     assert code == 1 and "below the minimum 0.9" in out
     code, out, _ = cli("gate", "edited", "--require-calibrated")
     assert code == 1 and "stale" in out and JUDGE in out
+
+
+# -- calling the judge on the gold items (the loopback fake providers) ------------------------
+
+JUDGE_CALLED = "openai:gpt-4.1"
+
+
+@pytest.fixture
+def judges() -> Iterator[FakeJudges]:
+    yield from serve()
+
+
+def scripted(failing: set[str]) -> Callable[[str, dict[str, Any]], Answer]:
+    """Every metric 1 for the cases named in `failing`, 5 for the others."""
+
+    def script(kind: str, body: dict[str, Any]) -> Answer:
+        user = str(body["messages"][-1]["content"])
+        score = 1 if any(k in user for k in failing) else 5
+        reply = well_formed(body["response_format"]["json_schema"]["schema"], score)
+        return Answer(text=json.dumps(reply))
+
+    return script
+
+
+def unjudged_gold_run(key: str) -> dict[str, Any]:
+    """A run of gold@1 (its cases are the gold items), no verdict yet, the agent not OpenAI's."""
+    body = judged_run(key, "shop")
+    body["run"]["dataset"] = {"name": "gold", "version": 1}
+    body["run"]["agent"]["provider"] = "google"
+    for c in body["cases"]:
+        c.pop("verdicts")
+    return body
+
+
+def test_calibrate_calls_the_judge_on_the_gold_run_then_compares(
+    gold: Services, judges: FakeJudges
+) -> None:
+    s = gold
+    with pytest.raises(ValidationError) as e:
+        calibration.gold_run(s, "shop", "gold@1", SHOP)
+    assert e.value.field == "gold"
+    run_id = _import(s, unjudged_gold_run("gold-run"))
+    _import(s, judged_run("another-run", "shop"))  # no dataset: not the gold run
+    assert calibration.gold_run(s, "shop", "gold@1", SHOP) == run_id
+    judges.script = scripted({k for k, passed in zip(KEYS, JUDGED, strict=True) if not passed})
+    made = calibration.calibrate_by_judging(
+        s, "shop", JUDGE_CALLED, "gold@1", (), None, SHOP, env=judges.env()
+    )
+    assert (made.report.cases, made.report.errors) == (13, 0) and judges.calls("openai") == 13
+    c = made.calibration
+    assert c is not None and c.run_id == run_id and c.template_hash == TEMPLATE_HASH
+    expected = reference(list(zip(JUDGED, LABELS, strict=True)))
+    assert c.n == 12 and c.tpr.value == pytest.approx(expected["tpr"])
+    assert c.kappa.value == pytest.approx(expected["kappa"])
+    assert calibration.calibration_refusals_of(s, run_id, 0.6) == []
+    # Again: the judged cases are not judged twice; the same figures are recorded again.
+    again = calibration.calibrate_by_judging(
+        s, "shop", JUDGE_CALLED, "gold@1", (), None, SHOP, env=judges.env()
+    )
+    assert again.report.cases == 0 and judges.calls("openai") == 13
+    assert again.calibration is not None and again.calibration.kappa == c.kappa
+
+
+def test_an_incomplete_judging_pass_records_no_calibration(
+    gold: Services, judges: FakeJudges
+) -> None:
+    s = gold
+    _import(s, unjudged_gold_run("gold-run"))
+    judges.mode("500")
+    made = calibration.calibrate_by_judging(
+        s, "shop", JUDGE_CALLED, "gold@1", (), None, SHOP, env=judges.env()
+    )
+    assert made.calibration is None and made.report.exit_code() != 0
+    assert calibration.list_calibrations(s, "shop", SHOP) == []
