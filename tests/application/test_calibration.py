@@ -7,17 +7,22 @@ held to a plain-Python reference written here (κ, TPR, TNR, accuracy).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
+from fastapi.testclient import TestClient
 
+from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
 from evaledger.application import calibration, datasets, runs
+from evaledger.application.projects import issue_token
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.errors import NotFoundError, ValidationError
+from evaledger.domain.events import TokenScope
 from evaledger.domain.ledger import Context
 from evaledger.judging.prompt import TEMPLATE_HASH
 from tests.api.test_cli import Cli
@@ -307,3 +312,23 @@ def test_an_incomplete_judging_pass_records_no_calibration(
     )
     assert made.calibration is None and made.report.exit_code() != 0
     assert calibration.list_calibrations(s, "shop", SHOP) == []
+
+
+def test_the_calibrations_page_shows_only_the_viewers_project(gold: Services) -> None:
+    s = gold
+    run_id = _import(s, judged_run("judged", "shop"))
+    calibration.calibrate_judge(s, "shop", JUDGE, "gold@1", run_id, None, SHOP)
+    admin = Context(actor="admin")
+    reader = issue_token(s, "shop", TokenScope.READ, "viewer", admin).token
+    rival = issue_token(s, "rival", TokenScope.ADMIN, "rival", admin).token
+    with TestClient(create_app(services=s)) as client:
+
+        def page(path: str, token: str) -> Any:
+            return client.get(path, headers={"authorization": f"Bearer {token}"})
+
+        shown = page("/ui/calibrations", reader)
+        assert shown.status_code == 200, shown.text[:500]
+        assert re.findall(r'<tr data-judge="([^"]+)">', shown.text) == [JUDGE]
+        assert 'data-field="n">12<' in shown.text
+        assert page("/ui/calibrations?project=shop", rival).status_code == 404
+        assert JUDGE not in page("/ui/calibrations", rival).text.split("<main")[1]
