@@ -77,7 +77,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 def test_the_calibrations_page_shows_the_figures_and_links_the_gold_set(
     site: Site, page: Any
 ) -> None:
-    page.goto(site.base + "/ui/calibrations")
+    page.goto(site.base + "/ui/datasets")
+    page.get_by_role("link", name="Calibrations").click()
     row = page.locator(f'tr[data-judge="{JUDGE}"]')
     assert row.count() == 1
     assert text(row, '[data-field="template"]') == TEMPLATE[:12]
