@@ -36,6 +36,7 @@ from evaledger.domain.aggregates import (
 )
 from evaledger.domain.alerts import AlertCommands
 from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
+from evaledger.domain.calibration import CalibrationCommands
 from evaledger.domain.case_commands import CaseCommands
 from evaledger.domain.case_commands import ClaimsFields as ClaimsFields
 from evaledger.domain.case_commands import VerdictFields as VerdictFields
@@ -98,6 +99,7 @@ class Ledger(
     ShareCommands,
     AlertCommands,
     DatasetCommands,
+    CalibrationCommands,
 ):
     """Commands (writes) and audit reads over the event store."""
 

@@ -349,3 +349,33 @@ def _passed_of(row: Any, by_case: dict[str, CaseFacts], spec: ScoringSpec) -> fl
     case_facts = by_case.get(row.case_id)
     passed = None if case_facts is None else _passed_alone(row, case_facts, spec)
     return None if passed is None else (1.0 if passed else 0.0)
+
+
+def judge_passes(
+    engine: Engine, run_id: UUID, spec: ScoringSpec, facts: Sequence[CaseFacts]
+) -> list[tuple[str, str, str, bool]]:
+    """(case id, judge, verdict id, pass) of each judge's latest valid verdict of each case.
+
+    The pass/fail is the case's as that one verdict decides it under the spec, as the judge
+    gave it (corrections left out): what a calibration compares with a human label.
+    """
+    with engine.connect() as conn:
+        rows = list(
+            conn.execute(
+                select(votes)
+                .where(votes.c.run_id == str(run_id), votes.c.invalidated.is_(False))
+                .order_by(votes.c.position)
+            )
+        )
+    latest: dict[tuple[str, str], Any] = {}
+    for row in rows:
+        if row.valid:
+            latest[(row.case_id, row.judge)] = row
+    by_case = {str(f.case_id): f for f in facts}
+    out: list[tuple[str, str, str, bool]] = []
+    for (case_id, judge), row in latest.items():
+        case_facts = by_case.get(case_id)
+        passed = None if case_facts is None else _passed_alone(row, case_facts, spec)
+        if passed is not None:
+            out.append((case_id, judge, row.verdict_id, passed))
+    return out

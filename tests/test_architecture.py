@@ -449,6 +449,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/__init__.py": (8, 0),
     "api/cli/admin.py": (9, 0),
     "api/cli/audit.py": (8, 0),
+    "api/cli/calibration.py": (6, 0),
     "api/cli/compare_views.py": (4, 0),
     "api/cli/erasure.py": (4, 0),
     "api/cli/inputs.py": (1, 0),
@@ -459,7 +460,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
     "api/cli/parsing.py": (1, 0),
     # issue 34: each proof command imports its use cases (the ledger, cryptography) when run.
     "api/cli/proofs.py": (9, 0),
-    "api/cli/reports.py": (14, 0),
+    "api/cli/reports.py": (15, 0),
     "api/cli/review.py": (1, 0),
     "api/cli/runs.py": (6, 0),
     "api/cli/statistics.py": (3, 0),
@@ -493,7 +494,7 @@ FUNCTION_IMPORTS: dict[str, tuple[int, int]] = {
 """The budget of imports inside functions, per file: (imports, of which without a `# lazy:`
 comment). Goal: a few, each naming the start-up cost it saves; none unexplained."""
 
-FUNCTION_IMPORT_BUDGET = 183
+FUNCTION_IMPORT_BUDGET = 190
 """The product's imports inside functions, all files (the sum of `FUNCTION_IMPORTS`).
 Issue 36 search (+2): `evaledger search` loads its use case (the index's queries) for itself;
 `show` loads the case filters (the reviewers' read model) only when one is given.

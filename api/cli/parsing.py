@@ -12,6 +12,7 @@ from typing import NoReturn
 
 import evaledger.api.cli.admin as admin
 import evaledger.api.cli.audit as audit
+import evaledger.api.cli.calibration as calibration
 import evaledger.api.cli.datasets as datasets
 import evaledger.api.cli.erasure as erasure
 import evaledger.api.cli.judging as judging
@@ -54,6 +55,7 @@ FAMILIES = (
     share,
     trend,
     datasets,
+    calibration,
 )
 """The command families, in the order `evaledger --help` lists their commands."""
 

@@ -88,6 +88,19 @@ def register(commands: Commands) -> None:
         "below X",
     )
     p.add_argument("--noise-floor", metavar="FILE|RUNS", help=NOISE_FLOOR_HELP)
+    p.add_argument(
+        "--require-calibrated",
+        action="store_true",
+        help="exit 1 when a judge of the run's verdicts has no calibration at their template "
+        "hash and model, or one with kappa below --min-kappa",
+    )
+    p.add_argument(
+        "--min-kappa",
+        type=float,
+        default=0.6,
+        metavar="K",
+        help="the least kappa of a calibration under --require-calibrated (default: 0.6)",
+    )
     p = commands.add(
         "baseline",
         cmd_baseline,
@@ -376,6 +389,13 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
 
         within = gate_within_noise(gate, noise_floor_of(services, args.noise_floor, args.project))
         failed = [name for name in failed if name not in within]
+    refusals: list[str] = []
+    if args.require_calibrated:
+        # lazy: the calibration use cases, for --require-calibrated only
+        from evaledger.application.calibration import calibration_refusals_of
+
+        refusals = calibration_refusals_of(services, run_id, args.min_kappa)
+        failed = [*failed, *(["calibration"] if refusals else [])]
     configured = gate.thresholds_configured
     if args.json:
         emit_json(
@@ -387,6 +407,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
                 "checks": [c.model_dump(mode="json") for c in checks],
                 "aggregate": agg.model_dump(mode="json"),
                 **({"within_noise": within} if args.noise_floor else {}),
+                **({"calibration": refusals} if args.require_calibrated else {}),
             }
         )
         return EXIT_FAIL if failed else EXIT_OK
@@ -408,6 +429,11 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         # A run no case decided shows "—" for its pass rate (the JSON keeps the seed's 0.0).
         shown = None if c.name == "pass_rate" and not agg.decided else c.value
         print(f"{c.name}: {fmt(shown, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
+    for refusal in refusals:
+        print(f"calibration: {refusal}")
+    if refusals:
+        print("gate: FAILED (" + ", ".join(failed) + ")")
+        return EXIT_FAIL
     if not gate.configured:
         print(
             "gate: passed (no thresholds configured for this run; "

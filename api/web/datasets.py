@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, Response
 from evaledger.api.deps import SyncedDep
 from evaledger.api.web.pages import render
 from evaledger.api.web.session import Viewer, ViewerDep
-from evaledger.application import datasets
+from evaledger.application import calibration, datasets
 from evaledger.domain.ledger import Context
 from evaledger.domain.types import MAX_KEY_CHARS
 
@@ -92,3 +92,17 @@ def dataset_diff_page(
         return {"title": f"Dataset {name}: {old} → {new}", "project": shown, "diff": diff}
 
     return render(request, "dataset_diff.html", build)
+
+
+@router.get("/calibrations", response_class=HTMLResponse)
+def calibrations_page(
+    request: Request, services: SyncedDep, viewer: ViewerDep, project: Project | None = None
+) -> Response:
+    """A project's judge calibrations on gold sets, newest first (issue 35)."""
+
+    def build() -> dict[str, Any]:
+        shown, ctx = _scope(viewer, project)
+        rows = calibration.list_calibrations(services, shown, ctx)
+        return {"title": "Calibrations", "project": shown, "calibrations": rows[::-1]}
+
+    return render(request, "calibrations.html", build)

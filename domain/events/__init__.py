@@ -29,6 +29,7 @@ from evaledger.domain.events.base import (
     split_topic,
     stored_hash,
 )
+from evaledger.domain.events.calibration import CalibrationEvent, Estimate, JudgeCalibrated
 from evaledger.domain.events.case import (
     HUMAN_ACTS,
     CaseEvent,
@@ -182,6 +183,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     AlertDeliveryAttempted,
     DatasetCreated,
     DatasetVersionAdded,
+    JudgeCalibrated,
 )
 BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
 
@@ -202,6 +204,7 @@ __all__ = [
     "AlertTransition",
     "BaselineApproved",
     "BaselineRevoked",
+    "CalibrationEvent",
     "CaseEvent",
     "CaseFlagged",
     "CaseOpened",
@@ -220,12 +223,14 @@ __all__ = [
     "DatasetRef",
     "DatasetVersionAdded",
     "DomainEvent",
+    "Estimate",
     "ExecutionCanceled",
     "ExecutionErrored",
     "ExecutionSkipped",
     "ExpectedOutcome",
     "HumanLabelRecorded",
     "IdempotencyKeyUsed",
+    "JudgeCalibrated",
     "JudgeIdentity",
     "JudgeVerdictRecorded",
     "MetricRegistered",

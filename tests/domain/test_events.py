@@ -39,6 +39,7 @@ from evaledger.domain.events import (
     AlertRecovered,
     BaselineApproved,
     BaselineRevoked,
+    CalibrationEvent,
     CaseEvent,
     CaseFlagged,
     CaseOpened,
@@ -54,14 +55,17 @@ from evaledger.domain.events import (
     DatasetEvent,
     DatasetItem,
     DatasetLabel,
+    DatasetRef,
     DatasetVersionAdded,
     DomainEvent,
+    Estimate,
     ExecutionCanceled,
     ExecutionErrored,
     ExecutionSkipped,
     ExpectedOutcome,
     HumanLabelRecorded,
     IdempotencyKeyUsed,
+    JudgeCalibrated,
     JudgeIdentity,
     JudgeVerdictRecorded,
     MetricRegistered,
@@ -145,6 +149,7 @@ TRACE_ID = UUID("3a7c1e52-9b0d-5f21-8c4e-7d6f5a4b3c2e")
 RULES_ID = UUID("4e1f0c2a-7b3d-5e6f-9a0b-1c2d3e4f5a6b")
 RULE_DAY_ID = UUID("5f2a1d3b-8c4e-5f70-8b1c-2d3e4f5a6b7c")
 DATASET_ID = UUID("d5e7a1b2-4c3d-5e6f-8a9b-0c1d2e3f4a5b")
+CALIBRATION_ID = UUID("ca11b4a7-1e2d-5c3b-8a4f-6e5d4c3b2a19")
 CATALOGUE_ID = UUID("c0ffee00-1234-5678-9abc-def012345678")
 VERDICT_ID = UUID("a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d")
 IDEMPOTENCY_ID = UUID("1d3e0000-aaaa-5bbb-8ccc-0123456789ab")
@@ -208,6 +213,7 @@ TOPICS = [
     "evaledger.alert.delivery_attempted/v1",
     "evaledger.dataset.created/v1",
     "evaledger.dataset.version_added/v1",
+    "evaledger.calibration.judge_calibrated/v1",
 ]
 
 
@@ -651,6 +657,24 @@ def samples() -> dict[type[DomainEvent], DomainEvent]:
             ],
             source="gold.jsonl",
         ),
+        JudgeCalibrated(
+            **_meta(CALIBRATION_ID, 1),
+            project="shop",
+            judge="anthropic:claude-sonnet-4-5",
+            template_hash="5" * 64,
+            rubric_hash="6" * 64,
+            gold=DatasetRef(name="refund-questions", version=1, hash="4" * 64),
+            run_id=RUN_ID,
+            n=12,
+            true_positives=5,
+            false_negatives=1,
+            true_negatives=5,
+            false_positives=1,
+            kappa=Estimate(value=0.6667, low=0.2, high=1.0, method="bootstrap percentile"),
+            tpr=Estimate(value=0.8333, low=0.4365, high=0.9699, method="Wilson score"),
+            tnr=Estimate(value=0.8333, low=0.4365, high=0.9699, method="Wilson score"),
+            accuracy=Estimate(value=0.8333, low=0.5520, high=0.9530, method="Wilson score"),
+        ),
     ]
     return {type(e): e for e in built}
 
@@ -698,7 +722,7 @@ by_name = pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__
 
 def test_there_is_one_sample_and_one_golden_file_per_event_class() -> None:
     assert set(SAMPLES) == set(EVENT_CLASSES)
-    assert len(EVENT_CLASSES) == 52
+    assert len(EVENT_CLASSES) == 53
     if GOLDEN.exists():
         assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(
             f"{c.topic_name}.json" for c in EVENT_CLASSES
@@ -757,7 +781,7 @@ def test_topics_are_explicit_stable_and_unique() -> None:
 @by_name
 def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> None:
     match = re.fullmatch(
-        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share|alert|dataset)\.([a-z_]+)/v(\d+)",
+        r"evaledger\.(run|case|catalogue|idempotency|token|ledger|trace|review|rule|share|alert|dataset|calibration)\.([a-z_]+)/v(\d+)",
         cls.topic(),
     )
     assert match is not None, cls.topic()
@@ -774,6 +798,7 @@ def test_topic_names_the_aggregate_not_the_module(cls: type[DomainEvent]) -> Non
         "share": ShareEvent,
         "alert": AlertEvent,
         "dataset": DatasetEvent,
+        "calibration": CalibrationEvent,
     }[match.group(1)]
     assert issubclass(cls, base)
     assert int(match.group(3)) == cls.class_version == 1

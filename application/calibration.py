@@ -1,0 +1,219 @@
+"""Use cases of judge calibration (DESIGN §18, issue 35): calibrate on a gold set, list, gate.
+
+A gold set is a dataset version whose items carry human labels. `calibrate_judge` pairs the
+judge's stored verdicts of a run whose cases are the gold items (by key) with the labels and
+records a `JudgeCalibrated` event; `calibration_refusals_of` says which judges of a run may not
+gate (`gate --require-calibrated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from evaledger.application.datasets import show_dataset
+from evaledger.application.judging import JudgeOptions, Progress, judge_run
+from evaledger.application.ports import Services
+from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import (
+    CaseOpened,
+    DatasetRef,
+    Estimate,
+    JudgeCalibrated,
+    JudgeVerdictRecorded,
+)
+from evaledger.domain.ledger import Context
+from evaledger.judging.report import JudgeReport
+from evaledger.judging.rubric import JudgeRubric
+from evaledger.projections.queries import RunFilter
+from evaledger.projections.votes import judge_passes
+from evaledger.scoring.calibration import (
+    CalibrationState,
+    Figure,
+    calibration_figures,
+    calibration_refusals,
+)
+
+Calibration = JudgeCalibrated
+"""A calibration as the use cases return it: the recorded event (every figure, its author)."""
+
+
+@dataclass(frozen=True)
+class JudgeVerdictPass:
+    """One judge's counted verdict of one case: its template hash and the case's pass/fail."""
+
+    case_key: str
+    judge: str
+    template_hash: str | None
+    passed: bool
+
+
+def run_judge_passes(services: Services, run_id: UUID) -> list[JudgeVerdictPass]:
+    """Each judge's latest valid verdict of each case of a run, with its template hash."""
+    services.sync()
+    facts = services.reads.facts(run_id)
+    spec = services.reads.run_spec(run_id)
+    passes = judge_passes(services.reads.engine, run_id, spec, facts)
+    keys: dict[str, str] = {}
+    hashes: dict[str, str | None] = {}
+    for case_id in {case_id for case_id, _, _, _ in passes}:
+        for event in services.ledger.events_of(UUID(case_id)):
+            if isinstance(event, CaseOpened):
+                keys[case_id] = event.test_case.key
+            elif isinstance(event, JudgeVerdictRecorded):
+                hashes[str(event.verdict_id)] = event.template_hash
+    return [
+        JudgeVerdictPass(keys[case_id], judge, hashes.get(verdict_id), passed)
+        for case_id, judge, verdict_id, passed in passes
+    ]
+
+
+def _estimate(f: Figure) -> Estimate:
+    return Estimate(value=f.value, low=f.low, high=f.high, method=f.method)
+
+
+def calibrate_judge(
+    services: Services,
+    project: str,
+    judge: str,
+    gold: str,
+    run_id: UUID,
+    rubric_hash: str | None,
+    ctx: Context,
+) -> Calibration:
+    """Compare `judge`'s stored verdicts of a run with a gold set's labels; record the figures.
+
+    Pairs are the run's cases whose key is a labelled item of the gold version, one per case
+    (repetitions count each). Refused, nothing stored: a version with no label, a run of
+    another project, no verdict of the judge on a gold item, verdicts under several templates.
+    """
+    ctx.check_project(project, f"project {project!r}")
+    services.sync()
+    if ":" not in judge:
+        raise ValidationError(f"judge {judge!r}: expected PROVIDER:MODEL", field="judge")
+    version = show_dataset(services, project, gold, ctx)
+    labels = {i.key: i.label.passed for i in version.items if i.label is not None}
+    if not labels:
+        raise ValidationError(
+            f"gold: {version.name}@{version.version} has no labelled item (not a gold set)",
+            field="gold",
+        )
+    run = services.reads.get_run(run_id)
+    if run.project != project:
+        raise ValidationError(
+            f"from_run: run {run_id} is not of project {project!r}", field="from_run"
+        )
+    ctx.check_project(run.project, f"run {run_id}")
+    mine = [
+        p for p in run_judge_passes(services, run_id) if p.judge == judge and p.case_key in labels
+    ]
+    if not mine:
+        raise ValidationError(
+            f"from_run: run {run_id} has no valid verdict of judge {judge} on an item of "
+            f"{version.name}@{version.version}",
+            field="from_run",
+        )
+    templates = {p.template_hash for p in mine}
+    if len(templates) != 1 or None in templates:
+        shown = ", ".join(sorted((h or "none")[:12] for h in templates))
+        raise ValidationError(
+            f"from_run: judge {judge}'s verdicts must carry one template hash, not {shown}",
+            field="from_run",
+        )
+    figures = calibration_figures([(p.passed, labels[p.case_key]) for p in mine])
+    fields = {
+        "template_hash": templates.pop(),
+        "rubric_hash": rubric_hash,
+        "gold": DatasetRef(name=version.name, version=version.version, hash=version.content_hash),
+        "run_id": run_id,
+        "n": figures.n,
+        "true_positives": figures.true_positives,
+        "false_negatives": figures.false_negatives,
+        "true_negatives": figures.true_negatives,
+        "false_positives": figures.false_positives,
+        "kappa": _estimate(figures.kappa),
+        "tpr": _estimate(figures.tpr),
+        "tnr": _estimate(figures.tnr),
+        "accuracy": _estimate(figures.accuracy),
+    }
+    return services.ledger.record_calibration(project, judge, fields, ctx)
+
+
+RUNS_SEARCHED = 500
+"""The newest runs of a project searched for one that ran a gold version."""
+
+
+def gold_run(services: Services, project: str, gold: str, ctx: Context) -> UUID:
+    """The newest run of the project that ran the gold version (its dataset hash); 400 if none."""
+    ctx.check_project(project, f"project {project!r}")
+    services.sync()
+    version = show_dataset(services, project, gold, ctx)
+    found, _ = services.reads.list_runs(RunFilter(project=project, limit=RUNS_SEARCHED))
+    for row in found:
+        ref = services.ledger.run_dataset(row.run_id)
+        if ref is not None and ref.hash == version.content_hash:
+            return row.run_id
+    raise ValidationError(
+        f"gold: no run of project {project!r} ran {version.name}@{version.version}: record a "
+        "run of it (dataset NAME@V) or name one with --from-run",
+        field="gold",
+    )
+
+
+@dataclass(frozen=True)
+class JudgedCalibration:
+    """A calibration made by calling the judge: the judging pass, then the calibration."""
+
+    report: JudgeReport
+    calibration: Calibration | None
+    """None when the pass was not complete (an error verdict, the budget, no call reached the
+    provider): a calibration on part of the gold set would be biased, so none is recorded."""
+
+
+def calibrate_by_judging(
+    services: Services,
+    project: str,
+    judge: str,
+    gold: str,
+    rubrics: Sequence[JudgeRubric],
+    rubric_hash: str | None,
+    ctx: Context,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> JudgedCalibration:
+    """Run the judge on the gold items, then calibrate it on its verdicts.
+
+    The gold items are the cases of the newest run of the gold version; the judge runner judges
+    those this judge has not judged yet. Only a complete pass is calibrated
+    (`JudgedCalibration.calibration`).
+    """
+    if ":" not in judge:
+        raise ValidationError(f"judge {judge!r}: expected PROVIDER:MODEL", field="judge")
+    run_id = gold_run(services, project, gold, ctx)
+    options = JudgeOptions(judges=(judge,), missing_only=True, rubrics=tuple(rubrics))
+    report = judge_run(services, run_id, options, ctx, progress, env)
+    if report.exit_code() != 0:
+        return JudgedCalibration(report, None)
+    made = calibrate_judge(services, project, judge, gold, run_id, rubric_hash, ctx)
+    return JudgedCalibration(report, made)
+
+
+def list_calibrations(services: Services, project: str, ctx: Context) -> list[Calibration]:
+    """A project's calibrations, oldest first."""
+    ctx.check_project(project, f"project {project!r}")
+    return services.ledger.calibrations(project)
+
+
+def calibration_refusals_of(services: Services, run_id: UUID, min_kappa: float) -> list[str]:
+    """Why the judges of a run may not gate: none calibrated at its template hash, or κ too low."""
+    services.sync()
+    project = services.reads.get_run(run_id).project
+    used: dict[str, set[str | None]] = {}
+    for p in run_judge_passes(services, run_id):
+        used.setdefault(p.judge, set()).add(p.template_hash)
+    known: dict[str, list[CalibrationState]] = {}
+    for c in services.ledger.calibrations(project):
+        gold = f"{c.gold.name}@{c.gold.version}"
+        known.setdefault(c.judge, []).append(CalibrationState(c.template_hash, c.kappa.value, gold))
+    return calibration_refusals(used, known, min_kappa)

@@ -1,0 +1,90 @@
+"""The calibrations page in real headless Chromium against `evaledger serve` (issue 35).
+
+A store gets a gold set, a run judged on its items and a calibration through the CLI; the
+browser reads the figures on /ui/calibrations and follows the gold set's link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
+from tests.api.test_web_browser import Site, _require_chromium, shot, text
+from tests.api.test_web_browser import browser as browser  # the fixtures
+from tests.api.test_web_browser import page as page
+from tests.api.test_web_browser_datasets import _cli
+from tests.application.test_calibration import JUDGE, TEMPLATE, gold_file, judged_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    _require_chromium()
+    root = tmp_path_factory.mktemp("web-calibrations")
+    db = f"sqlite:///{root}/store/"
+    env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
+    run_file = root / "run.json"
+    run_file.write_text(json.dumps(judged_run("judged", "default")))
+    _cli(root, env, "dataset", "create", "gold", "--db", db)
+    _cli(root, env, "dataset", "add", "gold", str(gold_file(root / "gold.jsonl")), "--db", db)
+    _cli(root, env, "import", str(run_file), "--db", db)
+    _cli(root, env, "calibrate", "--judge", JUDGE, "--gold", "gold@1", "--from-run", "judged",
+         "--db", db)  # fmt: skip
+    port = free_port()
+    log = root / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_LIMIT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if call(base, "GET", "/health")[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield Site(base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_calibrations_page_shows_the_figures_and_links_the_gold_set(
+    site: Site, page: Any
+) -> None:
+    page.goto(site.base + "/ui/datasets")
+    page.get_by_role("link", name="Calibrations").click()
+    row = page.locator(f'tr[data-judge="{JUDGE}"]')
+    assert row.count() == 1
+    assert text(row, '[data-field="template"]') == TEMPLATE[:12]
+    assert text(row, '[data-field="n"]') == "12"
+    assert text(row, '[data-field="kappa"]').startswith("0.667 [")
+    assert text(row, '[data-field="tpr"]').startswith("0.833 [")
+    shot(page, "calibrations-1-list")
+    row.get_by_role("link", name="gold@1").click()
+    assert page.locator('tr[data-item="k00"]').count() == 1
