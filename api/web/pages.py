@@ -495,7 +495,6 @@ def compare_page(
         query = urlencode({k: v for k, v in given.items() if v})
         context.update(
             result=result,
-            dataset_warning=report.datasets.difference if report.datasets else None,
             cases=rows,
             matching=len(cases),
             page=shown_page,

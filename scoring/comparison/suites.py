@@ -4,16 +4,22 @@ Two suites hold different tests, so a comparison of their runs matches few or no
 "no regression" would mean nothing. `compare` at the command line refuses them (exit 2) unless
 `--allow-different-suites` is given; the API and the web page keep comparing them with a
 warning, which they show beside the verdict. Dataset versions (issue 35) are the second check:
-runs that ran two versions of their dataset are refused the same way unless
-`--allow-different-datasets`, the refusal naming both versions and the items that differ.
+runs that ran two versions of their dataset are compared over their common items only
+(`common_items`), unless `--allow-different-datasets`: the test case keys both runs ran, less
+the items that changed between the versions; each run is summarised again over those cases by
+the one run-level rule (`scoring.run.summarize_run`). `Guard` carries the restriction and
+what the answer says of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import DatasetRef
+from evaledger.scoring.comparison.models import Comparability
 
 ALLOW_DIFFERENT_SUITES = "--allow-different-suites"
 
@@ -40,12 +46,6 @@ MAX_NAMED_ITEMS = 20
 """Differing items a refusal or a warning names (the rest are counted)."""
 
 
-class DifferentDatasetsError(ValidationError):
-    """The two runs ran different dataset versions and the caller did not allow it."""
-
-    code = "different_datasets"
-
-
 def dataset_difference(
     baseline: DatasetRef | None, candidate: DatasetRef | None, differing: Sequence[str] | None
 ) -> str | None:
@@ -69,16 +69,71 @@ def dataset_difference(
     return text
 
 
-def require_same_dataset(
-    baseline: DatasetRef | None, candidate: DatasetRef | None, differing: Sequence[str] | None
-) -> None:
-    """Refuse runs of two dataset versions (`DifferentDatasetsError`, naming both)."""
+MAX_LISTED_ITEMS = 1000
+"""Keys a comparability answer lists per kind (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What a comparison is restricted to (`keys`, None: every case) and what it says of it."""
+
+    keys: frozenset[str] | None
+    comparability: Comparability
+
+    @property
+    def digest(self) -> str:
+        """What tells two guards apart in a comparison's cache key."""
+        h = hashlib.sha256(self.comparability.model_dump_json().encode())
+        for key in sorted(self.keys or ()):
+            h.update(b"\x00" + key.encode())
+        return h.hexdigest()
+
+
+def common_items(
+    baseline: DatasetRef | None,
+    candidate: DatasetRef | None,
+    differing: Sequence[str] | None,
+    baseline_keys: Collection[str],
+    candidate_keys: Collection[str],
+    *,
+    restrict: bool,
+) -> Guard | None:
+    """The guard of two runs' comparison (None: same dataset version, nothing to say).
+
+    Common items: the keys both runs ran, less those whose item changed between the two
+    versions (`differing`, when known). With `restrict`, only those are compared; without,
+    everything is, with the same warning.
+    """
     why = dataset_difference(baseline, candidate, differing)
-    if why is not None:
-        raise DifferentDatasetsError(
-            f"{why} (use {ALLOW_DIFFERENT_DATASETS} to compare them anyway)",
-            field=ALLOW_DIFFERENT_DATASETS,
-        )
+    if why is None:
+        return None
+    b, c, changed = set(baseline_keys), set(candidate_keys), set(differing or ())
+    both = b & c
+    common = frozenset(both - changed)
+    b_only, c_only, both_changed = sorted(b - c), sorted(c - b), sorted(both & changed)
+    said = (
+        f"compared only the {len(common)} item(s) common to both runs"
+        f" ({len(b_only)} only in the baseline, {len(c_only)} only in the candidate,"
+        f" {len(both_changed)} changed between the versions left out)"
+        if restrict
+        else f"compared every case ({ALLOW_DIFFERENT_DATASETS})"
+    )
+    return Guard(
+        common if restrict else None,
+        Comparability(
+            baseline_dataset=None if baseline is None else _ref(baseline),
+            candidate_dataset=None if candidate is None else _ref(candidate),
+            restricted=restrict,
+            common_items=len(common),
+            baseline_only_items=b_only[:MAX_LISTED_ITEMS],
+            baseline_only_count=len(b_only),
+            candidate_only_items=c_only[:MAX_LISTED_ITEMS],
+            candidate_only_count=len(c_only),
+            changed_items=both_changed[:MAX_LISTED_ITEMS],
+            changed_count=len(both_changed),
+            warnings=[f"{why}: {said}"],
+        ),
+    )
 
 
 def _ref(ref: DatasetRef | None) -> str:

@@ -1,0 +1,104 @@
+"""The comparability guard (issue 35): runs of two dataset versions are compared over their
+common items, exactly as two runs made of only those items would be; on SQLite and PostgreSQL,
+at the command line and over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from evaledger.api.app import create_app
+from evaledger.api.bootstrap import Settings, build_services
+from tests.api.test_cli import Cli
+from tests.helpers import bundle, case
+
+# What a comparison says of its cases and totals, whichever runs it compared.
+COMPARED = ("aggregate", "test_case_comparisons", "verdict", "statistics")
+
+
+def _items(path: Path, lines: list[dict[str, Any]]) -> str:
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    return str(path)
+
+
+def _run(tmp_path: Path, key: str, scores: dict[str, int], version: int | None) -> str:
+    dataset = {"dataset": {"name": "qa", "version": version}} if version else {}
+    data = bundle(key=key, **dataset)
+    data["cases"] = [case(k, s) for k, s in scores.items()]
+    path = tmp_path / f"{key}.json"
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def _said(answer: dict[str, Any]) -> dict[str, Any]:
+    """What a comparison says of its cases and totals (per-metric deltas aside: an option)."""
+    said = {k: answer[k] for k in COMPARED}
+    said["test_case_comparisons"] = [
+        {k: v for k, v in t.items() if k != "metric_deltas"} for t in said.pop(COMPARED[1])
+    ]
+    return said
+
+
+def _compare(cli: Cli, *args: str) -> tuple[dict[str, Any], str]:
+    code, out, err = cli("compare", *args, "--json")
+    assert code in (0, 1), err
+    return orjson.loads(out), err
+
+
+def test_runs_of_two_versions_compare_as_two_runs_of_only_their_common_items(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, store_url)
+    cli.json("dataset", "create", "qa")
+    v1 = [{"key": k} for k in ("a", "b", "c", "gone")]
+    v2 = [{"key": "a"}, {"key": "b"}, {"key": "c", "input": "edited"}, {"key": "new"}]
+    cli.json("dataset", "add", "qa", _items(tmp_path / "v1.jsonl", v1))
+    cli.json("dataset", "add", "qa", _items(tmp_path / "v2.jsonl", v2))
+    runs = {
+        "old": ({"a": 4, "b": 2, "c": 5, "gone": 1}, 1),
+        "new": ({"a": 3, "b": 5, "c": 1, "new": 2}, 2),
+        # The reference: two runs holding only the common items (a, b), of one dataset.
+        "ref-old": ({"a": 4, "b": 2}, None),
+        "ref-new": ({"a": 3, "b": 5}, None),
+    }
+    for key, (scores, version) in runs.items():
+        cli.json("import", _run(tmp_path, key, scores, version))
+    found, err = _compare(cli, "old", "new")
+    reference, ref_err = _compare(cli, "ref-old", "ref-new")
+    assert "comparability" not in reference and "warning" not in ref_err
+    assert {k: found[k] for k in COMPARED} == {k: reference[k] for k in COMPARED}
+    assert [t["test_case_key"] for t in found["test_case_comparisons"]] == ["a", "b"]
+    guard = found["comparability"]
+    assert guard["baseline_dataset"].startswith("qa@1 (sha256 ")
+    assert guard["candidate_dataset"].startswith("qa@2 (sha256 ")
+    assert guard["restricted"] is True and guard["common_items"] == 2
+    assert (guard["baseline_only_items"], guard["candidate_only_items"]) == (["gone"], ["new"])
+    assert (guard["changed_items"], guard["changed_count"]) == (["c"], 1)
+    assert "warning: runs of different dataset versions: qa@1" in err
+    assert "compared only the 2 item(s) common to both runs" in err
+    # Allowed: every case is compared (c among them), with the same warning.
+    everything, err = _compare(cli, "old", "new", "--allow-different-datasets")
+    assert everything["comparability"]["restricted"] is False
+    assert [t["test_case_key"] for t in everything["test_case_comparisons"]] == ["a", "b", "c"]
+    assert everything["aggregate"] != found["aggregate"]
+    assert "compared every case (--allow-different-datasets)" in err
+    # Over HTTP: the same answer, the guard in its `comparability` field.
+    services = build_services(Settings(db=store_url))
+    try:
+        with TestClient(create_app(services=services)) as client:
+            pair = found["baseline_run_id"], found["candidate_run_id"]
+            base = "/runs/compare?baseline_run_id={}&candidate_run_id={}".format(*pair)
+            answer = client.get(base)
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert _said(body) == _said(found)
+            assert body["comparability"] == guard
+            allowed = client.get(f"{base}&allow_different_datasets=true").json()
+            assert allowed["comparability"]["restricted"] is False
+            assert len(allowed["test_case_comparisons"]) == 3
+    finally:
+        services.close()
