@@ -15,15 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import orjson
+
 from evaledger.application.datasets import RunDatasets, run_datasets
 from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
 from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import JudgeVerdictRecorded
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
 from evaledger.scoring.comparison.significance import ComparisonSignificance
-from evaledger.scoring.comparison.suites import Guard, common_items, require_same_suite
+from evaledger.scoring.comparison.suites import (
+    Guard,
+    common_items,
+    grader_differences,
+    require_same_suite,
+)
 from evaledger.scoring.headline import Headline, run_headline
 
 if TYPE_CHECKING:
@@ -91,16 +99,59 @@ def comparison_guard(
     (`scoring.comparison.suites.common_items`).
     """
     ran = run_datasets(services, baseline_id, candidate_id)
-    if ran.difference is None:
+    graders = grader_differences(
+        run_graders(services, baseline_id), run_graders(services, candidate_id)
+    )
+    if ran.difference is None and not graders:
         return ran, None
     keys = [
         {t.test_case_key for t in services.reads.summary(run_id).test_cases}
         for run_id in (baseline_id, candidate_id)
     ]
     guard = common_items(
-        ran.baseline, ran.candidate, ran.differing, keys[0], keys[1], restrict=restrict
+        ran.baseline,
+        ran.candidate,
+        ran.differing,
+        keys[0],
+        keys[1],
+        restrict=restrict,
+        graders=graders,
     )
     return ran, guard
+
+
+def run_graders(services: Services, run_id: UUID) -> dict[str, set[str]]:
+    """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`).
+
+    Its verdicts' judge models, template hashes and scorer versions, and the rubric its config
+    selects (`judge.metrics`). Read from the run's recorded config and from each case's
+    verdict events as stored.
+    """
+    judge_config = services.reads.get_run(run_id).config.get("judge") or {}
+    rubric = judge_config.get("metrics")
+    found: dict[str, set[str]] = {
+        "judge model": set(),
+        "judge template hash": set(),
+        "rubric": set()
+        if rubric is None
+        else {orjson.dumps(rubric, option=orjson.OPT_SORT_KEYS).decode()},
+        "scorer version": set(),
+    }
+    topic = JudgeVerdictRecorded.topic()
+    for case_id in services.ledger.get_run(run_id).case_ids:
+        for stored in services.ledger.stored_events_of(case_id):
+            if stored.topic != topic:
+                continue
+            verdict = orjson.loads(bytes(stored.state))
+            judge = verdict.get("judge") or {}
+            name = ":".join(str(judge.get(k) or "") for k in ("provider", "model"))
+            if judge.get("kind", "llm") == "llm" and name != ":":
+                found["judge model"].add(name)
+            if judge.get("version"):
+                found["scorer version"].add(f"{name}@{judge['version']}")
+            if verdict.get("template_hash"):
+                found["judge template hash"].add(str(verdict["template_hash"]))
+    return found
 
 
 def approved_baseline_of(services: Services, candidate_id: UUID) -> UUID:

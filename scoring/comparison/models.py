@@ -293,6 +293,12 @@ class Comparability(StrictModel):
         "first 1000): left out when restricted."
     )
     changed_count: int
+    grader_differences: list[FieldChange] = Field(
+        default_factory=list,
+        description="What differs between the runs' graders (judge model, judge template hash, "
+        "rubric, scorer version): each side's values, sorted. A warning: items are not "
+        "restricted for it.",
+    )
     warnings: list[str] = Field(description="What a reader must know, one sentence each.")
 
 

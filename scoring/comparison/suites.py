@@ -14,12 +14,12 @@ what the answer says of it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import DatasetRef
-from evaledger.scoring.comparison.models import Comparability
+from evaledger.scoring.comparison.models import Comparability, FieldChange
 
 ALLOW_DIFFERENT_SUITES = "--allow-different-suites"
 
@@ -89,6 +89,31 @@ class Guard:
         return h.hexdigest()
 
 
+GRADER_FIELDS = ("judge model", "judge template hash", "rubric", "scorer version")
+"""What identifies a run's graders (`grader_differences`), each a set of values per run."""
+
+
+def grader_differences(
+    baseline: Mapping[str, Collection[str]], candidate: Mapping[str, Collection[str]]
+) -> list[FieldChange]:
+    """The grader fields whose values differ between two runs (each side's values, sorted)."""
+    found = []
+    for name in GRADER_FIELDS:
+        old, new = sorted(baseline.get(name, ())), sorted(candidate.get(name, ()))
+        if old != new:
+            found.append(FieldChange(field=name, old_value=old, new_value=new))
+    return found
+
+
+def _graders_sentence(graders: Sequence[FieldChange]) -> str:
+    said = "; ".join(
+        f"{g.field}: {', '.join(g.old_value) or 'none'} (baseline) vs "
+        f"{', '.join(g.new_value) or 'none'} (candidate)"
+        for g in graders
+    )
+    return f"the runs' graders differ: {said}; their scores may not be comparable"
+
+
 def common_items(
     baseline: DatasetRef | None,
     candidate: DatasetRef | None,
@@ -97,20 +122,23 @@ def common_items(
     candidate_keys: Collection[str],
     *,
     restrict: bool,
+    graders: Sequence[FieldChange] = (),
 ) -> Guard | None:
-    """The guard of two runs' comparison (None: same dataset version, nothing to say).
+    """The guard of two runs' comparison (None: same dataset version and graders).
 
     Common items: the keys both runs ran, less those whose item changed between the two
-    versions (`differing`, when known). With `restrict`, only those are compared; without,
-    everything is, with the same warning.
+    versions (`differing`, when known). With `restrict`, only those are compared when the
+    versions differ; without, everything is, with the same warning. Graders that differ
+    (`grader_differences`) are a warning only.
     """
     why = dataset_difference(baseline, candidate, differing)
-    if why is None:
+    if why is None and not graders:
         return None
     b, c, changed = set(baseline_keys), set(candidate_keys), set(differing or ())
     both = b & c
     common = frozenset(both - changed)
     b_only, c_only, both_changed = sorted(b - c), sorted(c - b), sorted(both & changed)
+    restrict = restrict and why is not None
     said = (
         f"compared only the {len(common)} item(s) common to both runs"
         f" ({len(b_only)} only in the baseline, {len(c_only)} only in the candidate,"
@@ -118,6 +146,9 @@ def common_items(
         if restrict
         else f"compared every case ({ALLOW_DIFFERENT_DATASETS})"
     )
+    warnings = [] if why is None else [f"{why}: {said}"]
+    if graders:
+        warnings.append(_graders_sentence(graders))
     return Guard(
         common if restrict else None,
         Comparability(
@@ -131,7 +162,8 @@ def common_items(
             candidate_only_count=len(c_only),
             changed_items=both_changed[:MAX_LISTED_ITEMS],
             changed_count=len(both_changed),
-            warnings=[f"{why}: {said}"],
+            grader_differences=list(graders),
+            warnings=warnings,
         ),
     )
 

@@ -102,3 +102,43 @@ def test_runs_of_two_versions_compare_as_two_runs_of_only_their_common_items(
             assert len(allowed["test_case_comparisons"]) == 3
     finally:
         services.close()
+
+
+def _graded(tmp_path: Path, key: str, model: str, template: str, version: str | None) -> str:
+    data = bundle(key=key)
+    data["cases"] = [case(k, 4) for k in ("a", "b")]
+    for c in data["cases"]:
+        judge = {"provider": "anthropic", "model": model}
+        c["verdicts"][0].update(
+            judge={**judge, **({"version": version} if version else {})}, template_hash=template
+        )
+    path = tmp_path / f"{key}.json"
+    path.write_bytes(orjson.dumps(data))
+    return str(path)
+
+
+def test_the_guard_lists_what_differs_between_the_runs_graders(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, store_url)
+    cli.json("import", _graded(tmp_path, "base", "claude", "t1", None))
+    cli.json("import", _graded(tmp_path, "same", "claude", "t1", None))
+    cli.json("import", _graded(tmp_path, "regraded", "claude-2", "t2", "v2"))
+    same, err = _compare(cli, "base", "same")
+    assert "comparability" not in same and "warning" not in err
+    found, err = _compare(cli, "base", "regraded")
+    guard = found["comparability"]
+    assert guard["grader_differences"] == [
+        {
+            "field": "judge model",
+            "old_value": ["anthropic:claude"],
+            "new_value": ["anthropic:claude-2"],
+        },
+        {"field": "judge template hash", "old_value": ["t1"], "new_value": ["t2"]},
+        {"field": "scorer version", "old_value": [], "new_value": ["anthropic:claude-2@v2"]},
+    ]
+    # A warning, not a restriction: every case is compared.
+    assert guard["restricted"] is False and guard["baseline_dataset"] is None
+    assert [t["test_case_key"] for t in found["test_case_comparisons"]] == ["a", "b"]
+    assert "warning: the runs' graders differ: judge model: anthropic:claude (baseline)" in err
+    assert "judge template hash: t1 (baseline) vs t2 (candidate)" in err
