@@ -37,6 +37,7 @@ def compare_files(
     *,
     allow_different_suites: bool = True,
     allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
     correction: Correction | None = None,
     noise: NoiseFloor | None = None,
 ) -> RunComparison:
@@ -60,5 +61,6 @@ def compare_files(
             thresholds,
             allow_different_suites=allow_different_suites,
             allow_different_datasets=allow_different_datasets,
+            exclude_cached=exclude_cached,
             significance=found,
         )

@@ -20,7 +20,7 @@ import orjson
 from evaledger.application.datasets import RunDatasets, run_datasets
 from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
 from evaledger.domain.errors import ValidationError
-from evaledger.domain.events import JudgeVerdictRecorded
+from evaledger.domain.events import CaseOpened, JudgeVerdictRecorded
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
@@ -66,6 +66,7 @@ def compare_runs_json(
     case_offset: int = 0,
     case_limit: int | None = None,
     allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> bytes:
     """The comparison as JSON bytes (`GET /runs/compare`), shared by every serving process.
 
@@ -76,7 +77,11 @@ def compare_runs_json(
     """
     project = services.reads.get_run(candidate_id).project
     _, guard = comparison_guard(
-        services, baseline_id, candidate_id, restrict=not allow_different_datasets
+        services,
+        baseline_id,
+        candidate_id,
+        restrict=not allow_different_datasets,
+        exclude_cached=exclude_cached,
     )
     return services.reports.compare_json(
         baseline_id,
@@ -91,18 +96,25 @@ def compare_runs_json(
 
 
 def comparison_guard(
-    services: Services, baseline_id: UUID, candidate_id: UUID, *, restrict: bool
+    services: Services,
+    baseline_id: UUID,
+    candidate_id: UUID,
+    *,
+    restrict: bool,
+    exclude_cached: bool = False,
 ) -> tuple[RunDatasets, Guard | None]:
     """The dataset versions two runs ran and the comparison's guard (None: nothing to say).
 
     Runs of two versions are compared over their common items when `restrict`
-    (`scoring.comparison.suites.common_items`).
+    (`scoring.comparison.suites.common_items`); test cases served from a cache are left out
+    of both runs with `exclude_cached`.
     """
     ran = run_datasets(services, baseline_id, candidate_id)
-    graders = grader_differences(
-        run_graders(services, baseline_id), run_graders(services, candidate_id)
+    (b_graders, b_cached), (c_graders, c_cached) = (
+        run_graders(services, run_id) for run_id in (baseline_id, candidate_id)
     )
-    if ran.difference is None and not graders:
+    graders = grader_differences(b_graders, c_graders)
+    if ran.difference is None and not graders and not (b_cached or c_cached):
         return ran, None
     keys = [
         {t.test_case_key for t in services.reads.summary(run_id).test_cases}
@@ -116,17 +128,21 @@ def comparison_guard(
         keys[1],
         restrict=restrict,
         graders=graders,
+        cached=(b_cached, c_cached),
+        exclude_cached=exclude_cached,
     )
     return ran, guard
 
 
-def run_graders(services: Services, run_id: UUID) -> dict[str, set[str]]:
-    """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`).
+def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
+    """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`), and its cached keys.
 
     Its verdicts' judge models, template hashes and scorer versions, and the rubric its config
-    selects (`judge.metrics`). Read from the run's recorded config and from each case's
-    verdict events as stored.
+    selects (`judge.metrics`); the test case keys of its cases opened as `cached`. Read from
+    the run's recorded config and from each case's events as stored.
     """
+    cached: set[str] = set()
+    opened = CaseOpened.topic()
     judge_config = services.reads.get_run(run_id).config.get("judge") or {}
     rubric = judge_config.get("metrics")
     found: dict[str, set[str]] = {
@@ -140,6 +156,10 @@ def run_graders(services: Services, run_id: UUID) -> dict[str, set[str]]:
     topic = JudgeVerdictRecorded.topic()
     for case_id in services.ledger.get_run(run_id).case_ids:
         for stored in services.ledger.stored_events_of(case_id):
+            if stored.topic == opened:
+                state = orjson.loads(bytes(stored.state))
+                if state.get("cached"):
+                    cached.add(state["test_case"]["key"])
             if stored.topic != topic:
                 continue
             verdict = orjson.loads(bytes(stored.state))
@@ -151,7 +171,7 @@ def run_graders(services: Services, run_id: UUID) -> dict[str, set[str]]:
                 found["scorer version"].add(f"{name}@{judge['version']}")
             if verdict.get("template_hash"):
                 found["judge template hash"].add(str(verdict["template_hash"]))
-    return found
+    return found, cached
 
 
 def approved_baseline_of(services: Services, candidate_id: UUID) -> UUID:
@@ -202,6 +222,7 @@ def compare_report(
     spec: Callable[[], ScoringSpec | None] | None = None,
     allow_different_suites: bool = True,
     allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> ComparisonReport:
     """Compare the candidate with `baseline_id`, or with its approved baseline when None.
 
@@ -218,7 +239,11 @@ def compare_report(
     if not allow_different_suites:
         require_same_suite(rows["baseline"].suite["name"], rows["candidate"].suite["name"])
     ran, guard = comparison_guard(
-        services, baseline_id, candidate_id, restrict=not allow_different_datasets
+        services,
+        baseline_id,
+        candidate_id,
+        restrict=not allow_different_datasets,
+        exclude_cached=exclude_cached,
     )
     under = spec() if spec is not None else None
     result = services.reports.comparison(baseline_id, candidate_id, thresholds, under, guard=guard)
@@ -284,6 +309,7 @@ def compare_files(
     *,
     allow_different_suites: bool = True,
     allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
     significance: Callable[[Services, UUID, UUID], Any] | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
@@ -312,7 +338,12 @@ def compare_files(
         done = import_all(services.ledger, [first, second], Context(actor="compare"))
         services.sync()
         runs = done[0].result.run_id, done[1].result.run_id
-        _, guard = comparison_guard(services, *runs, restrict=not allow_different_datasets)
+        _, guard = comparison_guard(
+            services,
+            *runs,
+            restrict=not allow_different_datasets,
+            exclude_cached=exclude_cached,
+        )
         result = services.reports.compare(*runs, thresholds, guard=guard)
         if significance is not None:
             result = result.model_copy(update={"significance": significance(services, *runs)})

@@ -403,6 +403,7 @@ class Case(Aggregate):
             test_case=bc.test_case,
             repetition=bc.repetition,
             variant=bc.variant,
+            cached=bc.cached,
             dumped={"test_case": d["test_case"]},
         )
         follow = Meta(timestamp=meta.timestamp, actor=meta.actor)

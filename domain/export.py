@@ -105,6 +105,8 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
         if isinstance(event, CaseOpened):
             fields["test_case"] = event.test_case
             fields["repetition"] = event.repetition
+            if event.cached:
+                fields["cached"] = True
         elif isinstance(event, TranscriptRecorded):
             fields.update(
                 transcript=event.turns,

@@ -150,6 +150,12 @@ def _register_compare(commands: Commands) -> None:
         "items that differ (default: only the items common to both runs are compared)",
     )
     p.add_argument(
+        "--exclude-cached",
+        action="store_true",
+        help="leave out of both runs the test cases whose transcript was served from a cache "
+        "(default: compared, and counted in a warning)",
+    )
+    p.add_argument(
         "--no-fail-on-thresholds",
         action="store_true",
         help="don't exit 1 on the candidate's own failed thresholds",
@@ -202,6 +208,7 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
         spec=spec if args.spec else None,
         allow_different_suites=args.allow_different_suites,
         allow_different_datasets=args.allow_different_datasets,
+        exclude_cached=args.exclude_cached,
     )
     guard_warnings(report.comparison.comparability)
     noise = noise_floor_of(services, args.noise_floor, args.project) if args.noise_floor else None
@@ -328,6 +335,7 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
         thresholds_of(args),
         allow_different_suites=args.allow_different_suites,
         allow_different_datasets=args.allow_different_datasets,
+        exclude_cached=args.exclude_cached,
         correction=args.correction,
         noise=noise,
     )

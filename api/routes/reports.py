@@ -62,6 +62,10 @@ def compare_runs(
             "items common to both); `comparability` says which"
         ),
     ] = False,
+    exclude_cached: Annotated[
+        bool,
+        Query(description="Leave out of both runs the test cases served from a cache"),
+    ] = False,
 ) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics.
 
@@ -87,6 +91,7 @@ def compare_runs(
         case_offset=case_offset,
         case_limit=case_limit,
         allow_different_datasets=allow_different_datasets,
+        exclude_cached=exclude_cached,
     )
     return Response(content=body, media_type="application/json")
 

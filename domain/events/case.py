@@ -37,11 +37,15 @@ class CaseOpened(CaseEvent):
     """A case (test case x repetition x variant) was opened in a run."""
 
     topic_name: ClassVar[str] = "evaledger.case.opened"
+    added_fields: ClassVar[frozenset[str]] = frozenset({"cached"})
 
     run_id: UUID
     test_case: TestCaseSnapshot
     repetition: int = Field(ge=0)
     variant: str = Field(default="", description="Configuration/personality label.")
+    cached: bool = Field(
+        default=False, description="Issue 35: its transcript was served from a cache."
+    )
 
 
 class TranscriptRecorded(CaseEvent):

@@ -299,6 +299,15 @@ class Comparability(StrictModel):
         "rubric, scorer version): each side's values, sorted. A warning: items are not "
         "restricted for it.",
     )
+    cached_items: list[str] = Field(
+        default_factory=list,
+        description="Keys with a case served from a cache in either run (sorted; the first 1000).",
+    )
+    baseline_cached: int = Field(default=0, description="The baseline's keys with a cached case.")
+    candidate_cached: int = Field(default=0, description="The candidate's keys with a cached case.")
+    excluded_cached: bool = Field(
+        default=False, description="Those keys were left out of both runs (--exclude-cached)."
+    )
     warnings: list[str] = Field(description="What a reader must know, one sentence each.")
 
 

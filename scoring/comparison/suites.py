@@ -123,16 +123,20 @@ def common_items(
     *,
     restrict: bool,
     graders: Sequence[FieldChange] = (),
+    cached: tuple[Collection[str], Collection[str]] = ((), ()),
+    exclude_cached: bool = False,
 ) -> Guard | None:
     """The guard of two runs' comparison (None: same dataset version and graders).
 
     Common items: the keys both runs ran, less those whose item changed between the two
     versions (`differing`, when known). With `restrict`, only those are compared when the
     versions differ; without, everything is, with the same warning. Graders that differ
-    (`grader_differences`) are a warning only.
+    (`grader_differences`) are a warning only. `cached`: each run's keys with a case served from
+    a cache; with `exclude_cached` those keys are left out of both runs.
     """
     why = dataset_difference(baseline, candidate, differing)
-    if why is None and not graders:
+    from_cache = set(cached[0]) | set(cached[1])
+    if why is None and not graders and not from_cache:
         return None
     b, c, changed = set(baseline_keys), set(candidate_keys), set(differing or ())
     both = b & c
@@ -149,8 +153,17 @@ def common_items(
     warnings = [] if why is None else [f"{why}: {said}"]
     if graders:
         warnings.append(_graders_sentence(graders))
+    keys: frozenset[str] | None = common if restrict else None
+    if from_cache:
+        warnings.append(
+            f"{len(from_cache)} test case(s) served from a cache: {len(cached[0])} in the "
+            f"baseline, {len(cached[1])} in the candidate"
+            + (" (left out of both runs: --exclude-cached)" if exclude_cached else "")
+        )
+        if exclude_cached:
+            keys = frozenset((b | c) if keys is None else keys) - from_cache
     return Guard(
-        common if restrict else None,
+        keys,
         Comparability(
             baseline_dataset=None if baseline is None else _ref(baseline),
             candidate_dataset=None if candidate is None else _ref(candidate),
@@ -163,6 +176,10 @@ def common_items(
             changed_items=both_changed[:MAX_LISTED_ITEMS],
             changed_count=len(both_changed),
             grader_differences=list(graders),
+            cached_items=sorted(from_cache)[:MAX_LISTED_ITEMS],
+            baseline_cached=len(cached[0]),
+            candidate_cached=len(cached[1]),
+            excluded_cached=exclude_cached and bool(from_cache),
             warnings=warnings,
         ),
     )

@@ -142,3 +142,40 @@ def test_the_guard_lists_what_differs_between_the_runs_graders(
     assert [t["test_case_key"] for t in found["test_case_comparisons"]] == ["a", "b"]
     assert "warning: the runs' graders differ: judge model: anthropic:claude (baseline)" in err
     assert "judge template hash: t1 (baseline) vs t2 (candidate)" in err
+
+
+def test_cached_cases_are_shown_and_excluded_on_request(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, store_url)
+    runs = {
+        "base": ({"a": 4, "b": 2, "c": 5}, set()),
+        "cand": ({"a": 3, "b": 5, "c": 1}, {"c"}),
+        "ref-base": ({"a": 4, "b": 2}, set()),
+        "ref-cand": ({"a": 3, "b": 5}, set()),
+    }
+    for key, (scores, cached) in runs.items():
+        data = bundle(key=key)
+        data["cases"] = [
+            case(k, s) | ({"cached": True} if k in cached else {}) for k, s in scores.items()
+        ]
+        path = tmp_path / f"{key}.json"
+        path.write_bytes(orjson.dumps(data))
+        cli.json("import", str(path))
+    # The flag is kept: the run's export carries it, on that case only.
+    exported = orjson.loads(cli("export", "cand")[1])
+    assert [c.get("cached", False) for c in exported["cases"]] == [False, False, True]
+    shown, err = _compare(cli, "base", "cand")
+    guard = shown["comparability"]
+    assert (guard["cached_items"], guard["baseline_cached"], guard["candidate_cached"]) == (
+        ["c"],
+        0,
+        1,
+    )
+    assert guard["excluded_cached"] is False and len(shown["test_case_comparisons"]) == 3
+    assert "warning: 1 test case(s) served from a cache: 0 in the baseline, 1 in the" in err
+    excluded, err = _compare(cli, "base", "cand", "--exclude-cached")
+    assert excluded["comparability"]["excluded_cached"] is True
+    assert "left out of both runs: --exclude-cached" in err
+    reference, _ = _compare(cli, "ref-base", "ref-cand")
+    assert _said(excluded) == _said(reference)
