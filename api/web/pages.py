@@ -452,6 +452,8 @@ def compare_page(
     case_score_delta: str = "",
     correction: str = "holm",
     noise_floor: str = "",
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> Response:
     """Two completed runs side by side: verdict, deltas, per-case classes, statistics."""
     given = {
@@ -477,10 +479,8 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        b = resolve_run(services, viewer, baseline, "baseline")
-        c = resolve_run(services, viewer, candidate, "candidate")
-        report = compare.compare_report(services, b, c, _checked_thresholds(given))
-        report = _significant(services, viewer, report, correction, noise_floor)
+        options = (allow_different_datasets, exclude_cached, correction, noise_floor)
+        b, c, report = _guarded_report(services, viewer, (baseline, candidate), given, options)
         result = report.result
         # Filtered and paged here: a 10k-case comparison is one page of rows, not 10k of them.
         needle = q.casefold()
@@ -516,6 +516,32 @@ def compare_page(
         return context
 
     return render(request, "compare.html", build)
+
+
+def _guarded_report(
+    services: Services,
+    viewer: Viewer,
+    pair: tuple[str, str],
+    given: dict[str, str],
+    options: tuple[bool, bool, str, str],
+) -> tuple[UUID, UUID, ComparisonReport]:
+    """The compare form's two runs and their comparison with its significance.
+
+    `options`: compare every case of two dataset versions, leave out cached test cases
+    (issue 35), the correction and the noise floor (issue 37).
+    """
+    all_items, no_cached, correction, noise_floor = options
+    b = resolve_run(services, viewer, pair[0], "baseline")
+    c = resolve_run(services, viewer, pair[1], "candidate")
+    report = compare.compare_report(
+        services,
+        b,
+        c,
+        _checked_thresholds(given),
+        allow_different_datasets=all_items,
+        exclude_cached=no_cached,
+    )
+    return b, c, _significant(services, viewer, report, correction, noise_floor)
 
 
 def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:

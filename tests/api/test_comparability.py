@@ -4,6 +4,7 @@ at the command line and over HTTP."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
-from evaledger.api.bootstrap import Settings, build_services
+from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.domain.bundle import RunBundle
+from evaledger.domain.ledger import Context
 from tests.api.test_cli import Cli
 from tests.helpers import bundle, case
 
@@ -179,3 +182,39 @@ def test_cached_cases_are_shown_and_excluded_on_request(
     assert "left out of both runs: --exclude-cached" in err
     reference, _ = _compare(cli, "ref-base", "ref-cand")
     assert _said(excluded) == _said(reference)
+
+
+def test_the_web_compare_page_and_its_markdown_show_the_guard(
+    store_services: Services, tmp_path: Path
+) -> None:
+    ctx = Context(actor="ops")
+    ids = {}
+    for key, model, cached in (("base", "claude", False), ("cand", "claude-2", True)):
+        data = bundle(key=key)
+        data["cases"] = [case(k, 4) for k in ("a", "b")]
+        data["cases"][1]["cached"] = cached
+        for c in data["cases"]:
+            c["verdicts"][0]["judge"] = {"provider": "anthropic", "model": model}
+        bundled = RunBundle.model_validate(data)
+        ids[key] = store_services.ledger.import_bundle(bundled, ctx).run_id
+    store_services.sync()
+    query = f"baseline={ids['base']}&candidate={ids['cand']}"
+    with TestClient(create_app(services=store_services)) as client:
+        page = client.get(f"/ui/compare?{query}")
+        assert page.status_code == 200, page.text[:500]
+        banner = re.search(r'data-field="datasets">(.*?)</div>', page.text, re.S)
+        assert banner is not None
+        assert "the runs&#39; graders differ: judge model: anthropic:claude" in banner.group(1)
+        assert 'data-field="cached_items">Served from a cache: b<' in banner.group(1)
+        link = re.search(r'data-action="exclude-cached" href="([^"]+)"', page.text)
+        assert link is not None
+        excluded = client.get(link.group(1).replace("&amp;", "&"))
+        assert "(left out of both runs: --exclude-cached)" in excluded.text
+        assert 'data-action="exclude-cached"' not in excluded.text
+        assert re.findall(r'<tr data-status="[^"]*" data-key="([^"]+)"', page.text) == ["a", "b"]
+        assert re.findall(r'<tr data-status="[^"]*" data-key="([^"]+)"', excluded.text) == ["a"]
+        markdown = client.get(f"/ui/compare.md?{query}").text
+        assert "> ⚠️ the runs' graders differ" in markdown
+        assert "1 test case(s) served from a cache" in markdown
+        same = client.get(f"/ui/compare?baseline={ids['base']}&candidate={ids['base']}")
+        assert 'data-field="datasets"' not in same.text
