@@ -218,3 +218,17 @@ def test_the_web_compare_page_and_its_markdown_show_the_guard(
         assert "1 test case(s) served from a cache" in markdown
         same = client.get(f"/ui/compare?baseline={ids['base']}&candidate={ids['base']}")
         assert 'data-field="datasets"' not in same.text
+
+
+def test_a_cached_flag_that_is_not_a_boolean_is_refused_and_nothing_stored(
+    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(capsys, sqlite_url)
+    data = bundle(key="odd")
+    data["cases"] = [case("a", 4) | {"cached": "perhaps"}]
+    path = tmp_path / "odd.json"
+    path.write_bytes(orjson.dumps(data))
+    code, _, err = cli("import", str(path))
+    assert code == 2 and "cached" in err
+    code, _, err = cli("show", "odd")
+    assert code == 2 and "odd" in err and "Traceback" not in err
