@@ -36,7 +36,8 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
-    allow_different_datasets: bool = True,
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
     correction: Correction | None = None,
     noise: NoiseFloor | None = None,
 ) -> RunComparison:
@@ -44,8 +45,8 @@ def compare_files(
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
-    (`scoring.comparison.suites`) before anything is imported; so are runs of two dataset
-    versions without `allow_different_datasets`. With a `correction`, the
+    (`scoring.comparison.suites`) before anything is imported; runs of two dataset versions
+    are compared over their common items unless `allow_different_datasets`. With a `correction`, the
     comparison carries its per-metric significance (issue 37), held against `noise` if given.
     """
     found = None
@@ -60,5 +61,6 @@ def compare_files(
             thresholds,
             allow_different_suites=allow_different_suites,
             allow_different_datasets=allow_different_datasets,
+            exclude_cached=exclude_cached,
             significance=found,
         )

@@ -15,15 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import orjson
+
 from evaledger.application.datasets import RunDatasets, run_datasets
 from evaledger.application.reports import JudgeErrors, judge_errors, spec_from_query
 from evaledger.domain.errors import ValidationError
+from evaledger.domain.events import CaseOpened, JudgeVerdictRecorded
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.domain.types import variant_label
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
 from evaledger.scoring.comparison.significance import ComparisonSignificance
-from evaledger.scoring.comparison.suites import require_same_dataset, require_same_suite
+from evaledger.scoring.comparison.suites import (
+    Guard,
+    common_items,
+    grader_differences,
+    require_same_suite,
+)
 from evaledger.scoring.headline import Headline, run_headline
 
 if TYPE_CHECKING:
@@ -57,14 +65,24 @@ def compare_runs_json(
     metric_deltas: bool = False,
     case_offset: int = 0,
     case_limit: int | None = None,
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> bytes:
     """The comparison as JSON bytes (`GET /runs/compare`), shared by every serving process.
 
     `spec` is a run config as JSON or a stored spec id, resolved in the candidate's project.
     Every total, verdict and statistic covers all matched cases; only the list of
-    `test_case_comparisons` is paged (sorted by key).
+    `test_case_comparisons` is paged (sorted by key). Runs of two dataset versions are
+    compared over their common items unless `allow_different_datasets` (`comparability`).
     """
     project = services.reads.get_run(candidate_id).project
+    _, guard = comparison_guard(
+        services,
+        baseline_id,
+        candidate_id,
+        restrict=not allow_different_datasets,
+        exclude_cached=exclude_cached,
+    )
     return services.reports.compare_json(
         baseline_id,
         candidate_id,
@@ -73,7 +91,87 @@ def compare_runs_json(
         metric_deltas=metric_deltas,
         case_offset=case_offset,
         case_limit=case_limit,
+        guard=guard,
     )
+
+
+def comparison_guard(
+    services: Services,
+    baseline_id: UUID,
+    candidate_id: UUID,
+    *,
+    restrict: bool,
+    exclude_cached: bool = False,
+) -> tuple[RunDatasets, Guard | None]:
+    """The dataset versions two runs ran and the comparison's guard (None: nothing to say).
+
+    Runs of two versions are compared over their common items when `restrict`
+    (`scoring.comparison.suites.common_items`); test cases served from a cache are left out
+    of both runs with `exclude_cached`.
+    """
+    ran = run_datasets(services, baseline_id, candidate_id)
+    (b_graders, b_cached), (c_graders, c_cached) = (
+        run_graders(services, run_id) for run_id in (baseline_id, candidate_id)
+    )
+    graders = grader_differences(b_graders, c_graders)
+    if ran.difference is None and not graders and not (b_cached or c_cached):
+        return ran, None
+    keys = [
+        {t.test_case_key for t in services.reads.summary(run_id).test_cases}
+        for run_id in (baseline_id, candidate_id)
+    ]
+    guard = common_items(
+        ran.baseline,
+        ran.candidate,
+        ran.differing,
+        keys[0],
+        keys[1],
+        restrict=restrict,
+        graders=graders,
+        cached=(b_cached, c_cached),
+        exclude_cached=exclude_cached,
+    )
+    return ran, guard
+
+
+def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
+    """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`), and its cached keys.
+
+    Its verdicts' judge models, template hashes and scorer versions, and the rubric its config
+    selects (`judge.metrics`); the test case keys of its cases opened as `cached`. Read from
+    the run's recorded config and from each case's events as stored.
+    """
+    cached: set[str] = set()
+    opened = CaseOpened.topic()
+    judge_config = services.reads.get_run(run_id).config.get("judge") or {}
+    rubric = judge_config.get("metrics")
+    found: dict[str, set[str]] = {
+        "judge model": set(),
+        "judge template hash": set(),
+        "rubric": set()
+        if rubric is None
+        else {orjson.dumps(rubric, option=orjson.OPT_SORT_KEYS).decode()},
+        "scorer version": set(),
+    }
+    topic = JudgeVerdictRecorded.topic()
+    for case_id in services.ledger.get_run(run_id).case_ids:
+        for stored in services.ledger.stored_events_of(case_id):
+            if stored.topic == opened:
+                state = orjson.loads(bytes(stored.state))
+                if state.get("cached"):
+                    cached.add(state["test_case"]["key"])
+            if stored.topic != topic:
+                continue
+            verdict = orjson.loads(bytes(stored.state))
+            judge = verdict.get("judge") or {}
+            name = ":".join(str(judge.get(k) or "") for k in ("provider", "model"))
+            if judge.get("kind", "llm") == "llm" and name != ":":
+                found["judge model"].add(name)
+            if judge.get("version"):
+                found["scorer version"].add(f"{name}@{judge['version']}")
+            if verdict.get("template_hash"):
+                found["judge template hash"].add(str(verdict["template_hash"]))
+    return found, cached
 
 
 def approved_baseline_of(services: Services, candidate_id: UUID) -> UUID:
@@ -123,14 +221,16 @@ def compare_report(
     *,
     spec: Callable[[], ScoringSpec | None] | None = None,
     allow_different_suites: bool = True,
-    allow_different_datasets: bool = True,
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> ComparisonReport:
     """Compare the candidate with `baseline_id`, or with its approved baseline when None.
 
     Without `allow_different_suites`, runs of two suites are refused before anything is
-    compared; without `allow_different_datasets`, so are runs of two dataset versions (the
-    refusal names the items that differ). Allowed, the report carries the difference. `spec`
-    loads the spec to compare under once the runs are checked (None: each run's own spec).
+    compared. Runs of two dataset versions are compared over their common items only, unless
+    `allow_different_datasets` (everything); either way the comparison's `comparability`
+    says so. `spec` loads the spec to compare under once the runs are checked (None: each
+    run's own spec).
     """
     if baseline_id is None:
         baseline_id = approved_baseline_of(services, candidate_id)
@@ -138,11 +238,15 @@ def compare_report(
     rows = {side: services.reads.get_run(run_id) for side, run_id in runs.items()}
     if not allow_different_suites:
         require_same_suite(rows["baseline"].suite["name"], rows["candidate"].suite["name"])
-    ran = run_datasets(services, baseline_id, candidate_id)
-    if not allow_different_datasets:
-        require_same_dataset(ran.baseline, ran.candidate, ran.differing)
+    ran, guard = comparison_guard(
+        services,
+        baseline_id,
+        candidate_id,
+        restrict=not allow_different_datasets,
+        exclude_cached=exclude_cached,
+    )
     under = spec() if spec is not None else None
-    result = services.reports.comparison(baseline_id, candidate_id, thresholds, under)
+    result = services.reports.comparison(baseline_id, candidate_id, thresholds, under, guard=guard)
     aggregates = {
         "baseline": result.aggregate.baseline_metrics,
         "candidate": result.aggregate.candidate_metrics,
@@ -204,15 +308,18 @@ def compare_files(
     thresholds: CompareThresholds | None = None,
     *,
     allow_different_suites: bool = True,
-    allow_different_datasets: bool = True,
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
     significance: Callable[[Services, UUID, UUID], Any] | None = None,
 ) -> RunComparison:
     """Import both files into a scratch SQLite store under `scratch_dir` and compare their runs.
 
     Each file holds one run. Two files of the same run key are told apart by a suffix on the
     candidate's key. Without `allow_different_suites`, runs of two suites are refused
-    (`scoring.comparison.suites`) before anything is imported. `significance` (the runs →
-    their `ComparisonSignificance`, issue 37) fills the comparison's while the store is open.
+    (`scoring.comparison.suites`) before anything is imported; runs of two dataset versions
+    are compared over their common items unless `allow_different_datasets`. `significance`
+    (the runs → their `ComparisonSignificance`, issue 37) fills the comparison's while the
+    store is open.
     """
     # lazy: the importers (YAML, ijson, every format) and the write side's context (the ledger's
     # aggregates, eventsourcing), only to compare two result files
@@ -225,15 +332,19 @@ def compare_files(
     first, second = imports
     if not allow_different_suites:
         require_same_suite(first.run.suite.name, second.run.suite.name)
-    if not allow_different_datasets:
-        require_same_dataset(first.run.dataset, second.run.dataset, None)
     if first.run.key == second.run.key and first.run.project == second.run.project:
         second = second.with_run(key=f"{second.run.key}~candidate")
     with scratch(f"sqlite:///{scratch_dir}/store/") as services:
         done = import_all(services.ledger, [first, second], Context(actor="compare"))
         services.sync()
         runs = done[0].result.run_id, done[1].result.run_id
-        result = services.reports.compare(*runs, thresholds)
+        _, guard = comparison_guard(
+            services,
+            *runs,
+            restrict=not allow_different_datasets,
+            exclude_cached=exclude_cached,
+        )
+        result = services.reports.compare(*runs, thresholds, guard=guard)
         if significance is not None:
             result = result.model_copy(update={"significance": significance(services, *runs)})
         return result

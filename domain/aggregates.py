@@ -413,6 +413,7 @@ class Case(Aggregate):
             repetition=bc.repetition,
             variant=bc.variant,
             subject=bc.subject,
+            cached=bc.cached,
             dumped={"test_case": d["test_case"]},
         )
         follow = Meta(timestamp=meta.timestamp, actor=meta.actor, seal=meta.seal)

@@ -220,6 +220,13 @@ class BundleCase(FrozenModel):
         exclude_if=_empty,
         description="A `skipped` case's report (absent: skipped, no reason).",
     )
+    # Left out of the dump when false, so cases recorded before it keep their digests (issue 35).
+    cached: bool = Field(
+        default=False,
+        exclude_if=lambda v: not v,
+        description="The transcript was served from a cache, not produced by this run (issue "
+        "35): shown in comparisons and excluded with `compare --exclude-cached`.",
+    )
 
     # Left out of the dump when absent (issue 34): old bundles keep their bytes and digests.
     subject: str | None = Field(

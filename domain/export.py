@@ -90,6 +90,16 @@ def export_bundle(ledger: Ledger, run_id: UUID) -> RunBundle:
     )
 
 
+def _opened_fields(event: CaseOpened) -> dict[str, Any]:
+    """A bundle case's fields from its opening: the added ones only when set (stable bytes)."""
+    fields: dict[str, Any] = {"test_case": event.test_case, "repetition": event.repetition}
+    if event.subject is not None:
+        fields["subject"] = event.subject
+    if event.cached:
+        fields["cached"] = True
+    return fields
+
+
 def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
     """One case as a bundle case."""
     fields: dict[str, Any] = {
@@ -103,10 +113,7 @@ def export_case(ledger: Ledger, case_id: UUID) -> BundleCase:
     status = BundleCaseStatus.COMPLETED
     for event in ledger.events_of(case_id):
         if isinstance(event, CaseOpened):
-            fields["test_case"] = event.test_case
-            fields["repetition"] = event.repetition
-            if event.subject is not None:
-                fields["subject"] = event.subject
+            fields.update(_opened_fields(event))
         elif isinstance(event, TranscriptRecorded):
             fields.update(
                 transcript=event.turns,

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         RunComparison,
     )
     from evaledger.scoring.comparison.engine import PairStatistics
+    from evaledger.scoring.comparison.suites import Guard
 
 COMPARE_CACHE_SIZE = 8
 COLUMNS_CACHED = 16
@@ -163,9 +164,12 @@ class Reports:
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
         metric_deltas: bool = True,
+        guard: Guard | None = None,
     ) -> RunComparison:
         """Compare two completed runs (404 when missing, 400 unless both are completed)."""
-        return self.comparison(baseline_id, candidate_id, thresholds, spec, metric_deltas).model
+        return self.comparison(
+            baseline_id, candidate_id, thresholds, spec, metric_deltas, guard
+        ).model
 
     def comparison(
         self,
@@ -174,13 +178,15 @@ class Reports:
         thresholds: CompareThresholds | None = None,
         spec: ScoringSpec | None = None,
         metric_deltas: bool = True,
+        guard: Guard | None = None,
     ) -> Comparison:
         """As `compare`, with the cases kept as columns.
 
         `Comparison.body` dumps them as JSON without a model per case; `.model` validates the
-        whole answer on demand.
+        whole answer on demand. A `guard` (issue 35) restricts both runs to its keys (each
+        summarised again over those cases) and puts its `comparability` in the answer.
         """
-        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        return self._compared(baseline_id, candidate_id, thresholds, spec, metric_deltas, guard)
 
     def compare_json(
         self,
@@ -192,6 +198,7 @@ class Reports:
         metric_deltas: bool = False,
         case_offset: int = 0,
         case_limit: int | None = None,
+        guard: Guard | None = None,
     ) -> bytes:
         """The comparison as JSON bytes, shared through the store by every serving process.
 
@@ -201,12 +208,14 @@ class Reports:
         from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
         thresholds = thresholds or CompareThresholds()
-        runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
+        runs, key = self._compare_key(
+            baseline_id, candidate_id, thresholds, spec, metric_deltas, guard
+        )
         digest = shared_key(*key, case_offset, case_limit)
         shared = self._shared(digest)
         if shared is not None:
             return shared
-        result = self._entry(runs, key, thresholds, spec, metric_deltas)
+        result = self._entry(runs, key, thresholds, spec, metric_deltas, guard)
         # One dict per case, freed by refcount: no collector pass over the heap.
         with collector.paused():
             body = result.json(case_offset, case_limit)
@@ -269,9 +278,10 @@ class Reports:
         """The paired statistics of one pair of runs, computed once and kept.
 
         `pair` is (baseline id, its summary position, candidate id, its summary position, spec
-        id): the flips and score deltas the statistics read depend on nothing else (not the
-        thresholds, the options or the page). Kept in this process and in the store's shared
-        cache, so another serving process reads them rather than running the bootstrap again.
+        id, guard digest): the flips and score deltas the statistics read depend on nothing
+        else (not the thresholds, the options or the page). Kept in this process and in the
+        store's shared cache, so another serving process reads them rather than running the
+        bootstrap again.
         """
 
         def statistics(b: int, c: int, deltas: list[float]) -> stats.PairedStatistics:
@@ -302,6 +312,7 @@ class Reports:
         thresholds: CompareThresholds,
         spec: ScoringSpec | None,
         metric_deltas: bool,
+        guard: Guard | None = None,
     ) -> tuple[list[RunRow], tuple[Any, ...]]:
         """Both runs (400 unless completed) and the comparison's cache key."""
         runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
@@ -323,6 +334,7 @@ class Reports:
             thresholds.model_dump_json(),
             spec.spec_id if spec else None,
             metric_deltas,
+            None if guard is None else guard.digest,
         )
         return runs, key
 
@@ -333,12 +345,15 @@ class Reports:
         thresholds: CompareThresholds | None,
         spec: ScoringSpec | None,
         metric_deltas: bool = True,
+        guard: Guard | None = None,
     ) -> Comparison:
         from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
         thresholds = thresholds or CompareThresholds()
-        runs, key = self._compare_key(baseline_id, candidate_id, thresholds, spec, metric_deltas)
-        return self._entry(runs, key, thresholds, spec, metric_deltas)
+        runs, key = self._compare_key(
+            baseline_id, candidate_id, thresholds, spec, metric_deltas, guard
+        )
+        return self._entry(runs, key, thresholds, spec, metric_deltas, guard)
 
     def _entry(
         self,
@@ -347,6 +362,7 @@ class Reports:
         thresholds: CompareThresholds,
         spec: ScoringSpec | None,
         metric_deltas: bool,
+        guard: Guard | None = None,
     ) -> Comparison:
         from evaledger.scoring.comparison import compare_columns  # lazy: numpy, see above
 
@@ -356,12 +372,8 @@ class Reports:
                 self._cache.move_to_end(key)
                 return cached
         with collector.paused():
-            summaries = [
-                self.reads.summary_under(r.run_id, spec)[0]
-                if spec
-                else self.reads.summary(r.run_id)
-                for r in runs
-            ]
+            keys = None if guard is None else guard.keys
+            summaries = [self._summary(r.run_id, spec, keys) for r in runs]
             result = compare_columns(
                 self.compared_run(runs[0], summaries[0]),
                 self.compared_run(runs[1], summaries[1]),
@@ -370,13 +382,33 @@ class Reports:
                 thresholds,
                 spec,
                 metric_deltas=metric_deltas,
-                statistics=self.pair_statistics((*key[:4], key[5])),
+                statistics=self.pair_statistics((*key[:4], key[5], key[7])),
             )
+            if guard is not None:
+                result.tail["comparability"] = guard.comparability
         with self._lock:
             self._cache[key] = result
             while len(self._cache) > COMPARE_CACHE_SIZE:
                 self._cache.popitem(last=False)
         return result
+
+    def _summary(
+        self, run_id: UUID, spec: ScoringSpec | None, keys: frozenset[str] | None
+    ) -> Summary:
+        """The run summarised under `spec` (its own: None), over the cases of `keys` only.
+
+        Restricted, the run is summarised again over the kept case scores by the run-level
+        rule (`summarize_run`) and its test cases reduced again: one aggregate definition.
+        """
+        if keys is None:
+            return self.reads.summary_under(run_id, spec)[0] if spec else self.reads.summary(run_id)
+        whole, scores = self.reads.summary_under(run_id, spec)
+        kept = [s for s in scores if s.test_case_key in keys]
+        return Summary(
+            whole.spec,
+            scoring.summarize_run(kept, whole.spec),
+            scoring.reduce_repetitions(kept, whole.spec),
+        )
 
     def _columns_of(self, results: Sequence[TestCaseResult]) -> RunColumns:
         from evaledger.scoring.comparison import RunColumns  # lazy: numpy, see above

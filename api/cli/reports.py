@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         RegressionVerdict,
         RunComparison,
     )
+    from evaledger.scoring.comparison.models import Comparability
     from evaledger.scoring.comparison.significance import ComparisonSignificance
     from evaledger.scoring.grading import GradingSpec
 
@@ -162,8 +163,14 @@ def _register_compare(commands: Commands) -> None:
     p.add_argument(
         "--allow-different-datasets",
         action="store_true",
-        help="compare runs of two dataset versions, with a warning naming the items that differ "
-        "(refused by default: exit 2)",
+        help="compare every case of runs of two dataset versions, with a warning naming the "
+        "items that differ (default: only the items common to both runs are compared)",
+    )
+    p.add_argument(
+        "--exclude-cached",
+        action="store_true",
+        help="leave out of both runs the test cases whose transcript was served from a cache "
+        "(default: compared, and counted in a warning)",
     )
     p.add_argument(
         "--no-fail-on-thresholds",
@@ -223,9 +230,9 @@ def cmd_compare(services: Services, args: argparse.Namespace) -> int:
         spec=spec if args.spec else None,
         allow_different_suites=args.allow_different_suites,
         allow_different_datasets=args.allow_different_datasets,
+        exclude_cached=args.exclude_cached,
     )
-    if report.datasets is not None and report.datasets.difference is not None:
-        sys.stderr.write(f"warning: {report.datasets.difference}\n")
+    guard_warnings(report.comparison.comparability)
     noise = noise_floor_of(services, args.noise_floor, args.project) if args.noise_floor else None
     report = compare_significance(
         services, report, correction=args.correction, noise=noise, spec=specs[0] if specs else None
@@ -352,11 +359,19 @@ def compare_given_files(args: argparse.Namespace) -> int | None:
         thresholds_of(args),
         allow_different_suites=args.allow_different_suites,
         allow_different_datasets=args.allow_different_datasets,
+        exclude_cached=args.exclude_cached,
         correction=args.correction,
         noise=noise,
     )
+    guard_warnings(result.comparability)
     forgiven = None if noise is None else reasons_within_noise(result, noise)
     return report_comparison(result, args, {}, None, forgiven)
+
+
+def guard_warnings(guard: Comparability | None) -> None:
+    """The comparability guard's warnings on stderr (issue 35), one line each."""
+    for warning in guard.warnings if guard is not None else ():
+        sys.stderr.write(f"warning: {warning}\n")
 
 
 def _minimums(given: list[str]) -> dict[str, float]:

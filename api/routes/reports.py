@@ -57,12 +57,25 @@ def compare_runs(
         int | None,
         Query(ge=0, le=2**31, description="Test case comparisons returned at most (all)"),
     ] = None,
+    allow_different_datasets: Annotated[
+        bool,
+        Query(
+            description="Runs of two dataset versions: compare every case (false: only the "
+            "items common to both); `comparability` says which"
+        ),
+    ] = False,
+    exclude_cached: Annotated[
+        bool,
+        Query(description="Leave out of both runs the test cases served from a cache"),
+    ] = False,
 ) -> Response:
     """Compare two completed runs: per-case statuses, deltas, config diff, verdict, statistics.
 
     Totals, verdict and statistics always cover every matched case; `case_offset` /
     `case_limit` page the `test_case_comparisons` list, and each case's `metric_deltas` stay
-    empty unless `metric_deltas=true`.
+    empty unless `metric_deltas=true`. Runs of two dataset versions are compared over their
+    common items unless `allow_different_datasets=true`; `comparability` names the versions
+    and the items left out (issue 35).
     """
     thresholds = CompareThresholds(
         max_pass_rate_drop=max_pass_rate_drop,
@@ -79,6 +92,8 @@ def compare_runs(
         metric_deltas=metric_deltas,
         case_offset=case_offset,
         case_limit=case_limit,
+        allow_different_datasets=allow_different_datasets,
+        exclude_cached=exclude_cached,
     )
     return Response(content=body, media_type="application/json")
 

@@ -522,6 +522,8 @@ def compare_page(
     case_score_delta: str = "",
     correction: str = "holm",
     noise_floor: str = "",
+    allow_different_datasets: bool = False,
+    exclude_cached: bool = False,
 ) -> Response:
     """Two completed runs side by side (or, given `runs`, several: `_many_runs`)."""
     if runs:
@@ -549,10 +551,8 @@ def compare_page(
             return context
         if show not in COMPARE_SHOW:
             raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        b = resolve_run(services, viewer, baseline, "baseline")
-        c = resolve_run(services, viewer, candidate, "candidate")
-        report = compare.compare_report(services, b, c, _checked_thresholds(given))
-        report = _significant(services, viewer, report, correction, noise_floor)
+        options = (allow_different_datasets, exclude_cached, correction, noise_floor)
+        b, c, report = _guarded_report(services, viewer, (baseline, candidate), given, options)
         result = report.result
         cases = _compared_cases(services, report, show, q, sort)
         rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
@@ -560,7 +560,6 @@ def compare_page(
         query = urlencode({k: v for k, v in given.items() if v})
         context.update(
             result=result,
-            dataset_warning=report.datasets.difference if report.datasets else None,
             cases=rows,
             matching=len(cases),
             page=shown_page,
@@ -621,6 +620,32 @@ def _compared_cases(
         changes = case_diff.answer_changes(services, report.runs, cases)
         cases.sort(key=lambda t: -changes[(t.test_case_key, t.variant)])
     return cases
+
+
+def _guarded_report(
+    services: Services,
+    viewer: Viewer,
+    pair: tuple[str, str],
+    given: dict[str, str],
+    options: tuple[bool, bool, str, str],
+) -> tuple[UUID, UUID, ComparisonReport]:
+    """The compare form's two runs and their comparison with its significance.
+
+    `options`: compare every case of two dataset versions, leave out cached test cases
+    (issue 35), the correction and the noise floor (issue 37).
+    """
+    all_items, no_cached, correction, noise_floor = options
+    b = resolve_run(services, viewer, pair[0], "baseline")
+    c = resolve_run(services, viewer, pair[1], "candidate")
+    report = compare.compare_report(
+        services,
+        b,
+        c,
+        _checked_thresholds(given),
+        allow_different_datasets=all_items,
+        exclude_cached=no_cached,
+    )
+    return b, c, _significant(services, viewer, report, correction, noise_floor)
 
 
 def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:

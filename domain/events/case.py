@@ -37,7 +37,7 @@ class CaseOpened(CaseEvent):
     """A case (test case x repetition x variant) was opened in a run."""
 
     topic_name: ClassVar[str] = "evaledger.case.opened"
-    added_fields: ClassVar[frozenset[str]] = frozenset({"subject"})
+    added_fields: ClassVar[frozenset[str]] = frozenset({"subject", "cached"})
 
     run_id: UUID
     test_case: TestCaseSnapshot
@@ -48,6 +48,9 @@ class CaseOpened(CaseEvent):
         description="The data subject the case's personal text belongs to (e.g. an end-user "
         "id): its sealed payloads share one key per (run, subject), destroyed by "
         "`erase --subject`. None: the case is its own subject.",
+    )
+    cached: bool = Field(
+        default=False, description="Issue 35: its transcript was served from a cache."
     )
 
 

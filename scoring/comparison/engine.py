@@ -21,6 +21,7 @@ from evaledger.scoring.comparison.config_diff import config_diff
 from evaledger.scoring.comparison.models import (
     AggregateComparison,
     CaseStatus,
+    Comparability,
     ComparedRun,
     CompareThresholds,
     MetricAggregateDelta,
@@ -400,6 +401,12 @@ class Comparison:
     def aggregate(self) -> AggregateComparison:
         """The run-level deltas and case counts (what `RunComparison.aggregate` holds)."""
         found: AggregateComparison = self.head["aggregate"]
+        return found
+
+    @property
+    def comparability(self) -> Comparability | None:
+        """Issue 35: the guard's answer, when the comparison was given one."""
+        found: Comparability | None = self.tail.get("comparability")
         return found
 
     @property

@@ -97,9 +97,10 @@ def render_markdown(
         lines += significance_markdown(c.significance)
     lines += _regressed_cases(c, max_cases)
     lines += _named_scores(c)
-    if c.warnings:
+    guarded = c.comparability.warnings if c.comparability is not None else []
+    if c.warnings or guarded:
         lines.append("")
-        lines.extend(f"> ⚠️ {_md(w)}" for w in c.warnings)
+        lines.extend(f"> ⚠️ {_md(w)}" for w in [*guarded, *c.warnings])
     return "\n".join(lines) + "\n"
 
 

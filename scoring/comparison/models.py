@@ -266,6 +266,51 @@ class RegressionVerdict(StrictModel):
     thresholds_used: ComparisonThresholds
 
 
+class Comparability(StrictModel):
+    """Issue 35: what makes two runs' comparison less than like for like, and what it covered.
+
+    Present in a comparison only when there is something to say: the runs ran different
+    dataset versions (or one ran none), their graders differ, or cached cases were left out.
+    """
+
+    baseline_dataset: str | None = Field(description="The baseline's dataset version, if any.")
+    candidate_dataset: str | None = Field(description="The candidate's dataset version, if any.")
+    restricted: bool = Field(
+        description="Only the items common to both runs (present in both, unchanged between "
+        "the versions) were compared; false with --allow-different-datasets."
+    )
+    common_items: int = Field(description="Test case keys compared (common to both runs).")
+    baseline_only_items: list[str] = Field(
+        description="Keys only the baseline ran (sorted; the first 1000)."
+    )
+    baseline_only_count: int
+    candidate_only_items: list[str] = Field(
+        description="Keys only the candidate ran (sorted; the first 1000)."
+    )
+    candidate_only_count: int
+    changed_items: list[str] = Field(
+        description="Keys both ran whose item changed between the two versions (sorted; the "
+        "first 1000): left out when restricted."
+    )
+    changed_count: int
+    grader_differences: list[FieldChange] = Field(
+        default_factory=list,
+        description="What differs between the runs' graders (judge model, judge template hash, "
+        "rubric, scorer version): each side's values, sorted. A warning: items are not "
+        "restricted for it.",
+    )
+    cached_items: list[str] = Field(
+        default_factory=list,
+        description="Keys with a case served from a cache in either run (sorted; the first 1000).",
+    )
+    baseline_cached: int = Field(default=0, description="The baseline's keys with a cached case.")
+    candidate_cached: int = Field(default=0, description="The candidate's keys with a cached case.")
+    excluded_cached: bool = Field(
+        default=False, description="Those keys were left out of both runs (--exclude-cached)."
+    )
+    warnings: list[str] = Field(description="What a reader must know, one sentence each.")
+
+
 class RunComparison(StrictModel):
     """Baseline vs candidate: aggregate deltas, per-case statuses, config diff, verdicts."""
 
@@ -291,4 +336,10 @@ class RunComparison(StrictModel):
         exclude_if=lambda v: v is None,
         description="Issue 37: every metric's clustered difference, p-values corrected for "
         "multiple comparisons, the noise floor; added by compare (left out when absent).",
+    )
+    comparability: Comparability | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Issue 35: the comparability guard (dataset versions, graders, cached "
+        "cases) and what the comparison was restricted to (left out when nothing to say).",
     )

@@ -182,7 +182,7 @@ def _run_file(tmp_path: Path, key: str, dataset: dict[str, Any] | None) -> str:
     return str(path)
 
 
-def test_compare_refuses_runs_of_two_dataset_versions_naming_the_items(
+def test_compare_of_two_dataset_versions_compares_the_common_items_and_says_so(
     capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
 ) -> None:
     cli = Cli(capsys, sqlite_url)
@@ -191,22 +191,27 @@ def test_compare_refuses_runs_of_two_dataset_versions_naming_the_items(
         ref = {"name": "qa", "version": version} if version else None
         cli.json("import", _run_file(tmp_path, key, ref))
     code, _, err = cli("compare", "old", "new")
-    assert code == 2
-    assert "qa@1" in err and "qa@2" in err and "--allow-different-datasets" in err
-    assert "items that differ: gone, new, refund" in err
+    assert code == 0, err
+    assert "warning: runs of different dataset versions" in err
+    assert "qa@1" in err and "qa@2" in err and "items that differ: gone, new, refund" in err
+    # refund changed between the versions: only greeting is compared.
+    assert "compared only the 1 item(s) common to both runs" in err
+    assert "1 changed between the versions left out" in err
     code, _, err = cli("compare", "old", "new", "--allow-different-datasets")
     assert code == 0, err
-    assert "warning: runs of different dataset versions" in err and "refund" in err
+    assert "warning: runs of different dataset versions" in err and "compared every case" in err
     code, _, err = cli("compare", "new", "same")
     assert code == 0 and "dataset" not in err
     # A run that names no dataset against one that does is not silently the same.
     code, _, err = cli("compare", "plain", "new")
-    assert code == 2 and "no dataset" in err
+    assert code == 0 and "no dataset" in err and "compared only the 2 item(s)" in err
     # Two result files are held to the same rule (their hashes: no diff of items).
     refs = [{"name": "gsm8k", "hash": c * 64} for c in "ab"]
     files = [_run_file(tmp_path, f"file-{n}", r) for n, r in enumerate(refs)]
-    code, _, err = cli("compare", *files)
-    assert code == 2 and "gsm8k" in err
+    code, out, err = cli("compare", *files, "--json")
+    assert code == 0 and "gsm8k" in err
+    guard = orjson.loads(out)["comparability"]
+    assert (guard["restricted"], guard["common_items"]) == (True, 2)
 
 
 def test_the_web_compare_page_shows_the_dataset_banner(services: Services, tmp_path: Path) -> None:
@@ -223,9 +228,10 @@ def test_the_web_compare_page_shows_the_dataset_banner(services: Services, tmp_p
     with TestClient(create_app(services=services)) as client:
         page = client.get(f"/ui/compare?baseline={runs_['old']}&candidate={runs_['new']}")
         assert page.status_code == 200, page.text[:500]
-        banner = re.search(r'data-field="datasets">([^<]*)<', page.text)
+        banner = re.search(r'data-field="datasets"><p>([^<]*)<', page.text)
         assert banner is not None
         assert "qa@1" in banner.group(1) and "items that differ: new" in banner.group(1)
+        assert "compared only the 2 item(s) common to both runs" in banner.group(1)
         same = client.get(f"/ui/compare?baseline={runs_['old']}&candidate={runs_['old']}")
         assert 'data-field="datasets"' not in same.text
 
