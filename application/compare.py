@@ -137,9 +137,25 @@ def comparison_guard(
 def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
     """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`), and its cached keys.
 
-    Its verdicts' judge models, template hashes and scorer versions, and the rubric its config
-    selects (`judge.metrics`); the test case keys of its cases opened as `cached`. Read from
-    the run's recorded config and from each case's events as stored.
+    Read once per state of the run (its events are read case by case) and kept: every compare
+    of the run asks.
+    """
+
+    def compute() -> bytes:
+        found, cached = _read_graders(services, run_id)
+        return orjson.dumps(
+            {"found": {k: sorted(v) for k, v in found.items()}, "cached": sorted(cached)}
+        )
+
+    kept = orjson.loads(services.reports.run_answer(run_id, ("graders",), compute))
+    return {k: set(v) for k, v in kept["found"].items()}, set(kept["cached"])
+
+
+def _read_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
+    """`run_graders` read from the run's recorded config and its cases' events as stored.
+
+    Its verdicts' judge models, template hashes and scorer versions, the rubric its config
+    selects (`judge.metrics`), and the test case keys of its cases opened as `cached`.
     """
     cached: set[str] = set()
     opened = CaseOpened.topic()

@@ -243,6 +243,36 @@ class Reports:
             )
             conn.execute(delete(compare_cache).where(compare_cache.c.created_at < oldest_kept))
 
+    def run_answer(
+        self, run_id: UUID, parts: tuple[Any, ...], compute: Callable[[], bytes]
+    ) -> bytes:
+        """An answer about one closed run as it stands, computed once and kept (its graders).
+
+        Keyed like `pair_answer` by the run's summary position (it moves whenever a case of the
+        run changes); a run without a stored summary (open) is computed every time.
+        """
+        (position,) = self._summary_positions(run_id)
+        if not position:
+            return compute()
+        return self._kept(shared_key("run", run_id, position, *parts), compute)
+
+    def _kept(self, digest: str, compute: Callable[[], bytes]) -> bytes:
+        """The answer under `digest` from this process, the store's shared cache, or `compute`."""
+        with self._lock:
+            hit = self._answers.get(digest)
+            if hit is not None:
+                self._answers.move_to_end(digest)
+                return hit
+        body = self._shared(digest)
+        if body is None:
+            body = compute()
+            self._share(digest, body)
+        with self._lock:
+            self._answers[digest] = body
+            while len(self._answers) > STATISTICS_CACHED:
+                self._answers.popitem(last=False)
+        return body
+
     def pair_answer(
         self,
         baseline_id: UUID,
@@ -259,20 +289,7 @@ class Reports:
         """
         positions = self._summary_positions(baseline_id, candidate_id)
         digest = shared_key("pair", baseline_id, positions[0], candidate_id, positions[1], *parts)
-        with self._lock:
-            hit = self._answers.get(digest)
-            if hit is not None:
-                self._answers.move_to_end(digest)
-                return hit
-        body = self._shared(digest)
-        if body is None:
-            body = compute()
-            self._share(digest, body)
-        with self._lock:
-            self._answers[digest] = body
-            while len(self._answers) > STATISTICS_CACHED:
-                self._answers.popitem(last=False)
-        return body
+        return self._kept(digest, compute)
 
     def pair_statistics(self, pair: tuple[Any, ...]) -> PairStatistics:
         """The paired statistics of one pair of runs, computed once and kept.
