@@ -8,10 +8,7 @@ Each page's numbers are checked against the JSON API's; screenshots go to tests/
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,8 @@ from urllib.parse import urlparse
 import pytest
 
 from evaledger.api.web.filters import fmt_num, fmt_pct, fmt_signed
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
+from tests.api.test_serve import EVALEDGER, call
+from tests.browser import live_server
 from tests.conftest import IN_CI
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -61,38 +59,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         [str(EVALEDGER), "demo", "--db", db], cwd=root, env=env, capture_output=True, text=True
     )
     assert demo.returncode == 0, demo.stderr
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if call(base, "GET", "/health")[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield Site(base)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,18 @@ version's items and to the diff of the two versions, by the links on the pages.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
+from tests.api.test_serve import EVALEDGER
 from tests.api.test_web_browser import Site, _require_chromium, shot, text
 from tests.api.test_web_browser import browser as browser  # the fixtures
 from tests.api.test_web_browser import page as page
+from tests.browser import live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -48,38 +46,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     _cli(root, env, "dataset", "create", "qa", "--db", db, "--description", "support questions")
     _cli(root, env, "dataset", "add", "qa", str(v1), "--db", db)
     _cli(root, env, "dataset", "add", "qa", str(v2), "--db", db)
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if call(base, "GET", "/health")[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield Site(base)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_from_the_list_to_a_version_and_the_diff(site: Site, page: Any) -> None:

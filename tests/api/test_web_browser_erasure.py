@@ -8,10 +8,6 @@ why), the text replaced by the erasure's wording, the scores still there, the ma
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +16,10 @@ import pytest
 
 from evaledger.api.bootstrap import Settings, build_services
 from evaledger.domain.ledger import Context
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
 from tests.api.test_web_browser import Site, _require_chromium, shot, text
 from tests.api.test_web_browser import browser as browser  # the fixtures
 from tests.api.test_web_browser import page as page
+from tests.browser import live_server
 from tests.domain.test_erasure import MARKER, _bundle, _case_ids
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -42,38 +38,8 @@ def erased_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site
     finally:
         services.close()
     env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if call(base, "GET", "/health")[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield Site(base), str(ids["secret"]), str(ids["other"])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

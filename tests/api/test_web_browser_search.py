@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +19,9 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.api.test_search_api import XSS, search_bundle
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
+from tests.api.test_serve import EVALEDGER
 from tests.api.test_web_browser import CHROMIUM, WAIT_LIMIT_MS, _require_chromium, shot
+from tests.browser import live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -53,38 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
              "--scope", "read", "--name", "searcher", "--json")
     )["token"]  # fmt: skip
     beta = json.loads(_cli(root, env, "runs", "--db", db, "--project", "beta", "--json"))
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=5):
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield base, token, str(beta["data"][0]["run_id"])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,9 +12,9 @@ import pytest
 
 from evaledger.api.bootstrap import Settings, build_services
 from evaledger.projections.queries import RunFilter
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, free_port
 from tests.api.test_web_browser import CHROMIUM, WAIT_LIMIT_MS, _require_chromium, shot
 from tests.application.test_trends import load
+from tests.browser import live_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,38 +32,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     finally:
         services.close()
     env = {k: v for k, v in os.environ.items() if k not in ("EVALEDGER_DB", "EVALEDGER_URL")}
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=5):
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield base, keys
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_the_chart_draws_a_line_per_version_and_a_point_opens_its_run(

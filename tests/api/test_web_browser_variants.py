@@ -8,20 +8,18 @@ variant matrix are read as a person sees them, against the JSON API's comparison
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
-import urllib.error
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from evaledger.api.web.filters import fmt_pct
-from tests.api.test_serve import EVALEDGER, STARTUP_LIMIT_S, call, free_port
+from tests.api.test_serve import EVALEDGER
 from tests.api.test_web_browser import Site, _require_chromium, shot, text
 from tests.api.test_web_browser import browser as browser  # the fixtures
 from tests.api.test_web_browser import page as page
+from tests.browser import live_server
 from tests.conftest import FIXTURES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -43,38 +41,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             text=True,
         )
         assert done.returncode == 0, done.stderr
-    port = free_port()
-    log = root / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(EVALEDGER), "serve", "--port", str(port), "--db", db],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_LIMIT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if call(base, "GET", "/health")[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /health:\n{log.read_text()}")
-            time.sleep(0.1)
+    with live_server(db, root, env) as base:
         yield Site(base)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_compare_shows_each_variant_and_the_test_by_variant_matrix(site: Site, page: Any) -> None:
