@@ -11,14 +11,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Annotated, Any, cast, get_args
+from typing import Annotated, Any, cast
 from urllib.parse import urlencode
 from uuid import UUID
 
 import jinja2
-import pydantic
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
@@ -44,17 +43,13 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
-    case_diff,
     case_filters,
-    compare,
     grades,
     reports,
     review,
     review_queue,
-    statistics,
     transcripts,
 )
-from evaledger.application.compare import ComparisonReport
 from evaledger.application.search import SearchQuery, highlight, parse_optional
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.errors import EvaledgerError, ValidationError
@@ -62,11 +57,9 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.agreement import shown
 from evaledger.scoring.case import variant_figures
-from evaledger.scoring.comparison import CaseStatus as CaseClass
-from evaledger.scoring.comparison import CompareThresholds, render_markdown, source_metric_deltas
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.headline import run_headline
-from evaledger.scoring.judge_errors import judge_error_note, run_judge_error_note
+from evaledger.scoring.judge_errors import run_judge_error_note
 from evaledger.scoring.rollups import ColumnDimension, RowDimension
 from evaledger.scoring.scorer_metrics import RANDOM_METRICS
 
@@ -83,9 +76,6 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 RUN_STATUSES = tuple(s.value for s in RunStatus)
 PIVOT_MAX_COLUMNS = 10
-COMPARE_PER_PAGE = 50
-COMPARE_SHOW = ("all", *get_args(CaseClass))
-COMPARE_SORTS = ("key", "change")
 """The compare page's case orders: by key, or by how much the answer changed (most first)."""
 
 
@@ -174,7 +164,8 @@ def viewed_run(services: Services, viewer: Viewer, value: str) -> tuple[UUID, Ru
     return rid, reports.get_run(services, rid)
 
 
-def _number(value: str, field: str) -> float | None:
+def form_number(value: str, field: str) -> float | None:
+    """A form field's number (None when empty); a value that is not one names its field."""
     if not value.strip():
         return None
     try:
@@ -195,7 +186,8 @@ def _day(value: str, field: str, end: bool) -> datetime | None:
         raise ValidationError(f"{field}: not a date: {value!r}", field=field) from None
 
 
-def _all_runs(services: Services, viewer: Viewer) -> list[RunRow]:
+def visible_runs(services: Services, viewer: Viewer) -> list[RunRow]:
+    """The runs the viewer may see (its project's), for the pickers."""
     return reports.recent_runs(services, viewer.principal.project)
 
 
@@ -264,7 +256,7 @@ def runs_page(
             }
             for r in listing.runs
         ]
-        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
+        completed = [r for r in visible_runs(services, viewer) if r.status == "completed"]
         query = urlencode({k: v for k, v in given.items() if v})
         return {
             "pair": default_pair(completed),
@@ -297,12 +289,12 @@ class CaseFilterForm:
 
     def case_filter(self, metric: str) -> case_filters.CaseFilter:
         """The filter they ask for (a bad number or value names its field)."""
-        above = _number(self.above, "above")
+        above = form_number(self.above, "above")
         return case_filters.CaseFilter(
-            min_score=_number(self.min_score, "min_score"),
-            max_score=_number(self.max_score, "max_score"),
-            min_latency_ms=_number(self.min_latency, "min_latency"),
-            max_latency_ms=_number(self.max_latency, "max_latency"),
+            min_score=form_number(self.min_score, "min_score"),
+            max_score=form_number(self.max_score, "max_score"),
+            min_latency_ms=form_number(self.min_latency, "min_latency"),
+            max_latency_ms=form_number(self.max_latency, "max_latency"),
             metric=(metric or None) if above is not None else None,
             metric_min=above,
             label=cast(case_filters.LabelFilter, self.label or None),
@@ -337,7 +329,7 @@ def run_page(
         query = views.CaseQuery(
             show=show,
             metric=metric or None,
-            below=_number(below, "below"),
+            below=form_number(below, "below"),
             q=q or None,
             sort=sort,
             desc=desc,
@@ -490,217 +482,6 @@ def queue_of(services: Services, run_id: UUID) -> list[views.QueueItem]:
     return review_queue.run_review_queue(services, run_id)
 
 
-def _thresholds(**given: str) -> CompareThresholds:
-    return CompareThresholds(**{k: _number(v, k) for k, v in given.items()})
-
-
-def _judge_error_notes(report: ComparisonReport) -> list[tuple[str, str]]:
-    """(which run, "N judge errors counted as 0 …") for the compared runs that have any."""
-    notes = []
-    for label, errors in report.judge_errors.items():
-        note = judge_error_note(errors.count, errors.policy)
-        if note is not None:
-            notes.append((label, note.text))
-    return notes
-
-
-@router.get("/compare", response_class=HTMLResponse)
-def compare_page(
-    request: Request,
-    services: SyncedDep,
-    viewer: ViewerDep,
-    baseline: str = "",
-    candidate: str = "",
-    show: str = "all",
-    q: str = "",
-    sort: str = "key",
-    runs: str = "",
-    page: Annotated[int, Query(ge=1)] = 1,
-    max_pass_rate_drop: str = "",
-    max_avg_score_drop: str = "",
-    max_latency_increase_pct: str = "",
-    case_score_delta: str = "",
-    correction: str = "holm",
-    noise_floor: str = "",
-    allow_different_datasets: bool = False,
-    exclude_cached: bool = False,
-) -> Response:
-    """Two completed runs side by side (or, given `runs`, several: `_many_runs`)."""
-    if runs:
-        return _many_runs(request, services, viewer, runs, correction, q, page)
-    given = {
-        "max_pass_rate_drop": max_pass_rate_drop,
-        "max_avg_score_drop": max_avg_score_drop,
-        "max_latency_increase_pct": max_latency_increase_pct,
-        "case_score_delta": case_score_delta,
-    }
-
-    def build() -> dict[str, Any]:
-        completed = [r for r in _all_runs(services, viewer) if r.status == "completed"]
-        context: dict[str, Any] = {
-            "title": "Compare runs",
-            "completed": completed,
-            "baseline": baseline,
-            "candidate": candidate,
-            "show": show,
-            "shows": COMPARE_SHOW,
-            "given": given,
-            "result": None,
-        }
-        if not (baseline and candidate):
-            return context
-        if show not in COMPARE_SHOW:
-            raise ValidationError(f"show: one of {', '.join(COMPARE_SHOW)}", field="show")
-        options = (allow_different_datasets, exclude_cached, correction, noise_floor)
-        b, c, report = _guarded_report(services, viewer, (baseline, candidate), given, options)
-        result = report.result
-        cases = _compared_cases(services, report, show, q, sort)
-        rows, shown_page, pages, first = views.page_of(cases, page, COMPARE_PER_PAGE)
-        runs = {str(r.run_id): r for r in completed}
-        query = urlencode({k: v for k, v in given.items() if v})
-        context.update(
-            result=result,
-            cases=rows,
-            matching=len(cases),
-            page=shown_page,
-            pages=pages,
-            first=first,
-            q=q,
-            answers=compare.compared_answers(services, report.runs, rows),
-            diffs=case_diff.answer_diffs(services, report.runs, rows),
-            sort=sort,
-            sorts=COMPARE_SORTS,
-            grid=views.compare_matrix(rows) if result.aggregate.per_variant else None,
-            baseline_run=runs.get(str(b)) or report.baseline_run,
-            candidate_run=runs.get(str(c)) or report.candidate_run,
-            threshold_query=query,
-            judge_error_notes=_judge_error_notes(report),
-            source_deltas=source_metric_deltas(result.aggregate),
-            headlines=report.headlines,
-            noise_floor=noise_floor,
-            title="Compare: "
-            + ("regression detected" if result.verdict.regression_detected else "no regression"),
-        )
-        return context
-
-    return render(request, "compare.html", build)
-
-
-def _many_runs(
-    request: Request,
-    services: Services,
-    viewer: Viewer,
-    runs: str,
-    correction: str,
-    q: str,
-    page: int,
-) -> Response:
-    """`/ui/compare?runs=BASE,CAND1,...` (issue 36): a base and several candidates."""
-    # lazy: the many-run page's module imports this one (render, resolve_run)
-    from evaledger.api.web.compare_pages import many_page
-
-    return many_page(request, services, viewer, runs, correction=correction, q=q, page=page)
-
-
-def _compared_cases(
-    services: Services, report: ComparisonReport, show: str, q: str, sort: str
-) -> list[Any]:
-    """The comparison's case rows of class `show` matching `q`, in the `sort` order."""
-    # Filtered and paged by the caller: a 10k-case comparison is one page of rows, not 10k.
-    if sort not in COMPARE_SORTS:
-        raise ValidationError(f"sort: one of {', '.join(COMPARE_SORTS)}", field="sort")
-    needle = q.casefold()
-    cases = [
-        t
-        for t in report.result.test_case_comparisons
-        if (show == "all" or t.status == show)
-        and (needle in t.test_case_key.casefold() or needle in t.variant.casefold())
-    ]
-    if sort == "change":  # every matching row's answers read: the order is over all of them
-        changes = case_diff.answer_changes(services, report.runs, cases)
-        cases.sort(key=lambda t: -changes[(t.test_case_key, t.variant)])
-    return cases
-
-
-def _guarded_report(
-    services: Services,
-    viewer: Viewer,
-    pair: tuple[str, str],
-    given: dict[str, str],
-    options: tuple[bool, bool, str, str],
-) -> tuple[UUID, UUID, ComparisonReport]:
-    """The compare form's two runs and their comparison with its significance.
-
-    `options`: compare every case of two dataset versions, leave out cached test cases
-    (issue 35), the correction and the noise floor (issue 37).
-    """
-    all_items, no_cached, correction, noise_floor = options
-    b = resolve_run(services, viewer, pair[0], "baseline")
-    c = resolve_run(services, viewer, pair[1], "candidate")
-    report = compare.compare_report(
-        services,
-        b,
-        c,
-        _checked_thresholds(given),
-        allow_different_datasets=all_items,
-        exclude_cached=no_cached,
-    )
-    return b, c, _significant(services, viewer, report, correction, noise_floor)
-
-
-def _checked_thresholds(given: dict[str, str]) -> CompareThresholds:
-    """The thresholds of the compare form, each ≥ 0 (else a 4xx naming it)."""
-    try:
-        return _thresholds(**given)
-    except pydantic.ValidationError as e:
-        field = str(e.errors()[0]["loc"][0])
-        raise ValidationError(f"{field}: must be ≥ 0", field=field) from None
-
-
-def _significant(
-    services: Services, viewer: Viewer, report: ComparisonReport, correction: str, noise: str
-) -> ComparisonReport:
-    """The report with its per-metric significance (issue 37), A/A runs as its noise floor."""
-    if correction not in statistics.CORRECTIONS:
-        raise ValidationError(
-            f"correction: one of {', '.join(statistics.CORRECTIONS)}", field="correction"
-        )
-    floor = None
-    if noise.strip():
-        runs = [resolve_run(services, viewer, r.strip(), "noise_floor") for r in noise.split(",")]
-        floor = statistics.noise_floor_of_runs(services, runs)
-    return statistics.compare_significance(services, report, correction=correction, noise=floor)
-
-
-@router.get("/compare.md", response_class=PlainTextResponse)
-def compare_markdown(
-    services: SyncedDep,
-    viewer: ViewerDep,
-    baseline: str,
-    candidate: str,
-    max_pass_rate_drop: str = "",
-    max_avg_score_drop: str = "",
-    max_latency_increase_pct: str = "",
-    case_score_delta: str = "",
-    correction: str = "holm",
-    noise_floor: str = "",
-) -> Response:
-    """The comparison as the compact Markdown PR comment `evaledger compare --markdown` prints."""
-    b = resolve_run(services, viewer, baseline, "baseline")
-    c = resolve_run(services, viewer, candidate, "candidate")
-    thresholds = _thresholds(
-        max_pass_rate_drop=max_pass_rate_drop,
-        max_avg_score_drop=max_avg_score_drop,
-        max_latency_increase_pct=max_latency_increase_pct,
-        case_score_delta=case_score_delta,
-    )
-    report = compare.compare_report(services, b, c, thresholds)
-    report = _significant(services, viewer, report, correction, noise_floor)
-    heads = {k: h.summary for k, h in report.headlines.items()}
-    text = render_markdown(report.result, headlines=heads)
-    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
-
-
 @router.get("/rollup", response_class=HTMLResponse)
 def rollup_page(
     request: Request,
@@ -718,7 +499,7 @@ def rollup_page(
         cells = {} if result is None else {(c.row, c.column): c.summary for c in result.cells}
         return {
             "title": "Rollup",
-            "runs": _all_runs(services, viewer),
+            "runs": visible_runs(services, viewer),
             "chosen": {str(r) for r in chosen},
             "rows": rows,
             "columns": columns,
@@ -781,7 +562,7 @@ def scorecard_page(
 
     def build() -> dict[str, Any]:
         rid, run = viewed_run(services, viewer, run_id)
-        minimum = _number(min_score, "min_score")
+        minimum = form_number(min_score, "min_score")
         context: dict[str, Any] = {
             "title": f"Scorecard: {run.name or run.run_key}",
             "run": run,

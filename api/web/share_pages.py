@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 from evaledger.api.bootstrap import Services
 from evaledger.api.deps import SyncedDep
 from evaledger.api.share_key import share_key
-from evaledger.api.web import pages
+from evaledger.api.web import compare_pages, pages
 from evaledger.api.web.pages import error_page, render, resolve_run
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import sharing
@@ -49,7 +49,9 @@ def shared_page(request: Request, token: str, services: SyncedDep) -> Response:
     runs = [str(r) for r in created.run_ids]
     if created.page == "run":
         return pages.run_page(request, runs[0], services, viewer)
-    return pages.compare_page(request, services, viewer, baseline=runs[0], candidate=runs[1])
+    return compare_pages.compare_page(
+        request, services, viewer, baseline=runs[0], candidate=runs[1]
+    )
 
 
 @public.api_route(
