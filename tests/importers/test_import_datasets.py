@@ -15,9 +15,11 @@ import pytest
 
 from evaledger.api.bootstrap import Services
 from evaledger.application import runs
+from evaledger.domain.bundle import RunBundle
 from evaledger.domain.datasets import source_dataset
 from evaledger.domain.events import DatasetRef
 from evaledger.domain.ledger import Context
+from evaledger.importers.load import open_imports
 from tests.conftest import FIXTURES
 from tests.helpers import event_count
 
@@ -97,3 +99,25 @@ def test_a_format_with_no_dataset_name_or_ids_records_none(services: Services, p
     # tau-bench's records name no domain; promptfoo's tests have positions, not ids.
     (imported,) = runs.import_files(services, [path], CTX)
     assert services.ledger.run_dataset(imported.run.run_id) is None
+
+
+@pytest.mark.parametrize(
+    "expected", [lm_eval_dataset, openai_evals_dataset, tau2_dataset], ids=lambda f: f.__name__
+)
+def test_a_run_imported_before_it_recorded_a_dataset_is_the_same_run(
+    services: Services, expected: Any
+) -> None:
+    path, dataset = expected()
+    (opened,) = open_imports([path])
+    assert opened.run.dataset == dataset
+    # What this importer stored before issue 35: the same run without its dataset.
+    legacy = RunBundle(
+        format="evaledger.run-bundle/1",
+        run=opened.run.model_copy(update={"dataset": None}),
+        cases=list(opened.cases()),
+    )
+    stored = runs.import_run(services, legacy, CTX)
+    before = event_count(services)
+    (again,) = runs.import_files(services, [path], CTX)
+    assert again.run.run_id == stored.run_id and again.run.events == 0
+    assert event_count(services) == before
