@@ -24,6 +24,7 @@ import ijson
 import orjson
 
 from evaledger.domain.bundle import BundleCase, BundleNamedScores, BundleOutcomes, BundleRun
+from evaledger.domain.datasets import source_dataset
 from evaledger.domain.events import (
     AgentSnapshot,
     ExpectedOutcome,
@@ -217,6 +218,15 @@ def open_lm_eval(path: Path, given: Sequence[Path] = ()) -> PeerImport:
         labels={k: v for k, v in labels.items() if v},
         config=RunConfig(scorers=tuple(scorers)),
         created_at=parse_time(_epoch_ms(data.get("date"))) or parse_time("1970-01-01T00:00:00Z"),
+        # The tasks' documents, by their case keys (`_case`): one more pass over the samples.
+        dataset=source_dataset(
+            ", ".join(files),
+            [
+                f"{task}/{line['doc_id']}"
+                for task, samples in files.items()
+                for line in _lines(samples)
+            ],
+        ),
     )
     primary = {
         t: next((s.name for s in scorers if s.name.startswith(f"{t}/")), None) for t in tasks

@@ -27,6 +27,7 @@ from evaledger.domain.bundle import (
     BundleOutcomes,
     BundleRun,
 )
+from evaledger.domain.datasets import source_dataset
 from evaledger.domain.events import (
     AgentSnapshot,
     ExpectedOutcome,
@@ -168,6 +169,7 @@ def open_openai_evals(path: Path) -> PeerImport:
         },
         config=RunConfig(scorers=tuple(_scorers(report, _metric_names(path)))),
         created_at=parse_time(spec.get("created_at")) or parse_time("1970-01-01T00:00:00Z"),
+        dataset=source_dataset(str(spec.get("eval_name") or ""), sample_ids),
     )
 
     def cases() -> Iterator[BundleCase]:

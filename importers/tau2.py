@@ -30,6 +30,7 @@ from evaledger.domain.bundle import (
     BundleOutcomes,
     BundleRun,
 )
+from evaledger.domain.datasets import source_dataset
 from evaledger.domain.events import (
     AgentSnapshot,
     ExpectedOutcome,
@@ -152,6 +153,8 @@ def open_tau2(path: Path) -> PeerImport:
         "git.commit": str(info.get("git_commit") or ""),
     }
     trials = int(info.get("num_trials") or 1)
+    tasks = {str(t.get("id")): t for t in header["tasks"] if isinstance(t, Mapping) and "id" in t}
+    task_keys = [f"task-{task_id}" for task_id in tasks]
     run = BundleRun(
         key=_key(path),
         name=f"τ² {domain} {llm}",
@@ -177,8 +180,9 @@ def open_tau2(path: Path) -> PeerImport:
             ),
         ),
         created_at=parse_time(header.get("timestamp")) or parse_time("1970-01-01T00:00:00Z"),
+        # The domain's tasks this run was given, by their case keys (`_case`).
+        dataset=source_dataset(f"tau2-{domain}" if env.get("domain_name") else "", task_keys),
     )
-    tasks = {str(t.get("id")): t for t in header["tasks"] if isinstance(t, Mapping) and "id" in t}
     return PeerImport(
         format=Format.TAU2,
         sources=(str(path),),
