@@ -1,5 +1,7 @@
-"""The compare pages: two runs (`/ui/compare`, its Markdown), one test case of two runs, and
-many runs at once (issue 36).
+"""The compare pages: two runs, one test case of two runs, and many runs at once.
+
+`/ui/compare` (and its Markdown, `/ui/compare.md`): two runs side by side, with the
+comparability guard and the significance.
 
 `/ui/compare/case`: a test case's answers and each turn as a word diff, and the judges'
 reasoning side by side, read through `application.case_diff` (what `evaledger compare A B
