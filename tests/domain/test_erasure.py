@@ -138,6 +138,7 @@ def test_erasure_keeps_the_log_verifiable_and_the_bytes_gone(
     assert any(MARKER in t for t in _texts(services, secret))
     blob = _store_bytes(services, tmp_path)
     assert MARKER.encode() not in blob
+    assert _pg_hex(MARKER.encode()) not in blob  # pg_dump writes bytea (the events) as hex
     ciphertexts = _ciphertexts(services, secret)
     assert len(ciphertexts) == 2  # the transcript and the verdict
     pg = services.location.kind == "postgresql"
@@ -162,6 +163,7 @@ def test_erasure_keeps_the_log_verifiable_and_the_bytes_gone(
     assert services.reads.case_score(secret)[1] == before  # scores derived before remain
     blob = _store_bytes(services, tmp_path)
     assert MARKER.encode() not in blob
+    assert _pg_hex(MARKER.encode()) not in blob  # pg_dump writes bytea (the events) as hex
     for c in ciphertexts:
         assert (_pg_hex(c) if pg else c) not in blob
     assert _raw(services, "SELECT key FROM evaledger_payload_keys WHERE subject = ?", str(secret))[
