@@ -20,6 +20,7 @@ import hashlib
 import sqlite3
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -46,7 +47,7 @@ from evaledger.domain.transparency import build_tree
 
 def raw_hash_all(events: Path) -> int:
     """Read every stored event with sqlite3 and SHA-256 its topic and state: the floor."""
-    with sqlite3.connect(events) as conn:
+    with closing(sqlite3.connect(events)) as conn:
         n = 0
         for topic, state in conn.execute("SELECT topic, state FROM stored_events ORDER BY rowid"):
             hashlib.sha256(topic.encode() + b"\n" + state).digest()

@@ -31,6 +31,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
+from contextlib import closing
 
 from bench.common import (
     Goal,
@@ -97,7 +98,7 @@ def raw_rows(url: str, sql: str, params: tuple[object, ...]) -> list[tuple[Any, 
         import sqlite3
 
         path = url.removeprefix("sqlite:///").rstrip("/") + "/views.sqlite"
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn:
             return conn.execute(sql.replace("%s", "?"), params).fetchall()
     import psycopg
 

@@ -20,6 +20,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
+from contextlib import closing
 from fastapi.testclient import TestClient
 
 from bench.common import (
@@ -41,7 +42,7 @@ from evaledger.projections.tables import cases
 
 def raw_cases(views: Path, run_id: str) -> int:
     """Read the run's case rows with plain sqlite3 and decode their JSON: the floor."""
-    with sqlite3.connect(views) as conn:
+    with closing(sqlite3.connect(views)) as conn:
         rows = conn.execute(
             f"SELECT score FROM {cases.name} WHERE run_id = ?", (run_id,)
         ).fetchall()
