@@ -6,6 +6,7 @@ import os
 import queue
 import threading
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,6 +177,49 @@ def drop_pg_database(name: str) -> None:
 
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def shard_of(nodeid: str, shards: int) -> int:
+    """The shard a test belongs to: a CRC-32 of its node id (stable across runs and workers)."""
+    return zlib.crc32(nodeid.encode()) % shards
+
+
+def _test_shard() -> tuple[int, int] | None:
+    """`EVALEDGER_TEST_SHARD=K/N` parsed (None when unset); a malformed value is a usage error."""
+    shard = os.environ.get("EVALEDGER_TEST_SHARD", "")
+    if not shard:
+        return None
+    try:
+        index, count = (int(part) for part in shard.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"EVALEDGER_TEST_SHARD: expected K/N, got {shard!r}") from None
+    if not 0 <= index < count:
+        raise pytest.UsageError(f"EVALEDGER_TEST_SHARD: K must be in 0..N-1, got {shard!r}")
+    return index, count
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse a malformed shard before anything is collected (not an empty or a whole run)."""
+    _test_shard()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep one shard of the suite when `EVALEDGER_TEST_SHARD=K/N` is set (CI, `.ci/run`).
+
+    CI runs the whole suite on the default Python and splits the fast suite between Python 3.12
+    and 3.13, each test on one of them (docs/decisions.md, "CI time"). By node id rather than by
+    file, so the shards are even; every xdist worker computes the same shard from the same ids.
+    A plugin for this (pytest-shard) is a dozen lines of the same and unmaintained since 2020.
+    """
+    shard = _test_shard()
+    if shard is None:
+        return
+    index, count = shard
+    kept = [item for item in items if shard_of(item.nodeid, count) == index]
+    dropped = [item for item in items if shard_of(item.nodeid, count) != index]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
