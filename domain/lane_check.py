@@ -45,7 +45,7 @@ Finding = tuple[int, str]
 class LaneCheck:
     """Fed every event of a verify walk in log order; collects the lane findings."""
 
-    def __init__(self, recorder: LedgerRecorder, findings: list[Finding], *, full: bool) -> None:
+    def __init__(self, recorder: LedgerRecorder, *, full: bool) -> None:
         self.active = recorder.lanes > 1
         self.full = full
         """From the first event: a lane's first position must be 1 (else: from where seen)."""
@@ -54,8 +54,8 @@ class LaneCheck:
         self.lane_of_aggregate: dict[str, int] = {}
         self.project_of: dict[str, str] = {}
         self.lane_heads: dict[int, int] = {}
-        self.findings = findings
-        """The verify report's own findings (a lane finding stops its checkpoint like any)."""
+        self.findings: list[Finding] = []
+        """Not yet handed to the report (`take`)."""
         self._rows: Iterator[LaneRow] = iter(())
         self._row: LaneRow | None = None
         self._started = False
@@ -94,6 +94,15 @@ class LaneCheck:
                 )
             )
         self.lane_heads[lane] = lane_position
+
+    def take(self) -> list[Finding]:
+        """The findings since the last call.
+
+        The walk adds them after its own for the event: a row written outside evaledger is
+        first "not covered by the chain", the cause.
+        """
+        found, self.findings = self.findings, []
+        return found
 
     def _expected_lane(self, oid: str, n: Notification, state: dict[str, Any], lane: int) -> int:
         known = self.lane_of_aggregate.get(oid)

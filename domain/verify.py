@@ -417,8 +417,8 @@ class _ChainWalk:
                     and block.last_position == expect.position
                     and block.link == expect.link
                 )
-        lanes = LaneCheck(ledger.recorder, self.report.findings, full=start is None)
-        self.aggregates = _Aggregates(self.report, prior, lanes)
+        self.lanes = LaneCheck(ledger.recorder, full=start is None)
+        self.aggregates = _Aggregates(self.report, prior, self.lanes)
         self.events = _pages(lambda at: ledger.notifications(at, PAGE), start)
         self.pending = next(self.events, None)
 
@@ -488,6 +488,7 @@ class _ChainWalk:
                 self._uncovered(n)
             else:
                 entries.append((n.id, n.originator_id, n.originator_version, ehash))
+            self.report.findings.extend(self.lanes.take())
             self.pending = next(self.events, None)
         return entries
 
@@ -580,6 +581,7 @@ class _ChainWalk:
                 n = self.pending
                 self.tree.add(n.id, str(n.originator_id), n.originator_version, ehash)
             self._uncovered(self.pending)
+            self.report.findings.extend(self.lanes.take())
             self.pending = next(self.events, None)
         if self.adopted is not None:
             self._find(

@@ -552,15 +552,16 @@ BEGIN
   ELSIF mine <> stored THEN
     RAISE EXCEPTION 'evaledger chain: positions % to % were not written by this transaction',
       p_first, p_last;
-  ELSIF unlaned > 0 OR lanes <> 1 OR lane_hi - lane_lo + 1 <> stored
-     OR lane_lo <> 1 + coalesce((SELECT max(lane_position) FROM {events}
-                                 WHERE lane = the_lane AND lane_position < lane_lo), 0) THEN
-    RAISE EXCEPTION 'evaledger chain: positions % to % are not the next positions of one lane',
-      p_first, p_last;
   END IF;
   IF prev_last IS NOT NULL AND prev_mac IS NULL AND p_mac IS NOT NULL
      AND session_user <> current_user THEN
     RAISE EXCEPTION 'evaledger chain: only the owner signs a commit after unsigned ones';
+  END IF;
+  IF NOT p_adopted AND (unlaned > 0 OR lanes <> 1 OR lane_hi - lane_lo + 1 <> stored
+     OR lane_lo <> 1 + coalesce((SELECT max(lane_position) FROM {events}
+                                 WHERE lane = the_lane AND lane_position < lane_lo), 0)) THEN
+    RAISE EXCEPTION 'evaledger chain: positions % to % are not the next positions of one lane',
+      p_first, p_last;
   END IF;
   INSERT INTO {chain} (first_position, last_position, events, link, mac, adopted)
     VALUES (p_first, p_last, p_events, p_link, p_mac, p_adopted);
