@@ -106,7 +106,7 @@ class AlertCommands(LedgerStore):
         def command() -> Written:
             alert = self._find(Alert, agg_id) or Alert(agg_id)
             alert.define(Meta(timestamp=self.clock(), actor=ctx.actor), project=project, **rule)
-            position, n = self._save(alert)
+            position, n = self._save(alert, project=project)
             return Written((alert.id,), position, n)
 
         return self._retrying(command)
@@ -118,7 +118,7 @@ class AlertCommands(LedgerStore):
         def command() -> Written:
             alert = self.alert(project, name)
             alert.disable(Meta(timestamp=self.clock(), actor=ctx.actor), reason)
-            position, n = self._save(alert)
+            position, n = self._save(alert, project=project)
             return Written((alert.id,), position, n)
 
         return self._retrying(command)
@@ -170,7 +170,7 @@ class AlertCommands(LedgerStore):
             )
             if event is None:
                 return None
-            self._save(alert)
+            self._save(alert, project=alert.defined.project)
             kind: Literal["fired", "recovered"] = "fired" if fired else "recovered"
             return Transition(kind, event.originator_version, alert)
 
@@ -182,7 +182,7 @@ class AlertCommands(LedgerStore):
         def command() -> Written:
             alert = self._get(Alert, alert_id)
             alert.attempted(Meta(timestamp=self.clock(), actor=ctx.actor), **outcome)
-            position, n = self._save(alert)
+            position, n = self._save(alert, project=alert.defined.project)
             return Written((alert.id,), position, n)
 
         return self._retrying(command)

@@ -55,7 +55,7 @@ class CalibrationCommands(LedgerStore):
             agg_id = calibration_id_for(project, judge)
             calibration = self._find(JudgeCalibration, agg_id) or JudgeCalibration(agg_id)
             event = calibration.calibrate(self._meta(ctx), project=project, judge=judge, **fields)
-            self._save(calibration)
+            self._save(calibration, project=project)
             return event
 
         return self._retrying(command)

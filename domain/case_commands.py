@@ -297,7 +297,7 @@ class CaseCommands(LedgerStore):
             meta = self._meta(ctx, {"type": cls.topic(), **jsonable(body)})
             if not case.seen(meta):
                 case.record(cls, meta, self.catalogue(run.created.project), **body)
-            position, n = self._save(case)
+            position, n = self._save(case, project=run.created.project)
             return Written((case_id,), position, n)
 
         return self._retrying(command)

@@ -60,7 +60,7 @@ class DatasetCommands(LedgerStore):
             dataset = self._find(Dataset, agg_id) or Dataset(agg_id)
             if not dataset.create(project, name, description, self._meta(ctx)):
                 return Written((dataset.id,), self.position(), 0), False
-            position, n = self._save(dataset)
+            position, n = self._save(dataset, project=project)
             return Written((dataset.id,), position, n), True
 
         return self._retrying(command)
@@ -81,7 +81,7 @@ class DatasetCommands(LedgerStore):
             if dataset is None or dataset.created is None:
                 raise NotFoundError(f"no dataset {name!r} (create it first)")
             event, created = dataset.add_version(items, source, self._meta(ctx))
-            position = self._save(dataset)[0] if created else self.position()
+            position = self._save(dataset, project=project)[0] if created else self.position()
             return VersionWritten(
                 event.version, event.content_hash, len(event.items), created, position
             )

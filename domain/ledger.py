@@ -122,7 +122,7 @@ class Ledger(
             name=name or f"token-{token_id}",
             secret_sha256=secret_hash(parts[1]),
         )
-        position, _ = self._save(token_agg)
+        position, _ = self._save(token_agg, project=None)
         return NewToken(token_id, token, position)
 
     def revoke_token(self, token_id: str, ctx: Context, reason: str | None = None) -> Written:
@@ -136,7 +136,7 @@ class Ledger(
         def command() -> Written:
             t = self._get(ApiToken, token_aggregate_id(token_id))
             t.revoke(Meta(timestamp=self.clock(), actor=ctx.actor), reason)
-            position, n = self._save(t)
+            position, n = self._save(t, project=None)
             return Written((t.id,), position, n)
 
         return self._retrying(command)
@@ -183,7 +183,7 @@ class Ledger(
                 return Written(tuple(done), self.position(), 0)
             created = self._prepare_run(run, ctx)
             self._use_key(record, ctx, body, scope, [created.id])
-            position, n = self._save(*_present(record), created)
+            position, n = self._save(*_present(record), created, project=run.project)
             return Written((created.id,), position, n)
 
         return self._retrying(command)
@@ -196,7 +196,7 @@ class Ledger(
             meta = self._meta(ctx, {"run": str(run_id)})
             if not run.seen(meta):
                 action(run, meta)
-            position, n = self._save(run)
+            position, n = self._save(run, project=run.created.project)
             return Written((run_id,), position, n)
 
         return self._retrying(command)
@@ -250,7 +250,7 @@ class Ledger(
             cat = self._find(MetricCatalogue, cid) or MetricCatalogue(cid)
             meta = self._meta(ctx, definition.model_dump(mode="json"))
             cat.register(definition, meta, project)
-            position, n = self._save(cat)
+            position, n = self._save(cat, project=None)
             return Written((cid,), position, n)
 
         return self._retrying(command)
@@ -278,7 +278,9 @@ class Ledger(
             built = self._build_cases(run, cases, ctx, catalogue)
             ids = [c.id for c in built] or [run_id]
             self._use_key(record, ctx, body, scope, ids)
-            position, n = self._save(*built, *_present(record), run=run)
+            position, n = self._save(
+                *built, *_present(record), run=run, project=run.created.project
+            )
             return Written(tuple(ids), position, n)
 
         return self._retrying(command)
@@ -306,7 +308,7 @@ class Ledger(
                 trace = given if attempts == 1 else self._get(Trace, given.id)
                 trace.record(run_id, case.id, meta)
                 marked.append(trace)
-            position, n = self._save(*built, *marked, run=run)
+            position, n = self._save(*built, *marked, run=run, project=run.created.project)
             return Written(tuple(c.id for c in built), position, n)
 
         return self._retrying(command)
@@ -421,7 +423,7 @@ class Ledger(
         chain = self.recorder.chain
         chain.adopting = why
         try:
-            position, _ = self._save(record)
+            position, _ = self._save(record, project=None)
         finally:
             chain.adopting = None
         return Adoption(first, last, count, position)
@@ -444,7 +446,7 @@ class Ledger(
             sign_rotation(old, new),
             reason,
         )
-        position, _ = self._save(record)
+        position, _ = self._save(record, project=None)
         return position
 
     def key_rotations(self) -> list[tuple[str, str, str]]:
@@ -454,16 +456,16 @@ class Ledger(
             return []
         return [(r.old_key, r.new_key, r.signature) for r in record.rotations]
 
-    def _write_chunk(self, events: Sequence[StoredEvent]) -> int:
+    def _write_chunk(self, events: Sequence[StoredEvent], project: str) -> int:
         """One built chunk's stored events in one transaction; the last one's log position."""
-        return self._insert(events)
+        return self._insert(events, project)
 
-    def _write_run_events(self, events: Sequence[StoredEvent]) -> int:
+    def _write_run_events(self, events: Sequence[StoredEvent], project: str) -> int:
         """A run's own built events (its creation, its seal) in one transaction."""
-        return self._insert(events)
+        return self._insert(events, project)
 
-    def _insert(self, events: Sequence[StoredEvent]) -> int:
-        ids = self.app.recorder.insert_events(events)
+    def _insert(self, events: Sequence[StoredEvent], project: str) -> int:
+        ids = self.app.recorder.insert_events(events, lane=self.recorder.lane_for(project))
         assert ids, "the store answered no positions"
         return ids[-1]
 
@@ -487,7 +489,7 @@ class Ledger(
         if key is not None:
             record, body, scope = key
             self._use_key(record, ctx, body, scope, [run.id, *(c.id for c in cases)])
-        position, n = self._save(*cases, *_present(record), run=run)
+        position, n = self._save(*cases, *_present(record), run=run, project=run.created.project)
         return ImportResult(
             run_id=run.id,
             run_key=bundle.run.key,
@@ -515,7 +517,9 @@ class Ledger(
             for events, n in spool.chunks():
                 if events:
                     # A chunk of cases, or the run's own events (its creation, its seal).
-                    position = (self._write_chunk if n else self._write_run_events)(events)
+                    position = (self._write_chunk if n else self._write_run_events)(
+                        events, current.created.project
+                    )
                 written += len(events)
                 done += n
                 if progress is not None and n:

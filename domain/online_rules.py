@@ -149,7 +149,7 @@ class OnlineRuleCommands(LedgerStore):
             agg_id = rules_id_for(project)
             rules = self._find(OnlineRules, agg_id) or OnlineRules(agg_id)
             event = rules.add(fields, self._meta(ctx))
-            self._save(rules)
+            self._save(rules, project=project)
             return event
 
         return self._retrying(command)
@@ -164,7 +164,7 @@ class OnlineRuleCommands(LedgerStore):
             agg_id = rules_id_for(project)
             rules = self._find(OnlineRules, agg_id) or OnlineRules(agg_id)
             event = rules.disable(name, reason, self._meta(ctx))
-            self._save(rules)
+            self._save(rules, project=project)
             return event
 
         return self._retrying(command)
@@ -186,7 +186,7 @@ class OnlineRuleCommands(LedgerStore):
                 day.record_judged(fields, self._meta(ctx))
             else:
                 day.record_skipped(fields, self._meta(ctx))
-            return self._save(day)[0]
+            return self._save(day, project=project)[0]
 
         return self._retrying(command)
 

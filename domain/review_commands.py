@@ -70,7 +70,7 @@ class ReviewCommands(LedgerStore):
             queue.define(meta, **fields)
             if assignments:
                 queue.assign(assignments, meta, "round-robin")
-            position, n = self._save(queue)
+            position, n = self._save(queue, project=project)
             return Written((queue_id,), position, n)
 
         return self._retrying(command)
@@ -199,7 +199,7 @@ class ReviewCommands(LedgerStore):
             meta = self._meta(ctx, body)
             if not queue.seen(meta):
                 action(queue, meta)
-            position, n = self._save(queue)
+            position, n = self._save(queue, project=project)
             return Written((queue.id,), position, n)
 
         return self._retrying(command)

@@ -52,7 +52,7 @@ class ShareCommands(LedgerStore):
             run_ids=list(run_ids),
             expires_at=expires_at,
         )
-        self._save(link)
+        self._save(link, project=project)
         return link.created
 
     def revoke_share(self, link_id: str, ctx: Context, reason: str | None = None) -> Written:
@@ -66,7 +66,7 @@ class ShareCommands(LedgerStore):
         def command() -> Written:
             link = self._get(ShareLink, share_aggregate_id(link_id))
             link.revoke(Meta(timestamp=self.clock(), actor=ctx.actor), reason)
-            position, n = self._save(link)
+            position, n = self._save(link, project=link.created.project)
             return Written((link.id,), position, n)
 
         return self._retrying(command)

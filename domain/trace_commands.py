@@ -76,7 +76,7 @@ class TraceCommands(LedgerStore):
                 accepted, duplicates, late = accepted + new, duplicates + held, late + refused
                 if trace.version != before:
                     changed.append(trace)
-            position, n = self._save(*changed)
+            position, n = self._save(*changed, project=project)
             if len(seen) > SEEN_TRACES:
                 seen.clear()
             seen.update(t.id for t in changed)

@@ -31,6 +31,7 @@ from evaledger.domain.events import (
     RunCompleted,
     stored_hash,
 )
+from evaledger.domain.lane_check import LaneCheck
 from evaledger.domain.ledger import Ledger
 from evaledger.domain.store.chain import (
     GENESIS_LINK,
@@ -139,9 +140,12 @@ class VerifyReport:
 class _Aggregates:
     """Per-aggregate chains and run seals."""
 
-    def __init__(self, report: VerifyReport, prior: _Prior | None = None) -> None:
+    def __init__(
+        self, report: VerifyReport, prior: _Prior | None = None, lanes: LaneCheck | None = None
+    ) -> None:
         self.report = report
         self.prior = prior
+        self.lanes = lanes
         self.last_hash: dict[str, str] = {}
         self.last_version: dict[str, int] = {}
         self.run_cases: dict[str, list[UUID]] = {}
@@ -162,6 +166,8 @@ class _Aggregates:
                  f"the stored state is not a JSON object ({e})")
             )  # fmt: skip
             state = {}
+        if self.lanes is not None:
+            self.lanes.see(n, state)
         expected = self.last_hash.get(oid, GENESIS_HASH)
         before = self.last_version.get(oid, 0)
         if state.get("prev_hash") != expected:
@@ -411,7 +417,8 @@ class _ChainWalk:
                     and block.last_position == expect.position
                     and block.link == expect.link
                 )
-        self.aggregates = _Aggregates(self.report, prior)
+        self.lanes = LaneCheck(ledger.recorder, full=start is None)
+        self.aggregates = _Aggregates(self.report, prior, self.lanes)
         self.events = _pages(lambda at: ledger.notifications(at, PAGE), start)
         self.pending = next(self.events, None)
 
@@ -481,6 +488,7 @@ class _ChainWalk:
                 self._uncovered(n)
             else:
                 entries.append((n.id, n.originator_id, n.originator_version, ehash))
+            self.report.findings.extend(self.lanes.take())
             self.pending = next(self.events, None)
         return entries
 
@@ -573,6 +581,7 @@ class _ChainWalk:
                 n = self.pending
                 self.tree.add(n.id, str(n.originator_id), n.originator_version, ehash)
             self._uncovered(self.pending)
+            self.report.findings.extend(self.lanes.take())
             self.pending = next(self.events, None)
         if self.adopted is not None:
             self._find(

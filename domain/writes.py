@@ -298,8 +298,13 @@ class LedgerStore:
             seal=self.seal_payloads,
         )
 
-    def _save(self, *aggregates: Aggregate, run: Run | None = None) -> tuple[int, int]:
-        """Save in one transaction.
+    def _save(
+        self, *aggregates: Aggregate, run: Run | None = None, project: str | None
+    ) -> tuple[int, int]:
+        """Save in one transaction, in the write lane of `project` (None: store-wide, lane 0).
+
+        `project` is keyword-only and has no default so that every command says which project
+        it writes (the lane rule, `store/lanes.py`); a command touches one project.
 
         With a run, log order is: its creation, the case events,
         then its other events (attached cases, completion), so readers meet a run before its
@@ -311,7 +316,7 @@ class LedgerStore:
         # Straight to the event store: `Application.save` would run a runtime Protocol check per
         # event (15 % of a large import) to sort events from aggregates; these are all events,
         # and no aggregate is handed over, so its cache and snapshot steps had nothing to do.
-        recordings = self.app.events.put(events)
+        recordings = self.app.events.put(events, lane=self.recorder.lane_for(project))
         return recordings[-1].notification.id, len(events)
 
     @staticmethod

@@ -34,6 +34,13 @@ from evaledger.domain.store.chain import (
     unextendable,
 )
 from evaledger.domain.store.errors import first_line, store_errors
+from evaledger.domain.store.lanes import (
+    LANES,
+    LANES_TABLE,
+    lanes_ready,
+    migrate_lanes,
+    read_pins,
+)
 from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection, bounded_getconn
 from evaledger.domain.store.payloads import (
     KEYS_TABLE,
@@ -41,7 +48,7 @@ from evaledger.domain.store.payloads import (
     PayloadVault,
     postgres_payload_ddl,
 )
-from evaledger.domain.store.recorder import LedgerRecorder, LogRow
+from evaledger.domain.store.recorder import LaneRow, LedgerRecorder, LogRow
 from evaledger.domain.store.urls import (
     CONNECT_TIMEOUT,
     POSTGRES_CONNECT_KWARGS,
@@ -128,13 +135,27 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         table = SQL("{schema}.{table}").format(
             schema=Identifier(datastore.schema), table=Identifier(events_table_name)
         )
-        columns = SQL("{t} (originator_id, originator_version, topic, state)").format(t=table)
+        columns = SQL(
+            "{t} (originator_id, originator_version, topic, state, lane, lane_position)"
+        ).format(t=table)
+        # The lane's next positions follow its last (its index's last entry), read in the same
+        # statement: under the writers' lock nobody else writes to the lane meanwhile.
         self.insert_rows = SQL(
-            "INSERT INTO {c} SELECT * FROM unnest(%b::{o}[], %b::int8[], %b::text[], %b::bytea[])"
-            " RETURNING notification_id"
-        ).format(c=columns, o=SQL(datastore.originator_id_type))
+            "INSERT INTO {c} SELECT u.o, u.v, u.t, u.s, %b::int2, h.p + u.n FROM "
+            "unnest(%b::{o}[], %b::int8[], %b::text[], %b::bytea[]) WITH ORDINALITY "
+            "AS u(o, v, t, s, n), (SELECT coalesce(max(lane_position), 0) AS p FROM {t} "
+            "WHERE lane = %b::int2) AS h ORDER BY u.n RETURNING notification_id"
+        ).format(c=columns, o=SQL(datastore.originator_id_type), t=table)
         self.copy_rows = SQL("COPY {c} FROM STDIN (FORMAT BINARY)").format(c=columns)
-        self.select_head = SQL("SELECT max(notification_id) AS last FROM {t}").format(t=table)
+        self.select_head = SQL(
+            "SELECT max(notification_id) AS last, (SELECT coalesce(max(lane_position), 0) "
+            "FROM {t} WHERE lane = %s::int2) AS lane_last FROM {t}"
+        ).format(t=table)
+        self.select_lanes = SQL(
+            "SELECT notification_id, lane, lane_position FROM {t} WHERE notification_id >= %s "
+            "ORDER BY notification_id LIMIT %s"
+        ).format(t=table)
+        self.lanes = LANES
         self.select_after = SQL(
             "SELECT notification_id FROM {t} WHERE notification_id > %s ORDER BY notification_id"
         ).format(t=table)
@@ -200,13 +221,32 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         return head
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self, stored_events: Sequence[StoredEvent], *, lane: int | None = None, **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events and their chain block atomically (one transaction)."""
-        ids: list[int] = self._guarded(ChunkedPostgresApplicationRecorder._insert, stored_events)
+        """Insert events in `lane` and their chain block atomically (one transaction).
+
+        The lane is required (`LedgerStore._save` gives its project's): a write without one
+        would land in no lane.
+        """
+        if lane is None or not 0 <= lane < self.lanes:
+            raise ValueError(f"insert_events: a write lane in 0..{self.lanes - 1} is required")
+        ids: list[int] = self._guarded(
+            ChunkedPostgresApplicationRecorder._insert, stored_events, lane
+        )
         return ids
 
-    def _insert(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+    def lane_rows(self, start: int, limit: int) -> list[LaneRow]:
+        """(position, lane, lane position) from position `start`, in log order."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.select_lanes, (start, limit))
+            return [(r["notification_id"], r["lane"], r["lane_position"]) for r in curs.fetchall()]
+
+    def read_pins(self) -> dict[str, int]:
+        """The stored pins (projects that existed before lanes: lane 0)."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            return read_pins(curs, self.datastore.schema)
+
+    def _insert(self, stored_events: Sequence[StoredEvent], lane: int) -> list[int]:
         # Not eventsourcing's pipelined insert: it catches an error raised after the INSERT
         # (in the chain's step) and commits the transaction before re-raising it.
         with self.datastore.transaction(commit=True) as curs:
@@ -216,9 +256,9 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
                 len(stored_events) > COPY_ABOVE
                 or sum(len(e.state) for e in stored_events) > CHUNK_BYTES
             ):
-                ids = self._copy(curs, stored_events)
+                ids = self._copy(curs, stored_events, lane)
             else:
-                ids = self._insert_rows(curs, stored_events)
+                ids = self._insert_rows(curs, stored_events, lane)
             try:
                 self.chain.append(curs, stored_events, ids)
             except psycopg.errors.RaiseException as e:
@@ -226,30 +266,35 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             self.vault.put(curs, stored_events)
         return ids
 
-    def _insert_rows(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+    def _insert_rows(self, curs: Any, stored_events: Sequence[StoredEvent], lane: int) -> list[int]:
         """A small save: one INSERT of four binary arrays, returning the positions in order."""
         curs.execute(
             self.insert_rows,
             (
+                lane,
                 [e.originator_id for e in stored_events],
                 [e.originator_version for e in stored_events],
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
+                lane,
             ),
             binary=True,
         )
         return [row["notification_id"] for row in curs.fetchall()]
 
-    def _copy(self, curs: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+    def _copy(self, curs: Any, stored_events: Sequence[StoredEvent], lane: int) -> list[int]:
         """A batch by binary COPY (encoding a text array of composites was a third of a save)."""
         # Under the writers' lock nobody else inserts: every id above this one is ours.
-        curs.execute(self.select_head)
+        curs.execute(self.select_head, (lane,))
         row = curs.fetchone()
         last = (row["last"] if row is not None else None) or 0
+        lane_last = int(row["lane_last"]) if row is not None else 0
         with curs.copy(self.copy_rows) as copy:
-            copy.set_types([self.datastore.originator_id_type, "int8", "text", "bytea"])
-            for e in stored_events:
-                copy.write_row((e.originator_id, e.originator_version, e.topic, e.state))
+            copy.set_types(
+                [self.datastore.originator_id_type, "int8", "text", "bytea", "int2", "int8"]
+            )
+            for i, e in enumerate(stored_events, start=lane_last + 1):
+                copy.write_row((e.originator_id, e.originator_version, e.topic, e.state, lane, i))
         curs.execute(self.select_after, (last,))
         ids = [r["notification_id"] for r in curs.fetchall()]
         if len(ids) != len(stored_events):
@@ -286,6 +331,7 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         else:
             self.create_vault()
         check_append_only(self)
+        self.pins = self.read_pins()
 
     def check_append_only(self) -> None:
         """Refuse to serve unless every immutability trigger exists and is enabled."""
@@ -324,8 +370,8 @@ MIGRATION_LOCK = 4242000
 """Advisory lock serialising concurrent migrations (start-ups of a single-role set-up)."""
 
 
-def _immutable_tables(recorder: ChunkedPostgresApplicationRecorder) -> tuple[str, str]:
-    return (recorder.events_table_name, CHAIN_TABLE)
+def _immutable_tables(recorder: ChunkedPostgresApplicationRecorder) -> tuple[str, ...]:
+    return (recorder.events_table_name, CHAIN_TABLE, LANES_TABLE)
 
 
 def connect_postgres(env: dict[str, str], **kwargs: Any) -> Any:
@@ -365,7 +411,8 @@ def postgres_schema_exists(recorder: ChunkedPostgresApplicationRecorder) -> bool
             ),
         )
         row = curs.fetchone()
-    return bool(row is not None and row["ready"])
+        ready = bool(row is not None and row["ready"])
+        return ready and lanes_ready(curs, schema, recorder.events_table_name)
 
 
 def migrate_postgres(
@@ -404,6 +451,8 @@ def _migrate(
                     f'REVOKE ALL ON FUNCTION "{schema}".{CHAIN_APPEND}({CHAIN_APPEND_ARGS}) '
                     "FROM PUBLIC"
                 )
+                events = recorder.events_table_name
+                migrate_lanes(curs, schema, events)
                 for table in _immutable_tables(recorder):
                     for name, op, level in _triggers(table):
                         curs.execute(
@@ -414,9 +463,10 @@ def _migrate(
                 if app_role:
                     role = quote_role(app_role)
                     curs.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
-                    events = recorder.events_table_name
-                    for table in _immutable_tables(recorder):
+                    for table in _immutable_tables(recorder)[:2]:
                         curs.execute(f'GRANT SELECT, INSERT ON "{schema}"."{table}" TO {role}')
+                    # Pins are the migration's alone: the app role reads them.
+                    curs.execute(f'GRANT SELECT ON "{schema}".{LANES_TABLE} TO {role}')
                     # Chain rows only through the owner's checking function (SECURITY DEFINER):
                     # a row the app role wrote itself could block every later writer.
                     curs.execute(
@@ -440,7 +490,8 @@ def _migrate(
                     # (a row forged at position 0 would sit before the chain's first block).
                     curs.execute(f'REVOKE INSERT ON "{schema}"."{events}" FROM {role}')
                     curs.execute(
-                        "GRANT INSERT (originator_id, originator_version, topic, state) "
+                        "GRANT INSERT (originator_id, originator_version, topic, state, lane, "
+                        "lane_position) "
                         f'ON "{schema}"."{events}" TO {role}'
                     )
                     curs.execute(
@@ -469,10 +520,13 @@ def chain_append_body(schema: str, events_table: str) -> str:
     before them, over an empty chain), after the last row; a signed row may follow unsigned
     ones only when the owner writes it. So the app role cannot write a row that blocks others:
     no row ahead of the sequence, none without its events, no signature on an unsigned chain.
+    A commit's events are in one lane, at the lane positions that follow the lane's last
+    (`store/lanes.py`); an adoption, which chains whatever was stored, is exempt.
     """
     chain, events = f'"{schema}".{CHAIN_TABLE}', f'"{schema}"."{events_table}"'
     return f"""
 DECLARE prev_last bigint; prev_mac text; stored bigint; mine bigint; lo bigint; hi bigint;
+  lanes bigint; unlaned bigint; the_lane smallint; lane_lo bigint; lane_hi bigint;
 BEGIN
   SELECT last_position, mac INTO prev_last, prev_mac FROM {chain}
     ORDER BY last_position DESC LIMIT 1;
@@ -481,8 +535,11 @@ BEGIN
       p_first, p_last, prev_last;
   END IF;
   SELECT count(*), count(*) FILTER (WHERE xmin = pg_current_xact_id()::xid),
-    min(notification_id), max(notification_id)
-    INTO stored, mine, lo, hi FROM {events} WHERE notification_id BETWEEN p_first AND p_last;
+    min(notification_id), max(notification_id), count(DISTINCT lane),
+    count(*) FILTER (WHERE lane IS NULL OR lane_position IS NULL), min(lane),
+    min(lane_position), max(lane_position)
+    INTO stored, mine, lo, hi, lanes, unlaned, the_lane, lane_lo, lane_hi
+    FROM {events} WHERE notification_id BETWEEN p_first AND p_last;
   IF stored <> p_events OR stored < 1 OR lo <> p_first OR hi <> p_last THEN
     RAISE EXCEPTION 'evaledger chain: % events claimed, % stored at positions % to %',
       p_events, stored, p_first, p_last;
@@ -499,6 +556,12 @@ BEGIN
   IF prev_last IS NOT NULL AND prev_mac IS NULL AND p_mac IS NOT NULL
      AND session_user <> current_user THEN
     RAISE EXCEPTION 'evaledger chain: only the owner signs a commit after unsigned ones';
+  END IF;
+  IF NOT p_adopted AND (unlaned > 0 OR lanes <> 1 OR lane_hi - lane_lo + 1 <> stored
+     OR lane_lo <> 1 + coalesce((SELECT max(lane_position) FROM {events}
+                                 WHERE lane = the_lane AND lane_position < lane_lo), 0)) THEN
+    RAISE EXCEPTION 'evaledger chain: positions % to % are not the next positions of one lane',
+      p_first, p_last;
   END IF;
   INSERT INTO {chain} (first_position, last_position, events, link, mac, adopted)
     VALUES (p_first, p_last, p_events, p_link, p_mac, p_adopted);

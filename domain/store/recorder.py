@@ -21,9 +21,13 @@ from evaledger.domain.payloads import (
 )
 from evaledger.domain.store.chain import Block, ChainWriter
 from evaledger.domain.store.errors import statement_errors, store_errors
+from evaledger.domain.store.lanes import lane_of
 from evaledger.domain.store.payloads import PayloadVault, StoredPayload, Tombstone
 
 log = logging.getLogger("evaledger")
+
+LaneRow = tuple[int, int | None, int | None]
+"""(position, lane, lane position) of one stored event (None: a row stored without a lane)."""
 
 LogRow = tuple[int, str, int, str, bytes]
 """One event of the log as plain values: (position, aggregate id as canonical UUID text,
@@ -64,6 +68,26 @@ class LedgerRecorder:
     vault: PayloadVault
     datastore: Any
     _name: str
+
+    lanes: int = 1
+    """Write lanes of this store (`store/lanes.py`): SQLite has one, PostgreSQL `LANES`."""
+    pins: dict[str, int] = {}
+    """Projects pinned to a lane (read at start-up; only a migration writes pins)."""
+
+    def lane_for(self, project: str | None) -> int:
+        """The write lane of `project`'s events (None: a store-wide record)."""
+        return lane_of(project, self.pins, self.lanes)
+
+    def read_pins(self) -> dict[str, int]:
+        """The stored pins (none on a one-lane store)."""
+        return {}
+
+    def lane_rows(self, start: int, limit: int) -> list[LaneRow]:
+        """(position, lane, lane position) from position `start`, in log order.
+
+        A one-lane store (SQLite) stores no lane: every event is lane 0 at its own position.
+        """
+        return [(n.id, 0, n.id) for n in cast(Any, self).select_notifications(start, limit)]
 
     def use_checkpoint_key(self, key: bytes | None) -> None:
         """Sign every commit's chain block with `key` (None: unsigned blocks)."""

@@ -117,9 +117,11 @@ class ChainedSQLiteApplicationRecorder(LedgerRecorder, SQLiteApplicationRecorder
         return ids
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self, stored_events: Sequence[StoredEvent], *, lane: int | None = None, **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events and their chain block in one transaction."""
+        """Insert events and their chain block in one transaction (lane 0: the one lane)."""
+        if lane != 0:
+            raise ValueError("insert_events: SQLite has one write lane: lane=0 is required")
         with store_errors(self._name):
             return super().insert_events(stored_events, **kwargs)
 

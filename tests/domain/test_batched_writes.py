@@ -230,7 +230,7 @@ def test_sqlite_positions_of_a_save_are_its_rows_rowids_even_when_sqlite_picks_t
             StoredEvent(originator_id=i, originator_version=1, topic="t/v1", state=b"{}")
             for i in ids
         ]
-        ordinary = list(recorder.insert_events(rows[:1]) or [])
+        ordinary = list(recorder.insert_events(rows[:1], lane=0) or [])
         assert ordinary == [1]  # the largest rowid plus one
         raw = sqlite3.connect(services.location.events_env["SQLITE_DBNAME"])
         with raw:
@@ -239,7 +239,7 @@ def test_sqlite_positions_of_a_save_are_its_rows_rowids_even_when_sqlite_picks_t
                 "VALUES (?, ?, 1, 't/v1', x'7b7d')",
                 (2**63 - 1, uuid4().hex),
             )
-        positions = list(recorder.insert_events(rows[1:]) or [])
+        positions = list(recorder.insert_events(rows[1:], lane=0) or [])
         stored = [
             raw.execute(
                 f"SELECT rowid FROM {table} WHERE originator_id = ? AND originator_version = 1",

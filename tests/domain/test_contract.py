@@ -128,7 +128,7 @@ def test_a_large_save_with_a_conflict_stores_nothing(store_services: Services) -
         )
     )
     with pytest.raises(IntegrityError):
-        s.ledger.app.recorder.insert_events(rows)
+        s.ledger.app.recorder.insert_events(rows, lane=0)
     assert s.ledger.position() == before == first.position
     assert len(s.ledger.notifications(1, 100_000)) == first.events
 

@@ -1,4 +1,4 @@
-"""The audit's tamper table (issue 23): 41 kinds × 4 stores, each detected, refused or stated.
+"""The audit's tamper table (issue 23): 42 kinds × 4 stores, each detected, refused or stated.
 
 Stores: SQLite and PostgreSQL, each written and verified with and without the checkpoint key.
 The attacker has the database (on PostgreSQL: a superuser with the triggers switched off, or
@@ -21,12 +21,12 @@ rewrite without a key to sign with).
 11 edit_seal                      25 keyless_writer                39 one_signature_stripped
 12 delete_whole_run               26 token_forged_at_0             40 chain_link_edited
 13 delete_whole_case_open_run     27 token_forged_at_minus_1       41 chain_event_count_edited
-14 edit_run_config                28 override_forged_at_minus_1
+14 edit_run_config                28 override_forged_at_minus_1    42 row_moved_to_other_lane
 
 Kinds 1–22 moved here from test_integrity.py, 29 and 32 from test_integrity_positions.py;
 23–28, 30, 31 and 33 are also reproduced there with what else they hold (the forged token in
 `token list`, projections isolating an unreadable event, nothing adopted after a refused write,
-the CLI, the two-role set-up); 34–41 are the issue's. Each store is a copy of one story written once per store kind (a copied SQLite folder, a
+the CLI, the two-role set-up); 34–41 are the issue's; 42 is issue 32's (write lanes). Each store is a copy of one story written once per store kind (a copied SQLite folder, a
 PostgreSQL database created from a template).
 """
 
@@ -371,6 +371,29 @@ def _token(position: int) -> Callable[[Tampered], str]:
     return lambda s: forge_admin_token(s, position)
 
 
+def _move_lane(s: Tampered) -> None:
+    """Move one event to the next lane, at that lane's next position (consistent there)."""
+    if s.kind == "sqlite":
+        return  # one lane, no lane column
+    row = s.raw.conn.execute(
+        "SELECT lane FROM evaledger_events WHERE notification_id = %s", (s.pos["override_b"],)
+    ).fetchone()
+    other = (row[0] + 1) % 16
+    s.raw.conn.execute(
+        "UPDATE evaledger_events SET lane = %s, lane_position = (SELECT coalesce(max("
+        "lane_position), 0) + 1 FROM evaledger_events WHERE lane = %s) WHERE notification_id = %s",
+        (other, other, s.pos["override_b"]),
+    )
+
+
+def _moved_lane(s: Tampered) -> Outcome:
+    if s.kind == "sqlite":
+        return VerifiesOk("SQLite has one write lane by design (one writer): no lane to move to")
+    at = s.pos["override_b"]
+    version = s.raw.row(at).version
+    return Broken(at, f"position {at} (aggregate {_b(s)} version {version}): in lane")
+
+
 def _b(s: Tampered) -> UUID:
     return s.ids["b"]
 
@@ -588,12 +611,13 @@ KINDS: list[Kind] = [
         _edit_block(16, events=5),
         same(Broken(11, "positions 11–16 (one commit): 5 events were committed, 6 remain")),
     ),
+    Kind("row_moved_to_other_lane", _move_lane, _moved_lane),
 ]
 
 
-def test_the_table_holds_the_audits_41_kinds() -> None:
-    assert len(KINDS) == 41
-    assert len({k.name for k in KINDS}) == 41
+def test_the_table_holds_the_audits_42_kinds() -> None:
+    assert len(KINDS) == 42
+    assert len({k.name for k in KINDS}) == 42
     listed = (__doc__ or "").split()
     assert all(k.name in listed for k in KINDS)
 

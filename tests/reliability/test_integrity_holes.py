@@ -329,9 +329,12 @@ def _unsigned_block_as_app_role(app_url: str) -> None:
     import psycopg
 
     with psycopg.connect(app_url, autocommit=True) as conn, conn.transaction():
+        # In lane 0 at its next position, as the app role may (a row without a lane is refused).
         row = conn.execute(
-            "INSERT INTO evaledger_events (originator_id, originator_version, topic, state) "
-            "VALUES (gen_random_uuid(), 1, 'x', '{}') RETURNING notification_id"
+            "INSERT INTO evaledger_events (originator_id, originator_version, topic, state, "
+            "lane, lane_position) SELECT gen_random_uuid(), 1, 'x', '{}', 0, "
+            "coalesce(max(lane_position), 0) + 1 FROM evaledger_events WHERE lane = 0 "
+            "RETURNING notification_id"
         ).fetchone()
         assert row is not None
         conn.execute(
