@@ -27,7 +27,13 @@ from sqlalchemy.engine import make_url
 
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.store.permissions import private_files, warn_shared_store
-from evaledger.domain.store.urls import DEFAULT_DB_URL, KEY_ENV, StorageLocation, parse_db_url
+from evaledger.domain.store.urls import (
+    DEFAULT_DB_URL,
+    KEY_ENV,
+    StorageLocation,
+    parse_db_url,
+    sqlite_events_file,
+)
 from evaledger.projections.bare_reads import log_head
 from evaledger.projections.leadership import LeaderProbe
 from evaledger.projections.queries import ReadModels
@@ -513,9 +519,8 @@ def infrastructure_errors(url: str) -> Iterator[None]:
 
 def require_existing_store(url: str) -> None:
     """Raise InfrastructureError when the store named by `url` holds no ledger yet."""
-    if url.startswith("sqlite:///") and ":memory:" not in url:
-        path = Path(url.removeprefix("sqlite:///"))
-        events = path / "events.sqlite" if url.endswith("/") or path.is_dir() else path
+    events = sqlite_events_file(url)
+    if events is not None:
         if not events.is_file():
             raise InfrastructureError(
                 f"store {url} does not exist ({events} not found); "

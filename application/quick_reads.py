@@ -15,7 +15,7 @@ from pathlib import Path
 from evaledger.domain.errors import EvaledgerError
 from evaledger.domain.spec import ScoringSpec
 from evaledger.domain.store.permissions import warn_shared_store
-from evaledger.domain.store.urls import parse_db_url
+from evaledger.domain.store.urls import parse_db_url, sqlite_events_file
 from evaledger.projections import bare_reads
 from evaledger.projections.run_rows import RunFilter, RunRow
 from evaledger.scoring.headline import Headline, run_headline
@@ -39,6 +39,9 @@ def list_runs_unopened(db: str, f: RunFilter) -> RunPage | None:
     append-only is refused), a store that does not exist or is behind its log, or a run whose
     summary is not materialised under its own spec (`bare_reads.list_runs`).
     """
+    named = sqlite_events_file(db)
+    if named is None or not named.is_file():
+        return None  # not a SQLite file store, or none there (parsing the URL makes its folder)
     try:
         location = parse_db_url(db)
     except EvaledgerError:
