@@ -24,7 +24,7 @@ from tests.helpers import bundle
 FULL_PATH_ENV = ("EVALEDGER_PROJECTIONS", "inline")
 """A setting (the default's value) the quick path leaves to the full path's `Settings`."""
 
-LISTINGS = (
+LISTINGS: tuple[list[str], ...] = (
     [],
     ["--json"],
     ["--wide"],
