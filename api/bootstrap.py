@@ -18,7 +18,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,8 +26,15 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from evaledger.domain.errors import InfrastructureError
-from evaledger.domain.store.permissions import private_files, warn_if_shared
-from evaledger.domain.store.urls import DEFAULT_DB_URL, KEY_ENV, StorageLocation, parse_db_url
+from evaledger.domain.store.permissions import private_files, warn_shared_store
+from evaledger.domain.store.urls import (
+    DEFAULT_DB_URL,
+    KEY_ENV,
+    StorageLocation,
+    parse_db_url,
+    sqlite_events_file,
+)
+from evaledger.projections.bare_reads import log_head
 from evaledger.projections.leadership import LeaderProbe
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.tables import make_engine
@@ -342,27 +349,17 @@ class Services:
             self.engine.dispose()
 
 
-SQLITE_EVENTS_TABLE = "stored_events"
-"""The SQLite recorder's events table (eventsourcing's default name; `rowid` is the position)."""
-
-
 def sqlite_log_head(location: StorageLocation) -> int | None:
     """The head of a SQLite file store's log, read without opening the ledger; else None.
 
     The query of eventsourcing's own `max_notification_id` (`MAX(rowid)`, the primary key), on
-    a read-only connection. None for a PostgreSQL or in-memory store, or a file the query cannot
-    read (the ledger, opened then, reports what is wrong with it).
+    a read-only connection (`bare_reads.log_head`, which `evaledger runs` reads it by too).
+    None for a PostgreSQL or in-memory store, or a file the query cannot read (the ledger,
+    opened then, reports what is wrong with it).
     """
-    path = location.events_env.get("SQLITE_DBNAME", "")
-    if location.kind != "sqlite" or "mode=memory" in path or not Path(path).is_file():
+    if location.kind != "sqlite":
         return None
-    try:
-        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"  # `?`, `#` in a path quoted
-        with closing(sqlite3.connect(uri, uri=True)) as conn:
-            row = conn.execute(f"SELECT MAX(rowid) FROM {SQLITE_EVENTS_TABLE}").fetchone()
-    except sqlite3.Error:
-        return None
-    return int(row[0] or 0)
+    return log_head(location.events_env.get("SQLITE_DBNAME", ""))
 
 
 def build_services(settings: Settings, *, create: bool = True) -> Services:
@@ -419,18 +416,6 @@ def load_key(path: str) -> bytes:
     from evaledger.domain.store.chain import load_key as load
 
     return load(path)
-
-
-def warn_shared_store(location: StorageLocation) -> None:
-    """Warn about a SQLite store (folder, events, views) that other users can read."""
-    if location.kind != "sqlite" or "mode=memory" in location.events_env["SQLITE_DBNAME"]:
-        return
-    events = Path(location.events_env["SQLITE_DBNAME"])
-    views = Path(location.views_url.removeprefix("sqlite:///"))
-    if events.parent == views.parent and events.name == "events.sqlite":
-        warn_if_shared(events.parent, "the store folder")
-    for path in (events, views):
-        warn_if_shared(path, "the store file")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,9 +519,8 @@ def infrastructure_errors(url: str) -> Iterator[None]:
 
 def require_existing_store(url: str) -> None:
     """Raise InfrastructureError when the store named by `url` holds no ledger yet."""
-    if url.startswith("sqlite:///") and ":memory:" not in url:
-        path = Path(url.removeprefix("sqlite:///"))
-        events = path / "events.sqlite" if url.endswith("/") or path.is_dir() else path
+    events = sqlite_events_file(url)
+    if events is not None:
         if not events.is_file():
             raise InfrastructureError(
                 f"store {url} does not exist ({events} not found); "

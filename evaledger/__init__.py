@@ -4,13 +4,13 @@ The repository keeps its layers as top-level folders (`domain/`, `projections/`,
 `judging/`, `importers/`, `client/`); the package installs them as `evaledger.domain`,
 `evaledger.api`, … so nothing generic lands in a user's site-packages.
 
-`evaledger.run(...)`, `evaledger.open(...)` and the error types are loaded on first use, so
-`evaledger --version` imports no more than it needs.
+`evaledger.run(...)`, `evaledger.open(...)`, the error types and `__version__` are loaded on
+first use, so `evaledger --version` imports no more than it needs.
 """
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from importlib import import_module
 from pkgutil import extend_path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,18 @@ from typing import TYPE_CHECKING, Any
 # repository root; extending the path lets `evaledger.domain` and friends resolve either way.
 __path__ = extend_path(__path__, __name__)
 
-try:
-    __version__ = metadata.version("evaledger")
-except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    __version__ = "0+unknown"
+
+def installed_version() -> str:
+    """The installed distribution's version (`__version__`, read when first asked)."""
+    # lazy: importlib.metadata and its scan of the installed distributions cost a CLI command
+    # as much as a third of `import pydantic` (start-up, issue 32); only a version needs them
+    from importlib import metadata
+
+    try:
+        return metadata.version("evaledger")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
 
 if TYPE_CHECKING:
     from evaledger.client import CaseRecorder, Reader, RunRecorder, RunReport, open, run
@@ -73,6 +81,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = version = installed_version()
+        return version
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name]), name)
         globals()[name] = value

@@ -14,13 +14,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from uuid import UUID
 
-from pydantic import Field, TypeAdapter
+from pydantic import TypeAdapter
 from sqlalchemy import Connection, Engine, and_, cast, func, select
 
 from evaledger.domain import collector
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.metrics import BUILTIN_METRICS, MetricDefinition
-from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.projections import encoding
 from evaledger.projections.rows import (
@@ -29,6 +28,10 @@ from evaledger.projections.rows import (
     load_score_rows,
     load_scores,
 )
+from evaledger.projections.run_rows import LABEL_PATTERN as LABEL_PATTERN
+from evaledger.projections.run_rows import RunFilter as RunFilter
+from evaledger.projections.run_rows import RunRow as RunRow
+from evaledger.projections.run_rows import run_row
 from evaledger.projections.tables import (
     CASES_PROJECTION,
     PROJECTION_NAMES,
@@ -62,55 +65,6 @@ COUNTS_CACHED = 256
 """Runs whose rescore inputs are kept in memory (a 10,000-case run's are ~20 MB)."""
 SPECS_CACHED = 256
 """Runs whose own spec is kept in memory for rescores."""
-
-LABEL_PATTERN = r"^[^=]+=.*$"
-"""A label filter is `key=value` (the API's `label` and the CLI's `--label` alike)."""
-
-
-class RunFilter(StrictModel):
-    """Filters of GET /runs."""
-
-    project: str | None = None
-    key: str | None = Field(default=None, description="The run key (unique in a project).")
-    suite: str | None = None
-    agent: str | None = None
-    status: str | None = None
-    label: str | None = Field(default=None, description="key=value", pattern=LABEL_PATTERN)
-    created_from: datetime | None = None
-    created_to: datetime | None = None
-    limit: int = Field(default=50, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
-
-
-class RunRow(StrictModel):
-    """A run as listed."""
-
-    run_id: UUID
-    run_key: str
-    project: str
-    name: str | None
-    suite: dict[str, Any]
-    agent: dict[str, Any]
-    status: str
-    labels: dict[str, str]
-    created_at: str = Field(description="When the run was created at its source.")
-    recorded_at: str | None = Field(
-        default=None,
-        description="When the run was recorded in this ledger, given for a run whose source has "
-        "no date (it is listed by it); null otherwise, so a run reads the same in every store.",
-    )
-    undated: bool = Field(
-        default=False,
-        description="The source has no date (created_at is 1970-01-01): the run is listed and "
-        "sorted by recorded_at.",
-    )
-    completed_at: str | None
-    reason: str | None = None
-    case_count: int
-    baseline: bool
-    config: dict[str, Any]
-    spec: dict[str, Any]
-    spec_id: str
 
 
 class StoredRescore(NamedTuple):
@@ -183,7 +137,7 @@ class ReadModels:
             else:
                 total = conn.execute(cq).scalar_one()
                 rows = list(conn.execute(q.limit(f.limit).offset(f.offset)))
-        return [_run_row(r) for r in rows], total
+        return [run_row(r) for r in rows], total
 
     def projected_position(self) -> int | None:
         """The position every projection has reached; None while one has no tracking row yet.
@@ -208,7 +162,7 @@ class ReadModels:
             row = conn.execute(select(runs).where(runs.c.run_id == str(run_id))).first()
         if row is None:
             raise NotFoundError(f"no run {run_id}")
-        return _run_row(row)
+        return run_row(row)
 
     def run_spec(self, run_id: UUID) -> ScoringSpec:
         """The run's own spec (snapshotted at creation)."""
@@ -737,28 +691,3 @@ class Rescoring:
 
 def _iso(dt: datetime) -> str:
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-
-
-def _run_row(r: Any) -> RunRow:
-    created = encoding.loads(r.created)
-    spec = ScoringSpec.model_validate(created["spec"])
-    return RunRow(
-        run_id=UUID(r.run_id),
-        run_key=r.run_key,
-        project=r.project,
-        name=r.name,
-        suite=created["suite"],
-        agent=created["agent"],
-        status=r.status,
-        labels=encoding.loads(r.labels),
-        created_at=r.created_at,
-        recorded_at=r.recorded_at if r.listed_at != r.created_at else None,
-        undated=r.listed_at != r.created_at,
-        completed_at=r.completed_at,
-        reason=r.reason,
-        case_count=r.case_count,
-        baseline=bool(r.baseline),
-        config=created["config"],
-        spec=created["spec"],
-        spec_id=spec.spec_id,
-    )

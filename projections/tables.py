@@ -31,35 +31,24 @@ from sqlalchemy.engine import ExceptionContext
 
 from evaledger.domain.errors import InfrastructureError
 from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_CONNECT_KWARGS
+from evaledger.projections.names import CASE_TIMES_PROJECTION as CASE_TIMES_PROJECTION
+from evaledger.projections.names import CASES_PROJECTION as CASES_PROJECTION
+from evaledger.projections.names import DATASETS_PROJECTION as DATASETS_PROJECTION
+from evaledger.projections.names import METRICS_PROJECTION as METRICS_PROJECTION
+from evaledger.projections.names import PROJECTION_NAMES as PROJECTION_NAMES
+from evaledger.projections.names import RUN_SUMMARIES_TABLE, TRACKING_TABLE
+from evaledger.projections.names import RUNS_PROJECTION as RUNS_PROJECTION
+from evaledger.projections.names import SEARCH_PROJECTION as SEARCH_PROJECTION
+from evaledger.projections.names import VOTES_PROJECTION as VOTES_PROJECTION
 
 metadata = MetaData()
 
 tracking = Table(
-    "projection_tracking",
+    TRACKING_TABLE,
     metadata,
     Column("name", String(100), primary_key=True),
     Column("position", Integer, nullable=False),
 )
-
-RUNS_PROJECTION = "runs_v3"
-CASES_PROJECTION = "cases_v4"
-VOTES_PROJECTION = "judge_votes_v1"
-METRICS_PROJECTION = "metrics_v1"
-SEARCH_PROJECTION = "search_v1"
-CASE_TIMES_PROJECTION = "case_times_v1"
-DATASETS_PROJECTION = "datasets_v1"
-PROJECTION_NAMES = (
-    RUNS_PROJECTION,
-    CASES_PROJECTION,
-    VOTES_PROJECTION,
-    METRICS_PROJECTION,
-    SEARCH_PROJECTION,
-    CASE_TIMES_PROJECTION,
-    DATASETS_PROJECTION,
-)
-"""The tracking names of the projections the composition root runs (`all_projections()`):
-whether reads are caught up is one query on their tracking rows, without loading the projectors
-(start-up, issue 19)."""
 
 projection_failures = Table(
     "projection_failures",
@@ -144,7 +133,7 @@ cases = Table(
 Index("ix_cases_v4_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
-    "run_summaries_v4",
+    RUN_SUMMARIES_TABLE,
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec_id", String(40), nullable=False),

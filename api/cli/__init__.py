@@ -11,8 +11,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,6 +23,10 @@ if TYPE_CHECKING:
 
 def installed_version() -> str:
     """The installed package's version."""
+    # lazy: importlib.metadata, only for --version and the parser's (not for a quick `runs`)
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
     try:
         return package_version("evaledger")
     except PackageNotFoundError:  # pragma: no cover - running from a checkout without install
@@ -46,6 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # way argparse's own `--version` answers: SystemExit(0).
         sys.stdout.write(f"evaledger {installed_version()}\n")
         raise SystemExit(0)
+    if words[:1] == ["runs"]:
+        # lazy: the bare-driver listing, only for `runs` (start-up, issue 32: no SQLAlchemy)
+        from evaledger.api.cli.run_list import quick_runs
+
+        if (code := quick_runs(words)) is not None:
+            return code
     # lazy: the parser, pydantic and the settings: `--version` answers without them
     from evaledger.api.bootstrap import Settings
 

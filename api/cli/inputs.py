@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import pydantic
 
+from evaledger.api.cli.arguments import LazyChoices as LazyChoices
+from evaledger.api.cli.arguments import add_json_option
+from evaledger.api.cli.arguments import common_options as common_options
+from evaledger.api.cli.arguments import label_filter as label_filter
+from evaledger.api.cli.arguments import positive_int as positive_int
 from evaledger.api.cli.keys import run_ids_starting, run_keys
 from evaledger.api.console import UsageError, did_you_mean
 from evaledger.application.reports import case_scores
@@ -25,7 +29,6 @@ from evaledger.application.runs import find_run_id, resolve_spec
 from evaledger.domain.errors import NotFoundError
 from evaledger.domain.spec import RunConfig, ScoringSpec
 from evaledger.domain.types import UnstorableJSONError, parse_input_json, variant_label
-from evaledger.projections.queries import LABEL_PATTERN
 from evaledger.scoring.models import CaseScore
 
 if TYPE_CHECKING:
@@ -67,33 +70,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 RUN_HELP = "a run id, or a run key of --project"
 
 
-class LazyChoices(Sequence[str]):
-    """An argument's choices, computed when argparse first reads them.
-
-    That is when a value is checked, or help or completion lists them: the parser is built for
-    every command line, and some choices live in modules only their commands need (issue 19).
-    """
-
-    def __init__(self, load: Callable[[], Iterable[str]]) -> None:
-        self._load = load
-        self._values: tuple[str, ...] | None = None
-
-    def _all(self) -> tuple[str, ...]:
-        if self._values is None:
-            self._values = tuple(self._load())
-        return self._values
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self._all()[index]
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-
 Command = Callable[["Services", argparse.Namespace], int]
 """A command: the opened store and the parsed arguments in, the exit code out."""
 
@@ -119,27 +95,9 @@ class Commands:
             formatter_class=HelpFormatter,
         )
         if json:
-            p.add_argument("--json", action="store_true", help="machine-readable output")
+            add_json_option(p)
         p.set_defaults(func=func, reads=reads)
         return p
-
-
-def common_options() -> argparse.ArgumentParser:
-    """The parent parser of --db, --project and --actor."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--db",
-        help="sqlite:///relative/dir/, sqlite:////absolute/dir/ or postgresql://user@host/db "
-        "(default: EVALEDGER_DB or sqlite:///.evaledger/)",
-    )
-    common.add_argument(
-        "--project", default="default", help="project of run keys (default: default)"
-    )
-    common.add_argument("--actor", default="cli", help="who records (default: cli)")
-    common.add_argument(
-        "--wide", action="store_true", help="tables: every column and full ids, never fitted"
-    )
-    return common
 
 
 def add_case_ref(p: argparse.ArgumentParser) -> None:
@@ -155,24 +113,6 @@ def add_case_ref(p: argparse.ArgumentParser) -> None:
         "Inspect model...): the variant as `show` lists it, or a part of it that names one "
         "(default: the only one)",
     )
-
-
-def label_filter(value: str) -> str:
-    """An argparse type: `key=value`, the rule of the API's `label` filter."""
-    if not re.fullmatch(LABEL_PATTERN, value):
-        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
-    return value
-
-
-def positive_int(value: str) -> int:
-    """An argparse type: an integer ≥ 1."""
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def fraction(value: str) -> float:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import orjson
@@ -14,11 +14,14 @@ import orjson
 from evaledger.api.cli.inputs import (
     RUN_HELP,
     Commands,
-    LazyChoices,
-    label_filter,
     load_config,
     positive_int,
     resolve_run,
+)
+from evaledger.api.cli.run_list import (
+    add_runs_arguments,
+    print_runs,
+    run_filter,
 )
 from evaledger.api.console import (
     EXIT_OK,
@@ -37,10 +40,8 @@ from evaledger.application.export_formats import EXPORT_FORMATS
 from evaledger.application.runs import import_files, rescore_run
 from evaledger.domain.spec import ScorerInfo
 from evaledger.domain.types import variant_label
-from evaledger.projections.queries import RunFilter, RunRow
-from evaledger.scoring.headline import Headline, run_headline
+from evaledger.scoring.headline import run_headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
-from evaledger.scoring.models import RunAggregate
 from evaledger.scoring.scorer_metrics import (
     RANDOM_METRICS,
     figure_text,
@@ -54,48 +55,8 @@ if TYPE_CHECKING:
 # that use them, so that parsing a command line (and `runs`) loads none of them.
 
 
-def run_statuses() -> list[str]:
-    """The statuses a run can be in (the aggregate's, imported when first asked)."""
-    # lazy: the aggregates (the event classes), only when --status is checked or listed
-    from evaledger.domain.aggregates import RunStatus
-
-    return [s.value for s in RunStatus]
-
-
-class RunLine(NamedTuple):
-    """One run as `evaledger runs` lists it."""
-
-    run: RunRow
-    aggregate: RunAggregate
-    headline: Headline
-    """What the run leads with (`scoring.headline.run_headline`), as every view prints it."""
-
-
-# The columns of `runs` and `show` in display order, each one line: its header, its drop order
-# on a narrow terminal (0: never dropped; the highest goes first) and its value. Ids, keys,
-# status, pass rate and the headline figure stay longest; counts, names and times give way first.
-RUN_COLUMNS: tuple[tuple[Col, Callable[[RunLine], Any]], ...] = (
-    (Col("run_id"), lambda x: str(x.run.run_id)),
-    (Col("key", fold=True), lambda x: x.run.run_key),
-    (Col("suite", drop=5), lambda x: x.run.suite["name"]),
-    (Col("agent", drop=6), lambda x: x.run.agent["name"]),
-    (Col("status", drop=1), lambda x: x.run.status),
-    (Col("cases", drop=4), lambda x: x.run.case_count),
-    (Col("metric", drop=7, fold=True), lambda x: x.headline.label),
-    (Col("score", drop=3), lambda x: x.headline.value_text),
-    (Col("pass", drop=2), lambda x: x.headline.pass_rate_text),
-    (Col("passes_when", drop=9, fold=True), lambda x: x.headline.rule),
-    (Col("created_at", drop=8), lambda x: listed_at(x.run)),
-)
-UNDATED_MARK = "*"
-UNDATED_NOTE = f"{UNDATED_MARK} imported at this time; the source has no date"
 SHOW_PAGE = 50
 """Cases `show` lays out by default (`--all`: every case, `--limit N`: the first N)."""
-
-
-def listed_at(run: RunRow) -> str:
-    """The time a run is listed by: its creation at the source, else its import (marked)."""
-    return f"{run.recorded_at} {UNDATED_MARK}" if run.recorded_at else run.created_at
 
 
 CASE_COLUMNS: tuple[tuple[Col, Callable[[dict[str, Any]], Any]], ...] = (
@@ -181,20 +142,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("-o", "--output", help="write to a file instead of stdout")
     p = commands.add("runs", cmd_runs, "list runs, newest first", reads=True)
-    p.add_argument("--suite", help="only runs of this suite name")
-    p.add_argument("--agent", help="only runs of this agent name")
-    p.add_argument("--key", help="the run key")
-    p.add_argument(
-        "--status",
-        choices=LazyChoices(run_statuses),
-        # A metavar: argparse lists choices without one while building the parser.
-        metavar="STATUS",
-        help="only runs in this status: %(choices)s",
-    )
-    p.add_argument("--label", type=label_filter, help="key=value")
-    p.add_argument(
-        "--limit", type=positive_int, default=50, metavar="N", help="list at most N runs"
-    )
+    add_runs_arguments(p)
     p = commands.add("show", cmd_show, "show a run with its aggregate and cases", reads=True)
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     only = p.add_mutually_exclusive_group()
@@ -333,57 +281,12 @@ def export_table(services: Services, run_id: UUID, args: argparse.Namespace) -> 
 def cmd_runs(services: Services, args: argparse.Namespace) -> int:
     """List runs."""
     services.sync()
-    listed = reports.list_runs(
-        services,
-        RunFilter(
-            project=args.project,
-            key=args.key,
-            suite=args.suite,
-            agent=args.agent,
-            status=args.status,
-            label=args.label,
-            limit=args.limit,
-        ),
-    )
+    listed = reports.list_runs(services, run_filter(args))
     rows, total = listed.rows, listed.total
     summaries = [reports.run_summary(services, r.run_id) for r in rows]
     aggregates = [summary.aggregate for summary in summaries]
     heads = [run_headline(summary.spec, summary.aggregate) for summary in summaries]
-    if args.json:
-        emit_json(
-            {
-                "data": [
-                    {
-                        **r.model_dump(mode="json"),
-                        "pass_rate": a.pass_rate,
-                        "passed": a.passed_count,
-                        "failed": a.failed_count,
-                        "errored": a.coverage.errored,
-                        "pending": a.coverage.pending,
-                        "weighted_metrics_score_pct": a.weighted_metrics_score_pct,
-                        **({"scorer_metrics": a.scorer_metrics} if a.scorer_metrics else {}),
-                        "headline": head.model_dump(mode="json"),
-                    }
-                    for r, a, head in zip(rows, aggregates, heads, strict=True)
-                ],
-                "count": len(rows),
-                "total": total,
-            }
-        )
-        return EXIT_OK
-    columns = RUN_COLUMNS
-    shown = print_table(
-        [
-            [get(RunLine(r, a, head)) for _, get in columns]
-            for r, a, head in zip(rows, aggregates, heads, strict=True)
-        ],
-        [col for col, _ in columns],
-    )
-    if "created_at" in shown and any(r.undated for r in rows):
-        print(UNDATED_NOTE)
-    if total > len(rows):
-        print(f"{len(rows)} of {total} runs (--limit {args.limit})")
-    return EXIT_OK
+    return print_runs(rows, total, aggregates, heads, args)
 
 
 def show_payload(

@@ -14,6 +14,10 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evaledger.domain.store.urls import StorageLocation
 
 log = logging.getLogger("evaledger")
 
@@ -47,3 +51,15 @@ def warn_if_shared(path: str | Path, what: str) -> bool:
         "%s %s is open to other users (mode %o): chmod %s %s", what, path, mode, tight, path
     )
     return True
+
+
+def warn_shared_store(location: StorageLocation) -> None:
+    """Warn about a SQLite store (folder, events, views) that other users can read."""
+    if location.kind != "sqlite" or "mode=memory" in location.events_env["SQLITE_DBNAME"]:
+        return
+    events = Path(location.events_env["SQLITE_DBNAME"])
+    views = Path(location.views_url.removeprefix("sqlite:///"))
+    if events.parent == views.parent and events.name == "events.sqlite":
+        warn_if_shared(events.parent, "the store folder")
+    for path in (events, views):
+        warn_if_shared(path, "the store file")

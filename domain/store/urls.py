@@ -76,6 +76,17 @@ def _sqlite_files(url: str, path: str) -> tuple[Path, Path]:
     return p, p.with_name(f"{p.stem}.views{p.suffix or '.db'}")
 
 
+def sqlite_events_file(url: str) -> Path | None:
+    """The events file a `sqlite:///` file URL names, its folder not made; None for others.
+
+    How a read finds a store missing before `parse_db_url` makes its folder.
+    """
+    if not url.startswith("sqlite:///") or ":memory:" in url:
+        return None
+    path = Path(url.removeprefix("sqlite:///"))
+    return path / "events.sqlite" if url.endswith("/") or path.is_dir() else path
+
+
 def parse_db_url(url: str) -> StorageLocation:
     """`sqlite:///dir/` or `sqlite:///file.db` or `postgresql://user@host:port/db`.
 

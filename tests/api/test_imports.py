@@ -369,6 +369,37 @@ def test_runs_and_show_on_a_caught_up_sqlite_store_load_no_driver_ledger_or_proj
     assert loaded == ["0 []"]
 
 
+BARE_RUNS_SKIPS = (
+    "sqlalchemy",
+    "eventsourcing",
+    "fastapi",
+    "evaledger.api.bootstrap",
+    "evaledger.api.cli.parsing",
+    "evaledger.domain.events",
+    "evaledger.projections.queries",
+)
+"""What `evaledger runs` on a caught-up SQLite store imports none of (issue 32): it reads the
+runs through `sqlite3` (`projections/bare_reads.py`) before the parser or the store is built."""
+
+
+def test_runs_on_a_caught_up_sqlite_store_imports_no_sqlalchemy(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLE_BUNDLE
+
+    db = f"sqlite:///{tmp_path / 'store'}"
+    cli = [sys.executable, "-m", "evaledger"]
+    subprocess.run([*cli, "import", str(EXAMPLE_BUNDLE), "--db", db], check=True, cwd=ROOT)
+    first, loaded = loaded_by(["runs", "--db", db], ("sqlalchemy",))
+    assert loaded == ["0 ['sqlalchemy']"]  # behind the log: the full path caught it up
+    for words in (["runs"], ["runs", "--json"], ["runs", "--wide", "--limit", "3"]):
+        out, loaded = loaded_by([*words, "--db", db], BARE_RUNS_SKIPS)
+        assert loaded == ["0 []"], words
+    out, _ = loaded_by(["runs", "--db", db], ())
+    assert out == first  # the same listing as the full path's
+    # The probe sees SQLAlchemy where the quick path declines (`show`, an unknown option).
+    _, loaded = loaded_by(["runs", "--bogus", "--db", db], ("sqlalchemy",))
+    assert loaded == ["2 ['sqlalchemy']"]
+
+
 def test_runs_shows_events_written_after_the_last_read(tmp_path: Path) -> None:
     from tests.conftest import EXAMPLE_BUNDLE
     from tests.helpers import bundle

@@ -107,6 +107,9 @@ def test_the_kept_rows_follow_an_override(store_services: Services) -> None:
     assert before.narrow
     again = review_queue.page_cases(store_services, run_id)
     assert again.rows == before.rows
+    # The kept rows' `CaseRow`s are built once (session 11), each caller getting its own list.
+    assert all(a is b for a, b in zip(again.rows, before.rows, strict=True))
+    assert again.rows is not before.rows
     low = min(before.rows, key=lambda r: r.overall_score or 0.0)
     facts, _ = store_services.reads.case_score(UUID(low.case_id))
     store_services.ledger.override_verdict(
@@ -118,6 +121,7 @@ def test_the_kept_rows_follow_an_override(store_services: Services) -> None:
     )
     store_services.sync()
     after = review_queue.page_cases(store_services, run_id)
+    assert not any(a is b for a, b in zip(after.rows, before.rows, strict=True))
     changed = next(r for r in after.rows if r.case_id == low.case_id)
     assert changed.passed is (not low.passed)
     assert [_typed(r) for r in after.rows] == [
