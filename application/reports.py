@@ -254,7 +254,15 @@ class JudgeErrors:
 
 
 def judge_errors(services: Services, run_id: UUID) -> JudgeErrors:
-    """The run's judge errors and the policy its own figures count them under."""
-    return JudgeErrors(
-        services.reads.judge_error_count(run_id), services.reads.run_spec(run_id).judge_errors
-    )
+    """The run's judge errors and the policy its own figures count them under.
+
+    The count (the database's JSON test of every case's stored score: 0.1-0.2 s for a
+    10k-case run) is kept per state of a closed run in the store's shared answers
+    (`Reports.run_answer`), as the guard's graders are: every compare of the run asks.
+    """
+
+    def count() -> bytes:
+        return str(services.reads.judge_error_count(run_id)).encode()
+
+    kept = services.reports.run_answer(run_id, ("judge errors",), count)
+    return JudgeErrors(int(kept), services.reads.run_spec(run_id).judge_errors)
