@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from uuid import UUID
 
 from evaledger.application.ports import Services
 from evaledger.domain.dataset_commands import VersionWritten
@@ -114,10 +113,10 @@ def diff_datasets(
 def differing_items(
     services: Services, project: str, old: DatasetRef | None, new: DatasetRef | None
 ) -> tuple[str, ...] | None:
-    """Keys of the items two runs' dataset references differ by (None: not two versions of
-    one ledger dataset in `project`, or the same version).
+    """Keys of the items two runs' dataset references differ by (None: none known).
 
-    The comparison guard (`application.compare.run_datasets`) asks only when the references
+    None also when they are not two versions of one ledger dataset in `project`. The
+    comparison guard (`application.compare.run_datasets`) asks only when the references
     differ, so a compare of two runs of one version does not load this module (issue 32).
     """
     if (

@@ -55,8 +55,8 @@ def _errored_verdict(c: dict[str, Any]) -> dict[str, Any]:
 def test_the_guards_topics_are_the_event_classes_topics() -> None:
     # The guard reads stored events by topic without loading the classes: the strings must
     # follow the classes (a class version bump changes its topic).
-    assert compare.CASE_OPENED == CaseOpened.topic()
-    assert compare.JUDGE_VERDICT == JudgeVerdictRecorded.topic()
+    assert CaseOpened.topic() == compare.CASE_OPENED
+    assert JudgeVerdictRecorded.topic() == compare.JUDGE_VERDICT
 
 
 def test_the_runs_read_model_keeps_each_runs_dataset_reference(wired: Services) -> None:
