@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import orjson
 import pytest
@@ -68,20 +69,21 @@ def test_the_runs_read_model_keeps_each_runs_dataset_reference(wired: Services) 
     )
     plain = _import(wired, "plain", [case("a")])
     for run_id in (named, plain):
-        logged = wired.ledger.run_dataset(compare.UUID(run_id))
-        kept = wired.reads.run_dataset(compare.UUID(run_id))
+        logged = wired.ledger.run_dataset(UUID(run_id))
+        kept = wired.reads.run_dataset(UUID(run_id))
         assert kept == (None if logged is None else logged.model_dump(mode="json"))
-    assert wired.reads.run_dataset(compare.UUID(named)) == {
+    assert wired.reads.run_dataset(UUID(named)) == {
         "name": "qa",
         "version": None,
         "hash": "ab" * 32,
     }
-    assert wired.reads.run_dataset(compare.UUID(plain)) is None
+    assert wired.reads.run_dataset(UUID(plain)) is None
     with pytest.raises(NotFoundError, match="no run"):
-        wired.reads.run_dataset(compare.UUID(int=7))
+        wired.reads.run_dataset(UUID(int=7))
     # Rebuilt from the log, the runs read model says the same.
     wired.runner.rebuild("runs_v4")
-    assert wired.reads.run_dataset(compare.UUID(named))["hash"] == "ab" * 32  # type: ignore[index]
+    rebuilt = wired.reads.run_dataset(UUID(named))
+    assert rebuilt is not None and rebuilt["hash"] == "ab" * 32
 
 
 def test_runs_of_one_reference_compare_without_the_dataset_use_cases(
@@ -90,10 +92,10 @@ def test_runs_of_one_reference_compare_without_the_dataset_use_cases(
     same = {"dataset": {"name": "qa", "hash": "cd" * 32}}
     ids = [_import(wired, f"r{i}", [case("a", 4), case("b", 2 + i)], **same) for i in range(2)]
     other = _import(wired, "r-other", [case("a", 3)], dataset={"name": "qa", "hash": "ef" * 32})
-    ran = compare.run_datasets(wired, compare.UUID(ids[0]), compare.UUID(ids[1]))
+    ran = compare.run_datasets(wired, UUID(ids[0]), UUID(ids[1]))
     assert (ran.differing, ran.difference) == (None, None)
     assert ran.baseline == ran.candidate and ran.baseline is not None
-    differ = compare.run_datasets(wired, compare.UUID(ids[0]), compare.UUID(other))
+    differ = compare.run_datasets(wired, UUID(ids[0]), UUID(other))
     assert differ.difference is not None and "different dataset versions" in differ.difference
     # A fresh process: a compare of two runs of one reference never imports the use cases.
     probe = (
@@ -113,7 +115,7 @@ def test_runs_of_one_reference_compare_without_the_dataset_use_cases(
 
 
 def test_kept_judge_error_counts_are_the_databases_count(wired: Services) -> None:
-    run_id = compare.UUID(
+    run_id = UUID(
         _import(
             wired,
             "errors",
@@ -125,5 +127,5 @@ def test_kept_judge_error_counts_are_the_databases_count(wired: Services) -> Non
     again = judge_errors(wired, run_id)  # kept: the same answer
     assert first.count == again.count == 2
     assert first.policy == wired.reads.run_spec(run_id).judge_errors
-    clean = compare.UUID(_import(wired, "clean", [case("a"), case("b")]))
+    clean = UUID(_import(wired, "clean", [case("a"), case("b")]))
     assert judge_errors(wired, clean).count == 0 == wired.reads.judge_error_count(clean)
