@@ -304,7 +304,9 @@ def compare_report(
         baseline_run=rows["baseline"],
         candidate_run=rows["candidate"],
         comparison=result,
-        judge_errors={side: judge_errors(services, run_id) for side, run_id in runs.items()},
+        judge_errors={
+            side: judge_errors(services, run_id, kept=True) for side, run_id in runs.items()
+        },
         headlines=heads,
         datasets=ran,
     )
