@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from uuid import UUID
 
 from evaledger.application.ports import Services
 from evaledger.domain.dataset_commands import VersionWritten
@@ -20,7 +19,6 @@ from evaledger.domain.events import DatasetItem, DatasetRef
 from evaledger.domain.ledger import Context
 from evaledger.projections import datasets as reads
 from evaledger.projections.datasets import DatasetRow, VersionRow
-from evaledger.scoring.comparison.suites import dataset_difference
 
 
 @dataclass(frozen=True)
@@ -112,33 +110,27 @@ def diff_datasets(
     return DatasetDiff(new.name, old, new, diff_items(old.items, new.items))
 
 
-@dataclass(frozen=True)
-class RunDatasets:
-    """The dataset versions two runs ran, and why they are not the same (None: they are)."""
+def differing_items(
+    services: Services, project: str, old: DatasetRef | None, new: DatasetRef | None
+) -> tuple[str, ...] | None:
+    """Keys of the items two runs' dataset references differ by (None: none known).
 
-    baseline: DatasetRef | None
-    candidate: DatasetRef | None
-    differing: tuple[str, ...] | None
-    """Keys of the items that differ, when both are versions of one ledger dataset."""
-    difference: str | None
-
-
-def run_datasets(services: Services, baseline_id: UUID, candidate_id: UUID) -> RunDatasets:
-    """Whether two runs ran the same dataset version; the items that differ when they did not."""
-    old, new = (services.ledger.run_dataset(run_id) for run_id in (baseline_id, candidate_id))
-    differing: tuple[str, ...] | None = None
+    None also when they are not two versions of one ledger dataset in `project`. The
+    comparison guard (`application.compare.run_datasets`) asks only when the references
+    differ, so a compare of two runs of one version does not load this module (issue 32).
+    """
     if (
-        old is not None
-        and new is not None
-        and old.hash != new.hash
-        and old.name == new.name
-        and old.version is not None
-        and new.version is not None
+        old is None
+        or new is None
+        or old.hash == new.hash
+        or old.name != new.name
+        or old.version is None
+        or new.version is None
     ):
-        project = services.reads.get_run(candidate_id).project
-        engine = services.reads.engine
-        before = reads.dataset_version(engine, project, old.name, old.version)
-        after = reads.dataset_version(engine, project, new.name, new.version)
-        if before is not None and after is not None:
-            differing = diff_items(before.items, after.items).differing
-    return RunDatasets(old, new, differing, dataset_difference(old, new, differing))
+        return None
+    engine = services.reads.engine
+    before = reads.dataset_version(engine, project, old.name, old.version)
+    after = reads.dataset_version(engine, project, new.name, new.version)
+    if before is None or after is None:
+        return None
+    return diff_items(before.items, after.items).differing

@@ -280,7 +280,7 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
             "to_domain_event",
             "decode: pydantic model_validate (full event, run topics)",
         )
-        pt.wrap(views.RunsProjection, "process", "runs_v3: process")
+        pt.wrap(views.RunsProjection, "process", "runs_v4: process")
         pt.wrap(views.CasesProjection, "process", "cases_v4: process (load facts, fold)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
         pt.wrap(votes.JudgeVotesProjection, "process", "judge_votes_v1: process")
@@ -440,7 +440,7 @@ def rescore(services: Services, info: RunInfo, repeat: int) -> RescoreResult:
     pt.wrap(queries, "load_facts", "load_facts (read + validate CaseFacts; not when warm)")
     pt.wrap(pjson, "dumps", "json.dumps of the stored rescore (spec, aggregate, case columns)")
     pt.wrap(rescore_store, "upsert", "upsert of the rescores_v1 row")
-    pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v3 row)")
+    pt.wrap(queries.ReadModels, "get_run", "get_run / run_spec (runs_v4 row)")
     pt.wrap(
         queries.ReadModels, "_stored_own_aggregate", "stored aggregate under the run's own spec"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 TRACKING_TABLE = "projection_tracking"
 """Each projection's position in the log (its name, its position)."""
 
-RUNS_PROJECTION = "runs_v3"
+RUNS_PROJECTION = "runs_v4"
 """The runs projection's tracking name, also its runs table's name."""
 CASES_PROJECTION = "cases_v4"
 VOTES_PROJECTION = "judge_votes_v1"

@@ -88,9 +88,10 @@ def _utc(dt: datetime) -> str:
 
 
 class RunsProjection:
-    """`runs_v3`: one row per run (list and filter), plus the approved baselines per project.
+    """`runs_v4`: one row per run (list and filter), plus the approved baselines per project.
 
-    v3 added when each run was recorded and the time it is listed by (issue 25).
+    v3 added when each run was recorded and the time it is listed by (issue 25); v4 keeps the
+    run's dataset reference in `created` (issue 32: the comparison guard's read).
     """
 
     name = runs.name
@@ -123,7 +124,17 @@ class RunsProjection:
                 _run_status(conn, decoded.oid, event, position)
 
 
-_CREATED_SNAPSHOT = {"agent", "suite", "config", "spec", "labels", "name", "run_key", "project"}
+_CREATED_SNAPSHOT = {
+    "agent",
+    "suite",
+    "config",
+    "spec",
+    "labels",
+    "name",
+    "run_key",
+    "project",
+    "dataset",
+}
 """What of RunCreated the `created` column keeps (read back as a RunRow)."""
 
 

@@ -164,6 +164,19 @@ class ReadModels:
             raise NotFoundError(f"no run {run_id}")
         return run_row(row)
 
+    def run_dataset(self, run_id: UUID) -> dict[str, Any] | None:
+        """The dataset reference the run ran (`DatasetRef` as JSON; None: none), or NotFoundError.
+
+        Kept by the runs read model since v4, so a comparison's guard reads neither the log
+        nor the dataset use cases to say whether two runs ran the same version (issue 32).
+        """
+        with self.engine.connect() as conn:
+            created = conn.scalar(select(runs.c.created).where(runs.c.run_id == str(run_id)))
+        if created is None:
+            raise NotFoundError(f"no run {run_id}")
+        found: dict[str, Any] | None = encoding.loads(created).get("dataset")
+        return found
+
     def run_spec(self, run_id: UUID) -> ScoringSpec:
         """The run's own spec (snapshotted at creation)."""
         return ScoringSpec.model_validate(self.get_run(run_id).spec)

@@ -84,14 +84,16 @@ runs = Table(
     Column("reason", Text),
     Column("case_count", Integer, nullable=False),
     Column("baseline", Boolean, nullable=False),
-    Column("created", Text, nullable=False),  # RunCreated payload (agent, config, spec)
+    # RunCreated payload (agent, config, spec; v4, issue 32: its dataset reference, so that a
+    # comparison's guard reads it here instead of loading the dataset use cases and the log)
+    Column("created", Text, nullable=False),
     Column("position", Integer, nullable=False),
 )
-Index("ix_runs_v3_list", runs.c.project, runs.c.listed_at)
-Index("ix_runs_v3_listed", runs.c.listed_at)
+Index("ix_runs_v4_list", runs.c.project, runs.c.listed_at)
+Index("ix_runs_v4_listed", runs.c.listed_at)
 
 baselines = Table(
-    "baselines_v3",
+    "baselines_v4",
     metadata,
     Column("project", Text, primary_key=True),
     Column("agent", Text, primary_key=True),

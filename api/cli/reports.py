@@ -41,6 +41,7 @@ from evaledger.api.console import (
     undecided,
 )
 from evaledger.application.reports import baseline_run
+from evaledger.domain import collector
 from evaledger.scoring.headline import Headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
 
@@ -283,14 +284,16 @@ def report_comparison(
         )
         if within_noise is not None:
             extra["within_noise_reasons"] = within_noise
-        if isinstance(found, Comparison):
-            # From the columns: the same JSON as the model's dump, without a model per case.
-            body = found.body()
-            if significance is not None:
-                body["significance"] = significance.model_dump(mode="json")
-        else:
-            body = found.model_dump(mode="json")
-        emit_json({**body, "judge_error_policy": notes, **extra})
+        # One dict per test case, freed by refcount: no collector pass over the heap.
+        with collector.paused():
+            if isinstance(found, Comparison):
+                # From the columns: the same JSON as the model's dump, without a model per case.
+                body = found.body()
+                if significance is not None:
+                    body["significance"] = significance.model_dump(mode="json")
+            else:
+                body = found.model_dump(mode="json")
+            emit_json({**body, "judge_error_policy": notes, **extra})
         return comparison_exit(found.verdict, within_noise, gate_failures)
     result = found.model if isinstance(found, Comparison) else found
     if isinstance(found, Comparison) and significance is not None:

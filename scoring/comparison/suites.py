@@ -69,6 +69,17 @@ def dataset_difference(
     return text
 
 
+@dataclass(frozen=True)
+class RunDatasets:
+    """The dataset versions two runs ran, and why they are not the same (None: they are)."""
+
+    baseline: DatasetRef | None
+    candidate: DatasetRef | None
+    differing: tuple[str, ...] | None
+    """Keys of the items that differ, when both are versions of one ledger dataset."""
+    difference: str | None
+
+
 MAX_LISTED_ITEMS = 1000
 """Keys a comparability answer lists per kind (the rest are counted)."""
 

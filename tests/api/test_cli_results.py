@@ -74,8 +74,8 @@ def test_export_to_a_file_reports_path_cases_and_bytes(cli: Cli, tmp_path: Path)
 def test_project_and_migrate_answer_in_json(cli: Cli) -> None:
     caught_up = cli.json("project")
     assert caught_up["position"] > 0
-    assert cli.json("project", "--rebuild", "runs_v3") == {
-        "rebuilt": "runs_v3",
+    assert cli.json("project", "--rebuild", "runs_v4") == {
+        "rebuilt": "runs_v4",
         "position": caught_up["position"],
     }
     migrated = cli.json("migrate")

@@ -189,7 +189,7 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     assert health["status"] == "degraded"
     assert health["projections"] == dict.fromkeys(
         (
-            "runs_v3",
+            "runs_v4",
             "cases_v4",
             "metrics_v1",
             "judge_votes_v1",
@@ -211,7 +211,7 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     # The failed projection stays at the event before; a restart (a new runner) retries it.
     assert s.runner.positions() == dict.fromkeys(
         (
-            "runs_v3",
+            "runs_v4",
             "cases_v4",
             "metrics_v1",
             "judge_votes_v1",

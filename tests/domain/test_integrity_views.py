@@ -39,7 +39,7 @@ def test_untouched_read_models_match_a_rebuild(story: Story) -> None:
     story.services.sync()
     report = check_views(story.services.ledger, story.services.engine)
     assert report.ok, report.drift
-    # runs_v3, baselines_v3, run_summaries_v4, cases_v4, cases_v4_runs, metrics_v1 and the
+    # runs_v4, baselines_v4, run_summaries_v4, cases_v4, cases_v4_runs, metrics_v1 and the
     # four judge_votes_v1 tables (votes, cases, labels, flags), the three search_v1 tables (the
     # text, its cases and runs; the engines' own indexes over the text are not ours to compare),
     # case_times_v1 and the two datasets_v1 tables: every read model, no cache.
@@ -81,9 +81,9 @@ def test_an_edited_run_pass_rate_and_a_deleted_row_are_named(story: Story) -> No
     )
     assert d.live == '{"cases_pass_rate_pct": 100.0}'
     with story.services.engine.begin() as conn:
-        conn.execute(text("DELETE FROM runs_v3 WHERE run_id = :r"), {"r": run_id})
+        conn.execute(text("DELETE FROM runs_v4 WHERE run_id = :r"), {"r": run_id})
     d = check_views(story.services.ledger, story.services.engine).drift
-    assert d is not None and (d.table, d.key, d.column) == ("runs_v3", {"run_id": run_id}, None)
+    assert d is not None and (d.table, d.key, d.column) == ("runs_v4", {"run_id": run_id}, None)
     assert str(d).endswith("missing from the live table (not what the log folds to)")
 
 

@@ -280,7 +280,7 @@ def test_long_personas_and_hostile_leftovers_keep_every_read_working(
     assert cases["data"][0]["variant"] == f"{'c' * 180}\x1f{persona}"
     assert client.get(f"/runs/{run_id}").json()["aggregate"]["total_executions"] == 3
     assert services_of.runner.rebuild("cases_v4") == event_count(services_of)
-    assert services_of.runner.rebuild("runs_v3") == event_count(services_of)
+    assert services_of.runner.rebuild("runs_v4") == event_count(services_of)
     assert client.get(f"/runs/{run_id}/cases").json()["count"] == 3
 
 
