@@ -16,13 +16,7 @@ from evaledger.application.datasets import show_dataset
 from evaledger.application.judging import JudgeOptions, Progress, judge_run
 from evaledger.application.ports import Services
 from evaledger.domain.errors import ValidationError
-from evaledger.domain.events import (
-    CaseOpened,
-    DatasetRef,
-    Estimate,
-    JudgeCalibrated,
-    JudgeVerdictRecorded,
-)
+from evaledger.domain.events import DatasetRef, Estimate, JudgeCalibrated
 from evaledger.domain.ledger import Context
 from evaledger.judging.report import JudgeReport
 from evaledger.judging.rubric import JudgeRubric
@@ -50,19 +44,16 @@ class JudgeVerdictPass:
 
 
 def run_judge_passes(services: Services, run_id: UUID) -> list[JudgeVerdictPass]:
-    """Each judge's latest valid verdict of each case of a run, with its template hash."""
+    """Each judge's latest valid verdict of each case of a run, with its template hash.
+
+    Keys and template hashes come from the case facts (`cases_v5`), no case event is read.
+    """
     services.sync()
     facts = services.reads.facts(run_id)
     spec = services.reads.run_spec(run_id)
     passes = judge_passes(services.reads.engine, run_id, spec, facts)
-    keys: dict[str, str] = {}
-    hashes: dict[str, str | None] = {}
-    for case_id in {case_id for case_id, _, _, _ in passes}:
-        for event in services.ledger.events_of(UUID(case_id)):
-            if isinstance(event, CaseOpened):
-                keys[case_id] = event.test_case.key
-            elif isinstance(event, JudgeVerdictRecorded):
-                hashes[str(event.verdict_id)] = event.template_hash
+    keys = {str(f.case_id): f.test_case_key for f in facts}
+    hashes = {str(v.verdict_id): v.template_hash for f in facts for v in f.verdicts}
     return [
         JudgeVerdictPass(keys[case_id], judge, hashes.get(verdict_id), passed)
         for case_id, judge, verdict_id, passed in passes
