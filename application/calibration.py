@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+import orjson
+
 from evaledger.application.datasets import show_dataset
 from evaledger.application.judging import JudgeOptions, Progress, judge_run
 from evaledger.application.ports import Services
@@ -25,8 +27,10 @@ from evaledger.projections.votes import judge_passes
 from evaledger.scoring.calibration import (
     CalibrationState,
     Figure,
+    JudgeGate,
     calibration_figures,
-    calibration_refusals,
+    gate_refusals,
+    judge_gates,
 )
 
 Calibration = JudgeCalibrated
@@ -196,15 +200,45 @@ def list_calibrations(services: Services, project: str, ctx: Context) -> list[Ca
     return services.ledger.calibrations(project)
 
 
-def calibration_refusals_of(services: Services, run_id: UUID, min_kappa: float) -> list[str]:
-    """Why the judges of a run may not gate: none calibrated at its template hash, or κ too low."""
+def judges_used(services: Services, run_id: UUID) -> dict[str, set[str | None]]:
+    """Each judge of the run's counted verdicts → the template hashes they carry.
+
+    Read once per state of the run (`Reports.run_answer`, keyed by its summary position) and
+    kept: the run page asks on every view, and a run's verdicts change only with its cases.
+    """
+
+    def compute() -> bytes:
+        used: dict[str, set[str | None]] = {}
+        for p in run_judge_passes(services, run_id):
+            used.setdefault(p.judge, set()).add(p.template_hash)
+        return orjson.dumps({k: sorted(v, key=lambda h: h or "") for k, v in used.items()})
+
+    kept = orjson.loads(services.reports.run_answer(run_id, ("calibration judges",), compute))
+    return {judge: set(hashes) for judge, hashes in kept.items()}
+
+
+def calibration_gate_of(services: Services, run_id: UUID, min_kappa: float) -> list[JudgeGate]:
+    """The calibration gate of a run: each judge and template hash, its calibration, accepted.
+
+    The one rule (`scoring.calibration.judge_gates`) `gate --require-calibrated`, the run page
+    and `GET /runs/{id}/calibration` show.
+    """
     services.sync()
     project = services.reads.get_run(run_id).project
-    used: dict[str, set[str | None]] = {}
-    for p in run_judge_passes(services, run_id):
-        used.setdefault(p.judge, set()).add(p.template_hash)
     known: dict[str, list[CalibrationState]] = {}
     for c in services.ledger.calibrations(project):
-        gold = f"{c.gold.name}@{c.gold.version}"
-        known.setdefault(c.judge, []).append(CalibrationState(c.template_hash, c.kappa.value, gold))
-    return calibration_refusals(used, known, min_kappa)
+        state = CalibrationState(
+            c.template_hash,
+            c.kappa.value,
+            f"{c.gold.name}@{c.gold.version}",
+            kappa_low=c.kappa.low,
+            kappa_high=c.kappa.high,
+            n=c.n,
+        )
+        known.setdefault(c.judge, []).append(state)
+    return judge_gates(judges_used(services, run_id), known, min_kappa)
+
+
+def calibration_refusals_of(services: Services, run_id: UUID, min_kappa: float) -> list[str]:
+    """Why the judges of a run may not gate: none calibrated at its template hash, or κ too low."""
+    return gate_refusals(calibration_gate_of(services, run_id, min_kappa), min_kappa)
