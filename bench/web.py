@@ -19,8 +19,9 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson
 from contextlib import closing
+
+import orjson
 from fastapi.testclient import TestClient
 
 from bench.common import (
