@@ -90,6 +90,10 @@ def calibration_figures(pairs: Sequence[tuple[bool, bool]]) -> CalibrationFigure
     )
 
 
+DEFAULT_MIN_KAPPA = 0.6
+"""The least κ of a calibration the gate accepts when none is given (CLI, API, run page)."""
+
+
 @dataclass(frozen=True)
 class CalibrationState:
     """What the gate needs of a judge's latest calibration (and what a run page shows of it)."""

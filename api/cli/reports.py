@@ -41,6 +41,7 @@ from evaledger.api.console import (
     undecided,
 )
 from evaledger.application.reports import baseline_run
+from evaledger.scoring.calibration import DEFAULT_MIN_KAPPA
 from evaledger.scoring.headline import Headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
 
@@ -98,9 +99,10 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--min-kappa",
         type=float,
-        default=0.6,
+        default=DEFAULT_MIN_KAPPA,
         metavar="K",
-        help="the least kappa of a calibration under --require-calibrated (default: 0.6)",
+        help="the least kappa of a calibration under --require-calibrated (default: "
+        f"{DEFAULT_MIN_KAPPA})",
     )
     _add_gate_baseline(p)
     p = commands.add(
