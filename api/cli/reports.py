@@ -483,12 +483,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         print(f"{c.name}: {fmt(shown, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
     for refusal in refusals:
         print(f"calibration: {refusal}")
-    if against is not None:
-        reasons = against["regression"]
-        print(
-            f"baseline {against['baseline_run_id']}: "
-            + ("regression (" + "; ".join(reasons) + ")" if reasons else "no regression")
-        )
+    _print_baseline(against)
     if refusals or (against is not None and against["regression"]):
         print("gate: FAILED (" + ", ".join(failed) + ")")
         return EXIT_FAIL
@@ -502,6 +497,14 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         print("within the noise floor, not failed: " + ", ".join(within))
     print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _print_baseline(against: dict[str, Any] | None) -> None:
+    """`gate --baseline`'s line of text: the baseline and its regression reasons, if any."""
+    if against is not None:
+        reasons = against["regression"]
+        said = "regression (" + "; ".join(reasons) + ")" if reasons else "no regression"
+        print(f"baseline {against['baseline_run_id']}: {said}")
 
 
 def _gate_baseline(
@@ -521,7 +524,6 @@ def _gate_baseline(
         return None
     # lazy: the comparison engine loads numpy, which `runs`/`show` never need
     from evaledger.application.compare import compare_report
-    from evaledger.scoring.comparison import CompareThresholds
 
     baseline = (
         None if args.baseline == APPROVED else resolve_run(services, args.baseline, args.project)
@@ -530,7 +532,6 @@ def _gate_baseline(
         services,
         baseline,
         run_id,
-        CompareThresholds(),
         allow_different_suites=args.allow_different_suites,
         allow_different_datasets=args.allow_different_datasets,
         exclude_cached=args.exclude_cached,
