@@ -22,6 +22,7 @@ from evaledger.domain.errors import ValidationError
 from evaledger.domain.events import DatasetRef
 from evaledger.domain.spec import ScoringSpec, keep_source_scorers
 from evaledger.domain.types import variant_label
+from evaledger.projections.graders import run_case_graders
 from evaledger.projections.queries import RunRow
 from evaledger.scoring.comparison import CompareThresholds, Comparison, RunComparison
 from evaledger.scoring.comparison.significance import ComparisonSignificance
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
     from evaledger.application.ports import Services
 
 SIDES = ("baseline", "candidate")
-CASE_OPENED = "evaledger.case.opened/v1"
-"""`CaseOpened`'s stored topic: the guard reads stored events by topic, without the classes."""
-JUDGE_VERDICT = "evaledger.case.judge_verdict_recorded/v1"
-"""`JudgeVerdictRecorded`'s stored topic (tests/application hold both to the classes')."""
 
 
 def compare_runs(
@@ -163,8 +160,8 @@ def run_datasets(services: Services, baseline_id: UUID, candidate_id: UUID) -> R
 def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
     """What graded a run (`scoring.comparison.suites.GRADER_FIELDS`), and its cached keys.
 
-    Read once per state of the run (its events are read case by case) and kept: every compare
-    of the run asks.
+    Read once per state of the run (one query of its case rows) and kept: every compare of the
+    run asks.
     """
 
     def compute() -> bytes:
@@ -178,13 +175,12 @@ def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], 
 
 
 def _read_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
-    """`run_graders` read from the run's recorded config and its cases' events as stored.
+    """`run_graders` read from the run's recorded config and its case rows (`cases_v5`).
 
     Its verdicts' judge models, template hashes and scorer versions, the rubric its config
     selects (`judge.metrics`), and the test case keys of its cases opened as `cached`.
     """
     cached: set[str] = set()
-    opened = CASE_OPENED
     judge_config = services.reads.get_run(run_id).config.get("judge") or {}
     rubric = judge_config.get("metrics")
     found: dict[str, set[str]] = {
@@ -195,24 +191,17 @@ def _read_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]]
         else {orjson.dumps(rubric, option=orjson.OPT_SORT_KEYS).decode()},
         "scorer version": set(),
     }
-    topic = JUDGE_VERDICT
-    for case_id in services.ledger.get_run(run_id).case_ids:
-        for stored in services.ledger.stored_events_of(case_id):
-            if stored.topic == opened:
-                state = orjson.loads(bytes(stored.state))
-                if state.get("cached"):
-                    cached.add(state["test_case"]["key"])
-            if stored.topic != topic:
-                continue
-            verdict = orjson.loads(bytes(stored.state))
-            judge = verdict.get("judge") or {}
-            name = ":".join(str(judge.get(k) or "") for k in ("provider", "model"))
-            if judge.get("kind", "llm") == "llm" and name != ":":
+    for case in run_case_graders(services.reads.engine, run_id):
+        if case.cached:
+            cached.add(case.test_case_key)
+        for g in case.graders:
+            name = g.judge
+            if g.kind == "llm" and name != ":":
                 found["judge model"].add(name)
-            if judge.get("version"):
-                found["scorer version"].add(f"{name}@{judge['version']}")
-            if verdict.get("template_hash"):
-                found["judge template hash"].add(str(verdict["template_hash"]))
+            if g.version:
+                found["scorer version"].add(f"{name}@{g.version}")
+            if g.template_hash:
+                found["judge template hash"].add(g.template_hash)
     return found, cached
 
 

@@ -2,8 +2,9 @@
 
 No case's stored score is decoded for that; whole scores are read only for the rows of the
 page shown. A 10,000-case run page decoded every case's score (≈ 2.3 KB of JSON each) to
-show 50 of them; here the database hands over the plain columns and four top-level fields of
-each score (`NARROW`), and only the page's rows are decoded whole.
+show 50 of them; here the database hands over plain columns, four fields of each score
+(`NARROW`) among them (`cases_v5`; v4 extracted them from the JSON), and only the page's
+rows are decoded whole.
 """
 
 from __future__ import annotations
@@ -14,14 +15,24 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-import orjson
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, select
 
 from evaledger.projections import encoding
 from evaledger.projections.tables import cases, run_summaries
 
+ROW_COLUMNS = (
+    "case_id",
+    "test_case_key",
+    "repetition",
+    "variant",
+    "status",
+    "overall_score",
+    "passed",
+)
+"""The case row's own columns a cases table reads."""
+
 NARROW = ("errored", "judge_error", "latency_p50_ms", "cost_usd")
-"""The fields of a case's score read out of its JSON by the database (top-level, scalar)."""
+"""The fields of a case's score a cases table reads, kept as columns of the case row (v5)."""
 
 PAGE_CHUNK = 500
 """Case ids per `IN (…)` when a page's scores are read."""
@@ -73,47 +84,18 @@ def forget_kept() -> None:
 
 
 def _narrow_rows(engine: Engine, run_id: UUID) -> list[dict[str, Any]]:
+    # cases_v5 keeps the `NARROW` fields as columns: no score's JSON is read or parsed here.
+    columns = [cases.c[name] for name in (*ROW_COLUMNS, *NARROW)]
     with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            fields = ", ".join(f"j->'{name}'" for name in NARROW)
-            rows = conn.execute(
-                text(
-                    "SELECT case_id, test_case_key, repetition, variant, status, overall_score, "
-                    f"passed, json_build_array({fields})::text FROM (SELECT *, score::jsonb AS j "
-                    f"FROM {cases.name} WHERE run_id = :run) AS c ORDER BY seq"
-                ),
-                {"run": str(run_id)},
-            ).all()
-        else:
-            # One json_extract of several paths parses each score once; it answers a JSON array.
-            extract = func.json_extract(cases.c.score, *(f"$.{name}" for name in NARROW))
-            rows = conn.execute(
-                select(
-                    cases.c.case_id,
-                    cases.c.test_case_key,
-                    cases.c.repetition,
-                    cases.c.variant,
-                    cases.c.status,
-                    cases.c.overall_score,
-                    cases.c.passed,
-                    extract,
-                )
-                .where(cases.c.run_id == str(run_id))
-                .order_by(cases.c.seq)
-            ).all()
+        rows = conn.execute(
+            select(*columns).where(cases.c.run_id == str(run_id)).order_by(cases.c.seq)
+        ).all()
+    names = (*ROW_COLUMNS, *NARROW)
     out = []
-    for case_id, key, repetition, variant, status, overall, passed, narrow in rows:
-        values = orjson.loads(narrow)
-        row = {
-            "case_id": case_id,
-            "test_case_key": key,
-            "repetition": repetition,
-            "variant": variant,
-            "status": status,
-            "overall_score": overall,
-            "passed": None if passed is None else bool(passed),
-        }
-        row.update(zip(NARROW, values, strict=True))
+    for found in rows:
+        row = dict(zip(names, found, strict=True))
+        passed = row["passed"]
+        row["passed"] = None if passed is None else bool(passed)
         out.append(row)
     return out
 

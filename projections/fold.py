@@ -212,6 +212,7 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
         claims=[],
         checks=[],
         agent_provider=agent_provider,
+        cached=bool(data.get("cached", False)),
         last_version=opened.version,
         named_scores={},
         score_overrides={},
@@ -278,6 +279,8 @@ def _verdict(facts: CaseFacts, data: State) -> None:
             latency_ms=_float(data.get("latency_ms")),
             cost_usd=_float(data.get("cost_usd")),
             tokens=_tokens(data.get("usage")) or 0,
+            template_hash=data.get("template_hash"),
+            judge_version=judge.get("version"),
         )
     )
 

@@ -31,6 +31,7 @@ from evaledger.projections.datasets import DatasetsProjection
 from evaledger.projections.decode import Decoded, DecodedBatch
 from evaledger.projections.fold import fold_event, open_case
 from evaledger.projections.rows import (
+    case_columns,
     closed_inputs_marker,
     load_scores,
     upsert,
@@ -255,7 +256,7 @@ class CasePage(NamedTuple):
 
 
 class CasesProjection:
-    """`cases_v4`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v5`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.
@@ -409,6 +410,7 @@ class CasesProjection:
                     "status": score.status.value,
                     "overall_score": score.overall_score,
                     "passed": score.passed,
+                    **case_columns(f, score),
                     "position": position,
                 }
             )

@@ -20,6 +20,7 @@ from evaledger.scoring.models import CaseScore
 
 if TYPE_CHECKING:
     from evaledger.scoring.facts import CaseFacts
+    from evaledger.scoring.models import CaseScore as Score
 
 CASE_SCORES = TypeAdapter(list[CaseScore])
 
@@ -47,6 +48,37 @@ def closed_inputs_marker(summary_position: int) -> str:
     from evaledger.scoring.rescore import INPUTS_FORMAT
 
     return f"{INPUTS_FORMAT} {cases.name} summary {summary_position}"
+
+
+def case_graders(facts: CaseFacts) -> str:
+    """The `graders` column of a case: what judged it, every verdict recorded (issue 35).
+
+    A JSON list of distinct `[kind, provider, model, version, template_hash]` lists, sorted
+    (`None` sorts as ""): the comparability guard and the calibration gate read these instead
+    of replaying the case's events. Invalidated and error verdicts count: they were recorded.
+    """
+    found = {
+        (v.judge_kind, v.judge_provider, v.judge_model, v.judge_version, v.template_hash)
+        for v in facts.verdicts
+    }
+    ordered = sorted(found, key=lambda g: tuple(x or "" for x in g))
+    return orjson.dumps([list(g) for g in ordered]).decode()
+
+
+def case_columns(facts: CaseFacts, score: Score) -> dict[str, Any]:
+    """The columns of a case row read from its facts and score besides the JSON (cases_v5).
+
+    `cached` and `graders` (issue 35's guard and calibration gate), and the four score fields
+    a run page's narrow rows read (`projections.case_pages.NARROW`).
+    """
+    return {
+        "cached": facts.cached,
+        "graders": case_graders(facts),
+        "errored": score.errored,
+        "judge_error": score.judge_error,
+        "latency_p50_ms": score.latency_p50_ms,
+        "cost_usd": score.cost_usd,
+    }
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -105,7 +105,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v4_runs",
+    "cases_v5_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -115,7 +115,10 @@ case_runs = Table(
 
 # v4 (issue 32) dropped v3's `scoring` column (the facts without their per-message rows: most
 # of the facts' bytes, written a second time per case): a rescore reads `facts` and keeps what
-# scoring reads (`scoring.facts.scoring_view`).
+# scoring reads (`scoring.facts.scoring_view`). v5 (issue 35) adds what graded the case and
+# whether its transcript was cached (`graders`, `cached`: the comparability guard and the
+# calibration gate read them instead of the case events), and four fields of the score as
+# columns (`errored` … `cost_usd`: the run page's narrow rows read no JSON).
 cases = Table(
     CASES_PROJECTION,
     metadata,
@@ -130,9 +133,17 @@ cases = Table(
     Column("status", String(20), nullable=False),
     Column("overall_score", Float),
     Column("passed", Boolean),
+    Column("cached", Boolean, nullable=False),
+    # The case's verdicts' graders, JSON: distinct [kind, provider:model, version, template
+    # hash] lists, sorted (`projections.rows.case_graders`).
+    Column("graders", Text, nullable=False),
+    Column("errored", Boolean, nullable=False),
+    Column("judge_error", Boolean, nullable=False),
+    Column("latency_p50_ms", BigInteger),
+    Column("cost_usd", Float),
     Column("position", Integer, nullable=False),
 )
-Index("ix_cases_v4_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v5_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
     RUN_SUMMARIES_TABLE,

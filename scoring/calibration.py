@@ -90,13 +90,57 @@ def calibration_figures(pairs: Sequence[tuple[bool, bool]]) -> CalibrationFigure
     )
 
 
+DEFAULT_MIN_KAPPA = 0.6
+"""The least κ of a calibration the gate accepts when none is given (CLI, API, run page)."""
+
+
 @dataclass(frozen=True)
 class CalibrationState:
-    """What the gate needs of a judge's latest calibration."""
+    """What the gate needs of a judge's latest calibration (and what a run page shows of it)."""
 
     template_hash: str
     kappa: float | None
     gold: str
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class JudgeGate:
+    """One judge at one template hash its counted verdicts carry, and the gate's answer."""
+
+    judge: str
+    template_hash: str | None
+    calibration: CalibrationState | None
+    """The judge's latest calibration at this template hash (None: none there)."""
+    calibrated_at: tuple[str, ...]
+    """Every template hash the judge has a calibration at (what a stale one was made at)."""
+    accepted: bool
+    """A calibration at this hash with κ defined and at least the minimum."""
+
+
+def judge_gates(
+    used: Mapping[str, set[str | None]],
+    calibrations: Mapping[str, Sequence[CalibrationState]],
+    min_kappa: float,
+) -> list[JudgeGate]:
+    """The calibration gate's answer for each judge and template hash of a run (the one rule).
+
+    `used`: each judge (provider:model) → the template hashes its counted verdicts carry.
+    `calibrations`: each judge → its calibrations, oldest first; at each template hash the
+    latest one counts. A verdict with no template hash matches no calibration. The run may
+    gate (`gate --require-calibrated --min-kappa K`) when every row is accepted.
+    """
+    out: list[JudgeGate] = []
+    for judge in sorted(used):
+        at = {c.template_hash: c for c in calibrations.get(judge, ())}
+        hashes = tuple(sorted(at))
+        for h in sorted(used[judge], key=lambda x: x or ""):
+            found = at.get(h) if h is not None else None
+            ok = found is not None and found.kappa is not None and found.kappa >= min_kappa
+            out.append(JudgeGate(judge, h, found, hashes, ok))
+    return out
 
 
 def calibration_refusals(
@@ -106,30 +150,36 @@ def calibration_refusals(
 ) -> list[str]:
     """Why each judge of a run may not gate (empty: all may), one sentence per judge.
 
-    `used`: each judge (provider:model) → the template hashes its counted verdicts carry.
-    `calibrations`: each judge → its calibrations, oldest first; at each template hash the
-    latest one counts. A verdict with no template hash matches no calibration.
+    The sentences of `judge_gates`' refused rows: a judge never calibrated, a judge whose
+    verdicts carry a template hash it has no calibration at (stale), a κ below the minimum.
     """
+    return gate_refusals(judge_gates(used, calibrations, min_kappa), min_kappa)
+
+
+def gate_refusals(gates: Sequence[JudgeGate], min_kappa: float) -> list[str]:
+    """`judge_gates`' refused rows as sentences, one per judge (a stale judge once)."""
     out: list[str] = []
-    for judge in sorted(used):
-        known = calibrations.get(judge, ())
-        if not known:
+    by_judge: dict[str, list[JudgeGate]] = {}
+    for g in gates:
+        by_judge.setdefault(g.judge, []).append(g)
+    for judge, rows in by_judge.items():
+        if not rows[0].calibrated_at:
             out.append(f"judge {judge} has no calibration")
             continue
-        at = {c.template_hash: c for c in known}
-        missing = sorted(h or "none" for h in used[judge] if h is None or h not in at)
+        missing = sorted(g.template_hash or "none" for g in rows if g.calibration is None)
         if missing:
             out.append(
                 f"judge {judge} has no calibration at template "
                 + ", ".join(h[:12] for h in missing)
-                + f" (stale: calibrated at {', '.join(sorted(h[:12] for h in at))})"
+                + f" (stale: calibrated at {', '.join(h[:12] for h in rows[0].calibrated_at)})"
             )
             continue
-        for h in sorted(h for h in used[judge] if h is not None):
-            found = at[h]
-            if found.kappa is None or found.kappa < min_kappa:
-                shown = "undefined" if found.kappa is None else f"{found.kappa:.3f}"
+        for g in rows:
+            if not g.accepted and g.calibration is not None:
+                kappa = g.calibration.kappa
+                shown = "undefined" if kappa is None else f"{kappa:.3f}"
                 out.append(
-                    f"judge {judge}'s κ {shown} on {found.gold} is below the minimum {min_kappa}"
+                    f"judge {judge}'s κ {shown} on {g.calibration.gold} is below the minimum "
+                    f"{min_kappa}"
                 )
     return out

@@ -54,6 +54,10 @@ class VerdictFact(StrictModel):
     latency_ms: float | None = None
     cost_usd: float | None = None
     tokens: int = 0
+    template_hash: str | None = Field(
+        default=None, description="The judge prompt template's hash (what a calibration is at)."
+    )
+    judge_version: str | None = Field(default=None, description="The judge's (scorer's) version.")
 
 
 class MessageFact(StrictModel):
@@ -113,6 +117,9 @@ class CaseFacts(StrictModel):
     claims: list[ClaimSupport] = Field(default_factory=list)
     checks: list[CheckFact] = Field(default_factory=list)
     agent_provider: str | None = Field(default=None, description="For self-judging flags.")
+    cached: bool = Field(
+        default=False, description="The transcript was served from a cache (CaseOpened.cached)."
+    )
     last_version: int = 0
     named_scores: dict[str, float] = Field(
         default_factory=dict, description="Peer named scores by name (latest), numeric readings."

@@ -42,6 +42,7 @@ from evaledger.api.console import (
 )
 from evaledger.application.reports import baseline_run
 from evaledger.domain import collector
+from evaledger.scoring.calibration import DEFAULT_MIN_KAPPA
 from evaledger.scoring.headline import Headline
 from evaledger.scoring.judge_errors import judge_error_policy_json
 
@@ -99,10 +100,12 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--min-kappa",
         type=float,
-        default=0.6,
+        default=DEFAULT_MIN_KAPPA,
         metavar="K",
-        help="the least kappa of a calibration under --require-calibrated (default: 0.6)",
+        help="the least kappa of a calibration under --require-calibrated (default: "
+        f"{DEFAULT_MIN_KAPPA})",
     )
+    _add_gate_baseline(p)
     p = commands.add(
         "baseline",
         cmd_baseline,
@@ -131,6 +134,35 @@ def register(commands: Commands) -> None:
         action="append",
         default=[],
         help="custom per-message metric name[:unit[:avg,max,p95…]] (repeatable)",
+    )
+
+
+APPROVED = "approved"
+"""`gate --baseline approved`: the approved baseline of the run's (agent, suite)."""
+
+
+def _add_gate_baseline(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--baseline",
+        metavar="RUN|approved",
+        help="also compare the run with this baseline run (or the approved baseline of its "
+        "agent and suite) as `compare` does; exit 1 on a regression",
+    )
+    p.add_argument(
+        "--allow-different-suites",
+        action="store_true",
+        help="with --baseline: compare with a run of another suite (refused by default: exit 2)",
+    )
+    p.add_argument(
+        "--allow-different-datasets",
+        action="store_true",
+        help="with --baseline: compare every case of runs of two dataset versions (default: "
+        "only the items common to both runs)",
+    )
+    p.add_argument(
+        "--exclude-cached",
+        action="store_true",
+        help="with --baseline: leave out of both runs the test cases served from a cache",
     )
 
 
@@ -401,12 +433,16 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
     gate = gate_run(services, run_id, _minimums(args.min), args.min_pass_rate)
     agg, checks, failed = gate.aggregate, gate.checks, gate.failed
     within: list[str] = []
-    if args.noise_floor:
+    noise = noise_floor_of(services, args.noise_floor, args.project) if args.noise_floor else None
+    if noise is not None:
         # lazy: the statistics use cases (numpy), for --noise-floor only
         from evaledger.application.statistics import gate_within_noise
 
-        within = gate_within_noise(gate, noise_floor_of(services, args.noise_floor, args.project))
+        within = gate_within_noise(gate, noise)
         failed = [name for name in failed if name not in within]
+    against = _gate_baseline(services, args, run_id, noise)
+    if against is not None and against["regression"]:
+        failed = [*failed, "baseline"]
     refusals: list[str] = []
     if args.require_calibrated:
         # lazy: the calibration use cases, for --require-calibrated only
@@ -426,6 +462,7 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
                 "aggregate": agg.model_dump(mode="json"),
                 **({"within_noise": within} if args.noise_floor else {}),
                 **({"calibration": refusals} if args.require_calibrated else {}),
+                **({"baseline": against} if against is not None else {}),
             }
         )
         return EXIT_FAIL if failed else EXIT_OK
@@ -449,10 +486,11 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         print(f"{c.name}: {fmt(shown, 4)} vs min {fmt(c.minimum, 4)} → {verdict}")
     for refusal in refusals:
         print(f"calibration: {refusal}")
-    if refusals:
+    _print_baseline(against)
+    if refusals or (against is not None and against["regression"]):
         print("gate: FAILED (" + ", ".join(failed) + ")")
         return EXIT_FAIL
-    if not gate.configured:
+    if not gate.configured and against is None:
         print(
             "gate: passed (no thresholds configured for this run; "
             "give --min SCORER/METRIC=VALUE or --min-pass-rate X)"
@@ -462,6 +500,67 @@ def cmd_gate(services: Services, args: argparse.Namespace) -> int:
         print("within the noise floor, not failed: " + ", ".join(within))
     print("gate: FAILED (" + ", ".join(failed) + ")" if failed else "gate: passed")
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _print_baseline(against: dict[str, Any] | None) -> None:
+    """`gate --baseline`'s line of text: the baseline and its regression reasons, if any."""
+    if against is not None:
+        reasons = against["regression"]
+        said = "regression (" + "; ".join(reasons) + ")" if reasons else "no regression"
+        print(f"baseline {against['baseline_run_id']}: {said}")
+
+
+def _gate_baseline(
+    services: Services, args: argparse.Namespace, run_id: UUID, noise: Any
+) -> dict[str, Any] | None:
+    """`gate --baseline`: the run compared with its baseline as `compare` compares it.
+
+    None when not asked. The comparability guard's warnings go to stderr; `regression` lists
+    the verdict's reasons a noise floor does not forgive (`comparison_exit`'s rule: any fails).
+    """
+    if not args.baseline:
+        if args.allow_different_suites or args.allow_different_datasets or args.exclude_cached:
+            raise UsageError(
+                "--allow-different-suites/--allow-different-datasets/--exclude-cached: "
+                "only with --baseline"
+            )
+        return None
+    # lazy: the comparison engine loads numpy, which `runs`/`show` never need
+    from evaledger.application.compare import compare_report
+
+    baseline = (
+        None if args.baseline == APPROVED else resolve_run(services, args.baseline, args.project)
+    )
+    report = compare_report(
+        services,
+        baseline,
+        run_id,
+        allow_different_suites=args.allow_different_suites,
+        allow_different_datasets=args.allow_different_datasets,
+        exclude_cached=args.exclude_cached,
+    )
+    found = report.comparison
+    guard_warnings(found.comparability)
+    forgiven: list[str] | None = None
+    if noise is not None:
+        # lazy: the statistics use cases (numpy), for --noise-floor only
+        from evaledger.application.statistics import reasons_within_noise
+
+        forgiven = reasons_within_noise(found, noise)
+    verdict = found.verdict
+    regression = (
+        []
+        if comparison_exit(verdict, forgiven, []) == EXIT_OK
+        else [r for r in verdict.reasons if r not in (forgiven or [])]
+    )
+    guard = found.comparability
+    return {
+        "baseline_run_id": str(report.baseline_id),
+        "verdict": verdict.model_dump(mode="json"),
+        "regression": regression,
+        "comparability": None if guard is None else guard.model_dump(mode="json"),
+        **({"within_noise_reasons": forgiven} if forgiven is not None else {}),
+    }
 
 
 def cmd_baseline(services: Services, args: argparse.Namespace) -> int:

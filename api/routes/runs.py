@@ -7,6 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
+from pydantic import Field
 
 from evaledger.api.deps import ContextDep, ProjectDep, ServicesDep, SyncedDep
 from evaledger.api.responses import OrjsonResponse, created, replayed
@@ -22,15 +23,17 @@ from evaledger.api.schemas import (
     RunPage,
     Written,
 )
-from evaledger.application import exports, reports, runs, transcripts
+from evaledger.application import calibration, exports, reports, runs, transcripts
 from evaledger.application.case_filters import CaseFilter, FlagFilter, LabelFilter, filter_cases
 from evaledger.application.export_formats import EXPORT_FORMATS, MEDIA_TYPES, ExportFormat
 from evaledger.domain.aggregates import RunStatus
 from evaledger.domain.bundle import BundleCase, BundleRun, RunBundle
 from evaledger.domain.export import bundle_to_json
+from evaledger.domain.model import StrictModel
 from evaledger.domain.spec import RunConfig
 from evaledger.domain.types import MAX_INDEX, QueryInstant
 from evaledger.projections.queries import LABEL_PATTERN, RunFilter, RunRow
+from evaledger.scoring.calibration import DEFAULT_MIN_KAPPA, gate_refusals
 from evaledger.scoring.models import CaseStatus
 
 router = APIRouter(tags=["runs"])
@@ -90,6 +93,69 @@ def get_run(run_id: UUID, services: SyncedDep) -> RunDetail:
     run = reports.get_run(services, run_id)
     summary = reports.run_summary(services, run_id)
     return RunDetail(**dict(run), aggregate=summary.aggregate)
+
+
+class JudgeGateOut(StrictModel):
+    """One judge at one template hash of a run's counted verdicts, and the calibration gate."""
+
+    judge: str = Field(description="provider:model")
+    template_hash: str | None = Field(description="The verdicts' judge template hash.")
+    calibrated: bool = Field(description="A calibration at this template hash and model.")
+    kappa: float | None = Field(description="Its Cohen's κ (null: none, or undefined).")
+    kappa_low: float | None = Field(description="The κ's 95 % interval, low end.")
+    kappa_high: float | None = Field(description="The κ's 95 % interval, high end.")
+    n: int | None = Field(description="Pairs the calibration compared.")
+    gold: str | None = Field(description="The gold set it was made on (NAME@V).")
+    calibrated_at: list[str] = Field(description="Every template hash the judge is calibrated at.")
+    accepted: bool = Field(description="`gate --require-calibrated --min-kappa K` accepts it.")
+
+
+class CalibrationGateOut(StrictModel):
+    """GET /runs/{id}/calibration: the calibration gate of a run (issue 35)."""
+
+    run_id: UUID
+    min_kappa: float
+    accepted: bool = Field(description="Every row accepted: the run may gate.")
+    judges: list[JudgeGateOut]
+    refusals: list[str] = Field(description="What `gate --require-calibrated` prints.")
+
+
+@router.get("/runs/{run_id}/calibration")
+def get_calibration_gate(
+    run_id: UUID,
+    services: SyncedDep,
+    min_kappa: Annotated[
+        float, Query(ge=-1, le=1, description="The least κ accepted.")
+    ] = DEFAULT_MIN_KAPPA,
+) -> CalibrationGateOut:
+    """The calibration gate of a run: each judge and template hash of its verdicts (issue 35).
+
+    Whether it has a calibration at that template hash and model, its κ with interval and n,
+    and whether `gate --require-calibrated --min-kappa K` accepts it (the same rule).
+    """
+    reports.get_run(services, run_id)  # 404 first
+    gates = calibration.calibration_gate_of(services, run_id, min_kappa)
+    return CalibrationGateOut(
+        run_id=run_id,
+        min_kappa=min_kappa,
+        accepted=all(g.accepted for g in gates),
+        judges=[
+            JudgeGateOut(
+                judge=g.judge,
+                template_hash=g.template_hash,
+                calibrated=g.calibration is not None,
+                kappa=None if g.calibration is None else g.calibration.kappa,
+                kappa_low=None if g.calibration is None else g.calibration.kappa_low,
+                kappa_high=None if g.calibration is None else g.calibration.kappa_high,
+                n=None if g.calibration is None else g.calibration.n,
+                gold=None if g.calibration is None else g.calibration.gold,
+                calibrated_at=list(g.calibrated_at),
+                accepted=g.accepted,
+            )
+            for g in gates
+        ],
+        refusals=gate_refusals(gates, min_kappa),
+    )
 
 
 Bound = Annotated[float | None, Query(allow_inf_nan=False, description="Inclusive bound.")]

@@ -43,6 +43,7 @@ from evaledger.api.web.filters import (
 )
 from evaledger.api.web.session import Viewer, ViewerDep
 from evaledger.application import (
+    calibration,
     case_filters,
     grades,
     reports,
@@ -56,6 +57,7 @@ from evaledger.domain.errors import EvaledgerError, ValidationError
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections.queries import RunFilter, RunRow
 from evaledger.scoring.agreement import shown
+from evaledger.scoring.calibration import DEFAULT_MIN_KAPPA
 from evaledger.scoring.case import variant_figures
 from evaledger.scoring.grading import preset_names
 from evaledger.scoring.headline import run_headline
@@ -319,8 +321,9 @@ def run_page(
     desc: bool = False,
     page: Annotated[int, Query(ge=1)] = 1,
     narrow: Annotated[CaseFilterForm, Depends()] = _NO_FILTER,
+    min_kappa: Annotated[float, Query(ge=-1, le=1)] = DEFAULT_MIN_KAPPA,
 ) -> Response:
-    """A run: aggregate, thresholds, coverage, charts and its cases."""
+    """A run: aggregate, thresholds, coverage, charts, its judges' calibration gate, its cases."""
     more = asdict(narrow)
 
     def build() -> dict[str, Any]:
@@ -372,6 +375,9 @@ def run_page(
             "flaky_count": len(flaky),
             "judge_error_note": run_judge_error_note(scores, summary.spec.judge_errors),
             "total_cost": reports.run_cost(services, rid, summary.aggregate),
+            # Issue 35: `gate --require-calibrated --min-kappa K`'s rule, per judge and template.
+            "calibration_gate": calibration.calibration_gate_of(services, rid, min_kappa),
+            "min_kappa": min_kappa,
         }
 
     return render(request, "run.html", build)

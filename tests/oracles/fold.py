@@ -78,6 +78,7 @@ def opened_facts(event: CaseOpened, agent_provider: str | None = None) -> CaseFa
             for o in tc.expected_outcomes
         ],
         agent_provider=agent_provider,
+        cached=event.cached,
         last_version=event.originator_version,
     )
 
@@ -137,6 +138,8 @@ def apply_fact(facts: CaseFacts, event: DomainEvent) -> None:
                 tokens=(event.usage.prompt_tokens + event.usage.completion_tokens)
                 if event.usage
                 else 0,
+                template_hash=event.template_hash,
+                judge_version=event.judge.version,
             )
         )
     elif isinstance(event, NamedScoresRecorded):

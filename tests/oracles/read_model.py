@@ -1,4 +1,4 @@
-"""The reference cases read model: what `cases_v4` must hold, computed from the validated log.
+"""The reference cases read model: what `cases_v5` must hold, computed from the validated log.
 
 Every case is folded from its validated pydantic events by the reference fold
 (tests/oracles/fold.py), scored once by `score_case` under its run's own spec (RunCreated's,
@@ -10,6 +10,7 @@ definition the catch-up is held to (tests/projections/test_fast_catch_up.py).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from evaledger.domain.events import (
     CaseEvent,
     CaseOpened,
     DomainEvent,
+    JudgeVerdictRecorded,
     RunCanceled,
     RunCompleted,
     RunCreated,
@@ -31,6 +33,7 @@ from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import encoding
 from evaledger.projections.tables import cases, run_summaries
 from evaledger.scoring.case import reduce_repetitions, score_case
+from evaledger.scoring.models import CaseScore
 from evaledger.scoring.run import summarize_run
 from tests.oracles.fold import fold_reference
 
@@ -99,6 +102,7 @@ def reference_read_model(ledger: Ledger) -> ReferenceReadModel:
                 "status": score.status.value,
                 "overall_score": score.overall_score,
                 "passed": score.passed,
+                **_reference_columns(events[case_id], score),
                 "position": last[case_id],
             }
         if run.status in CLOSED:
@@ -110,6 +114,28 @@ def reference_read_model(ledger: Ledger) -> ReferenceReadModel:
                 ),
             }
     return ReferenceReadModel(rows, sorted(rows, key=opened.__getitem__), summaries)
+
+
+def _reference_columns(events: list[DomainEvent], score: CaseScore) -> dict[str, Any]:
+    """The v5 columns from the validated events themselves (not the facts) and the score."""
+    opened = events[0]
+    assert isinstance(opened, CaseOpened)
+    graders = {
+        (e.judge.kind, e.judge.provider, e.judge.model, e.judge.version, e.template_hash)
+        for e in events
+        if isinstance(e, JudgeVerdictRecorded)
+    }
+    return {
+        "cached": opened.cached,
+        "graders": json.dumps(
+            [list(g) for g in sorted(graders, key=lambda g: [x or "" for x in g])],
+            separators=(",", ":"),
+        ),
+        "errored": score.errored,
+        "judge_error": score.judge_error,
+        "latency_p50_ms": score.latency_p50_ms,
+        "cost_usd": score.cost_usd,
+    }
 
 
 def stored_read_model(conn: Connection) -> ReferenceReadModel:
