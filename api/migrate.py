@@ -27,9 +27,7 @@ def migrate_store(
     store that predates sealing by default (a new store decides at creation).
     """
     location = parse_db_url(settings.db)
-    ledger = Ledger(
-        location, migrate=True, app_role=app_role, seal_payloads=settings.seal_payloads
-    )
+    ledger = Ledger(location, migrate=True, app_role=app_role, seal_payloads=settings.seal_payloads)
     try:
         if seal_payloads:
             ledger.recorder.turn_sealing_on("evaledger migrate --seal-payloads")
