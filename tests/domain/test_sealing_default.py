@@ -65,6 +65,16 @@ def test_a_store_created_with_defaults_seals_and_erases(
     finally:
         services.close()
     cli = Cli(capsys, store_url)
+    # The export holds the plaintext; imported into a fresh (sealing) store it exports the same.
+    exported, again = tmp_path / "run.json", tmp_path / "again.json"
+    code, _, err = cli("export", "r1", "-o", str(exported))
+    assert code == 0, err
+    assert exported.read_bytes().count(MARKER.encode()) == 3
+    fresh = f"sqlite:///{tmp_path}/fresh/"
+    assert cli("import", str(exported), db=fresh)[0] == 0
+    code, _, err = cli("export", "r1", "-o", str(again), db=fresh)
+    assert code == 0, err
+    assert again.read_bytes() == exported.read_bytes()
     done = cli.json("erase", "--case", str(secret), "--reason", "deletion request 40")
     assert done["recorded"] and len(done["refs"]) == 2
     code, out, err = cli("verify", "--full")
