@@ -121,10 +121,10 @@ def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
 def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
     """Report the migrated store (the migration itself ran before opening it)."""
     # lazy: the ledger and the projections, only for this command
-    from evaledger.application.verification import log_position
+    from evaledger.application.verification import log_position, seals_payloads
 
     position = log_position(services)
-    seals = services.ledger.seal_payloads
+    seals = seals_payloads(services)
     if args.json:
         emit_json(
             {
