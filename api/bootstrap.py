@@ -110,11 +110,13 @@ class Settings(BaseModel):
         description="File holding the key that signs each commit of the ledger chain "
         "(HMAC-SHA256) and that `verify` checks; kept outside the database.",
     )
-    seal_payloads: bool = Field(
-        default=False,
-        description="Store new transcripts' messages and judges' prompts and replies encrypted "
-        "under a per-case key, so `evaledger erase` can remove them without breaking the chain "
-        "(EVALEDGER_SEAL_PAYLOADS=1).",
+    seal_payloads: bool | None = Field(
+        default=None,
+        description="Whether a store created now seals: stores transcripts' messages, judges' "
+        "prompts and replies and spans' message text encrypted under a per-case key, so "
+        "`evaledger erase` can remove them without breaking the chain. Unset: a new store "
+        "seals. The store records its choice at creation and keeps it; on a store from before "
+        "that record, 1 turns sealing on (EVALEDGER_SEAL_PAYLOADS=0|1).",
     )
 
     @field_validator("public_url")
@@ -403,7 +405,7 @@ def build_services(settings: Settings, *, create: bool = True) -> Services:
     return services
 
 
-def _open_ledger(location: StorageLocation, key: bytes | None, seal: bool = False) -> Ledger:
+def _open_ledger(location: StorageLocation, key: bytes | None, seal: bool | None) -> Ledger:
     # lazy: the ledger and eventsourcing, opened on first use (a caught-up read needs neither)
     from evaledger.domain.ledger import Ledger
 

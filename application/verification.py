@@ -148,6 +148,11 @@ def log_position(services: Services) -> int:
     return services.ledger.position()
 
 
+def seals_payloads(services: Services) -> bool:
+    """Whether the store seals personal text (its record, `LedgerRecorder.sealing`)."""
+    return services.ledger.seal_payloads
+
+
 def catch_up_projections(services: StoreServices, progress: Progress | None = None) -> int:
     """Run every projection to the log's head; the position reached."""
     return services.runner.catch_up(progress=progress)

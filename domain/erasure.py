@@ -66,6 +66,7 @@ class ErasureCommands(CaseCommands):
         ctx.scope.require(*HUMAN_ACTS[PayloadErased])
         case = self.get_case(case_id)
         self._run_in_scope(case.run_id, ctx, f"case {case_id}")
+        self._require_sealing("case")
         trace = self._source_trace(case_id)
         keys = [case.seal_subject(), *([trace] if trace else [])]
         done = self._erasure_of(case_id)
@@ -97,6 +98,7 @@ class ErasureCommands(CaseCommands):
         """
         why = require_reason(reason, "erasing a subject's payloads")
         ctx.scope.require(*HUMAN_ACTS[PayloadErased])
+        self._require_sealing("subject")
         cases = self._cases_of_subject(subject, ctx)
         if not cases:
             raise NotFoundError(f"subject: no case names data subject {subject!r}", field="subject")
@@ -119,6 +121,23 @@ class ErasureCommands(CaseCommands):
         erasures = [self._record_erasure(c, key, refs, ctx, why) for c, key, refs in todo]
         self._destroy(list(dict.fromkeys(keys)), (erasures or done)[0])
         return [*erasures, *done]
+
+    def _require_sealing(self, field: str) -> None:
+        """Refuse erasure on a store that keeps payloads inline (nothing in it is erasable).
+
+        Such a store was created with `EVALEDGER_SEAL_PAYLOADS=0`, or before sealing was the
+        default and not switched on since: every personal string is in the events the chain
+        covers. Said before looking at the cases, so the reason is the store's, not a case's.
+        """
+        if not self.seal_payloads:
+            raise ValidationError(
+                f"{field}: this store does not seal payloads (created with "
+                "EVALEDGER_SEAL_PAYLOADS=0, or before sealing was the default), so its "
+                "messages, prompts and replies are stored inline in the hash-chained events and "
+                "cannot be erased; `evaledger migrate --seal-payloads` seals what is recorded "
+                "from then on (see docs/audit.md, Erasure)",
+                field=field,
+            )
 
     def _record_erasure(
         self, case_id: UUID, key: str, refs: list[str], ctx: Context, why: str

@@ -151,12 +151,14 @@ class LedgerStore:
         checkpoint_key: bytes | None = None,
         migrate: bool = False,
         app_role: str | None = None,
-        seal_payloads: bool = False,
+        seal_payloads: bool | None = None,
     ) -> None:
         """Open the store; on PostgreSQL, refuse one whose events table is not append-only.
 
         `migrate` (run as the migration role) creates or repairs the tables, triggers and the
         grants of `app_role`; otherwise they are created only when missing (single-role use).
+        `seal_payloads` is the opening process's wish; the store's own record decides
+        (`LedgerRecorder.sealing`: a new store records the wish, None meaning seal).
         """
         env = dict(location.events_env)
         env.setdefault("AGGREGATE_CACHE_MAXSIZE", "256")
@@ -171,10 +173,10 @@ class LedgerStore:
             lambda oid: self.recorder.commit_verifies(oid, 1, self.checkpoint_key)
         )
         self.recorder.use_checkpoint_key(checkpoint_key)
-        self.seal_payloads = seal_payloads
-        """Seal new events' personal strings under per-case keys (`domain/payloads.py`)."""
         cast(EventMapper, self.app.mapper).unseal = self.recorder.unseal
         self.recorder.prepare(env, migrate=migrate, app_role=app_role)
+        self.seal_payloads = self.recorder.sealing(seal_payloads)
+        """Seal new events' personal strings under per-case keys (`domain/payloads.py`)."""
 
     def check_store(self) -> int:
         """The log's head, after checking the store answers and (PostgreSQL) is append-only."""

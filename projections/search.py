@@ -7,6 +7,10 @@ Rows are only ever added, keyed by the event's log position, so catching up and 
 the same rows, and a case's later events (a new verdict) add their text as they come. The engine
 index over the text is the database's own: FTS5 kept by triggers on SQLite, a GIN expression
 index on PostgreSQL (`projections/tables.py`). `forget_case` removes a case from the index.
+
+Sealed text (a sealing store's transcripts and judges' replies, issue 34) is not indexed: the
+projection reads the stored state, which holds `SEALED_TEXT` in its place, and a plaintext copy
+here would outlive `evaledger erase`. Searching it needs an index that erasure purges (not built).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from evaledger.domain.events import (
     TranscriptRecorded,
     VerdictOverridden,
 )
+from evaledger.domain.payloads import SEALED_TEXT
 from evaledger.projections.decode import DecodedBatch
 from evaledger.projections.search_syntax import FIELDS, SearchQuery, highlight, snippet
 from evaledger.projections.tables import (
@@ -58,7 +63,10 @@ _TOPICS = frozenset(
 
 
 def _join(parts: Iterable[Any]) -> str:
-    return "\n".join(p for p in parts if isinstance(p, str) and p.strip())[:MAX_DOC_CHARS]
+    """The strings of a field, one a line; a sealed string's placeholder is not text."""
+    return "\n".join(p for p in parts if isinstance(p, str) and p.strip() and p != SEALED_TEXT)[
+        :MAX_DOC_CHARS
+    ]
 
 
 def texts_of(cls: type[Any], data: dict[str, Any]) -> dict[str, str]:

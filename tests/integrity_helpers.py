@@ -12,6 +12,7 @@ import orjson
 from evaledger.api.bootstrap import Services
 from evaledger.domain.aggregates import seal_of
 from evaledger.domain.events import GENESIS_HASH, CasesAttached, RunCompleted, stored_hash
+from evaledger.domain.payloads import PAYLOAD_KEY
 from evaledger.domain.store.chain import (
     CHAIN_TABLE,
     GENESIS_LINK,
@@ -19,6 +20,7 @@ from evaledger.domain.store.chain import (
     link_of,
     mac_of,
 )
+from evaledger.domain.store.payloads import PAYLOADS_TABLE
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,21 @@ class RawStore:
         self.update(row, replace(row, state=row.state.replace(old, new)))
 
     def delete(self, *positions: int) -> None:
-        """Delete events."""
+        """Delete events, with the sealed payloads they name (as a restored backup lacks both).
+
+        A store seals by default: leaving a deleted event's payload in the vault would let a
+        full `verify` see it as named by no event, which a careful attacker (or a rollback to an
+        older copy of the database) does not leave. The vault's own findings are tested with
+        erasure (`tests/domain/test_erasure.py`).
+        """
         for position in positions:
+            ref = (self.row(position).data().get(PAYLOAD_KEY) or {}).get("ref")
             self.conn.execute(
                 f"DELETE FROM {self.table} WHERE {self.pos} = {self.p}",
                 (position,),
             )
+            if ref is not None:
+                self.conn.execute(f"DELETE FROM {PAYLOADS_TABLE} WHERE ref = {self.p}", (ref,))
 
     def insert(self, oid: UUID, version: int, topic: str, state: bytes) -> int:
         """Append an event the way a raw INSERT would; returns its position."""

@@ -40,6 +40,11 @@ def register(commands: Commands) -> None:
         "create or repair tables, append-only triggers and grants (run as the migration role)",
     )
     p.add_argument("--app-role", help="PostgreSQL role to grant SELECT/INSERT on the events")
+    p.add_argument(
+        "--seal-payloads",
+        action="store_true",
+        help="seal new payloads from now on (a store created before sealing was the default)",
+    )
     # Before opening the store: a migration repairs what opening would refuse.
     p.set_defaults(before_open=migrate_before_open)
     _register_token(commands)
@@ -110,15 +115,16 @@ def migrate_before_open(settings: Settings, args: argparse.Namespace) -> None:
     """Create or repair the store's tables, triggers and grants."""
     from evaledger.api.migrate import migrate_store  # lazy: the composition root and the store
 
-    migrate_store(settings, args.app_role)
+    migrate_store(settings, args.app_role, seal_payloads=args.seal_payloads)
 
 
 def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
     """Report the migrated store (the migration itself ran before opening it)."""
     # lazy: the ledger and the projections, only for this command
-    from evaledger.application.verification import log_position
+    from evaledger.application.verification import log_position, seals_payloads
 
     position = log_position(services)
+    seals = seals_payloads(services)
     if args.json:
         emit_json(
             {
@@ -126,11 +132,13 @@ def cmd_migrate(services: Services, args: argparse.Namespace) -> int:
                 "position": position,
                 "append_only": True,
                 "app_role": args.app_role,
+                "seals_payloads": seals,
             }
         )
         return EXIT_OK
     granted = f", granted to {args.app_role}" if args.app_role else ""
     print(f"migrated: {services.location.kind} store at position {position}, append-only{granted}")
+    print(f"payloads: {'sealed' if seals else 'inline (migrate --seal-payloads turns sealing on)'}")
     return EXIT_OK
 
 

@@ -6,6 +6,10 @@ to NULL and records when, by whom and why: the tombstone the case page reads) an
 `evaledger_payloads` (ref → subject, nonce, ciphertext; erasure deletes the rows). Neither is
 covered by the chain: the events hold the references (`domain/payloads.py`), so what these tables
 lose on erasure never breaks a link. Kept apart from the chain and the recorders' own SQL.
+
+A third table, `evaledger_store_settings` (name → value, when, by whom), holds what the store
+decided once and every process must agree on: whether it seals (`SEAL_SETTING`, recorded when the
+store is created, so an environment variable of a later process cannot make one store mix).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from evaledger.domain.store.chain import HashedStoredEvent
 
 KEYS_TABLE = "evaledger_payload_keys"
 PAYLOADS_TABLE = "evaledger_payloads"
+SETTINGS_TABLE = "evaledger_store_settings"
+SEAL_SETTING = "seal_payloads"
+"""The setting row saying whether the store seals ("1") or keeps payloads inline ("0")."""
 
 SQLITE_PAYLOAD_DDL = (
     f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (subject TEXT PRIMARY KEY, key BLOB, "
@@ -29,6 +36,8 @@ SQLITE_PAYLOAD_DDL = (
     f"CREATE TABLE IF NOT EXISTS {PAYLOADS_TABLE} (ref TEXT PRIMARY KEY, subject TEXT NOT NULL, "
     "nonce BLOB NOT NULL, ciphertext BLOB NOT NULL)",
     f"CREATE INDEX IF NOT EXISTS ix_{PAYLOADS_TABLE}_subject ON {PAYLOADS_TABLE} (subject)",
+    f"CREATE TABLE IF NOT EXISTS {SETTINGS_TABLE} (name TEXT PRIMARY KEY, value TEXT NOT NULL, "
+    "set_at TEXT NOT NULL, set_by TEXT NOT NULL)",
 )
 
 
@@ -40,7 +49,9 @@ def postgres_payload_ddl(schema: str) -> str:
         f'CREATE TABLE IF NOT EXISTS "{schema}".{PAYLOADS_TABLE} (ref text PRIMARY KEY, '
         "subject text NOT NULL, nonce bytea NOT NULL, ciphertext bytea NOT NULL); "
         f"CREATE INDEX IF NOT EXISTS ix_{PAYLOADS_TABLE}_subject "
-        f'ON "{schema}".{PAYLOADS_TABLE} (subject)'
+        f'ON "{schema}".{PAYLOADS_TABLE} (subject); '
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{SETTINGS_TABLE} (name text PRIMARY KEY, '
+        "value text NOT NULL, set_at text NOT NULL, set_by text NOT NULL)"
     )
 
 
@@ -70,6 +81,17 @@ class PayloadVault:
     def __init__(self, placeholder: str, prefix: str = "") -> None:
         p = placeholder
         keys, payloads = f"{prefix}{KEYS_TABLE}", f"{prefix}{PAYLOADS_TABLE}"
+        settings = f"{prefix}{SETTINGS_TABLE}"
+        self.select_setting = f"SELECT value FROM {settings} WHERE name = {p}"
+        self.insert_setting = (
+            f"INSERT INTO {settings} (name, value, set_at, set_by) VALUES ({p}, {p}, "
+            f"CURRENT_TIMESTAMP, {p}) ON CONFLICT (name) DO NOTHING"
+        )
+        self.update_setting = (
+            f"UPDATE {settings} SET value = {p}, set_at = CURRENT_TIMESTAMP, set_by = {p} "
+            f"WHERE name = {p}"
+        )
+        self.any_key = f"SELECT 1 FROM {keys} LIMIT 1"
         self.select_key = f"SELECT key, erased_at FROM {keys} WHERE subject = {p}"
         self.insert_key = (
             f"INSERT INTO {keys} (subject, key, created_at) VALUES ({p}, {p}, CURRENT_TIMESTAMP)"
@@ -153,6 +175,23 @@ class PayloadVault:
                 (subject, t.erased_at, t.erased_at, t.erased_by, t.reason),
             )
         curs.execute(self.delete_payloads, (subject,))
+
+    def setting(self, curs: Any, name: str) -> str | None:
+        """A store setting's recorded value (None: never recorded)."""
+        curs.execute(self.select_setting, (name,))
+        row = curs.fetchone()
+        return None if row is None else str(row["value"])
+
+    def record_setting(self, curs: Any, name: str, value: str, by: str) -> str:
+        """Record a setting unless one is (the first writer wins); the value that stands."""
+        curs.execute(self.insert_setting, (name, value, by))
+        stored = self.setting(curs, name)
+        return value if stored is None else stored
+
+    def has_keys(self, curs: Any) -> bool:
+        """Whether any subject key (live or erased) was ever stored: the store has sealed."""
+        curs.execute(self.any_key)
+        return curs.fetchone() is not None
 
     def page(self, curs: Any, after: str, limit: int) -> list[StoredPayload]:
         """Stored payloads with a reference after `after`, in reference order."""

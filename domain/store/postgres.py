@@ -45,6 +45,7 @@ from evaledger.domain.store.liveness import WATCHDOG, BoundedConnection, bounded
 from evaledger.domain.store.payloads import (
     KEYS_TABLE,
     PAYLOADS_TABLE,
+    SETTINGS_TABLE,
     PayloadVault,
     postgres_payload_ddl,
 )
@@ -354,7 +355,7 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(
                     "SELECT to_regclass(%s) IS NOT NULL AS present",
-                    (f'"{schema}".{PAYLOADS_TABLE}',),
+                    (f'"{schema}".{SETTINGS_TABLE}',),  # the vault's last table
                 )
                 row = curs.fetchone()
                 if row is not None and row["present"]:
@@ -482,6 +483,9 @@ def _migrate(
                         curs.execute(
                             f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{schema}".{table} TO {role}'
                         )
+                    # Whether the store seals: recorded once (`LedgerRecorder.sealing`), never
+                    # changed by the app role (turning it on is `migrate --seal-payloads`).
+                    curs.execute(f'GRANT SELECT, INSERT ON "{schema}".{SETTINGS_TABLE} TO {role}')
                     curs.execute(
                         f'GRANT EXECUTE ON FUNCTION "{schema}".{CHAIN_APPEND}'
                         f"({CHAIN_APPEND_ARGS}) TO {role}"

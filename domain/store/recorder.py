@@ -20,9 +20,9 @@ from evaledger.domain.payloads import (
     unseal_state,
 )
 from evaledger.domain.store.chain import Block, ChainWriter
-from evaledger.domain.store.errors import statement_errors, store_errors
+from evaledger.domain.store.errors import first_line, statement_errors, store_errors
 from evaledger.domain.store.lanes import lane_of
-from evaledger.domain.store.payloads import PayloadVault, StoredPayload, Tombstone
+from evaledger.domain.store.payloads import SEAL_SETTING, PayloadVault, StoredPayload, Tombstone
 
 log = logging.getLogger("evaledger")
 
@@ -190,6 +190,57 @@ class LedgerRecorder:
                 raise
 
     # -- the payload vault (`store/payloads.py`) ------------------------------------------------
+
+    def sealing(self, requested: bool | None) -> bool:
+        """Whether this store seals payloads: its recorded setting, else decided (and recorded).
+
+        The store's record wins over `requested` (the opening process's setting). With none:
+        a store without events is new and records `requested` (None: seal, the default); a
+        store with events predates the setting: it seals when its vault holds a key (it was
+        sealing under the old opt-in) or when `requested` is True (the operator turns sealing
+        on), recorded either way; otherwise it keeps its payloads inline and records nothing,
+        so turning sealing on later stays possible. A role that may not write the record (a
+        read-only auditor) uses the decision without recording it.
+        """
+        try:
+            with self.datastore.transaction(commit=False) as curs:
+                stored = self.vault.setting(curs, SEAL_SETTING)
+                had_keys = stored is None and self.vault.has_keys(curs)
+        except statement_errors() as e:  # a store not migrated since issue 34: no table yet
+            log.info("store settings not readable: %s", first_line(e))
+            stored, had_keys = None, False
+        if stored is not None:
+            if requested is not None and requested != (stored == "1"):
+                log.warning(
+                    "%s was created %s: EVALEDGER_SEAL_PAYLOADS=%d is ignored",
+                    self._name,
+                    "sealing payloads" if stored == "1" else "with payloads inline",
+                    requested,
+                )
+            return stored == "1"
+        new = not (cast(Any, self).max_notification_id() or 0)
+        if new:
+            seal, why = requested is not False, "store created"
+        elif had_keys or requested:
+            seal, why = True, "sealing on (store with events)"
+        else:
+            return False  # a store from before the setting: inline, nothing recorded
+        try:
+            with self.datastore.transaction(commit=True) as curs:
+                value = self.vault.record_setting(curs, SEAL_SETTING, "1" if seal else "0", why)
+        except statement_errors() as e:
+            log.warning("%s: could not record whether it seals: %s", self._name, first_line(e))
+            return seal
+        return value == "1"
+
+    def turn_sealing_on(self, by: str) -> bool:
+        """Record that the store seals from now on; False when it did already."""
+        with store_errors(self._name), self.datastore.transaction(commit=True) as curs:
+            if self.vault.setting(curs, SEAL_SETTING) == "1":
+                return False
+            if self.vault.record_setting(curs, SEAL_SETTING, "1", by) != "1":
+                curs.execute(self.vault.update_setting, ("1", by, SEAL_SETTING))
+        return True
 
     def unseal(self, data: dict[str, Any]) -> dict[str, Any]:
         """A decoded sealed state with its strings back: decrypted, or the erasure's wording.

@@ -264,8 +264,9 @@ def test_verify_passes_then_names_the_first_broken_link_after_tampering(imported
         "resumed_from": None,
         "resumption": "unsigned",
     }
-    # Someone edits what the agent said in the first case's transcript (its version 2).
-    _tamper(imported.db, CASE_IDS[0], 2, b"Yes please.", b"Yes PLEASE.")
+    # Someone edits what the agent said in the first case's transcript (its version 2): sealed
+    # on a default store, so its place in the event.
+    _tamper(imported.db, CASE_IDS[0], 2, b'"content":"[sealed]"', b'"content":"Yes PLEASE."')
     code, out, _ = imported("verify")
     assert code == 1
     assert out.startswith("BROKEN at position 1: positions 1–13 (one commit): the chain link ")

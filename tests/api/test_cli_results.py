@@ -84,6 +84,7 @@ def test_project_and_migrate_answer_in_json(cli: Cli) -> None:
         "position": caught_up["position"],
         "append_only": True,
         "app_role": None,
+        "seals_payloads": True,  # a new store seals (issue 34)
     }
 
 

@@ -56,7 +56,8 @@ class Site:
 
 @pytest.fixture
 def site(store_url: str) -> Iterator[Site]:
-    services = build_services(Settings(db=store_url, auth="tokens"))
+    # Inline text: a sealing store (the default) does not index transcripts and judges' replies.
+    services = build_services(Settings(db=store_url, auth="tokens", seal_payloads=False))
     tokens = {
         p: services.ledger.issue_token(p, TokenScope.READ, f"{p}-reader", OWNER).token
         for p in ("alpha", "beta")
@@ -161,8 +162,12 @@ def test_the_results_page_and_the_case_page_mark_the_words_and_keep_html_as_text
 
 
 def test_the_cli_searches_one_project(
-    capsys: pytest.CaptureFixture[str], sqlite_url: str, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("EVALEDGER_SEAL_PAYLOADS", "0")  # inline text: the only text indexed
     cli = Cli(capsys, sqlite_url)
     for project in ("alpha", "beta"):
         path = tmp_path / f"{project}.json"

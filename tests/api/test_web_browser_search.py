@@ -41,6 +41,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     root = tmp_path_factory.mktemp("search")
     db = f"sqlite:///{root}/store/"
     env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_DB"}
+    env["EVALEDGER_SEAL_PAYLOADS"] = "0"  # inline text: a sealing store does not index it
     for project in ("alpha", "beta"):
         path = root / f"{project}.json"
         path.write_text(json.dumps(search_bundle(project, f"{project}-run", XSS)))

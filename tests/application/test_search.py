@@ -7,6 +7,7 @@ index is the projection's: a later verdict is found once recorded, `rebuild` wri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaledger.api.bootstrap import Services
+from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application import cases, runs
 from evaledger.application.search import search_cases
 from evaledger.domain.bundle import BundleVerdict, RunBundle
@@ -58,11 +59,38 @@ def _import(services: Services, project: str, run_key: str) -> UUID:
 
 
 @pytest.fixture
-def two_projects(store_services: Services) -> tuple[Services, UUID, UUID]:
-    a = _import(store_services, "alpha", "run-a")
-    b = _import(store_services, "beta", "run-b")
+def inline_services(store_url: str) -> Iterator[Services]:
+    """A store that keeps its text inline (`seal_payloads=False` at creation).
+
+    Only inline text is indexed: a sealing store's (the default) transcripts and judges' replies
+    stay in the vault, out of the index (`test_sealed_text_is_not_indexed`).
+    """
+    s = build_services(Settings(db=store_url, seal_payloads=False))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def two_projects(inline_services: Services) -> tuple[Services, UUID, UUID]:
+    a = _import(inline_services, "alpha", "run-a")
+    b = _import(inline_services, "beta", "run-b")
+    inline_services.sync()
+    return inline_services, a, b
+
+
+def test_sealed_text_is_not_indexed(store_services: Services) -> None:
+    """On a sealing store (the default) the index holds no sealed text, only the rest."""
+    assert store_services.ledger.seal_payloads
+    _import(store_services, "alpha", "run-a")
     store_services.sync()
-    return store_services, a, b
+    assert search_cases(store_services, "parcel", "alpha").hits == []  # a transcript's word
+    assert search_cases(store_services, "hallucinated", "alpha").hits == []  # a judge's reply
+    assert search_cases(store_services, "sealed", "alpha").hits == []  # nor the placeholder
+    keys = search_cases(store_services, "shipping", "alpha", field="key").hits
+    assert [h.test_case_key for h in keys] == ["shipping-003"]
+    assert check_views(store_services.ledger, store_services.engine).ok
 
 
 def test_finds_a_word_in_a_transcript_a_judge_reply_and_a_key(

@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.application.traces import complete_traces, receive_traces
 from evaledger.application.verification import check_views
 from evaledger.domain.bundle import RunBundle
@@ -277,12 +278,13 @@ def test_the_ledger_refuses_foreign_and_unscoped_erasure(sealed: Services) -> No
 
 def test_a_case_stored_inline_before_sealing_is_refused(store_url: str) -> None:
     """Migration: old events keep their bytes (the chain covers them), so they stay inline."""
-    services = build_services(Settings(db=store_url))
+    services = build_services(Settings(db=store_url, seal_payloads=False))
     try:
         services.ledger.import_bundle(_bundle("old"), Context("alice"))
     finally:
         services.close()
-    services = build_services(Settings(db=store_url, seal_payloads=True))
+    migrate_store(Settings(db=store_url), seal_payloads=True)  # the operator turns it on
+    services = build_services(Settings(db=store_url))
     try:
         old = _case_ids(services)["secret"]
         services.ledger.import_bundle(_bundle("new"), Context("alice"))
@@ -427,7 +429,7 @@ def test_receipts_and_evidence_of_a_sealed_run_survive_its_erasure(
 
 def test_a_case_from_a_trace_received_before_sealing_is_refused(store_url: str) -> None:
     """Spans received inline (sealing off) keep their text: the case recorded later is refused."""
-    services = build_services(Settings(db=store_url))
+    services = build_services(Settings(db=store_url, seal_payloads=False))
     try:
         tracer, memory = recorder()
         chat_trace(tracer)
@@ -435,7 +437,8 @@ def test_a_case_from_a_trace_received_before_sealing_is_refused(store_url: str) 
         receive_traces(services, body, PROTOBUF, None, Context("otlp"), max_bytes=4 << 20)
     finally:
         services.close()
-    services = build_services(Settings(db=store_url, seal_payloads=True))
+    migrate_store(Settings(db=store_url), seal_payloads=True)  # the operator turns it on
+    services = build_services(Settings(db=store_url))
     try:
         later = datetime.now(UTC) + timedelta(seconds=60)
         completed = complete_traces(services, Context("otlp"), quiet_s=30, now=later)

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.api.migrate import migrate_store
 from evaledger.application.verification import check_views
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.errors import NotFoundError, PermissionDeniedError, ValidationError
@@ -156,12 +157,13 @@ def test_unknown_foreign_or_unscoped_subject_erasure_stores_nothing(sealed: Serv
 
 def test_a_subject_with_a_case_stored_inline_is_refused_whole(store_url: str) -> None:
     """All the subject's cases are checked before anything is written."""
-    services = build_services(Settings(db=store_url))
+    services = build_services(Settings(db=store_url, seal_payloads=False))
     try:
         services.ledger.import_bundle(_bundle("old"), Context("alice"))
     finally:
         services.close()
-    services = build_services(Settings(db=store_url, seal_payloads=True))
+    migrate_store(Settings(db=store_url), seal_payloads=True)  # the operator turns it on
+    services = build_services(Settings(db=store_url))
     try:
         services.ledger.import_bundle(_bundle("new"), Context("alice"))
         position = services.ledger.position()

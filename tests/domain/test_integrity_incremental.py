@@ -78,7 +78,7 @@ def test_an_edit_before_the_checkpoint_nothing_new_depends_on_waits_for_full(
     story: Story,
 ) -> None:
     _recorded(story)
-    story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
+    story.raw.edit(story.pos["transcript_a"], b'"content":"[sealed]"', b'"content":"HELLO"')
     incremental = verify(story.services.ledger, incremental=True)
     # Not re-read: the documented limit of resuming (the chain block at the checkpoint still
     # stands); the report says it resumed, and `--full` finds the edit.
@@ -94,7 +94,7 @@ def test_a_forged_or_orphaned_resumption_point_falls_back_to_a_full_walk(story: 
         f"INSERT INTO evaledger_verified (position, link, mac, verified_at) VALUES "
         f"(30, '{'0' * 64}', '{'f' * 64}', 'now')"
     )
-    story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
+    story.raw.edit(story.pos["transcript_a"], b'"content":"[sealed]"', b'"content":"HELLO"')
     report = verify(story.services.ledger, incremental=True)
     assert report.resumption == "full"
     assert report.broken[0].startswith("positions 1–9 (one commit): the chain link")
@@ -194,7 +194,7 @@ def test_get_verify_is_full_and_incremental_1_resumes(story: Story) -> None:
             23,
             0,
         )
-        story.raw.edit(story.pos["transcript_a"], b'"hello"', b'"HELLO"')
+        story.raw.edit(story.pos["transcript_a"], b'"content":"[sealed]"', b'"content":"HELLO"')
         # Incremental: nothing new depends on it; the default (and `full=1`) walk finds it.
         assert client.get("/verify", params={"incremental": 1}).json()["ok"] is True
         assert client.get("/verify", params={"incremental": 1, "full": 1}).json()["ok"] is False

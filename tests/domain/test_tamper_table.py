@@ -401,7 +401,8 @@ def _b(s: Tampered) -> UUID:
 KINDS: list[Kind] = [
     Kind(
         "edit_middle_event",
-        _edit("transcript_a", b'"hello"', b'"HELLO"'),
+        # The text is sealed (a new store's default): its place in the event is edited.
+        _edit("transcript_a", b'"content":"[sealed]"', b'"content":"HELLO"'),
         same(Broken(1, COMMIT_1 + LINK)),
     ),
     Kind(
