@@ -8,6 +8,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from evaledger.api.cli.arguments import positive_int
 from evaledger.api.cli.inputs import Commands
 from evaledger.api.console import EXIT_OK, UsageError
 
@@ -95,17 +96,6 @@ def cmd_worker(services: Services, args: argparse.Namespace) -> int:
 
 GRACEFUL_SHUTDOWN_S = 30
 """On SIGTERM, in-flight requests get this long to finish before the server stops."""
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"at least 1, got {value}")
-    return value
 
 
 def port_number(text: str) -> int:
