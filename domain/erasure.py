@@ -197,8 +197,9 @@ class ErasureCommands(CaseCommands):
         """A copy of a decoded stored state with its sealed strings decrypted, or None.
 
         None when its payload does not open (erased, missing, damaged); the state itself when
-        nothing in it is sealed. The search projection's one way to the plaintext (`projections/decode.py`): `state` is
-        left as it was, since the other projections fold the same dict.
+        nothing in it is sealed. The search projection's one way to the plaintext
+        (`projections/decode.py`): `state` is left as it was, since the other projections fold
+        the same dict.
         """
         if sealed_ref(state) is None:
             return state

@@ -7,7 +7,6 @@ index is the projection's: a later verdict is found once recorded, `rebuild` wri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID

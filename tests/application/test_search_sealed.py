@@ -123,9 +123,7 @@ def test_a_rebuild_after_erasure_writes_the_rows_of_the_catch_up(store_url: str)
 
 
 @pytest.mark.parametrize("kind", ["transcript", "verdict"])
-def test_the_sealed_search_fields_are_exactly_the_sealed_text(
-    store_url: str, kind: str
-) -> None:
+def test_the_sealed_search_fields_are_exactly_the_sealed_text(store_url: str, kind: str) -> None:
     """`SEALED_SEARCH_FIELDS` against the vault: placeholders give none, plaintext gives them."""
     services = _sealed_services(store_url)
     try:
