@@ -22,11 +22,13 @@ until vacuum (never in a `pg_dump`), as the vault's own deleted ciphertexts are.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, delete, select, text
+from sqlalchemy.exc import OperationalError
 
 from evaledger.domain.events import (
     CaseOpened,
@@ -52,6 +54,7 @@ from evaledger.projections.tables import (
     search_runs,
 )
 
+log = logging.getLogger(__name__)
 MAX_DOC_CHARS = 200_000
 """Text indexed of one event's field (PostgreSQL's tsvector holds at most 1 MB)."""
 FIELD_NUMBER = {name: i for i, name in enumerate(FIELDS)}
@@ -137,12 +140,18 @@ class SearchProjection:
         """
         if not self._scrub:
             return
-        self._scrub = False
         if engine.dialect.name != "sqlite":
+            self._scrub = False
             return
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM")
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("VACUUM")
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except OperationalError as e:
+            # The page is committed: a busy file must not fail it. The next page applied retries.
+            log.error("search: erased text not yet scrubbed from the file (%s); will retry", e)
+            return
+        self._scrub = False
 
     def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Insert the text of each case event (batched), under its case's run and project."""
