@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from evaledger.api.bootstrap import Services, Settings, build_services
-from evaledger.application.erasure import erase_case
+from evaledger.application.erasure import erase_case, erase_subject
 from evaledger.application.search import search_cases
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.events import BY_TOPIC_NAME, split_topic
@@ -27,6 +27,8 @@ from evaledger.projections.drift import check_views
 from evaledger.projections.search import SEALED_SEARCH_FIELDS, texts_of
 from evaledger.projections.tables import SEARCH_FTS, SEARCH_PROJECTION, search_docs
 from tests.domain.test_erasure import _case_ids, _pg_hex, _store_bytes
+from tests.domain.test_erasure_subject import ALICE
+from tests.domain.test_erasure_subject import _bundle as subject_bundle
 from tests.helpers import bundle, case
 
 WORD = "qxzsealedword7731"
@@ -143,5 +145,30 @@ def test_the_sealed_search_fields_are_exactly_the_sealed_text(store_url: str, ki
             seen |= fields
             assert "payload_ref" in state  # the stored state was left as it was
         assert seen == {"transcript" if kind == "transcript" else "judge"}
+    finally:
+        services.close()
+
+
+def test_erasing_a_subject_purges_its_cases_only(store_url: str, tmp_path: Path) -> None:
+    """`erase --subject`: one `PayloadErased` per case, each purges its case's sealed rows."""
+    services = build_services(Settings(db=store_url))
+    try:
+        services.ledger.import_bundle(subject_bundle("r1"), Context("alice"))
+        services.sync()
+        alice = [("r1-a1", "judge"), ("r1-a1", "transcript")]
+        alice += [("r1-a2", "judge"), ("r1-a2", "transcript")]
+        assert _found(services, "4410") == alice  # ALICE's digits
+        bob = _found(services, "5520")
+        assert bob == [("r1-b", "judge"), ("r1-b", "transcript")]
+
+        erase_subject(services, "u-alice", Context("dpo"), "deletion request 23")
+
+        assert _found(services, "4410") == []
+        assert _found(services, "5520") == bob
+        dump = _store_bytes(services, tmp_path)
+        assert ALICE.encode() not in dump and _pg_hex(ALICE.encode()) not in dump
+        caught_up = _rows(services)
+        services.runner.rebuild(SEARCH_PROJECTION)
+        assert _rows(services) == caught_up
     finally:
         services.close()
