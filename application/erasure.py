@@ -1,8 +1,9 @@
 """Erasure of a case's personal payloads (issue 34): the use case behind `erase` and its route.
 
 The ledger records `PayloadErased` and destroys the case's key and ciphertexts
-(`domain/erasure.py`); the read models hold no sealed text (their facts are counts, scores and
-metrics), and they are brought up to the erasure here so reads show it at once.
+(`domain/erasure.py`); the read models are brought up to the erasure here, so reads show it at
+once and the search index (the one read model holding sealed text, as plaintext) has dropped the
+case's transcripts and replies, and on SQLite scrubbed them from the file, before this returns.
 """
 
 from __future__ import annotations

@@ -193,6 +193,18 @@ class ErasureCommands(CaseCommands):
         """A decoded stored state with its sealed strings put back (or the erasure's wording)."""
         return self.recorder.unseal(state) if sealed_ref(state) is not None else state
 
+    def opened(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """A copy of a decoded stored state with its sealed strings decrypted, or None.
+
+        None when its payload does not open (erased, missing, damaged); the state itself when
+        nothing in it is sealed. The search projection's one way to the plaintext
+        (`projections/decode.py`): `state` is left as it was, since the other projections fold
+        the same dict.
+        """
+        if sealed_ref(state) is None:
+            return state
+        return self.recorder.open_sealed(orjson.loads(orjson.dumps(state)))
+
     def erasure_of(self, case_id: UUID) -> Erasure | None:
         """The case's erasure (when, by whom, why), if it was erased."""
         return self._erasure_of(case_id)

@@ -25,6 +25,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.events import BY_TOPIC_NAME, DomainEvent, split_topic
+from evaledger.domain.payloads import PAYLOAD_KEY
 from evaledger.domain.store.codec import OrjsonTranscoder, decode_state
 from evaledger.domain.store.recorder import LogRow
 
@@ -34,7 +35,7 @@ _TRANSCODER = OrjsonTranscoder()
 class Decoded:
     """One stored event decoded to a plain (upcast) state dict; the pydantic event on demand."""
 
-    __slots__ = ("_decode", "_event", "_stored", "cls", "data", "oid", "version")
+    __slots__ = ("_decode", "_event", "_open", "_stored", "cls", "data", "oid", "version")
 
     def __init__(
         self,
@@ -45,6 +46,7 @@ class Decoded:
         stored: StoredEvent | LogRow | None = None,
         decode: Callable[[StoredEvent], DomainEvent] | None = None,
         event: DomainEvent | None = None,
+        open_sealed: Opener | None = None,
     ) -> None:
         self.cls = cls
         """The event class (the current version of the stored topic)."""
@@ -57,6 +59,16 @@ class Decoded:
         self._stored = stored
         self._decode = decode
         self._event = event
+        self._open = open_sealed
+
+    def opened(self) -> dict[str, Any] | None:
+        """The state with its sealed strings decrypted (a copy; `data` when nothing is sealed).
+
+        None when the payload does not open: erased, missing, or no vault to read it through.
+        """
+        if PAYLOAD_KEY not in self.data:
+            return self.data
+        return self._open(self.data) if self._open is not None else None
 
     @property
     def event(self) -> DomainEvent:
@@ -90,10 +102,14 @@ class Decoded:
 
 
 DecodedBatch = Sequence[tuple[int, Decoded]]
+Opener = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""A sealed state → its plaintext copy, or None when it does not open (`Ledger.opened`)."""
 
 
 def decode_stored(
-    stored: StoredEvent, decode: Callable[[StoredEvent], DomainEvent] | None = None
+    stored: StoredEvent,
+    decode: Callable[[StoredEvent], DomainEvent] | None = None,
+    open_sealed: Opener | None = None,
 ) -> Decoded:
     """Decode one stored event (or notification) to its state dict: orjson + upcast, no validation.
 
@@ -109,6 +125,7 @@ def decode_stored(
         data,
         stored,
         decode,
+        open_sealed=open_sealed,
     )
 
 
@@ -119,13 +136,15 @@ def decode_rows(
     rows: Sequence[LogRow],
     decode: Callable[[StoredEvent], DomainEvent] | None = None,
     on_error: Callable[[LogRow, Exception], None] | None = None,
+    open_sealed: Opener | None = None,
 ) -> list[tuple[int, Decoded]]:
     """A page of log rows decoded to (position, `Decoded`), up to its first undecodable row.
 
     What `decode_stored` gives for each row, with the event class found once per topic: a topic
     stored at its class's current version is `orjson.loads` alone; an older one goes through the
     upcasters (`decode_state`), an unknown one raises there. The first row that fails stops the
-    page; `on_error(row, error)` is told when it is the page's first row.
+    page; `on_error(row, error)` is told when it is the page's first row. `open_sealed` is what
+    `Decoded.opened` reads sealed text through.
     """
     current: dict[str, type[DomainEvent] | None] = {}
     out: list[tuple[int, Decoded]] = []
@@ -145,7 +164,7 @@ def decode_rows(
             if not out and on_error is not None:
                 on_error(row, e)
             break
-        append((position, Decoded(cls, oid, version, data, row, decode)))
+        append((position, Decoded(cls, oid, version, data, row, decode, open_sealed=open_sealed)))
     return out
 
 

@@ -142,6 +142,7 @@ class _Until:
         self.ledger = ledger
         self.head = position
         self.decode = ledger.decode
+        self.opened = ledger.opened
 
     def position(self) -> int:
         return self.head

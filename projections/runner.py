@@ -50,6 +50,9 @@ class Projection(Protocol):
     def reset(self) -> None:
         """Forget in-memory caches (after a rebuild or a failed transaction)."""
 
+    # A projection may also define `settle(engine)`: run after each committed page it applied,
+    # outside the transaction (the search projection scrubs erased text from SQLite's file).
+
 
 class TrackingConflictError(RuntimeError):
     """Another process applied the same page first."""
@@ -187,6 +190,11 @@ class ProjectionRunner:
                 applied.append(p.name)
         for name in applied:
             self._applied[name] = last
+        for p in only or self.projections:
+            # Optional: work that cannot run inside the page's transaction (search's scrub).
+            settle = getattr(p, "settle", None)
+            if p.name in applied and settle is not None:
+                settle(self.engine)
 
     def _isolate(self, batch: DecodedBatch, positions: dict[str, int]) -> None:
         """A page failed: apply it per projection, and a failing one event by event."""
@@ -227,7 +235,7 @@ class ProjectionRunner:
             for name in positions:
                 self._record_failure(name, position, f"{topic} of {oid} v{version}", e)
 
-        return decode_rows(rows, self.ledger.decode, failed)
+        return decode_rows(rows, self.ledger.decode, failed, self.ledger.opened)
 
     def _record_failure(self, name: str, position: int, event: Decoded | str, e: Exception) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"

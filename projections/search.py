@@ -8,18 +8,27 @@ the same rows, and a case's later events (a new verdict) add their text as they 
 index over the text is the database's own: FTS5 kept by triggers on SQLite, a GIN expression
 index on PostgreSQL (`projections/tables.py`). `forget_case` removes a case from the index.
 
-Sealed text (a sealing store's transcripts and judges' replies, issue 34) is not indexed: the
-projection reads the stored state, which holds `SEALED_TEXT` in its place, and a plaintext copy
-here would outlive `evaledger erase`. Searching it needs an index that erasure purges (not built).
+Sealed text (a sealing store's transcripts and judges' replies, issue 34) is indexed as
+plaintext: the stored state holds `SEALED_TEXT` in its place, so the projection reads the strings
+through the store's vault (`Decoded.opened`, the runner's `Ledger.opened`). Erasure purges it:
+on `PayloadErased` the case's rows of the sealed fields (`SEALED_SEARCH_FIELDS`) are deleted, and
+an erased payload (a rebuild after the erasure) is never indexed, nor is its tombstone wording, so
+catch-up and rebuild leave the same rows. On SQLite the deleted text would otherwise outlive the
+erasure in the file (free cells, FTS5's old segments, the WAL): the delete runs with
+`secure_delete`, the FTS5 index is merged (`optimize`), and `settle` vacuums the file and
+truncates its WAL after the page is committed. On PostgreSQL the deleted rows are dead tuples
+until vacuum (never in a `pg_dump`), as the vault's own deleted ciphertexts are.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, delete, select, text
+from sqlalchemy.exc import OperationalError
 
 from evaledger.domain.events import (
     CaseOpened,
@@ -28,11 +37,12 @@ from evaledger.domain.events import (
     JudgeVerdictRecorded,
     NamedScoresRecorded,
     OutcomeEvaluated,
+    PayloadErased,
     RunCreated,
     TranscriptRecorded,
     VerdictOverridden,
 )
-from evaledger.domain.payloads import SEALED_TEXT
+from evaledger.domain.payloads import PAYLOAD_KEY, SEALED_TEXT
 from evaledger.projections.decode import DecodedBatch
 from evaledger.projections.search_syntax import FIELDS, SearchQuery, highlight, snippet
 from evaledger.projections.tables import (
@@ -44,6 +54,7 @@ from evaledger.projections.tables import (
     search_runs,
 )
 
+log = logging.getLogger(__name__)
 MAX_DOC_CHARS = 200_000
 """Text indexed of one event's field (PostgreSQL's tsvector holds at most 1 MB)."""
 FIELD_NUMBER = {name: i for i, name in enumerate(FIELDS)}
@@ -58,8 +69,13 @@ _TOPICS = frozenset(
         NamedScoresRecorded,
         VerdictOverridden,
         HumanLabelRecorded,
+        PayloadErased,
     }
 )
+SEALED_SEARCH_FIELDS = ("transcript", "judge")
+"""The fields whose text is sealed (turns' contents; judges' and graders' replies, `texts_of`):
+what an erasure removes from the index. `tests/application/test_search_sealed.py` checks that a
+sealed state's placeholders give none of them and its plaintext gives both."""
 
 
 def _join(parts: Iterable[Any]) -> str:
@@ -107,11 +123,35 @@ class SearchProjection:
     def __init__(self) -> None:
         self._projects: dict[str, str] = {}
         self._cases: dict[str, tuple[str, str]] = {}
+        self._scrub = False
+        """A page erased text: `settle` scrubs SQLite's file once it is committed."""
 
     def reset(self) -> None:
         """Forget the cached run → project and case → (run, project) maps."""
         self._projects.clear()
         self._cases.clear()
+        self._scrub = False
+
+    def settle(self, engine: Engine) -> None:
+        """After a committed page that erased text, on SQLite: rebuild the file, empty the WAL.
+
+        The delete zeroed its cells (`secure_delete`) but the pages as they were stay in the
+        write-ahead log and its checkpoints; `VACUUM` and a truncating checkpoint leave no copy.
+        """
+        if not self._scrub:
+            return
+        if engine.dialect.name != "sqlite":
+            self._scrub = False
+            return
+        try:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("VACUUM")
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        except OperationalError as e:
+            # The page is committed: a busy file must not fail it. The next page applied retries.
+            log.error("search: erased text not yet scrubbed from the file (%s); will retry", e)
+            return
+        self._scrub = False
 
     def process(self, conn: Connection, batch: DecodedBatch) -> None:
         """Insert the text of each case event (batched), under its case's run and project."""
@@ -122,7 +162,14 @@ class SearchProjection:
             cls = decoded.cls
             if cls not in _TOPICS:
                 continue
+            if cls is PayloadErased:
+                docs = [d for d in docs if not _erased(d, decoded.oid)]
+                self._forget_sealed(conn, decoded.oid)
+                continue
             data = decoded.data
+            if PAYLOAD_KEY in data:
+                # Erased (or not opening): only its text that was never sealed is indexed.
+                data = decoded.opened() or data
             if cls is RunCreated:
                 project = data.get("project") or "default"
                 self._projects[decoded.oid] = project
@@ -164,6 +211,20 @@ class SearchProjection:
             if rows:
                 conn.execute(table.insert(), rows)
 
+    def _forget_sealed(self, conn: Connection, case_id: str) -> None:
+        """Delete the case's rows of sealed text, leaving no copy in SQLite's index or cells."""
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            conn.exec_driver_sql("PRAGMA secure_delete = ON")
+        done = conn.execute(
+            delete(search_docs).where(
+                search_docs.c.case_id == case_id, search_docs.c.field.in_(SEALED_SEARCH_FIELDS)
+            )
+        )
+        if sqlite and done.rowcount:
+            conn.exec_driver_sql(f"INSERT INTO {SEARCH_FTS}({SEARCH_FTS}) VALUES ('optimize')")
+            self._scrub = True
+
     def _project(self, conn: Connection, run_id: str) -> str:
         found = self._projects.get(run_id)
         if found is None:
@@ -185,6 +246,10 @@ class SearchProjection:
             found = (row.run_id, row.project)
             self._cases[case_id] = found
         return found
+
+
+def _erased(doc: dict[str, Any], case_id: str) -> bool:
+    return doc["case_id"] == case_id and doc["field"] in SEALED_SEARCH_FIELDS
 
 
 def forget_case(conn: Connection, case_id: str) -> int:

@@ -248,6 +248,24 @@ class LedgerRecorder:
         A payload that is missing without an erasure, or that does not open, reads as
         `SEALED_TEXT` here; `verify --full` names it (`payload_problems`).
         """
+        values, tomb = self._open(data)
+        if values is not None:
+            return unseal_state(data, values)
+        if tomb is not None:
+            return unseal_state(data, erased_text(tomb.erased_at, tomb.erased_by, tomb.reason))
+        return unseal_state(data, SEALED_TEXT)
+
+    def open_sealed(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        """A decoded sealed state with its strings decrypted; None when its payload does not open.
+
+        What an index of the plaintext reads (the search projection): an erased, missing or
+        damaged payload gives None rather than a wording, so no placeholder is taken for text.
+        """
+        values, _ = self._open(data)
+        return unseal_state(data, values) if values is not None else None
+
+    def _open(self, data: dict[str, Any]) -> tuple[list[str] | None, Tombstone | None]:
+        """The payload's strings (None: not stored, keyless or not opening), and its tombstone."""
         entry = data[PAYLOAD_KEY]
         ref, subject = str(entry["ref"]), str(entry["subject"])
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
@@ -255,13 +273,10 @@ class LedgerRecorder:
             tomb = self.vault.tombstone(curs, subject) if stored is None else None
         if stored is not None and stored.key is not None:
             try:
-                values = decrypt(stored.key, ref, subject, stored.nonce, stored.ciphertext)
+                return decrypt(stored.key, ref, subject, stored.nonce, stored.ciphertext), None
             except PayloadError:
-                return unseal_state(data, SEALED_TEXT)
-            return unseal_state(data, values)
-        if tomb is not None:
-            return unseal_state(data, erased_text(tomb.erased_at, tomb.erased_by, tomb.reason))
-        return unseal_state(data, SEALED_TEXT)
+                return None, None
+        return None, tomb
 
     def tombstone(self, subject: str) -> Tombstone | None:
         """When, by whom and why a subject's payloads were erased (None: not erased)."""

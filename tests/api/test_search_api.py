@@ -56,8 +56,7 @@ class Site:
 
 @pytest.fixture
 def site(store_url: str) -> Iterator[Site]:
-    # Inline text: a sealing store (the default) does not index transcripts and judges' replies.
-    services = build_services(Settings(db=store_url, auth="tokens", seal_payloads=False))
+    services = build_services(Settings(db=store_url, auth="tokens"))
     tokens = {
         p: services.ledger.issue_token(p, TokenScope.READ, f"{p}-reader", OWNER).token
         for p in ("alpha", "beta")

@@ -7,7 +7,7 @@ index is the projection's: a later verdict is found once recorded, `rebuild` wri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -24,6 +24,7 @@ from evaledger.domain.ledger import Context
 from evaledger.projections.drift import check_views
 from evaledger.projections.search import forget_case
 from evaledger.projections.tables import SEARCH_PROJECTION
+from tests.conftest import drop_pg_database, fresh_pg_database
 from tests.helpers import bundle, case
 
 CTX = Context(actor="test")
@@ -59,38 +60,42 @@ def _import(services: Services, project: str, run_key: str) -> UUID:
 
 
 @pytest.fixture
-def inline_services(store_url: str) -> Iterator[Services]:
-    """A store that keeps its text inline (`seal_payloads=False` at creation).
-
-    Only inline text is indexed: a sealing store's (the default) transcripts and judges' replies
-    stay in the vault, out of the index (`test_sealed_text_is_not_indexed`).
-    """
-    s = build_services(Settings(db=store_url, seal_payloads=False))
-    try:
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def two_projects(inline_services: Services) -> tuple[Services, UUID, UUID]:
-    a = _import(inline_services, "alpha", "run-a")
-    b = _import(inline_services, "beta", "run-b")
-    inline_services.sync()
-    return inline_services, a, b
-
-
-def test_sealed_text_is_not_indexed(store_services: Services) -> None:
-    """On a sealing store (the default) the index holds no sealed text, only the rest."""
+def two_projects(store_services: Services) -> tuple[Services, UUID, UUID]:
+    """Two projects on a default store: it seals transcripts and replies (issue 34)."""
     assert store_services.ledger.seal_payloads
-    _import(store_services, "alpha", "run-a")
+    a = _import(store_services, "alpha", "run-a")
+    b = _import(store_services, "beta", "run-b")
     store_services.sync()
-    assert search_cases(store_services, "parcel", "alpha").hits == []  # a transcript's word
-    assert search_cases(store_services, "hallucinated", "alpha").hits == []  # a judge's reply
-    assert search_cases(store_services, "sealed", "alpha").hits == []  # nor the placeholder
-    keys = search_cases(store_services, "shipping", "alpha", field="key").hits
-    assert [h.test_case_key for h in keys] == ["shipping-003"]
-    assert check_views(store_services.ledger, store_services.engine).ok
+    return store_services, a, b
+
+
+def _hits(services: Services, words: str) -> list[tuple[str, str]]:
+    return [(h.test_case_key, h.field) for h in search_cases(services, words, "alpha").hits]
+
+
+def test_a_sealing_store_finds_what_an_inline_one_finds(
+    store_services: Services, tmp_path: Path
+) -> None:
+    """Sealed text is indexed as plaintext (read through the vault); the placeholder never is."""
+    inline_url, pg = f"sqlite:///{tmp_path}/inline/", None
+    if store_services.location.kind == "postgresql":
+        inline_url, pg = fresh_pg_database()
+    inline = build_services(Settings(db=inline_url, seal_payloads=False))
+    try:
+        assert store_services.ledger.seal_payloads and not inline.ledger.seal_payloads
+        for services in (store_services, inline):
+            _import(services, "alpha", "run-a")
+            services.sync()
+        for words in ("parcel", "hallucinated", "refund", "sealed"):
+            assert _hits(store_services, words) == _hits(inline, words), words
+        assert _hits(store_services, "parcel") == [("shipping-003", "transcript")]
+        assert _hits(store_services, "hallucinated") == [("billing-refund-001", "judge")]
+        assert _hits(store_services, "sealed") == []
+        assert check_views(store_services.ledger, store_services.engine).ok
+    finally:
+        inline.close()
+        if pg is not None:
+            drop_pg_database(pg)
 
 
 def test_finds_a_word_in_a_transcript_a_judge_reply_and_a_key(
