@@ -274,6 +274,11 @@ def check_storable(event: DomainEvent) -> None:
     except orjson.JSONEncodeError:
         state = b""
     else:
+        # A sealed event's personal strings are in its payload, not its state (issue 34): both
+        # are JSON, and both reach a read model (the payload unsealed), so both are checked.
+        sealed = event.sealed_payload()
+        if sealed is not None:
+            state += b"\n" + sealed.plaintext
         # The substring test first: the regex (a look-behind at every offset) alone was a third
         # of a large import; it only matters when an escaped NUL is there at all.
         if b"\\u0000" not in state or not ESCAPED_NUL.search(state):

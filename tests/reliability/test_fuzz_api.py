@@ -89,6 +89,14 @@ def otlp_refusal(response: Any) -> Status:
     return status
 
 
+# The server answers in a thread of this process; whatever it draws from the global `random`
+# while Hypothesis draws a case looks to Hypothesis like a strategy using `random`, and it warns
+# (spuriously, HypothesisWorks/hypothesis#4562: the check compares the global state before and
+# after a draw, whichever thread moved it). Seen once, in the negative mode on PostgreSQL.
+@pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_no_request_gets_a_server_error(served: Served, mode: GenerationMode) -> None:
     schema = schemathesis.openapi.from_url(f"{served.base}/openapi.json")
