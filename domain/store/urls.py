@@ -38,6 +38,9 @@ CONNECT_TIMEOUT = 3
 """Seconds to open a PostgreSQL connection (or wait for a pooled one) before giving up."""
 STATEMENT_TIMEOUT_MS = 60_000
 """Longest a PostgreSQL statement may run (a lost lock or a runaway query ends, not hangs)."""
+IDLE_IN_TRANSACTION_TIMEOUT = 30
+"""Seconds PostgreSQL lets an events-store session sit idle inside a transaction before ending
+it (eventsourcing's default, 5 s, ended a test's session on a loaded CI machine)."""
 RECONNECT_TIMEOUT = 5.0
 """The events pool gives up a reconnection attempt after this; the next request starts anew,
 so recovery after an outage never waits on a long exponential backoff."""
@@ -140,6 +143,11 @@ def parse_db_url(url: str) -> StorageLocation:
             "POSTGRES_MAX_OVERFLOW": "9",
             # How long a request waits for a pooled connection before the store counts as down.
             "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
+            # The server ends a session left inside a transaction this long (eventsourcing's
+            # default is 5 s): long enough that a process the machine descheduled mid-write is
+            # not cut off (a CI run at load 4 on 2 cores was, stop 42), short enough that a hung
+            # writer cannot hold its lane's lock for long (docs/decisions.md, session 12).
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(IDLE_IN_TRANSACTION_TIMEOUT),
             "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
             # Tables are created by a migration (`evaledger migrate`, or the ledger's first
             # start-up in a single-role set-up), never by the recorder: the app role of a

@@ -148,3 +148,22 @@ def test_a_large_bundle_imports_atomically(store_services: Services) -> None:
     assert verify(s.ledger).ok
     s.sync(result.position)
     assert s.reads.summary(result.run_id).aggregate.total_executions == 600
+
+
+@pytest.mark.postgres
+def test_a_postgres_session_idle_in_a_transaction_is_ended_after_the_set_timeout(
+    pg_url: str,
+) -> None:
+    # eventsourcing's default (5 s) ended a CI test's session on a loaded machine: the events
+    # pool's sessions carry evaledger's own timeout instead (domain/store/urls.py).
+    from evaledger.domain.store.urls import IDLE_IN_TRANSACTION_TIMEOUT
+
+    s = build_services(Settings(db=pg_url))
+    try:
+        with s.ledger.recorder.datastore.transaction(commit=False) as curs:
+            curs.execute("SHOW idle_in_transaction_session_timeout")
+            row = curs.fetchone()
+    finally:
+        s.close()
+    assert row is not None
+    assert row["idle_in_transaction_session_timeout"] == f"{IDLE_IN_TRANSACTION_TIMEOUT}s"
