@@ -233,7 +233,7 @@ def _transcript(facts: CaseFacts, data: State) -> None:
     turns = data["turns"]
     facts.has_transcript = True
     facts.turn_count = len(turns)
-    messages = []
+    messages: list[MessageFact] = []
     append = messages.append
     for t in turns:
         get = t.get
