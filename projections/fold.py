@@ -120,6 +120,15 @@ _CHECK_STATUS = {c.value: c for c in CheckStatus}
 _SUPPORT = {c.value: c for c in ClaimSupport}
 
 
+def _set_fields(facts: CaseFacts, values: dict[str, Any]) -> None:
+    """Set fields of the facts, as `facts.name = value` does without its per-call checks.
+
+    Every field of folded facts is already set (`open_case`, or validated from a stored row), so
+    pydantic's `__setattr__` (no `validate_assignment`) would only write the `__dict__`.
+    """
+    facts.__dict__.update(values)
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -228,11 +237,11 @@ def open_case(opened: Decoded, agent_provider: str | None = None) -> CaseFacts:
 
 
 def _transcript(facts: CaseFacts, data: State) -> None:
-    # The hottest loop of a catch-up (10-14 turns a case): `_tokens` and `_float` inlined.
+    # The hottest loop of a catch-up (10-14 turns a case): `_tokens` and `_float` inlined, and
+    # the facts' fields set in their `__dict__` (`_set_fields`).
     construct, roles = _MESSAGE, _ROLE
     turns = data["turns"]
-    facts.has_transcript = True
-    facts.turn_count = len(turns)
+    values: dict[str, Any] = {"has_transcript": True, "turn_count": len(turns)}
     messages: list[MessageFact] = []
     append = messages.append
     for t in turns:
@@ -252,13 +261,14 @@ def _transcript(facts: CaseFacts, data: State) -> None:
                 metrics={k: float(v) for k, v in metrics.items()} if metrics else {},
             )
         )
-    facts.messages = messages
+    values["messages"] = messages
     usage = data.get("usage")
     if usage is not None:
-        facts.prompt_tokens = int(usage.get("prompt_tokens", 0))
-        facts.completion_tokens = int(usage.get("completion_tokens", 0))
-    facts.cost_usd = _float(data.get("cost_usd"))
-    facts.duration_ms = _float(data.get("duration_ms"))
+        values["prompt_tokens"] = int(usage.get("prompt_tokens", 0))
+        values["completion_tokens"] = int(usage.get("completion_tokens", 0))
+    values["cost_usd"] = _float(data.get("cost_usd"))
+    values["duration_ms"] = _float(data.get("duration_ms"))
+    _set_fields(facts, values)
 
 
 def _errored(facts: CaseFacts, data: State) -> None:
@@ -395,7 +405,7 @@ _FOLDS: dict[type[DomainEvent], Callable[[CaseFacts, State], None]] = {
 def fold_event(facts: CaseFacts, event: Decoded) -> None:
     """Fold one case event after CaseOpened into the facts, in place."""
     _FOLDS[event.cls](facts, event.data)
-    facts.last_version = event.version
+    facts.__dict__["last_version"] = event.version  # as `_set_fields`
 
 
 def fold_events(events: Sequence[DomainEvent], agent_provider: str | None) -> CaseFacts:
