@@ -266,7 +266,9 @@ class CasesProjection:
 
     Case events are folded from their state dicts (`projections/fold.py`, no pydantic event),
     each touched case is scored once per page, and the scores of a run whose every case this
-    instance has seen are kept until the run closes, so its summary does not read them back.
+    instance has seen are kept until the run closes, so its summary does not read them back;
+    so is each case's share of the run's rescore inputs (`scoring.rescore.CasePart`, issue 32),
+    assembled into the inputs stored at close.
     """
 
     name = CASES_PROJECTION
