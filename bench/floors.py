@@ -11,8 +11,12 @@ can be no faster than this while it does this":
    the least a catch-up that stores each case's `CaseScore` does);
 5. + rows: the case rows' JSON (`encoding.dumps` of facts and score, `cases_v5`).
 
-Beside them the raw read + `orjson.loads` of the same rows (`bench.common`). Used by
-`bench/replay.py` (the "floor ladder" table) and runnable on its own:
+Beside them the raw read + `orjson.loads` of the same rows (`bench.common`). Then
+`per_projection`: each projection of the composition root caught up alone from position 0 into
+a fresh SQLite read-model file (its own CPU, with the read + decode every catch-up pays), which
+says where a whole catch-up's time goes beyond the cases projection (issue 32: the search
+projection is a third of it). Used by `bench/replay.py` (the "floor ladder" and "each
+projection alone" tables) and runnable on its own:
 
     .venv/bin/python bench/floors.py sqlite:///path/to/store/
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +43,9 @@ from evaledger.domain.store.urls import parse_db_url
 from evaledger.projections import encoding
 from evaledger.projections.decode import Decoded, decode_rows
 from evaledger.projections.fold import fold_event, open_case
+from evaledger.projections.projectors import all_projections
+from evaledger.projections.runner import ProjectionRunner
+from evaledger.projections.tables import make_engine
 from evaledger.scoring.case import score_case
 from evaledger.scoring.facts import CaseFacts
 
@@ -158,13 +166,60 @@ def report_ladder(
     )
 
 
+def per_projection(url: str) -> list[tuple[str, float, float]]:
+    """Each projection caught up alone from 0 into a fresh SQLite file: (name, wall s, CPU s)."""
+    ledger = Ledger(parse_db_url(url))
+    out: list[tuple[str, float, float]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="evaledger-floors-") as tmp:
+            for projection in all_projections():
+                engine = make_engine(f"sqlite:///{Path(tmp) / projection.name}.sqlite")
+                try:
+                    runner = ProjectionRunner(ledger, engine, [projection])
+                    gc.collect()
+                    start, cpu = time.perf_counter(), time.process_time()
+                    runner.catch_up()
+                    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+                finally:
+                    engine.dispose()
+                out.append((projection.name, wall, cpu))
+    finally:
+        ledger.close()
+    return out
+
+
+def report_per_projection(
+    kind: str, found: list[tuple[str, float, float]], ladder_found: dict[str, Any]
+) -> None:
+    """Each projection alone: its CPU, beyond the read + decode every catch-up pays, vs raw."""
+    raw_cpu, decode_cpu = ladder_found["raw_cpu_s"], ladder_found["decode_cpu_s"]
+    beyond = sum(max(c - decode_cpu, 0.0) for _, _, c in found)
+    rows = []
+    for name, wall, cpu in found:
+        own = max(cpu - decode_cpu, 0.0)
+        share = f"{100 * own / beyond:.0f}%" if beyond else "-"
+        rows.append([name, f"{wall:.2f}", f"{cpu:.3f}", f"{own:.3f}", share, _pct(raw_cpu, cpu)])
+    rows.append(["read + decode (ladder), paid once", "-", f"{decode_cpu:.3f}", "-", "-", "-"])
+    rows.append(
+        ["sum: decode once + each beyond it", "-", f"{decode_cpu + beyond:.3f}", "-", "-", "-"]
+    )
+    print_table(
+        f"{kind}: each projection caught up alone from 0 (fresh SQLite read models), CPU",
+        ["projection", "wall s", "CPU s", "beyond decode s", "share", "CPU rate vs raw"],
+        rows,
+    )
+
+
 def _pct(raw: float, stage: float) -> str:
     return f"{100 * raw / stage:.1f}%" if stage else "-"
 
 
 def main(argv: list[str]) -> int:
     """Print the ladder of the store at argv[0]."""
-    report_ladder(argv[0].split(":", 1)[0], ladder(argv[0]))
+    kind = argv[0].split(":", 1)[0]
+    found = ladder(argv[0])
+    report_ladder(kind, found)
+    report_per_projection(kind, per_projection(argv[0]), found)
     return 0
 
 

@@ -785,6 +785,8 @@ def bench_backend(
             progress(f"{kind}: floor ladder over {num(m.events)} events")
             found = floors.ladder(url, best_of=1)
             floors.report_ladder(kind, found, c["rebuild_s"], c["rebuild_cpu_s"])
+            progress(f"{kind}: each projection caught up alone")
+            floors.report_per_projection(kind, floors.per_projection(url), found)
     services = build_services(Settings(db=url))
     try:
         if args.only == "rescore":

@@ -205,6 +205,15 @@ class ErasureCommands(CaseCommands):
             return state
         return self.recorder.open_sealed(orjson.loads(orjson.dumps(state)))
 
+    def opened_many(self, states: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """`opened` of each state, the sealed ones' payloads read in one transaction.
+
+        A catch-up opens a page's sealed events together (`projections/decode.py`).
+        """
+        sealed = [s for s in states if sealed_ref(s) is not None]
+        found = iter(self.recorder.open_sealed_many(sealed) if sealed else ())
+        return [next(found) if sealed_ref(s) is not None else s for s in states]
+
     def erasure_of(self, case_id: UUID) -> Erasure | None:
         """The case's erasure (when, by whom, why), if it was erased."""
         return self._erasure_of(case_id)

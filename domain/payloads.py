@@ -152,6 +152,28 @@ def unseal_state(state: dict[str, Any], values: Sequence[str] | str) -> dict[str
     return state
 
 
+def unsealed_copy(state: dict[str, Any], values: Sequence[str]) -> dict[str, Any]:
+    """What `unseal_state` makes of a deep copy of `state`, copying only the sealed paths.
+
+    `state` is left as it was (the other projections fold the same dict): the top dict and
+    each list or dict on a sealed string's path are copied once, everything else is shared.
+    """
+    entry = state[PAYLOAD_KEY]
+    out = {k: v for k, v in state.items() if k != PAYLOAD_KEY}
+    copied = {id(out)}
+    for i, path in enumerate(entry["paths"]):
+        node: Any = out
+        for step in path[:-1]:
+            child = node[step]
+            if id(child) not in copied:
+                child = list(child) if isinstance(child, list) else dict(child)
+                node[step] = child
+                copied.add(id(child))
+            node = child
+        node[path[-1]] = values[i]
+    return out
+
+
 def _parent(state: dict[str, Any], path: Path) -> Any:
     node: Any = state
     for step in path[:-1]:

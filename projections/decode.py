@@ -104,6 +104,38 @@ class Decoded:
 DecodedBatch = Sequence[tuple[int, Decoded]]
 Opener = Callable[[dict[str, Any]], dict[str, Any] | None]
 """A sealed state → its plaintext copy, or None when it does not open (`Ledger.opened`)."""
+ManyOpener = Callable[[list[dict[str, Any]]], list[dict[str, Any] | None]]
+"""`Opener` of many states at once, in order (`Ledger.opened_many`: one read of the vault)."""
+
+
+class PageOpener:
+    """Opens a page's sealed states together, on the first `Decoded.opened` of the page.
+
+    The search projection asks for the plaintext of every sealed event it indexes; opening each
+    through its own read of the vault was half of its catch-up (issue 32). The first request
+    opens every sealed state of the page in one `ManyOpener` call; a state not of the page is
+    opened alone. The same copy is returned to every asker: do not mutate it.
+    """
+
+    __slots__ = ("_many", "_opened", "_states")
+
+    def __init__(self, many: ManyOpener) -> None:
+        self._many = many
+        self._states: list[dict[str, Any]] = []
+        self._opened: dict[int, dict[str, Any] | None] | None = None
+
+    def add(self, state: dict[str, Any]) -> None:
+        """A state of the page (kept when sealed)."""
+        if PAYLOAD_KEY in state:
+            self._states.append(state)
+
+    def __call__(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """The plaintext copy of `state` (None: it does not open)."""
+        if self._opened is None:
+            states = self._states  # kept alive with the page: their ids stay theirs
+            self._opened = dict(zip(map(id, states), self._many(states), strict=True))
+        found = self._opened.get(id(state), _UNSEEN)
+        return self._many([state])[0] if found is _UNSEEN else found
 
 
 def decode_stored(
@@ -137,6 +169,7 @@ def decode_rows(
     decode: Callable[[StoredEvent], DomainEvent] | None = None,
     on_error: Callable[[LogRow, Exception], None] | None = None,
     open_sealed: Opener | None = None,
+    open_many: ManyOpener | None = None,
 ) -> list[tuple[int, Decoded]]:
     """A page of log rows decoded to (position, `Decoded`), up to its first undecodable row.
 
@@ -144,8 +177,12 @@ def decode_rows(
     stored at its class's current version is `orjson.loads` alone; an older one goes through the
     upcasters (`decode_state`), an unknown one raises there. The first row that fails stops the
     page; `on_error(row, error)` is told when it is the page's first row. `open_sealed` is what
-    `Decoded.opened` reads sealed text through.
+    `Decoded.opened` reads sealed text through; with `open_many`, a `PageOpener` over it opens
+    the page's sealed states together instead.
     """
+    page_opener = PageOpener(open_many) if open_many is not None else None
+    if page_opener is not None:
+        open_sealed = page_opener
     current: dict[str, type[DomainEvent] | None] = {}
     out: list[tuple[int, Decoded]] = []
     append = out.append
@@ -164,6 +201,8 @@ def decode_rows(
             if not out and on_error is not None:
                 on_error(row, e)
             break
+        if page_opener is not None:
+            page_opener.add(data)
         append((position, Decoded(cls, oid, version, data, row, decode, open_sealed=open_sealed)))
     return out
 

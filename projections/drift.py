@@ -143,6 +143,7 @@ class _Until:
         self.head = position
         self.decode = ledger.decode
         self.opened = ledger.opened
+        self.opened_many = ledger.opened_many
 
     def position(self) -> int:
         return self.head

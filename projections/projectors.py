@@ -51,17 +51,18 @@ from evaledger.projections.tables import (
 )
 from evaledger.projections.votes import JudgeVotesProjection
 from evaledger.scoring.case import reduce_repetitions, score_case
-from evaledger.scoring.facts import CaseFacts, scoring_view
+from evaledger.scoring.facts import CaseFacts
 from evaledger.scoring.models import CaseScore
-from evaledger.scoring.rescore import RunInputs, rescore_run
+from evaledger.scoring.rescore import CasePart, RunInputs, case_part, rescore_run
 from evaledger.scoring.run import summarize_run
 
 IN_CHUNK = 500
 MAX_CACHED_SCORES = 50_000
 """Case scores of open runs kept in memory for their summary at close (beyond: read back)."""
 MAX_CACHED_FACTS = 20_000
-"""Scoring facts of open runs kept in memory to store their rescore inputs at close (beyond:
-the run's first rescore builds them from the `scoring` column, as before)."""
+"""Cases of open runs whose rescore-input parts (`scoring.rescore.CasePart`) are kept in memory
+to store their run's rescore inputs at close (beyond: the run's first rescore builds them from
+the facts, as before)."""
 
 
 _STATUS_OF: dict[type[Any], str] = {
@@ -265,7 +266,9 @@ class CasesProjection:
 
     Case events are folded from their state dicts (`projections/fold.py`, no pydantic event),
     each touched case is scored once per page, and the scores of a run whose every case this
-    instance has seen are kept until the run closes, so its summary does not read them back.
+    instance has seen are kept until the run closes, so its summary does not read them back;
+    so is each case's share of the run's rescore inputs (`scoring.rescore.CasePart`, issue 32),
+    assembled into the inputs stored at close.
     """
 
     name = CASES_PROJECTION
@@ -277,9 +280,10 @@ class CasesProjection:
         # run id → case id → (seq, score), for runs created since the last reset (complete)
         self._scores: dict[str, dict[str, tuple[int, CaseScore]]] = {}
         self._cached = 0
-        # run id → case id → scoring view, for the same runs: at close they become the run's
-        # rescore inputs, so its first rescore is a warm one (issue 19)
-        self._facts: dict[str, dict[str, CaseFacts]] = {}
+        # run id → case id → its share of the run's rescore inputs, for the same runs: at close
+        # they are assembled into the run's inputs, so its first rescore is a warm one (issue
+        # 19); built when the case changes, no copy of its facts kept (issue 32)
+        self._facts: dict[str, dict[str, CasePart]] = {}
         self._cached_facts = 0
 
     def reset(self) -> None:
@@ -391,12 +395,11 @@ class CasesProjection:
                 if cid not in kept:
                     self._cached += 1
                 kept[cid] = (seq, score)
-            view = scoring_view(f)
             kept_facts = self._facts.get(run_id)
             if kept_facts is not None:
                 if cid not in kept_facts:
                     self._cached_facts += 1
-                kept_facts[cid] = view
+                kept_facts[cid] = case_part(f)
             rows.append(
                 {
                     "case_id": cid,
@@ -453,12 +456,12 @@ class CasesProjection:
         ordered: list[tuple[str, tuple[int, CaseScore]]],
         last: int,
     ) -> RunInputs | None:
-        """Store a closing run's rescore inputs from the facts and scores this page has in hand.
+        """Store a closing run's rescore inputs from the parts and scores this instance kept.
 
         What `ReadModels` would build on the run's first rescore by decoding every case's
-        facts, built here from the same facts without decoding them again; stored under the
-        marker of the summary written at `last`, so the first rescore reads one row. Returned
-        (None when not every case was seen here).
+        facts, assembled here from each case's part (built when the case last changed); stored
+        under the marker of the summary written at `last`, so the first rescore reads one row.
+        Returned (None when not every case was seen here).
         """
         facts = self._facts.pop(run_id, None)
         if facts is None:
@@ -470,7 +473,7 @@ class CasesProjection:
             cid: (score.overall_score, score.passed, score.status.value)
             for cid, (_, score) in ordered
         }
-        inputs = RunInputs.build([facts[cid] for cid, _ in ordered], old)
+        inputs = RunInputs.assemble([facts[cid] for cid, _ in ordered], old)
         row = {"run_id": run_id, "marker": closed_inputs_marker(last), "inputs": inputs.to_bytes()}
         upsert(conn, rescore_inputs, [row])
         return inputs

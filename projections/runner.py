@@ -235,7 +235,9 @@ class ProjectionRunner:
             for name in positions:
                 self._record_failure(name, position, f"{topic} of {oid} v{version}", e)
 
-        return decode_rows(rows, self.ledger.decode, failed, self.ledger.opened)
+        return decode_rows(
+            rows, self.ledger.decode, failed, self.ledger.opened, self.ledger.opened_many
+        )
 
     def _record_failure(self, name: str, position: int, event: Decoded | str, e: Exception) -> None:
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"

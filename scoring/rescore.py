@@ -40,9 +40,9 @@ from evaledger.scoring.case import MAX_SCORE, case_usage, outcome_results, score
 from evaledger.scoring.decide import Signals, decide, outcome_bits, recorded
 from evaledger.scoring.facts import CaseFacts, MetricFact, VerdictFact, scoring_view
 from evaledger.scoring.models import CaseStatus, RunAggregate
-from evaledger.scoring.run import RunFigures
+from evaledger.scoring.run import CaseUsage, RunFigures
 
-__all__ = ["INPUTS_FORMAT", "Rescored", "RunInputs", "rescore_run"]
+__all__ = ["INPUTS_FORMAT", "CasePart", "Rescored", "RunInputs", "case_part", "rescore_run"]
 
 _lookup = dict.__getitem__  # table[value] without a Python-level call per metric
 _STATUS_VALUE = {status: status.value for status in CaseStatus}
@@ -167,27 +167,57 @@ class _Shape(NamedTuple):
         )
 
 
-def _row(verdict: VerdictFact, index: dict[str, int]) -> tuple[str, int, int]:
+Answers = tuple[tuple[str, int | None, bool | None], ...]
+"""A verdict's first answer per metric: (metric, score, passed), in order of appearance."""
+
+
+def _answers(verdict: VerdictFact) -> Answers:
     first: dict[str, MetricFact] = {}
     for m in verdict.metric_scores:
         first.setdefault(m.metric, m)  # the judge's first answer counts (as `_metric_facts`)
+    return tuple((name, f.score, f.passed) for name, f in first.items())
+
+
+def _row(answers: Answers, index: dict[str, int]) -> tuple[str, int, int]:
     k = len(index)
     row = ["-"] * (2 * k)
     scored = passing = 0
-    for name, f in first.items():
+    for name, score, passed in answers:
         j = index[name]
-        if f.score is not None:
-            row[j] = str(max(0, min(MAX_SCORE, int(f.score))))
+        if score is not None:
+            row[j] = str(max(0, min(MAX_SCORE, int(score))))
             scored |= 1 << j
-        if f.passed is not None:
-            row[k + j] = "t" if f.passed else "f"
+        if passed is not None:
+            row[k + j] = "t" if passed else "f"
             passing |= 1 << j
     return "".join(row), scored, passing
 
 
-def _case_inputs(
-    facts: CaseFacts, index: dict[str, int], complex_cases: list[CaseFacts]
-) -> CaseInputs:
+class CasePart(NamedTuple):
+    """One case's share of its run's `RunInputs`, from its facts alone (no other case, no spec).
+
+    Everything `RunInputs.assemble` reads of a case. The run's metric index depends on every
+    case, so the one counted verdict's answers are kept as they are and laid out as the case's
+    verdict row when the run's inputs are assembled. The cases projection builds a part when a
+    case changes and keeps it until its run closes, instead of a copy of the case's facts.
+    """
+
+    case_id: str
+    test_case_key: str
+    repetition: int
+    metrics: tuple[str, ...]
+    """Every metric the case's verdicts report, in order of appearance (the run's index)."""
+    inputs: CaseInputs
+    """The case's inputs with an empty row and no `complex_at` (set on assembly)."""
+    answers: Answers | None
+    """The one counted verdict's answers, else None."""
+    complex: CaseFacts | None
+    """The scoring view of a case with several active verdicts (`score_case` scores it)."""
+    usage: CaseUsage
+
+
+def case_part(facts: CaseFacts) -> CasePart:
+    """A case's share of its run's inputs (`RunInputs.build` is `assemble` of these)."""
     # The verdicts of an execution that errored, was canceled or was not one (skipped) never
     # count (`score_case`).
     skipped = facts.skipped is not None
@@ -196,34 +226,42 @@ def _case_inputs(
         if not (facts.errored or facts.canceled or skipped)
         else []
     )
-    complex_at: int | None = None
-    if len(active) > 1:
-        complex_at = len(complex_cases)
-        complex_cases.append(scoring_view(facts))  # kept whole: what scoring reads of it
+    complex_view = scoring_view(facts) if len(active) > 1 else None
     one = active[0] if len(active) == 1 else None
     broken: bool | None = None
-    row, scored, passing = "", 0, 0
+    answers: Answers | None = None
     if one is not None:
         broken = one.error is not None or one.parse_status is not ParseStatus.PARSED
-        row, scored, passing = _row(one, index)
+        answers = _answers(one)
     agent = facts.agent_provider
     with_verdict = list(one.expected_outcomes) if one is not None else []
-    return CaseInputs(
+    inputs = CaseInputs(
         errored=facts.errored,
         canceled=facts.canceled,
         recorded=recorded(facts),
-        complex_at=complex_at,
+        complex_at=None,
         named_scores=dict(facts.named_scores) or None,
         has_turns=facts.turn_count > 0,
         broken=broken,
-        row=row,
-        scored=scored,
-        passing=passing,
+        row="",
+        scored=0,
+        passing=0,
         forced=one.forced_passed if one is not None else None,
         self_judged=one is not None and agent is not None and one.judge_provider == agent,
         outcomes=outcome_bits(outcome_results(facts, with_verdict))
         | outcome_bits(outcome_results(facts, [])) << _WITHOUT_VERDICT,
         skipped=skipped,
+    )
+    metrics = tuple(dict.fromkeys(m.metric for v in facts.verdicts for m in v.metric_scores))
+    return CasePart(
+        str(facts.case_id),
+        facts.test_case_key,
+        facts.repetition,
+        metrics,
+        inputs,
+        answers,
+        complex_view,
+        case_usage(facts),
     )
 
 
@@ -272,23 +310,39 @@ class RunInputs:
 
         `old`: case id → (overall_score, passed, status) under the run's own spec.
         """
+        return cls.assemble([case_part(f) for f in facts], old)
+
+    @classmethod
+    def assemble(
+        cls, parts: Sequence[CasePart], old: dict[str, tuple[float | None, bool | None, str]]
+    ) -> RunInputs:
+        """The inputs of a run from its cases' parts (`case_part`) in opening order, and `old`."""
         self = cls()
         index: dict[str, int] = {}
-        for f in facts:
-            for v in f.verdicts:
-                for m in v.metric_scores:
-                    index.setdefault(m.metric, len(index))
+        for p in parts:
+            for name in p.metrics:
+                index.setdefault(name, len(index))
         self.metrics = list(index)
         self.complex = []
-        self.cases = [_case_inputs(f, index, self.complex) for f in facts]
-        self.case_ids = [str(f.case_id) for f in facts]
-        self.test_case_keys = [f.test_case_key for f in facts]
-        self.repetitions = [f.repetition for f in facts]
+        cases: list[CaseInputs] = []
+        for p in parts:
+            if p.complex is not None:
+                cases.append(p.inputs._replace(complex_at=len(self.complex)))
+                self.complex.append(p.complex)
+            elif p.answers is not None:
+                row, scored, passing = _row(p.answers, index)
+                cases.append(p.inputs._replace(row=row, scored=scored, passing=passing))
+            else:
+                cases.append(p.inputs)
+        self.cases = cases
+        self.case_ids = [p.case_id for p in parts]
+        self.test_case_keys = [p.test_case_key for p in parts]
+        self.repetitions = [p.repetition for p in parts]
         stored = [old.get(case_id, (None, None, None)) for case_id in self.case_ids]
         self.old_overall = [o[0] for o in stored]
         self.old_passed = [o[1] for o in stored]
         self.old_status = [o[2] for o in stored]
-        self.figures = RunFigures.of([case_usage(f) for f in facts])
+        self.figures = RunFigures.of([p.usage for p in parts])
         return self
 
     @functools.cached_property

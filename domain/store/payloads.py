@@ -75,6 +75,10 @@ class Tombstone:
     reason: str
 
 
+REFS_PER_QUERY = 500
+"""Payload references per `IN (…)` read (`PayloadVault.get_many`)."""
+
+
 class PayloadVault:
     """The vault's SQL for one store (placeholder style and qualified table names)."""
 
@@ -103,6 +107,11 @@ class PayloadVault:
             f"SELECT p.ref, p.subject, p.nonce, p.ciphertext, k.key FROM {payloads} p "
             f"LEFT JOIN {keys} k ON k.subject = p.subject WHERE p.ref = {p}"
         )
+        self.select_payloads = (
+            f"SELECT p.ref, p.subject, p.nonce, p.ciphertext, k.key FROM {payloads} p "
+            f"LEFT JOIN {keys} k ON k.subject = p.subject WHERE p.ref IN "
+        )
+        self._mark = p
         self.select_tombstone = (
             f"SELECT erased_at, erased_by, reason FROM {keys} "
             f"WHERE subject = {p} AND erased_at IS NOT NULL"
@@ -154,6 +163,17 @@ class PayloadVault:
         curs.execute(self.select_payload, (ref,))
         row = curs.fetchone()
         return None if row is None else _payload(row)
+
+    def get_many(self, curs: Any, refs: Sequence[str]) -> dict[str, StoredPayload]:
+        """The stored payloads of `refs` by reference (erased or never stored: absent)."""
+        found: dict[str, StoredPayload] = {}
+        for i in range(0, len(refs), REFS_PER_QUERY):
+            chunk = tuple(refs[i : i + REFS_PER_QUERY])
+            curs.execute(f"{self.select_payloads}({', '.join([self._mark] * len(chunk))})", chunk)
+            for row in curs.fetchall():
+                stored = _payload(row)
+                found[stored.ref] = stored
+        return found
 
     def tombstone(self, curs: Any, subject: str) -> Tombstone | None:
         """The subject's erasure record, if it was erased."""
