@@ -310,19 +310,23 @@ class Services:
         Inline, a long catch-up (the first read after a big import) shows its progress on
         stderr when that is a terminal (`CatchUpProgress`).
         """
-        if self._runner is None:
-            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`).
+        if self._runner is None and (position is None or self.location.kind == "sqlite"):
+            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`). Their
+            # tracked number is the sum of their lane positions: reaching the log's head means
+            # every event is folded (the sum counts events, the head is at least their count),
+            # but passing a given position means so on a one-lane store only (SQLite).
             target = self.log_head() if position is None else position
             reached = self.reads.projected_position()
             if reached is not None and reached >= target:
                 return
-        target = self.ledger.position() if position is None else position
+        # A position is a log position (`Written.position`): its lane's events up to it, and
+        # every other lane's up to it, are waited for (`ProjectionRunner.target`).
         if self.settings.projections != "inline" or self.leader.projector_running():
-            self.runner.wait_for(target, inline=False)
+            self.runner.wait_for(position, inline=False)
             return
         progress = CatchUpProgress()
         try:
-            self.runner.catch_up(until=target, progress=progress)
+            self.runner.catch_up(until=position, progress=progress)
         finally:
             progress.close()
 
