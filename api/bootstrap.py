@@ -310,12 +310,16 @@ class Services:
         Inline, a long catch-up (the first read after a big import) shows its progress on
         stderr when that is a terminal (`CatchUpProgress`).
         """
-        if self._runner is None and (position is None or self.location.kind == "sqlite"):
+        one_lane = self.location.kind == "sqlite"
+        if self._runner is None and (position is None or one_lane):
             # No runner yet: its projections are the composition's (`PROJECTION_NAMES`). Their
-            # tracked number is the sum of their lane positions: reaching the log's head means
-            # every event is folded (the sum counts events, the head is at least their count),
-            # but passing a given position means so on a one-lane store only (SQLite).
-            target = self.log_head() if position is None else position
+            # tracked number is the sum of their lane positions (one lane: the log position).
+            # Reaching the sum of the lanes' heads means every lane is folded; passing a given
+            # log position means its events are folded on a one-lane store only.
+            if position is not None:
+                target = position
+            else:
+                target = self.log_head() if one_lane else sum(self.ledger.lane_heads().values())
             reached = self.reads.projected_position()
             if reached is not None and reached >= target:
                 return

@@ -91,6 +91,9 @@ def test_a_lane_committed_after_a_higher_position_is_read_whole(pg_url: str) -> 
             one.close()
     pg = build_services(Settings(db=pg_url, seal_payloads=False))
     try:
+        with psycopg.connect(pg_url) as gap:  # positions taken, never committed: a gap
+            insert_lane_rows(gap, by_project[projects[0]][:2], lanes[0])
+            gap.rollback()
         with psycopg.connect(pg_url) as first, psycopg.connect(pg_url) as second:
             early = insert_lane_rows(
                 first, by_project[projects[0]], lanes[0]
@@ -109,6 +112,15 @@ def test_a_lane_committed_after_a_higher_position_is_read_whole(pg_url: str) -> 
         }
     finally:
         pg.close()
+    # Caught up, a new process's read returns on its first queries (no runner built), although
+    # the log's head passes the number of events (the gap).
+    fresh = build_services(Settings(db=pg_url, seal_payloads=False))
+    try:
+        assert fresh.ledger.position() > len(early) + len(late)
+        fresh.sync()
+        assert fresh._runner is None
+    finally:
+        fresh.close()
     # Before the first lane committed, the second lane's run alone was in the read models.
     assert set(partial[1]) == {str(run_id_for(projects[1], "run-1"))}
     assert set(expected[1]) == {str(run_id_for(p, f"run-{n}")) for n, p in enumerate(projects)}
