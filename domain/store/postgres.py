@@ -180,6 +180,11 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         ).format(t=table)
         self.lanes = LANES
         self.select_lane_log, self.select_lane_heads, self.select_lanes_upto = _lane_reads(table)
+        self.select_lane_topics = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state, "
+            "lane_position FROM {t} WHERE lane = %s AND lane_position > %s "
+            "AND topic = ANY(%s) ORDER BY lane_position LIMIT %s"
+        ).format(t=table)
         self.select_after = SQL(
             "SELECT notification_id FROM {t} WHERE notification_id > %s ORDER BY notification_id"
         ).format(t=table)
@@ -290,6 +295,26 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             curs.execute(self.select_lane_log, (lane, after, limit), prepare=True)
             fetched = curs.fetchall()
         return [cast(LogRow, r[:5]) for r in fetched], [r[5] for r in fetched]
+
+    def lane_notifications(
+        self, lane: int, after: int, topics: Sequence[str], limit: int
+    ) -> list[tuple[int, Any]]:
+        """Up to `limit` events of `lane` with these topics after lane position `after`."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.select_lane_topics, (lane, after, list(topics), limit))
+            return [
+                (
+                    int(r["lane_position"]),
+                    Notification(
+                        id=r["notification_id"],
+                        originator_id=r["originator_id"],
+                        originator_version=r["originator_version"],
+                        topic=r["topic"],
+                        state=bytes(r["state"]),
+                    ),
+                )
+                for r in curs.fetchall()
+            ]
 
     def read_pins(self) -> dict[str, int]:
         """The stored pins (projects that existed before lanes: lane 0)."""

@@ -114,6 +114,19 @@ class LedgerRecorder:
         rows = self.log_rows(after + 1, limit)
         return rows, [r[0] for r in rows]
 
+    def lane_notifications(
+        self, lane: int, after: int, topics: Sequence[str], limit: int
+    ) -> list[tuple[int, Any]]:
+        """Up to `limit` events of `lane` with these topics after lane position `after`.
+
+        Each as (lane position, eventsourcing notification), in the lane's order. One lane
+        (SQLite): lane 0 is the log.
+        """
+        if lane != 0:
+            return []
+        page = cast(Any, self).select_notifications(after + 1, limit, topics=list(topics))
+        return [(n.id, n) for n in page]
+
     def use_checkpoint_key(self, key: bytes | None) -> None:
         """Sign every commit's chain block with `key` (None: unsigned blocks)."""
         self.chain.key = key

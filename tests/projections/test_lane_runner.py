@@ -1,8 +1,9 @@
-"""The projection runner reads each write lane in its order: nothing committed late is skipped.
+"""Readers keep their place per write lane: nothing committed late is skipped.
 
 With one lock per lane, two lanes' transactions commit in any order, so a log position can
 become visible after a higher one. A runner paging the log by position would move past the
-higher one and never read the lower. Here two transactions in two lanes commit out of position
+higher one and never read the lower (the projection runner; the trace completion loop's
+cursor). Here two transactions in two lanes commit out of position
 order on PostgreSQL (raw inserts of a real story's events, one connection per lane): the read
 models must end up as the same story's on SQLite (one lane), written one event at a time.
 """
@@ -17,14 +18,17 @@ import psycopg
 import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application.traces import TraceCursor, receive_traces
 from evaledger.domain.aggregates import run_id_for
 from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.lanes import hashed_lane
 from evaledger.domain.store.recorder import LogRow
+from evaledger.importers.otlp import PROTOBUF
 from evaledger.projections.names import PROJECTION_NAMES
 from tests.helpers import bundle, case
 from tests.oracles.read_model import stored_read_model
+from tests.otlp_helpers import chat_trace, export_body, recorder
 
 INSERT = (
     "INSERT INTO evaledger_events (originator_id, originator_version, topic, state, lane, "
@@ -124,3 +128,42 @@ def test_a_lane_committed_after_a_higher_position_is_read_whole(pg_url: str) -> 
     # Before the first lane committed, the second lane's run alone was in the read models.
     assert set(partial[1]) == {str(run_id_for(projects[1], "run-1"))}
     assert set(expected[1]) == {str(run_id_for(p, f"run-{n}")) for n, p in enumerate(projects)}
+
+
+@pytest.mark.postgres
+def test_the_trace_cursor_reads_a_lane_committed_late(pg_url: str) -> None:
+    """The completion loop's cursor keeps its place per lane: a late commit is not passed over."""
+    projects = _two_projects()
+    lanes = [hashed_lane(p) for p in projects]
+    tracer, memory = recorder()
+    chat_trace(tracer)
+    body = export_body(memory.get_finished_spans())
+    with tempfile.TemporaryDirectory(prefix="evaledger-lane-traces-") as tmp:
+        one = build_services(Settings(db=f"sqlite:///{tmp}/store/", seal_payloads=False))
+        try:
+            for project in projects:
+                ctx = Context(actor="otlp", project=project)
+                receive_traces(one, body, PROTOBUF, None, ctx, max_bytes=1 << 22)
+            rows = one.ledger.log_rows(1, 10_000)
+            traces = [UUID(r[1]) for r in rows]
+            assert len(set(traces)) == 2  # one Trace aggregate per project, first one's first
+        finally:
+            one.close()
+    first_rows = [r for r in rows if UUID(r[1]) == traces[0]]
+    second_rows = [r for r in rows if UUID(r[1]) == traces[-1]]
+    pg = build_services(Settings(db=pg_url, seal_payloads=False))
+    try:
+        cursor = TraceCursor()
+        with psycopg.connect(pg_url) as first, psycopg.connect(pg_url) as second:
+            early = insert_lane_rows(first, first_rows, lanes[0])
+            late = insert_lane_rows(second, second_rows, lanes[1])
+            second.commit()
+            cursor.catch_up(pg)
+            assert set(cursor.open) == {traces[-1]}
+            first.commit()
+        assert max(early) < min(late)
+        cursor.catch_up(pg)
+        assert set(cursor.open) == {traces[0], traces[-1]}
+        assert cursor.lanes == {lanes[0]: len(early), lanes[1]: len(late)}
+    finally:
+        pg.close()
