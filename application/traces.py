@@ -29,6 +29,7 @@ from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus
 from evaledger.domain.errors import ClosedRunError, ConflictError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TraceRecorded, TraceSpansReceived
 from evaledger.domain.ledger import Context
+from evaledger.domain.store.lanes import lanes_to_read
 from evaledger.domain.trace_commands import TraceNotice
 from evaledger.domain.traces import Trace
 from evaledger.importers.otel import MappedTrace, Span, map_trace, root_span
@@ -115,11 +116,13 @@ class TraceCursor:
 
     def catch_up(self, services: Services) -> None:
         """Read the trace events logged since the last pass, lane by lane."""
-        for lane in sorted(services.ledger.lane_heads()):
+        heads = services.ledger.lane_heads()
+        for lane in lanes_to_read(heads, self.lanes):
             while notices := services.ledger.lane_trace_notices(lane, self.lanes.get(lane, 0)):
                 for n in notices:
                     self._read(n)
                 self.lanes[lane] = notices[-1].lane_position
+            self.lanes[lane] = max(self.lanes.get(lane, 0), heads[lane])
 
     def _read(self, n: TraceNotice) -> None:
         """Fold one trace event into the open traces."""

@@ -21,6 +21,7 @@ from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.application.traces import TraceCursor, receive_traces
 from evaledger.domain.aggregates import run_id_for
 from evaledger.domain.bundle import RunBundle
+from evaledger.domain.events import ReviewQueueCreated
 from evaledger.domain.ledger import Context
 from evaledger.domain.store.lanes import hashed_lane
 from evaledger.domain.store.recorder import LogRow
@@ -165,5 +166,46 @@ def test_the_trace_cursor_reads_a_lane_committed_late(pg_url: str) -> None:
         cursor.catch_up(pg)
         assert set(cursor.open) == {traces[0], traces[-1]}
         assert cursor.lanes == {lanes[0]: len(early), lanes[1]: len(late)}
+    finally:
+        pg.close()
+
+
+@pytest.mark.postgres
+def test_review_queue_names_read_a_lane_committed_late(pg_url: str) -> None:
+    """The review queues' names are read once, then by lane: a late commit is not passed over."""
+    projects = _two_projects()
+    lanes = [hashed_lane(p) for p in projects]
+    with tempfile.TemporaryDirectory(prefix="evaledger-lane-queues-") as tmp:
+        one = build_services(Settings(db=f"sqlite:///{tmp}/store/", seal_payloads=False))
+        try:
+            _story(one, projects)
+            for n, project in enumerate(projects):
+                run = one.ledger.get_run(run_id_for(project, f"run-{n}"))
+                one.ledger.create_review_queue(
+                    project,
+                    f"q-{project}",
+                    Context(actor="admin"),
+                    rule="all",
+                    run_ids=[run.id],
+                    case_ids=run.case_ids,
+                    reviewers=["ann"],
+                    per_item=1,
+                    blind=False,
+                )
+            topic = ReviewQueueCreated.topic()
+            rows = [r for r in one.ledger.log_rows(1, 10_000) if r[3] == topic]
+            assert len(rows) == 2
+        finally:
+            one.close()
+    pg = build_services(Settings(db=pg_url, seal_payloads=False))
+    try:
+        with psycopg.connect(pg_url) as first, psycopg.connect(pg_url) as second:
+            early = insert_lane_rows(first, rows[:1], lanes[0])
+            late = insert_lane_rows(second, rows[1:], lanes[1])
+            second.commit()
+            assert pg.ledger.review_queue_names(None) == [(projects[1], f"q-{projects[1]}")]
+            first.commit()
+        assert max(early) < min(late)
+        assert sorted(pg.ledger.review_queue_names(None)) == sorted((p, f"q-{p}") for p in projects)
     finally:
         pg.close()
