@@ -109,9 +109,15 @@ def test_a_lane_committed_after_a_higher_position_is_read_whole(pg_url: str) -> 
             partial = lane_runner_model(pg)
             runner = pg.runner
             assert runner.target(max(late)) == {lanes[1]: len(late)}  # the open lane unseen
+            runner.wait_for(max(late), timeout=0.2, inline=False)  # reached: returns
             first.commit()
         assert runner.target(max(late)) == {lanes[0]: len(early), lanes[1]: len(late)}
+        # Waiting on the late write's position waits for the lower positions committed since
+        # (in the other lane): everything up to it, as a client reading its writes expects.
+        with pytest.raises(TimeoutError):
+            runner.wait_for(max(late), timeout=0.2, inline=False)
         assert lane_runner_model(pg) == expected
+        runner.wait_for(max(late), timeout=0.2, inline=False)
         assert runner.lane_positions() == {
             name: {lanes[0]: len(early), lanes[1]: len(late)} for name in PROJECTION_NAMES
         }
