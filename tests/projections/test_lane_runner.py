@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from evaledger.api.bootstrap import Services, Settings, build_services
+from evaledger.application import verification
 from evaledger.application.traces import TraceCursor, receive_traces
 from evaledger.domain.aggregates import run_id_for
 from evaledger.domain.bundle import RunBundle
@@ -130,6 +131,10 @@ def test_a_lane_committed_after_a_higher_position_is_read_whole(pg_url: str) -> 
         assert fresh.ledger.position() > len(early) + len(late)
         fresh.sync()
         assert fresh._runner is None
+        # Nor is a caught-up projection reported behind by the gap.
+        health = verification.store_health(fresh)
+        assert set(health.projection_lag.values()) == {0}
+        assert verification.projection_lag(fresh).projection_lag == 0
     finally:
         fresh.close()
     # Before the first lane committed, the second lane's run alone was in the read models.
