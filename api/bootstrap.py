@@ -310,19 +310,27 @@ class Services:
         Inline, a long catch-up (the first read after a big import) shows its progress on
         stderr when that is a terminal (`CatchUpProgress`).
         """
-        if self._runner is None:
-            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`).
-            target = self.log_head() if position is None else position
+        one_lane = self.location.kind == "sqlite"
+        if self._runner is None and (position is None or one_lane):
+            # No runner yet: its projections are the composition's (`PROJECTION_NAMES`). Their
+            # tracked number is the sum of their lane positions (one lane: the log position).
+            # Reaching the sum of the lanes' heads means every lane is folded; passing a given
+            # log position means its events are folded on a one-lane store only.
+            if position is not None:
+                target = position
+            else:
+                target = self.log_head() if one_lane else sum(self.ledger.lane_heads().values())
             reached = self.reads.projected_position()
             if reached is not None and reached >= target:
                 return
-        target = self.ledger.position() if position is None else position
+        # A position is a log position (`Written.position`): its lane's events up to it, and
+        # every other lane's up to it, are waited for (`ProjectionRunner.target`).
         if self.settings.projections != "inline" or self.leader.projector_running():
-            self.runner.wait_for(target, inline=False)
+            self.runner.wait_for(position, inline=False)
             return
         progress = CatchUpProgress()
         try:
-            self.runner.catch_up(until=target, progress=progress)
+            self.runner.catch_up(until=position, progress=progress)
         finally:
             progress.close()
 

@@ -29,6 +29,8 @@ from evaledger.domain.bundle import BundleCase, BundleRun, BundleRunStatus
 from evaledger.domain.errors import ClosedRunError, ConflictError
 from evaledger.domain.events import AgentSnapshot, SuiteRef, TraceRecorded, TraceSpansReceived
 from evaledger.domain.ledger import Context
+from evaledger.domain.store.lanes import lanes_to_read
+from evaledger.domain.trace_commands import TraceNotice
 from evaledger.domain.traces import Trace
 from evaledger.importers.otel import MappedTrace, Span, map_trace, root_span
 from evaledger.importers.otlp import decode_export
@@ -105,29 +107,38 @@ class TraceCursor:
     """
 
     position: int = 0
+    """The highest log position read."""
+    lanes: dict[int, int] = field(default_factory=dict)
+    """Where it is in each write lane: what each pass resumes from (a lane's order is its
+    commit order; the log's is not once lanes commit concurrently)."""
     open: dict[UUID, Trace] = field(default_factory=dict)
     rooted: set[UUID] = field(default_factory=set)
 
     def catch_up(self, services: Services) -> None:
-        """Read the trace events logged since the last pass."""
-        while True:
-            notices = services.ledger.trace_notices(self.position + 1)
-            if not notices:
-                return
-            for n in notices:
-                self.position = n.position
-                e = n.event
-                if isinstance(e, TraceSpansReceived):
-                    trace = self.open.get(n.trace)
-                    if trace is None:
-                        trace = self.open[n.trace] = Trace(n.trace)
-                    if e.originator_version == trace.version + 1:
-                        trace.apply(e)
-                    if any(not s.get("parent_span_id") for s in e.spans):
-                        self.rooted.add(n.trace)
-                elif isinstance(e, TraceRecorded):
-                    self.open.pop(n.trace, None)
-                    self.rooted.discard(n.trace)
+        """Read the trace events logged since the last pass, lane by lane."""
+        heads = services.ledger.lane_heads()
+        for lane in lanes_to_read(heads, self.lanes):
+            while notices := services.ledger.lane_trace_notices(lane, self.lanes.get(lane, 0)):
+                for n in notices:
+                    self._read(n)
+                self.lanes[lane] = notices[-1].lane_position
+            self.lanes[lane] = max(self.lanes.get(lane, 0), heads[lane])
+
+    def _read(self, n: TraceNotice) -> None:
+        """Fold one trace event into the open traces."""
+        self.position = max(self.position, n.position)
+        e = n.event
+        if isinstance(e, TraceSpansReceived):
+            trace = self.open.get(n.trace)
+            if trace is None:
+                trace = self.open[n.trace] = Trace(n.trace)
+            if e.originator_version == trace.version + 1:
+                trace.apply(e)
+            if any(not s.get("parent_span_id") for s in e.spans):
+                self.rooted.add(n.trace)
+        elif isinstance(e, TraceRecorded):
+            self.open.pop(n.trace, None)
+            self.rooted.discard(n.trace)
 
     def close(self, trace: UUID) -> None:
         """Forget a trace just recorded."""

@@ -68,11 +68,14 @@ class StoreHealth:
     log_position: int
     projections: dict[str, int]
     failures: list[dict[str, object]]
+    events: int = 0
+    """The sum of the write lanes' heads: what a projection's position (its lane positions'
+    sum) reaches when it is caught up. One lane: the log's head."""
 
     @property
     def projection_lag(self) -> dict[str, int]:
-        """Events each projection is behind the log's head."""
-        return {name: self.log_position - pos for name, pos in self.projections.items()}
+        """Events each projection is behind the heads of the write lanes."""
+        return {name: self.events - pos for name, pos in self.projections.items()}
 
 
 @dataclass(frozen=True)
@@ -133,14 +136,27 @@ def store_health(services: StoreServices) -> StoreHealth:
         log_position=head,
         projections=services.runner.positions(),
         failures=services.runner.failures(),
+        events=_lanes_head(services, head),
     )
+
+
+def _lanes_head(services: StoreServices, head: int) -> int:
+    """The sum of the write lanes' heads (one lane, SQLite: the log's head, no query).
+
+    Projections track the sum of their lane positions; the log's head may pass it by the
+    positions a rolled-back transaction took (a sequence gap), so lag is counted against this.
+    """
+    if services.location.kind == "sqlite":
+        return head
+    return sum(services.ledger.lane_heads().values())
 
 
 def projection_lag(services: StoreServices) -> Lag:
     """The log's head, and the events the slowest projection still has to apply."""
     head = services.ledger.position()
+    events = _lanes_head(services, head)
     positions = services.runner.positions().values()
-    return Lag(head, max((head - p for p in positions), default=head))
+    return Lag(head, max((events - p for p in positions), default=events))
 
 
 def log_position(services: Services) -> int:

@@ -17,6 +17,7 @@ from evaledger.domain.errors import ConflictError, NotFoundError, PermissionDeni
 from evaledger.domain.events import ReviewQueueCreated, TokenScope
 from evaledger.domain.events.review import ReviewAssignment
 from evaledger.domain.review import ReviewQueue, review_queue_id_for, reviewer_name, round_robin
+from evaledger.domain.store.lanes import lanes_to_read
 from evaledger.domain.writes import Context, LedgerStore, Written, jsonable, require_reason
 
 
@@ -85,27 +86,27 @@ class ReviewCommands(LedgerStore):
         return queue
 
     def review_queue_names(self, project: str | None) -> list[tuple[str, str]]:
-        """(project, name) of every queue, of `project` only when given, oldest first.
+        """(project, name) of every queue, of `project` only when given, oldest first in each.
 
         Read from the log once, then only what was logged since: every read of a run or a case
         asks (`application/review.blind_hold`), and a scan of the whole log by topic is not free.
         """
         with self._queues_lock:
             known: list[tuple[str, str]] = self.__dict__.setdefault("_queue_names", [])
-            start: int = self.__dict__.get("_queue_names_after", 0) + 1
-            head, topic = self.position(), ReviewQueueCreated.topic()
-            while start <= head:
-                page = self.app.recorder.select_notifications(
-                    start, 1000, stop=head, topics=[topic]
-                )
-                for n in page:
-                    event = self.decode(n)
-                    assert isinstance(event, ReviewQueueCreated)
-                    known.append((event.project, event.name))
-                if len(page) < 1000:
-                    break
-                start = page[-1].id + 1
-            self.__dict__["_queue_names_after"] = max(head, start - 1)
+            # Where the read is in each write lane (a place in the log could pass over a lower
+            # position committed late once lanes commit concurrently: `lanes_to_read`).
+            places: dict[int, int] = self.__dict__.setdefault("_queue_names_after", {})
+            heads, topics = self.lane_heads(), [ReviewQueueCreated.topic()]
+            for lane in lanes_to_read(heads, places):
+                while page := self.recorder.lane_notifications(
+                    lane, places.get(lane, 0), topics, 1000
+                ):
+                    for _, n in page:
+                        event = self.decode(n)
+                        assert isinstance(event, ReviewQueueCreated)
+                        known.append((event.project, event.name))
+                    places[lane] = page[-1][0]
+                places[lane] = max(places.get(lane, 0), heads[lane])
             return [(p, n) for p, n in known if project is None or p == project]
 
     @property

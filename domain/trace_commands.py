@@ -42,6 +42,8 @@ class TraceNotice:
     position: int
     trace: UUID
     event: DomainEvent
+    lane_position: int = 0
+    """Its position in its write lane (`lane_trace_notices`; 0 from `trace_notices`)."""
 
 
 class TraceCommands(LedgerStore):
@@ -99,7 +101,21 @@ class TraceCommands(LedgerStore):
         """A Trace aggregate by its id."""
         return self._find(Trace, agg_id)
 
+    def lane_trace_notices(self, lane: int, after: int, limit: int = 1000) -> list[TraceNotice]:
+        """The trace events of one write lane after lane position `after`, in the lane's order.
+
+        What a reader that keeps its place reads by: once lanes commit concurrently, a log
+        position can become visible after a higher one, and a place kept as one log position
+        would pass over it (`store/lanes.py`).
+        """
+        page = self.recorder.lane_notifications(lane, after, TRACE_TOPICS, limit)
+        return [TraceNotice(n.id, UUID(str(n.originator_id)), self.decode(n), at) for at, n in page]
+
     def trace_notices(self, start: int, limit: int = 1000) -> list[TraceNotice]:
-        """The trace events logged from position `start` on (at most `limit`), in log order."""
+        """The trace events logged from position `start` on (at most `limit`), in log order.
+
+        For a scan of everything stored; a reader that resumes later reads by lane
+        (`lane_trace_notices`).
+        """
         page = self.app.recorder.select_notifications(start, limit, topics=list(TRACE_TOPICS))
         return [TraceNotice(n.id, UUID(str(n.originator_id)), self.decode(n)) for n in page]

@@ -208,6 +208,22 @@ class LedgerStore:
         """
         return self.recorder.log_rows(start, limit)
 
+    def lane_heads(self) -> dict[int, int]:
+        """The last lane position of every lane holding events (`store/lanes.py`)."""
+        return self.recorder.lane_heads()
+
+    def lanes_upto(self, position: int) -> dict[int, int]:
+        """Per lane, its last lane position among the events up to log position `position`."""
+        return self.recorder.lanes_upto(position)
+
+    def lane_log_rows(self, lane: int, after: int, limit: int) -> tuple[list[LogRow], list[int]]:
+        """Up to `limit` events of one lane after lane position `after`, and their lane positions.
+
+        What the projection runner reads: each lane in its own order, which is its commit order
+        (the log's order is not, once lanes commit concurrently).
+        """
+        return self.recorder.lane_log_rows(lane, after, limit)
+
     def chain_blocks(self, after: int, limit: int) -> list[Block]:
         """Blocks of the ledger chain ending after position `after`, in log order."""
         return self.recorder.chain_blocks(after, limit)

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, Table, select
 from evaledger.domain.ledger import Ledger
 from evaledger.projections.projectors import all_projections
 from evaledger.projections.runner import Projection, ProjectionRunner
-from evaledger.projections.tables import make_engine, tracking
+from evaledger.projections.tables import lane_tracking, make_engine
 
 PAGE = 2000
 
@@ -56,7 +56,8 @@ class ViewsReport:
     """What `verify --views` found."""
 
     position: int
-    """The log position both sides were compared at."""
+    """Where both sides were compared: the log position on a one-lane store (SQLite), the sum of
+    the lane positions on several (`projection_tracking`)."""
     tables: int = 0
     rows: int = 0
     drift: Drift | None = None
@@ -106,22 +107,29 @@ def check_views(
     Call it with the live read models caught up (the CLI syncs first): both sides are compared
     at the position every live projection reached.
     """
-    with live.connect() as conn:
-        rows = conn.execute(select(tracking.c.name, tracking.c.position)).all()
-        positions = {str(name): int(pos) for name, pos in rows}
     folded = list(projections())
     names = [p.name for p in folded]
-    position = min((positions.get(n, 0) for n in names), default=0)
-    report = ViewsReport(position=position)
-    behind = [n for n in names if positions.get(n, 0) != max(positions.values(), default=0)]
+    with live.connect() as conn:
+        rows = conn.execute(
+            select(lane_tracking.c.name, lane_tracking.c.lane, lane_tracking.c.position).where(
+                lane_tracking.c.name.in_(names)
+            )
+        ).all()
+    reached: dict[str, dict[int, int]] = {name: {} for name in names}
+    for name, lane, at in rows:
+        if at:
+            reached[str(name)][int(lane)] = int(at)
+    lanes = max(reached.values(), key=lambda r: sum(r.values()), default={})
+    report = ViewsReport(position=min((sum(r.values()) for r in reached.values()), default=0))
+    behind = [n for n in names if reached[n] != lanes]
     if behind:
         report.behind = behind
         return report
     with tempfile.TemporaryDirectory(prefix="evaledger-views-") as tmp:
         scratch = make_engine(f"sqlite:///{Path(tmp) / 'views.db'}")
         try:
-            upto = cast(Ledger, _Until(ledger, position))
-            ProjectionRunner(upto, scratch, folded).catch_up(until=position, progress=progress)
+            upto = cast(Ledger, _Until(ledger, lanes))
+            ProjectionRunner(upto, scratch, folded).catch_up(until=lanes, progress=progress)
             with live.connect() as left, scratch.connect() as right:
                 for projection in folded:
                     for table in projection.tables:
@@ -136,24 +144,33 @@ def check_views(
 
 
 class _Until:
-    """The ledger's log as it stood at `position` (later writes are not folded)."""
+    """The ledger's lanes as they stood at the live read models' lane positions.
 
-    def __init__(self, ledger: Ledger, position: int) -> None:
+    Later writes are not folded.
+    """
+
+    def __init__(self, ledger: Ledger, lanes: dict[int, int]) -> None:
         self.ledger = ledger
-        self.head = position
+        self.lanes = lanes
         self.decode = ledger.decode
         self.opened = ledger.opened
         self.opened_many = ledger.opened_many
 
     def position(self) -> int:
-        return self.head
+        return sum(self.lanes.values())
 
-    def notifications(self, start: int | None, limit: int, stop: int | None = None) -> Any:
-        return self.ledger.notifications(start, limit, stop=self.head)
+    def lane_heads(self) -> dict[int, int]:
+        return dict(self.lanes)
 
-    def log_rows(self, start: int, limit: int) -> Any:
-        # The rows come in log order: the ones past the head end the list.
-        return [row for row in self.ledger.log_rows(start, limit) if row[0] <= self.head]
+    def lanes_upto(self, position: int) -> dict[int, int]:
+        return {}  # the scratch read models start empty: nothing to carry over
+
+    def lane_log_rows(self, lane: int, after: int, limit: int) -> Any:
+        # The rows come in lane order: the ones past the lane's head end the lists.
+        rows, at = self.ledger.lane_log_rows(lane, after, limit)
+        head = self.lanes.get(lane, 0)
+        keep = sum(1 for lp in at if lp <= head)
+        return rows[:keep], at[:keep]
 
 
 def _ordered(

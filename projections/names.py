@@ -8,7 +8,13 @@ SQLAlchemy. One place for each name, so the two can never name different tables.
 from __future__ import annotations
 
 TRACKING_TABLE = "projection_tracking"
-"""Each projection's position in the log (its name, its position)."""
+"""Each projection's position in the log (its name, its position): on a store of several write
+lanes, the sum of its lane positions (`LANE_TRACKING_TABLE`), which grows by one per event applied;
+on a one-lane store (SQLite) its lane 0 position, which is the log position."""
+
+LANE_TRACKING_TABLE = "projection_lanes"
+"""Each projection's position in each write lane (name, lane, lane position): what the runner
+reads each lane from (issue 32 item 1)."""
 
 RUNS_PROJECTION = "runs_v4"
 """The runs projection's tracking name, also its runs table's name."""

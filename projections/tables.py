@@ -34,6 +34,7 @@ from evaledger.domain.store.urls import CONNECT_TIMEOUT, POSTGRES_CONNECT_KWARGS
 from evaledger.projections.names import CASE_TIMES_PROJECTION as CASE_TIMES_PROJECTION
 from evaledger.projections.names import CASES_PROJECTION as CASES_PROJECTION
 from evaledger.projections.names import DATASETS_PROJECTION as DATASETS_PROJECTION
+from evaledger.projections.names import LANE_TRACKING_TABLE as LANE_TRACKING_TABLE
 from evaledger.projections.names import METRICS_PROJECTION as METRICS_PROJECTION
 from evaledger.projections.names import PROJECTION_NAMES as PROJECTION_NAMES
 from evaledger.projections.names import RUN_SUMMARIES_TABLE, TRACKING_TABLE
@@ -48,6 +49,14 @@ tracking = Table(
     metadata,
     Column("name", String(100), primary_key=True),
     Column("position", Integer, nullable=False),
+)
+
+lane_tracking = Table(
+    LANE_TRACKING_TABLE,
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("lane", Integer, primary_key=True, autoincrement=False),
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
 )
 
 projection_failures = Table(

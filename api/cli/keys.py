@@ -18,7 +18,14 @@ import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
 
 from evaledger.domain.store.urls import parse_db_url
-from evaledger.projections.tables import CASES_PROJECTION, cases, runs, tracking
+from evaledger.projections.tables import (
+    CASES_PROJECTION,
+    LANE_TRACKING_TABLE,
+    cases,
+    lane_tracking,
+    runs,
+    tracking,
+)
 
 # Start-up (issue 19): the parser imports this module, so the ledger and the event classes
 # (whose topics name what is not projected yet) are imported by the functions that use them.
@@ -110,14 +117,27 @@ def _unprojected(
     topics = key_topics()
     topic = getattr(topics, opening)
     found = conn.execute(select(tracking.c.position).where(tracking.c.name == projection))
-    position = found.scalar() or 0
+    params: dict[str, Any] = {"p": found.scalar() or 0, "t": topic}
     if conn.dialect.name == "sqlite":
+        # One lane: the projection's tracked number is its log position.
         q = text("SELECT state FROM events.stored_events WHERE rowid > :p AND topic = :t")
-    else:
+    elif (
+        conn.scalar(select(lane_tracking.c.lane).where(lane_tracking.c.name == projection).limit(1))
+        is None
+    ):
+        # Read models from before lanes (no runner has opened them since): a log position.
         q = text(
             f"SELECT state FROM {topics.events_table} WHERE notification_id > :p AND topic = :t"
         )
-    return [orjson.loads(bytes(r[0])) for r in conn.execute(q, {"p": position, "t": topic})]
+    else:
+        # Several lanes: past the projection's position in each event's lane.
+        q = text(
+            f"SELECT e.state FROM {topics.events_table} e WHERE e.topic = :t AND "
+            f"e.lane_position > coalesce((SELECT l.position FROM {LANE_TRACKING_TABLE} l "
+            "WHERE l.name = :n AND l.lane = e.lane), 0)"
+        )
+        params = {"n": projection, "t": topic}
+    return [orjson.loads(bytes(r[0])) for r in conn.execute(q, params)]
 
 
 def read_only_views(db: str) -> Engine | None:

@@ -49,6 +49,17 @@ def lane_of(project: str | None, pins: Mapping[str, int], lanes: int = LANES) ->
     return pinned if pinned is not None else hashed_lane(project, lanes)
 
 
+def lanes_to_read(heads: Mapping[int, int], places: Mapping[int, int]) -> list[int]:
+    """The lanes whose head is past a reader's place in them, in lane order.
+
+    A reader that keeps its place (the trace cursor, the review queues' names) keeps one per
+    lane: within a lane every position up to a visible one is visible (the lane's writers take
+    turns under its lock), which is not true of log positions across lanes. After reading a
+    lane to its end the reader's place may move to the head it saw.
+    """
+    return [lane for lane in sorted(heads) if heads[lane] > places.get(lane, 0)]
+
+
 def postgres_lanes_ddl(schema: str) -> str:
     """The pins table (append-only like the events: a pin never moves)."""
     return (

@@ -72,6 +72,28 @@ CHUNK_BYTES = 1_000_000
 """... unless their states pass this many bytes (then COPY too)."""
 
 
+def _lane_reads(table: Any) -> tuple[Any, Any, Any]:
+    """The lane reads: a page of one lane, every lane's head, each lane's prefix up to a position.
+
+    The heads and prefixes probe the (lane, lane_position) index once per lane, read backwards.
+    """
+    page = SQL(
+        "SELECT notification_id, originator_id::text, originator_version, topic, state, "
+        "lane_position FROM {t} WHERE lane = %s AND lane_position > %s "
+        "ORDER BY lane_position LIMIT %s"
+    ).format(t=table)
+    heads = SQL(
+        "SELECT l.lane, (SELECT max(lane_position) FROM {t} WHERE lane = l.lane) AS head "
+        "FROM generate_series(0, %s) AS l(lane)"
+    ).format(t=table)
+    upto = SQL(
+        "SELECT l.lane, (SELECT e.lane_position FROM {t} e WHERE e.lane = l.lane "
+        "AND e.notification_id <= %s ORDER BY e.lane_position DESC LIMIT 1) AS head "
+        "FROM generate_series(0, %s) AS l(lane)"
+    ).format(t=table)
+    return page, heads, upto
+
+
 class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationRecorder):
     """eventsourcing's PostgreSQL recorder with the ledger chain, sending large saves by COPY.
 
@@ -157,6 +179,12 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
             "ORDER BY notification_id LIMIT %s"
         ).format(t=table)
         self.lanes = LANES
+        self.select_lane_log, self.select_lane_heads, self.select_lanes_upto = _lane_reads(table)
+        self.select_lane_topics = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state, "
+            "lane_position FROM {t} WHERE lane = %s AND lane_position > %s "
+            "AND topic = ANY(%s) ORDER BY lane_position LIMIT %s"
+        ).format(t=table)
         self.select_after = SQL(
             "SELECT notification_id FROM {t} WHERE notification_id > %s ORDER BY notification_id"
         ).format(t=table)
@@ -241,6 +269,52 @@ class ChunkedPostgresApplicationRecorder(LedgerRecorder, PostgresApplicationReco
         with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
             curs.execute(self.select_lanes, (start, limit))
             return [(r["notification_id"], r["lane"], r["lane_position"]) for r in curs.fetchall()]
+
+    def lane_heads(self) -> dict[int, int]:
+        """The last lane position of every lane holding events."""
+        return self._lane_query(self.select_lane_heads, (self.lanes - 1,))
+
+    def lanes_upto(self, position: int) -> dict[int, int]:
+        """Per lane, the last lane position of its events at log positions up to `position`."""
+        return self._lane_query(self.select_lanes_upto, (position, self.lanes - 1))
+
+    def _lane_query(self, query: Any, params: tuple[int, ...]) -> dict[int, int]:
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(query, params)
+            return {int(r["lane"]): int(r["head"]) for r in curs.fetchall() if r["head"]}
+
+    def lane_log_rows(self, lane: int, after: int, limit: int) -> tuple[list[LogRow], list[int]]:
+        """Up to `limit` events of `lane` after lane position `after`, in the lane's order."""
+        found: tuple[list[LogRow], list[int]] = self._guarded(
+            ChunkedPostgresApplicationRecorder._lane_log_rows, lane, after, limit
+        )
+        return found
+
+    def _lane_log_rows(self, lane: int, after: int, limit: int) -> tuple[list[LogRow], list[int]]:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self.select_lane_log, (lane, after, limit), prepare=True)
+            fetched = curs.fetchall()
+        return [cast(LogRow, r[:5]) for r in fetched], [r[5] for r in fetched]
+
+    def lane_notifications(
+        self, lane: int, after: int, topics: Sequence[str], limit: int
+    ) -> list[tuple[int, Any]]:
+        """Up to `limit` events of `lane` with these topics after lane position `after`."""
+        with store_errors(self._name), self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.select_lane_topics, (lane, after, list(topics), limit))
+            return [
+                (
+                    int(r["lane_position"]),
+                    Notification(
+                        id=r["notification_id"],
+                        originator_id=r["originator_id"],
+                        originator_version=r["originator_version"],
+                        topic=r["topic"],
+                        state=bytes(r["state"]),
+                    ),
+                )
+                for r in curs.fetchall()
+            ]
 
     def read_pins(self) -> dict[str, int]:
         """The stored pins (projects that existed before lanes: lane 0)."""

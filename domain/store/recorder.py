@@ -90,6 +90,44 @@ class LedgerRecorder:
         """
         return [(n.id, 0, n.id) for n in cast(Any, self).select_notifications(start, limit)]
 
+    def lane_heads(self) -> dict[int, int]:
+        """The last lane position of every lane holding events (a one-lane store: lane 0)."""
+        head = cast(Any, self).max_notification_id() or 0
+        return {0: head} if head else {}
+
+    def lanes_upto(self, position: int) -> dict[int, int]:
+        """Per lane, the last lane position of the events at log positions up to `position`.
+
+        Within a lane, log positions grow with lane positions (a lane's writers take its lock
+        before the sequence gives them ids), so this is each lane's prefix written by then: what
+        "everything up to position P" means once lanes commit concurrently. One lane: {0: P}.
+        """
+        return {0: position} if position > 0 else {}
+
+    def lane_log_rows(self, lane: int, after: int, limit: int) -> tuple[list[LogRow], list[int]]:
+        """Up to `limit` events of `lane` after lane position `after`, in the lane's order.
+
+        The rows as `log_rows` gives them, and each one's lane position. A one-lane store
+        (SQLite): lane 0 is the log, its lane positions the log positions.
+        """
+        if lane != 0:
+            return [], []
+        rows = self.log_rows(after + 1, limit)
+        return rows, [r[0] for r in rows]
+
+    def lane_notifications(
+        self, lane: int, after: int, topics: Sequence[str], limit: int
+    ) -> list[tuple[int, Any]]:
+        """Up to `limit` events of `lane` with these topics after lane position `after`.
+
+        Each as (lane position, eventsourcing notification), in the lane's order. One lane
+        (SQLite): lane 0 is the log.
+        """
+        if lane != 0:
+            return []
+        page = cast(Any, self).select_notifications(after + 1, limit, topics=list(topics))
+        return [(n.id, n) for n in page]
+
     def use_checkpoint_key(self, key: bytes | None) -> None:
         """Sign every commit's chain block with `key` (None: unsigned blocks)."""
         self.chain.key = key
