@@ -283,16 +283,36 @@ class Run(Aggregate):
         if new:
             self._trigger(CasesAttached, meta, case_ids=new)
 
-    def complete(self, meta: Meta, completed_at: datetime, case_hashes: Mapping[UUID, str]) -> None:
-        """Record RunCompleted with a seal over the last hash of every case."""
+    def complete(
+        self, meta: Meta, completed_at: datetime, case_hashes: Mapping[UUID, str] | Seal
+    ) -> None:
+        """Record RunCompleted with a seal over the last hash of every case (or that seal)."""
         self.ensure_open()
+        seal = (
+            case_hashes
+            if isinstance(case_hashes, Seal)
+            else Seal(seal_of(case_hashes), len(case_hashes))
+        )
         self._trigger(
             RunCompleted,
             meta,
             completed_at=completed_at,
-            seal=seal_of(case_hashes),
-            case_count=len(case_hashes),
+            seal=seal.digest,
+            case_count=seal.case_count,
         )
+
+    def release_attached(self, before: int) -> list[UUID]:
+        """Drop from memory the case ids attached after the first `before`, and give them.
+
+        For a streamed import only, which keeps them on disk (`CaseIndex`) and seals the run
+        from there: the aggregate then holds its ids from before the import (its `has_case` and
+        `case_ids` answer for those), while the events it recorded (`CasesAttached`) are
+        unchanged. Nothing else may use the aggregate afterwards but to close it.
+        """
+        released = self.case_ids[before:]
+        del self.case_ids[before:]
+        self._case_set.difference_update(released)
+        return released
 
     def cancel(self, meta: Meta, reason: str | None) -> None:
         """Record RunCanceled."""
@@ -353,10 +373,28 @@ class Run(Aggregate):
 
 def seal_of(case_hashes: Mapping[UUID, str]) -> str:
     """Digest over (case id, last hash) of every case, in id order."""
+    return seal_in_order((c, case_hashes[c]) for c in sorted(case_hashes, key=str)).digest
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A run's seal and how many cases it covers."""
+
+    digest: str
+    case_count: int
+
+
+def seal_in_order(pairs: Iterable[tuple[UUID, str]]) -> Seal:
+    """`seal_of` over (case id, last hash) pairs already in id order.
+
+    A streamed import's, read back in order from disk rather than sorted in memory.
+    """
     h = hashlib.sha256()
-    for case_id in sorted(case_hashes, key=str):
-        h.update(f"{case_id}:{case_hashes[case_id]}\n".encode())
-    return h.hexdigest()
+    count = 0
+    for case_id, digest in pairs:
+        h.update(f"{case_id}:{digest}\n".encode())
+        count += 1
+    return Seal(h.hexdigest(), count)
 
 
 class Case(Aggregate):

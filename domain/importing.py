@@ -1,4 +1,4 @@
-"""What importing a run works with: chunk size, result, chunks, case hashes, the event spool.
+"""What importing a run works with: chunk size, result, chunks, the event spool.
 
 The import commands themselves are the ledger's (`Ledger.import_bundle`, `Ledger.import_stream`
 in `ledger.py`); this module holds what they use that needs no ledger (and what importers read:
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 from uuid import UUID
@@ -17,7 +17,6 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from evaledger.domain.aggregates import Case
 from evaledger.domain.bundle import BundleCase
 from evaledger.domain.payloads import Sealed
 from evaledger.domain.store.chain import HashedStoredEvent
@@ -50,33 +49,6 @@ def chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]]
             chunk = []
     if chunk:
         yield chunk
-
-
-class CaseHashes(Mapping[UUID, str]):
-    """The last hash of each case written, kept as 32 bytes rather than 64 hex characters."""
-
-    def __init__(self) -> None:
-        self._raw: dict[UUID, bytes] = {}
-
-    def add(self, cases: Iterable[Case]) -> None:
-        """Keep the last hash of each of these cases (lowercase hex, as 32 bytes)."""
-        for c in cases:
-            raw = bytes.fromhex(c.last_hash)
-            if raw.hex() != c.last_hash:  # not lowercase hex: no compact form
-                raise AssertionError(f"case {c.id}: last hash {c.last_hash!r} is not hex")
-            self._raw[c.id] = raw
-
-    def __getitem__(self, case_id: UUID) -> str:
-        return self._raw[case_id].hex()
-
-    def __iter__(self) -> Iterator[UUID]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __contains__(self, case_id: object) -> bool:
-        return case_id in self._raw
 
 
 _HEAD = struct.Struct("<16sqIII")
