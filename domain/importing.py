@@ -51,8 +51,9 @@ def chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]]
         yield chunk
 
 
-_HEAD = struct.Struct("<16sqIII")
-"""One spooled event's head: originator id, version, topic, state and sealed payload lengths."""
+_HEAD = struct.Struct("<16sqIIIB")
+"""One spooled event's head: originator id, version, topic, state and sealed payload lengths,
+and the length of its hash (hex) as the domain computed it (0: none, the chain computes it)."""
 
 
 def _sealed_bytes(sealed: Sealed) -> bytes:
@@ -80,19 +81,32 @@ class EventSpool:
 
     def add(self, events: Sequence[StoredEvent], cases: int) -> None:
         """Keep one chunk's stored events (in write order) and how many cases it holds."""
-        write = self._file.write
+        parts: list[bytes] = []
+        put = parts.append
         for e in events:
             topic = e.topic.encode()
             oid = e.originator_id if isinstance(e.originator_id, UUID) else UUID(e.originator_id)
-            # A sealed event's payload goes with it, for the vault to encrypt at the write.
-            sealed = e.sealed if isinstance(e, HashedStoredEvent) else None
-            payload = b"" if sealed is None else _sealed_bytes(sealed)
-            write(
-                _HEAD.pack(oid.bytes, e.originator_version, len(topic), len(e.state), len(payload))
+            # A sealed event's payload goes with it, for the vault to encrypt at the write, and
+            # its hash, which the chain would otherwise compute again.
+            sealed, digest = (
+                (e.sealed, e.hash.encode()) if isinstance(e, HashedStoredEvent) else (None, b"")
             )
-            write(topic)
-            write(e.state)
-            write(payload)
+            payload = b"" if sealed is None else _sealed_bytes(sealed)
+            put(
+                _HEAD.pack(
+                    oid.bytes,
+                    e.originator_version,
+                    len(topic),
+                    len(e.state),
+                    len(payload),
+                    len(digest),
+                )
+            )
+            put(topic)
+            put(e.state)
+            put(payload)
+            put(digest)
+        self._file.write(b"".join(parts))
         self._chunks.append((len(events), cases))
 
     def chunks(self) -> Iterator[tuple[list[StoredEvent], int]]:
@@ -102,12 +116,15 @@ class EventSpool:
         for count, cases in self._chunks:
             events: list[StoredEvent] = []
             for _ in range(count):
-                raw, version, topic_n, state_n, sealed_n = _HEAD.unpack(read(_HEAD.size))
+                raw, version, topic_n, state_n, sealed_n, hash_n = _HEAD.unpack(read(_HEAD.size))
                 topic = read(topic_n).decode()
                 state = read(state_n)
                 sealed = _sealed_of(read(sealed_n)) if sealed_n else None
+                digest = read(hash_n).decode()
                 events.append(
-                    HashedStoredEvent(UUID(bytes=raw), version, topic, state, sealed=sealed)
+                    HashedStoredEvent(
+                        UUID(bytes=raw), version, topic, state, hash=digest, sealed=sealed
+                    )
                 )
             yield events, cases
 
