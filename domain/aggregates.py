@@ -177,13 +177,14 @@ class Aggregate:
             "request_digest": meta.request_digest,
             "prev_hash": self.last_hash,
         }
+        seal = self.seal_subject() if meta.seal and cls.topic_name in SEALED_FIELDS else None
         if dumped is not None and meta.actor and meta.timestamp.utcoffset() is not None:
             event = cls.trusted({**header, **fields})
-            event.encode_with(dumped)
+            event.encode_with(dumped, seal)
         else:
             event = cls(**header, **fields)
-        if meta.seal and cls.topic_name in SEALED_FIELDS:
-            event.seal_payload(self.seal_subject())
+            if seal is not None:
+                event.seal_payload(seal)
         self.apply(event)
         self._pending.append(event)
         return event
