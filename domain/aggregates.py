@@ -303,12 +303,10 @@ class Run(Aggregate):
         )
 
     def release_attached(self, before: int) -> list[UUID]:
-        """Drop from memory the case ids attached after the first `before`, and give them.
+        """Drop from memory (and give) the case ids attached after the first `before`.
 
-        For a streamed import only, which keeps them on disk (`CaseIndex`) and seals the run
-        from there: the aggregate then holds its ids from before the import (its `has_case` and
-        `case_ids` answer for those), while the events it recorded (`CasesAttached`) are
-        unchanged. Nothing else may use the aggregate afterwards but to close it.
+        For a streamed import only, which keeps them on disk (`CaseIndex`) and seals from there;
+        the recorded `CasesAttached` events are unchanged. Afterwards only closing may use it.
         """
         released = self.case_ids[before:]
         del self.case_ids[before:]
@@ -386,10 +384,7 @@ class Seal:
 
 
 def seal_in_order(pairs: Iterable[tuple[UUID, str]]) -> Seal:
-    """`seal_of` over (case id, last hash) pairs already in id order.
-
-    A streamed import's, read back in order from disk rather than sorted in memory.
-    """
+    """`seal_of` over (case id, last hash) pairs already in id order (read back from disk)."""
     h = hashlib.sha256()
     count = 0
     for case_id, digest in pairs:
