@@ -177,13 +177,14 @@ class Aggregate:
             "request_digest": meta.request_digest,
             "prev_hash": self.last_hash,
         }
+        seal = self.seal_subject() if meta.seal and cls.topic_name in SEALED_FIELDS else None
         if dumped is not None and meta.actor and meta.timestamp.utcoffset() is not None:
             event = cls.trusted({**header, **fields})
-            event.encode_with(dumped)
+            event.encode_with(dumped, seal)
         else:
             event = cls(**header, **fields)
-        if meta.seal and cls.topic_name in SEALED_FIELDS:
-            event.seal_payload(self.seal_subject())
+            if seal is not None:
+                event.seal_payload(seal)
         self.apply(event)
         self._pending.append(event)
         return event
@@ -283,16 +284,34 @@ class Run(Aggregate):
         if new:
             self._trigger(CasesAttached, meta, case_ids=new)
 
-    def complete(self, meta: Meta, completed_at: datetime, case_hashes: Mapping[UUID, str]) -> None:
-        """Record RunCompleted with a seal over the last hash of every case."""
+    def complete(
+        self, meta: Meta, completed_at: datetime, case_hashes: Mapping[UUID, str] | Seal
+    ) -> None:
+        """Record RunCompleted with a seal over the last hash of every case (or that seal)."""
         self.ensure_open()
+        seal = (
+            case_hashes
+            if isinstance(case_hashes, Seal)
+            else Seal(seal_of(case_hashes), len(case_hashes))
+        )
         self._trigger(
             RunCompleted,
             meta,
             completed_at=completed_at,
-            seal=seal_of(case_hashes),
-            case_count=len(case_hashes),
+            seal=seal.digest,
+            case_count=seal.case_count,
         )
+
+    def release_attached(self, before: int) -> list[UUID]:
+        """Drop from memory (and give) the case ids attached after the first `before`.
+
+        For a streamed import only, which keeps them on disk (`CaseIndex`) and seals from there;
+        the recorded `CasesAttached` events are unchanged. Afterwards only closing may use it.
+        """
+        released = self.case_ids[before:]
+        del self.case_ids[before:]
+        self._case_set.difference_update(released)
+        return released
 
     def cancel(self, meta: Meta, reason: str | None) -> None:
         """Record RunCanceled."""
@@ -353,10 +372,25 @@ class Run(Aggregate):
 
 def seal_of(case_hashes: Mapping[UUID, str]) -> str:
     """Digest over (case id, last hash) of every case, in id order."""
+    return seal_in_order((c, case_hashes[c]) for c in sorted(case_hashes, key=str)).digest
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A run's seal and how many cases it covers."""
+
+    digest: str
+    case_count: int
+
+
+def seal_in_order(pairs: Iterable[tuple[UUID, str]]) -> Seal:
+    """`seal_of` over (case id, last hash) pairs already in id order (read back from disk)."""
     h = hashlib.sha256()
-    for case_id in sorted(case_hashes, key=str):
-        h.update(f"{case_id}:{case_hashes[case_id]}\n".encode())
-    return h.hexdigest()
+    count = 0
+    for case_id, digest in pairs:
+        h.update(f"{case_id}:{digest}\n".encode())
+        count += 1
+    return Seal(h.hexdigest(), count)
 
 
 class Case(Aggregate):

@@ -1,4 +1,4 @@
-"""What importing a run works with: chunk size, result, chunks, case hashes, the event spool.
+"""What importing a run works with: chunk size, result, chunks, the event spool.
 
 The import commands themselves are the ledger's (`Ledger.import_bundle`, `Ledger.import_stream`
 in `ledger.py`); this module holds what they use that needs no ledger (and what importers read:
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 from uuid import UUID
@@ -17,7 +17,6 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from evaledger.domain.aggregates import Case
 from evaledger.domain.bundle import BundleCase
 from evaledger.domain.payloads import Sealed
 from evaledger.domain.store.chain import HashedStoredEvent
@@ -52,35 +51,9 @@ def chunks(cases: Iterable[BundleCase], size: int) -> Iterator[list[BundleCase]]
         yield chunk
 
 
-class CaseHashes(Mapping[UUID, str]):
-    """The last hash of each case written, kept as 32 bytes rather than 64 hex characters."""
-
-    def __init__(self) -> None:
-        self._raw: dict[UUID, bytes] = {}
-
-    def add(self, cases: Iterable[Case]) -> None:
-        """Keep the last hash of each of these cases (lowercase hex, as 32 bytes)."""
-        for c in cases:
-            raw = bytes.fromhex(c.last_hash)
-            if raw.hex() != c.last_hash:  # not lowercase hex: no compact form
-                raise AssertionError(f"case {c.id}: last hash {c.last_hash!r} is not hex")
-            self._raw[c.id] = raw
-
-    def __getitem__(self, case_id: UUID) -> str:
-        return self._raw[case_id].hex()
-
-    def __iter__(self) -> Iterator[UUID]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __contains__(self, case_id: object) -> bool:
-        return case_id in self._raw
-
-
-_HEAD = struct.Struct("<16sqIII")
-"""One spooled event's head: originator id, version, topic, state and sealed payload lengths."""
+_HEAD = struct.Struct("<16sqIIIB")
+"""One spooled event's head: originator id, version, topic, state and sealed payload lengths,
+and the length of its hash (hex) as the domain computed it (0: none, the chain computes it)."""
 
 
 def _sealed_bytes(sealed: Sealed) -> bytes:
@@ -108,19 +81,32 @@ class EventSpool:
 
     def add(self, events: Sequence[StoredEvent], cases: int) -> None:
         """Keep one chunk's stored events (in write order) and how many cases it holds."""
-        write = self._file.write
+        parts: list[bytes] = []
+        put = parts.append
         for e in events:
             topic = e.topic.encode()
             oid = e.originator_id if isinstance(e.originator_id, UUID) else UUID(e.originator_id)
-            # A sealed event's payload goes with it, for the vault to encrypt at the write.
-            sealed = e.sealed if isinstance(e, HashedStoredEvent) else None
-            payload = b"" if sealed is None else _sealed_bytes(sealed)
-            write(
-                _HEAD.pack(oid.bytes, e.originator_version, len(topic), len(e.state), len(payload))
+            # A sealed event's payload goes with it, for the vault to encrypt at the write, and
+            # its hash, which the chain would otherwise compute again.
+            sealed, digest = (
+                (e.sealed, e.hash.encode()) if isinstance(e, HashedStoredEvent) else (None, b"")
             )
-            write(topic)
-            write(e.state)
-            write(payload)
+            payload = b"" if sealed is None else _sealed_bytes(sealed)
+            put(
+                _HEAD.pack(
+                    oid.bytes,
+                    e.originator_version,
+                    len(topic),
+                    len(e.state),
+                    len(payload),
+                    len(digest),
+                )
+            )
+            put(topic)
+            put(e.state)
+            put(payload)
+            put(digest)
+        self._file.write(b"".join(parts))
         self._chunks.append((len(events), cases))
 
     def chunks(self) -> Iterator[tuple[list[StoredEvent], int]]:
@@ -130,12 +116,15 @@ class EventSpool:
         for count, cases in self._chunks:
             events: list[StoredEvent] = []
             for _ in range(count):
-                raw, version, topic_n, state_n, sealed_n = _HEAD.unpack(read(_HEAD.size))
+                raw, version, topic_n, state_n, sealed_n, hash_n = _HEAD.unpack(read(_HEAD.size))
                 topic = read(topic_n).decode()
                 state = read(state_n)
                 sealed = _sealed_of(read(sealed_n)) if sealed_n else None
+                digest = read(hash_n).decode()
                 events.append(
-                    HashedStoredEvent(UUID(bytes=raw), version, topic, state, sealed=sealed)
+                    HashedStoredEvent(
+                        UUID(bytes=raw), version, topic, state, hash=digest, sealed=sealed
+                    )
                 )
             yield events, cases
 

@@ -39,12 +39,28 @@ MAX_RATIO = 200
 RATIO_FLOOR = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
 
-_TOKENS = re.compile(rb'[\[\]{}"\\]')
-_OPEN, _CLOSE, _QUOTE, _BACKSLASH = frozenset(b"[{"), frozenset(b"]}"), ord('"'), ord("\\")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A whole JSON string, escapes included (a backslash and the byte after it, any byte)."""
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+"""The rest of a string begun in an earlier chunk, up to its closing quote (or a lone final
+backslash, or the end of the chunk)."""
+_PARENS = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_QUOTE_BYTE, _BACKSLASH_BYTE = b'"', b"\\"
+_BACKSLASH, _OPEN_PAREN = ord("\\"), ord("(")
 
 
 class DepthScanner:
-    """Counts JSON nesting over chunks of bytes, outside strings; refuses past the limit."""
+    """Counts JSON nesting over chunks of bytes, outside strings; refuses past the limit.
+
+    Each chunk is reduced in C (regular expressions, `bytes.translate`, `bytes.replace`): its
+    strings are removed, what is left is kept to its brackets, and the innermost pairs are
+    removed until none is left; the depth it can reach is then bounded by the depth before it,
+    the brackets left open and the rounds of removal. Only a chunk whose bound passes the limit
+    (never a real bundle: they nest about 8 deep) is walked bracket by bracket, which decides.
+    The byte-by-byte state machine this replaces is the reference in the tests
+    (`tests/reliability/test_depth_scanner.py`).
+    """
 
     def __init__(self, where: str, field: str = "file", limit: int = MAX_JSON_DEPTH) -> None:
         self.where, self.field, self.limit = where, field, limit
@@ -54,33 +70,59 @@ class DepthScanner:
 
     def feed(self, chunk: bytes) -> None:
         """Scan the next bytes."""
-        skip_until = 1 if self.skip_first else 0
-        self.skip_first = False
-        depth, in_string = self.depth, self.in_string
-        for m in _TOKENS.finditer(chunk):
-            i = m.start()
-            if i < skip_until:
-                continue
-            c = chunk[i]
-            if in_string:
-                if c == _BACKSLASH:
-                    skip_until = i + 2
-                    if skip_until > len(chunk):
-                        self.skip_first = True
-                elif c == _QUOTE:
-                    in_string = False
-            elif c == _QUOTE:
-                in_string = True
-            elif c in _OPEN:
+        start = 0
+        if self.in_string:
+            if not chunk:
+                return
+            start = 1 if self.skip_first else 0
+            self.skip_first = False
+            end = _STRING_REST.match(chunk, start).end()  # type: ignore[union-attr]  # always
+            if end >= len(chunk):
+                return  # the string goes on in the next chunk
+            if chunk[end] == _BACKSLASH:  # a lone backslash at the very end: it escapes on
+                self.skip_first = True
+                return
+            start, self.in_string = end + 1, False  # past the closing quote
+        outside = _STRING.sub(b"", chunk[start:] if start else chunk)
+        opened = outside.find(_QUOTE_BYTE)
+        if opened >= 0:
+            # A string left open at the end of the chunk: no quote is unescaped in it, so no
+            # string was removed from within it. An odd run of backslashes ends it on an escape.
+            rest = outside[opened + 1 :]
+            self.in_string = True
+            self.skip_first = (len(rest) - len(rest.rstrip(_BACKSLASH_BYTE))) % 2 == 1
+            outside = outside[:opened]
+        brackets = outside.translate(_PARENS, _NOT_BRACKETS)
+        if not brackets:
+            return
+        left, rounds = brackets, 0
+        while b"()" in left:
+            if rounds > self.limit:  # deeper than the limit somewhere, or nearly: walk
+                self._walk(brackets)
+                return
+            left = left.replace(b"()", b"")
+            rounds += 1
+        unopened = len(left) - len(left.lstrip(b")"))
+        unclosed = len(left) - unopened
+        # Any prefix of the chunk reaches at most its unclosed brackets plus one pair's depth.
+        if self.depth + unclosed + rounds > self.limit:
+            self._walk(brackets)
+        else:
+            self.depth += unclosed - unopened
+
+    def _walk(self, brackets: bytes) -> None:
+        depth = self.depth
+        for c in brackets:
+            if c == _OPEN_PAREN:
                 depth += 1
                 if depth > self.limit:
                     raise ValidationError(
                         f"{self.where}: JSON nested deeper than {self.limit} levels",
                         field=self.field,
                     )
-            elif c in _CLOSE:
+            else:
                 depth -= 1
-        self.depth, self.in_string = depth, in_string
+        self.depth = depth
 
 
 def check_json_stream(f: BinaryIO, where: str) -> None:

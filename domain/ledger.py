@@ -30,9 +30,11 @@ from evaledger.domain.aggregates import (
     MetricCatalogue,
     Run,
     RunStatus,
+    Seal,
     case_id_for,
     catalogue_id_for,
     run_id_for,
+    seal_in_order,
 )
 from evaledger.domain.alerts import AlertCommands
 from evaledger.domain.bundle import END_LABELS, BundleCase, BundleRun, BundleRunStatus, RunBundle
@@ -57,7 +59,6 @@ from evaledger.domain.events import (
 )
 from evaledger.domain.importing import (
     IMPORT_CHUNK,
-    CaseHashes,
     EventSpool,
     ImportResult,
     chunks,
@@ -68,6 +69,7 @@ from evaledger.domain.review_commands import ReviewCommands
 from evaledger.domain.share_commands import ShareCommands
 from evaledger.domain.signing import PublicKey, SigningKey, sign_rotation
 from evaledger.domain.spec import ScoringSpec, resolve_spec
+from evaledger.domain.store.scratch import CaseIndex
 from evaledger.domain.store.urls import KEY_ENV
 from evaledger.domain.tokens import (
     ApiToken,
@@ -509,9 +511,9 @@ class Ledger(
         progress: Callable[[int, int], None] | None,
     ) -> ImportResult:
         """The import a `Ledger.import_stream` runs, with the collector paused."""
-        with EventSpool() as spool:
-            current, before, total = self._build_stream(
-                run, cases, ctx, chunk_size, spool, progress
+        with EventSpool() as spool, CaseIndex() as index:
+            current, new_cases, total = self._build_stream(
+                run, cases, ctx, chunk_size, spool, index, progress
             )
             position, written, done = self.position(), 0, 0
             for events, n in spool.chunks():
@@ -530,7 +532,7 @@ class Ledger(
             position=position,
             events=written,
             cases=total,
-            new_cases=len(current.case_ids) - before,
+            new_cases=new_cases,
         )
 
     def _build_stream(
@@ -540,13 +542,15 @@ class Ledger(
         ctx: Context,
         chunk_size: int,
         spool: EventSpool,
+        index: CaseIndex,
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[Run, int, int]:
         """Validate and build every case of the stream once, spooling its stored events.
 
-        Returns the run as it will be once written, its cases before, and the stream's cases.
-        Progress is reported with a total of 0: the stream's length is not known yet. The ids
-        seen so far are kept as 16 bytes each.
+        Returns the run as it will be once written, the stream's new cases, and its cases.
+        Progress is reported with a total of 0: the stream's length is not known yet. Each
+        case's id and last hash go to `index` (on disk): the run aggregate keeps in memory only
+        the ids it had before, so memory stays flat in the stream's length.
         """
         current = self._prepare_run(run, ctx)
         before = len(current.case_ids)
@@ -555,27 +559,33 @@ class Ledger(
         # A new run is written on its own first (as before the single pass: a resumed import
         # finds the run it was interrupted in).
         spool.add([to_stored(e) for e in self._in_save_order(current, [])], 0)
-        seen: set[bytes] = set()
-        hashes = CaseHashes()
-        total = 0
+        total = new = 0
         for chunk in chunks(cases(), chunk_size):
             if any(c.overrides for c in chunk):
                 ctx.check_admin("recording overrides or invalidations")
-            for i, bc in enumerate(chunk, start=total):
-                case_id = case_id_for(current.id, bc.test_case.key, bc.repetition, bc.variant)
-                if case_id.bytes in seen:
+            ids = [case_id_for(current.id, c.test_case.key, c.repetition, c.variant) for c in chunk]
+            held = index.known(ids)
+            seen: set[UUID] = set()
+            for i, (case_id, bc) in enumerate(zip(ids, chunk, strict=True), start=total):
+                if case_id in seen or case_id in held:
                     self._twice(current.id, cases, case_id, bc, i)
-                seen.add(case_id.bytes)
+                seen.add(case_id)
             built = self._build_cases(current, chunk, ctx, catalogue, offset=total)
-            hashes.add(built)
+            index.add((c.id, c.last_hash) for c in built)
             spool.add([to_stored(e) for e in self._in_save_order(current, built)], len(chunk))
+            new += len(current.release_attached(before))
             total += len(chunk)
             if progress is not None:
                 progress(total, 0)
         meta = Meta(timestamp=self.clock(), actor=ctx.actor)
-        self._close_as_bundled(current, run, meta, hashes)
+        self._close_as_bundled(current, run, meta, sealed=partial(self._seal_from, index, current))
         spool.add([to_stored(e) for e in self._in_save_order(current, [])], 0)
-        return current, before, total
+        return current, new, total
+
+    def _seal_from(self, index: CaseIndex, run: Run) -> Seal:
+        """The seal of a streamed run: its cases before the import join the index, read in order."""
+        index.add(self._last_hashes([cid for cid in run.case_ids if cid not in index]).items())
+        return seal_in_order(index.in_id_order())
 
     def _twice(
         self,
@@ -598,22 +608,34 @@ class Ledger(
         )
 
     def _close_as_bundled(
-        self, run: Run, body: BundleRun, meta: Meta, hashes: Mapping[UUID, str] | None = None
+        self,
+        run: Run,
+        body: BundleRun,
+        meta: Meta,
+        hashes: Mapping[UUID, str] | None = None,
+        *,
+        sealed: Callable[[], Seal] | None = None,
     ) -> None:
         """Move a run to the status its bundle gives (complete seals over its cases).
 
         First, what the bundle knows of the source's end and the run does not say yet (a run
-        created live, before its source ended) is recorded (`SourceResultsRecorded`).
+        created live, before its source ended) is recorded (`SourceResultsRecorded`). The seal
+        is over `hashes` (cases just built) and the stored last hashes of the run's other cases,
+        or, for a streamed import, `sealed()` (computed only when the run is sealed).
         """
         run.record_source_results(
             meta, {k: body.labels[k] for k in END_LABELS if k in body.labels}, body.config.scorers
         )
         status = body.status
         if status is BundleRunStatus.COMPLETED and run.status is not RunStatus.COMPLETED:
-            known = hashes or {}
-            missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
-            seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
-            run.complete(meta, body.completed_at or meta.timestamp, seal)
+            completed_at = body.completed_at or meta.timestamp
+            if sealed is not None:
+                run.complete(meta, completed_at, sealed())
+            else:
+                known = hashes or {}
+                missing = self._last_hashes([cid for cid in run.case_ids if cid not in known])
+                seal = {cid: known[cid] if cid in known else missing[cid] for cid in run.case_ids}
+                run.complete(meta, completed_at, seal)
         elif status is BundleRunStatus.CANCELED and run.status is not RunStatus.CANCELED:
             run.cancel(meta, body.reason)
         elif status is BundleRunStatus.FAILED and run.status is not RunStatus.FAILED:

@@ -315,6 +315,7 @@ def test_the_store_rule_has_modules_to_hold() -> None:
         "evaledger.domain.store.errors",
         "evaledger.domain.store.liveness",
         "evaledger.domain.store.postgres",
+        "evaledger.domain.store.scratch",
         "evaledger.domain.store.sqlite",
         "evaledger.projections.bare_reads",
     }

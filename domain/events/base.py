@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from enum import Enum
 from functools import cache
@@ -19,7 +19,7 @@ from pydantic import (
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import FrozenModel
-from evaledger.domain.payloads import Sealed, seal_state
+from evaledger.domain.payloads import SEALED_FIELDS, Sealed, seal_state
 from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 GENESIS_HASH = "0" * 64
@@ -91,7 +91,7 @@ class DomainEvent(FrozenModel):
         object.__setattr__(event, "__pydantic_private__", {"_hash": None, "_state": None})
         return event
 
-    def encode_with(self, dumped: Mapping[str, Any]) -> None:
+    def encode_with(self, dumped: Mapping[str, Any], seal: str | None = None) -> None:
         """Encode the stored state once from nested values the caller already dumped.
 
         `dumped` maps field names to their python-mode dump (`model_dump()` of the same value
@@ -99,6 +99,11 @@ class DomainEvent(FrozenModel):
         other field must hold a plain value (str, number, bool, None, UUID, datetime, enum),
         which a python-mode dump leaves as it is. The bytes equal `encode_state(self)`; a field
         that is neither leaves the state to `stored_state()`'s own encoding.
+
+        `seal`: the subject to seal this event's personal strings under (`seal_payload`), done
+        on the state before its one encoding rather than on a decoded copy of the encoded
+        bytes; the containers on the sealed paths are copied first (the dumped values are the
+        bundle case's own).
         """
         values = self.__dict__
         state: dict[str, Any] = {}
@@ -108,6 +113,8 @@ class DomainEvent(FrozenModel):
                 continue
             value = values[name]
             if type(value) not in _PLAIN and not isinstance(value, Enum):
+                if seal is not None:
+                    self.seal_payload(seal)
                 return
             state[name] = value
         for name, default in _added_defaults(type(self)).items():
@@ -115,6 +122,13 @@ class DomainEvent(FrozenModel):
                 del state[name]
         private = self.__pydantic_private__
         assert private is not None
+        if seal is not None:
+            paths_of = SEALED_FIELDS.get(self.topic_name)
+            if paths_of is not None:
+                _own_along(state, list(paths_of(state)))
+            sealed = seal_state(self.topic_name, state, seal)
+            if sealed is not None:
+                private["_sealed"] = sealed
         private["_state"] = orjson.dumps(state)
 
     def __eq__(self, other: object) -> bool:
@@ -168,6 +182,20 @@ class DomainEvent(FrozenModel):
         if digest is None:
             digest = private["_hash"] = stored_hash(type(self).topic(), self.stored_state())
         return digest
+
+
+def _own_along(state: dict[str, Any], paths: Iterable[tuple[str | int, ...]]) -> None:
+    """Give `state` its own copy of every container on these paths (to change their ends)."""
+    owned: set[int] = set()
+    for path in paths:
+        node: Any = state
+        for step in path[:-1]:
+            child = node[step]
+            if id(child) not in owned:
+                child = dict(child) if isinstance(child, dict) else list(child)
+                node[step] = child
+                owned.add(id(child))
+            node = child
 
 
 def split_topic(topic: str) -> tuple[str, int]:

@@ -21,7 +21,7 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 
 from evaledger.domain.errors import ConflictError
-from evaledger.domain.payloads import Sealed, encrypt, new_key
+from evaledger.domain.payloads import encrypt, new_key
 from evaledger.domain.store.chain import HashedStoredEvent
 
 KEYS_TABLE = "evaledger_payload_keys"
@@ -77,6 +77,8 @@ class Tombstone:
 
 REFS_PER_QUERY = 500
 """Payload references per `IN (…)` read (`PayloadVault.get_many`)."""
+_KEYS_AT_ONCE = 500
+"""Subjects per key lookup (under every store's limit of bound parameters)."""
 
 
 class PayloadVault:
@@ -97,6 +99,8 @@ class PayloadVault:
         )
         self.any_key = f"SELECT 1 FROM {keys} LIMIT 1"
         self.select_key = f"SELECT key, erased_at FROM {keys} WHERE subject = {p}"
+        self._select_keys = f"SELECT subject, key FROM {keys} WHERE subject IN ({{}})"
+        self._placeholder = p
         self.insert_key = (
             f"INSERT INTO {keys} (subject, key, created_at) VALUES ({p}, {p}, CURRENT_TIMESTAMP)"
         )
@@ -131,32 +135,47 @@ class PayloadVault:
             f"ORDER BY p.ref LIMIT {p}"
         )
 
-    def put(self, curs: Any, events: Sequence[StoredEvent]) -> None:
-        """Encrypt and store the sealed payloads of a save (inside its transaction)."""
-        keys: dict[str, bytes] = {}
-        for e in events:
-            sealed = e.sealed if isinstance(e, HashedStoredEvent) else None
-            if sealed is None:
-                continue
-            key = keys.get(sealed.subject)
-            if key is None:
-                key = keys[sealed.subject] = self._key(curs, sealed)
-            nonce, ciphertext = encrypt(key, sealed)
-            curs.execute(self.insert_payload, (sealed.ref, sealed.subject, nonce, ciphertext))
+    def select_keys(self, n: int) -> str:
+        """The keys (and subjects) of `n` subjects."""
+        return self._select_keys.format(", ".join([self._placeholder] * n))
 
-    def _key(self, curs: Any, sealed: Sealed) -> bytes:
-        curs.execute(self.select_key, (sealed.subject,))
-        row = curs.fetchone()
-        if row is None:
-            key = new_key()
-            curs.execute(self.insert_key, (sealed.subject, key))
-            return key
-        if row["key"] is None:
-            raise ConflictError(
-                f"case {sealed.subject} was erased: it takes no new personal payloads",
-                field="case",
-            )
-        return bytes(row["key"])
+    def put(self, curs: Any, events: Sequence[StoredEvent]) -> None:
+        """Encrypt and store the sealed payloads of a save (inside its transaction).
+
+        One lookup of the save's subjects' keys, one insert of the new keys and one of the
+        payloads (a save of a streamed import's chunk holds ~2,000 sealed events of 500
+        subjects: a statement per payload and two per subject were a fifth of its write).
+        """
+        sealed = [
+            e.sealed for e in events if isinstance(e, HashedStoredEvent) and e.sealed is not None
+        ]
+        if not sealed:
+            return
+        subjects = list(dict.fromkeys(s.subject for s in sealed))
+        keys = self._keys(curs, subjects)
+        new = [(subject, new_key()) for subject in subjects if subject not in keys]
+        if new:
+            curs.executemany(self.insert_key, new)
+            keys.update(new)
+        rows = []
+        for s in sealed:
+            nonce, ciphertext = encrypt(keys[s.subject], s)
+            rows.append((s.ref, s.subject, nonce, ciphertext))
+        curs.executemany(self.insert_payload, rows)
+
+    def _keys(self, curs: Any, subjects: Sequence[str]) -> dict[str, bytes]:
+        """The keys held for these subjects; an erased one (the first, in order) is a conflict."""
+        found: dict[str, bytes | None] = {}
+        for start in range(0, len(subjects), _KEYS_AT_ONCE):
+            batch = subjects[start : start + _KEYS_AT_ONCE]
+            curs.execute(self.select_keys(len(batch)), batch)
+            found.update((str(row["subject"]), row["key"]) for row in curs.fetchall())
+        for subject in subjects:
+            if subject in found and found[subject] is None:
+                raise ConflictError(
+                    f"case {subject} was erased: it takes no new personal payloads", field="case"
+                )
+        return {subject: bytes(key) for subject, key in found.items() if key is not None}
 
     def get(self, curs: Any, ref: str) -> StoredPayload | None:
         """The stored payload of `ref` (None: deleted by erasure, or never stored)."""

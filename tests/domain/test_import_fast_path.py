@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 from uuid import UUID
 
 import pytest
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 from evaledger.api.bootstrap import Services, Settings, build_services
 from evaledger.domain import events as events_module
+from evaledger.domain import payloads as payloads_module
 from evaledger.domain.aggregates import Aggregate, case_id_for, run_id_for
 from evaledger.domain.bundle import BundleCase, RunBundle
 from evaledger.domain.errors import ConflictError, ValidationError
@@ -258,10 +261,11 @@ def bundles(draw: st.DrawFn) -> RunBundle:
 
 
 @contextmanager
-def store(tmp: Path, name: str) -> Iterator[Services]:
-    # Inline: two stores' bytes are compared, and sealing salts each payload at random (so its
-    # reference, the event's hash and every later link differ from store to store).
-    services = build_services(Settings(db=f"sqlite:///{tmp / name}/", seal_payloads=False))
+def store(tmp: Path, name: str, *, sealed: bool = False) -> Iterator[Services]:
+    # Inline by default: two stores' bytes are compared, and sealing salts each payload at
+    # random (so its reference, the event's hash and every later link differ between stores);
+    # `sealed` stores are compared under `fixed_salts()`.
+    services = build_services(Settings(db=f"sqlite:///{tmp / name}/", seal_payloads=sealed))
     tick = itertools.count()
     services.ledger.clock = lambda: T0 + timedelta(microseconds=next(tick))
     try:
@@ -311,17 +315,37 @@ def recording() -> Iterator[list[DomainEvent]]:
         Aggregate._trigger_with = original  # type: ignore[method-assign]
 
 
-def import_both(tmp: Path, b: RunBundle, tag: str) -> tuple[list[Any], list[Any]]:
-    with store(tmp, f"fast-{tag}") as fast:
-        with recording() as fast_events:
+@contextmanager
+def fixed_salts(sealed: bool = True) -> Iterator[None]:
+    """Sealing salts (and nonces) from a counter: two stores fed the same input in the same
+    order seal the same text to the same bytes (distinct per payload, as random salts are)."""
+    if not sealed:
+        yield
+        return
+    draws = itertools.count()
+
+    def urandom(n: int) -> bytes:
+        return next(draws).to_bytes(n, "big")
+
+    with mock.patch.object(payloads_module, "os", SimpleNamespace(urandom=urandom)):
+        yield
+
+
+def import_both(
+    tmp: Path, b: RunBundle, tag: str, *, sealed: bool = False
+) -> tuple[list[Any], list[Any]]:
+    with store(tmp, f"fast-{tag}", sealed=sealed) as fast:
+        with recording() as fast_events, fixed_salts(sealed):
             fast.ledger.import_bundle(b, CTX)
         fast_rows = stored_rows(fast)
         assert verify(fast.ledger).ok
-        for stored in fast.ledger.notifications(1, 1_000_000):
+        # (A sealed event decodes with its text put back: not its stored bytes.)
+        for stored in [] if sealed else fast.ledger.notifications(1, 1_000_000):
             # Decoding and encoding again (the golden-tested reference) gives the stored bytes.
             assert encode_state(fast.ledger.decode(stored)) == bytes(stored.state)
-    with store(tmp, f"reference-{tag}") as ref, reference_encoding() as ref_events:
-        ref.ledger.import_bundle(b, CTX)
+    with store(tmp, f"reference-{tag}", sealed=sealed) as ref, reference_encoding() as ref_events:
+        with fixed_salts(sealed):
+            ref.ledger.import_bundle(b, CTX)
         ref_rows = stored_rows(ref)
     # The events built without validation are the validated ones: same class, field values,
     # fields set and (fresh) private caches.
@@ -334,6 +358,7 @@ def import_both(tmp: Path, b: RunBundle, tag: str) -> tuple[list[Any], list[Any]
         assert mine.__pydantic_extra__ is None and theirs.__pydantic_extra__ is None
         assert mine == theirs and mine.hash() == theirs.hash()
         assert mine.model_dump() == theirs.model_dump()
+        assert mine.sealed_payload() == theirs.sealed_payload()
     return fast_rows, ref_rows
 
 
@@ -351,6 +376,26 @@ def test_states_encoded_from_the_case_dump_equal_the_reference_encoding(
 ) -> None:
     fast, ref = import_both(tmp_path, b, str(next(counter)))
     assert fast == ref
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(b=bundles())
+def test_sealed_states_built_before_encoding_equal_the_sealing_of_the_encoded_state(
+    tmp_path: Path, b: RunBundle
+) -> None:
+    # The fast path seals the state it encodes once (`encode_with(..., seal)`); the reference
+    # encodes, decodes that, seals it and encodes again (`seal_payload`). Same salts: the
+    # same stored bytes, references and payloads, and the bundle case's own dump untouched.
+    dumps = [c.model_dump() for c in b.cases]
+    fast, ref = import_both(tmp_path, b, f"sealed-{next(counter)}", sealed=True)
+    assert fast == ref
+    assert [c.model_dump() for c in b.cases] == dumps
+    if any(isinstance(t.content, str) for c in b.cases for t in c.transcript):
+        assert any(b'"payload_ref"' in row[3] for row in fast)
 
 
 def test_the_example_bundle_is_stored_identically_by_both_paths(tmp_path: Path) -> None:
