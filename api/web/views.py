@@ -9,11 +9,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from evaledger.application.case_filters import CaseFilter, Review
 from evaledger.application.review_queue import (
     DISAGREEMENT_POINTS,
+    CaseFields,
     CaseReview,
     CaseRow,
     QueueItem,
@@ -87,12 +88,21 @@ class CaseQuery:
     review: Review | None = None
     """The run's labels and flags, when `filter` reads them."""
 
+    @property
+    def reads_metrics(self) -> bool:
+        """Whether keeping a case reads its metric scores (`_keep`, `CaseFilter.keeps`)."""
+        by_below = bool(self.metric) and self.below is not None
+        return by_below or self.filter.metric is not None
+
+
+R = TypeVar("R", bound=CaseFields)
+
 
 @dataclass(frozen=True)
-class CasePage:
+class CasePage(Generic[R]):
     """One page of the filtered, sorted cases."""
 
-    rows: list[CaseRow]
+    rows: list[R]
     matching: int
     page: int
     pages: int
@@ -100,7 +110,7 @@ class CasePage:
     """1-based index of the first row shown (0 when none)."""
 
 
-def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
+def _keep(s: CaseFields, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
     show = query.show
     if show is Show.FAILED and s.passed is not False:
         return False
@@ -126,7 +136,7 @@ def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
 _STATUS_ORDER = {status.value: i for i, status in enumerate(CaseStatus)}
 
 
-def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
+def _sort_value(s: CaseFields, key: SortKey) -> tuple[Any, ...]:
     # Missing values sort last in either direction: the flag comes first in the tuple.
     if key is SortKey.KEY:
         return (s.test_case_key, s.repetition, s.variant)
@@ -140,9 +150,7 @@ def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
     return (value is None, value or 0.0, s.test_case_key, s.repetition)
 
 
-def select_cases(
-    scores: Sequence[CaseRow], flaky: set[tuple[str, str]], query: CaseQuery
-) -> CasePage:
+def select_cases(scores: Sequence[R], flaky: set[tuple[str, str]], query: CaseQuery) -> CasePage[R]:
     """Filter, sort and paginate a run's cases (opening order unless sorted)."""
     kept = [s for s in scores if _keep(s, query, flaky)]
     if query.sort is not SortKey.ORDER:
@@ -248,7 +256,7 @@ SPREADS = frozenset({"stderr", "std", "var"})
 def run_charts(
     spec: ScoringSpec,
     agg: RunAggregate,
-    scores: Sequence[CaseRow],
+    scores: Sequence[CaseFields],
     names: dict[str, str],
 ) -> RunCharts:
     """The run page's charts, drawn from what the run has.
