@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from evaledger.application.case_filters import CaseFilter, Review
@@ -150,15 +151,20 @@ def _sort_value(s: CaseFields, key: SortKey) -> tuple[Any, ...]:
     return (value is None, value or 0.0, s.test_case_key, s.repetition)
 
 
+_sort_key = itemgetter(0)
+
+
 def select_cases(scores: Sequence[R], flaky: set[tuple[str, str]], query: CaseQuery) -> CasePage[R]:
     """Filter, sort and paginate a run's cases (opening order unless sorted)."""
     kept = [s for s in scores if _keep(s, query, flaky)]
     if query.sort is not SortKey.ORDER:
-        present = [s for s in kept if _sort_value(s, query.sort)[0] is not True]
-        missing = [s for s in kept if _sort_value(s, query.sort)[0] is True]
-        present.sort(key=lambda s: _sort_value(s, query.sort), reverse=query.desc)
-        missing.sort(key=lambda s: _sort_value(s, query.sort))
-        kept = present + missing
+        # Each row's sort value computed once (10,000 rows: it was computed three times each).
+        keyed = [(_sort_value(s, query.sort), s) for s in kept]
+        present = [pair for pair in keyed if pair[0][0] is not True]
+        missing = [pair for pair in keyed if pair[0][0] is True]
+        present.sort(key=_sort_key, reverse=query.desc)
+        missing.sort(key=_sort_key)
+        kept = [s for _, s in present] + [s for _, s in missing]
     elif query.desc:
         kept.reverse()
     rows, page, pages, first = page_of(kept, query.page, query.per_page)

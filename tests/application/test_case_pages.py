@@ -3,7 +3,8 @@ no score decoded, the shown page read whole; the same page as the whole rows giv
 PostgreSQL, and never a stale row after a case changes.
 
 The reference is the slow path kept: every case's stored score decoded into a `CaseRow`
-(`review_queue.run_cases`), filtered and sorted by the same rules (`views.select_cases`).
+(`review_queue.run_cases`), filtered by the same rules, sorted and paged the obvious way
+(`tests/oracles/case_table.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from evaledger.domain.metrics import DEFAULT_METRIC_NAMES
 from evaledger.projections.case_pages import NONE, NarrowCase
 from evaledger.scoring.judge_errors import run_judge_error_note
 from tests.helpers import bundle, case
+from tests.oracles.case_table import reference_page
 
 NARROW_FIELDS = (
     "case_id",
@@ -113,7 +115,7 @@ def test_every_filter_and_sort_pages_narrow_rows_as_whole_ones(
             page=page,
             per_page=20,
         )
-        expected = views.select_cases(whole.rows, whole.flaky, query)
+        expected = reference_page(whole.rows, whole.flaky, query)
         assert _fast_page(services, run_id, query) == expected, (show, sort, desc, page, below)
         pages += bool(expected.rows)
     assert pages > 200  # most filters match cases of the generated run
@@ -223,7 +225,7 @@ def test_random_runs_and_queries_page_narrow_rows_as_whole_ones(store_services: 
         run_id = _import(services, data)
         whole = review_queue.run_cases(services, run_id)
         for query in queries:
-            expected = views.select_cases(whole.rows, whole.flaky, query)
+            expected = reference_page(whole.rows, whole.flaky, query)
             assert _fast_page(services, run_id, query) == expected, query
             seen["metric pages"] += bool(query.reads_metrics and expected.rows)
         page = review_queue.page_cases(services, run_id)
