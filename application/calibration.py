@@ -52,7 +52,7 @@ class JudgeVerdictPass:
 def run_judge_passes(services: Services, run_id: UUID) -> list[JudgeVerdictPass]:
     """Each judge's latest valid verdict of each case of a run, with its template hash.
 
-    Keys and template hashes come from the case facts (`cases_v5`), no case event is read.
+    Keys and template hashes come from the case facts (`cases_v6`), no case event is read.
     """
     services.sync()
     facts = services.reads.facts(run_id)

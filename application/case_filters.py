@@ -14,7 +14,7 @@ from uuid import UUID
 
 from evaledger.application.ports import Services
 from evaledger.application.reports import CaseList
-from evaledger.application.review_queue import CaseRow, case_rows
+from evaledger.application.review_queue import CaseFields, case_rows
 from evaledger.domain.errors import ValidationError
 from evaledger.projections.votes import reviewed_cases
 from evaledger.scoring.models import CaseStatus
@@ -68,7 +68,7 @@ class CaseFilter:
         """Whether it reads the reviewers' labels and flags."""
         return self.label is not None or self.flag is not None
 
-    def keeps(self, row: CaseRow, review: Review | None = None) -> bool:
+    def keeps(self, row: CaseFields, review: Review | None = None) -> bool:
         """Whether the row passes every filter (`review`: the run's labels and flags)."""
         if self.status is not None and row.status != self.status:
             return False

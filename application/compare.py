@@ -175,7 +175,7 @@ def run_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], 
 
 
 def _read_graders(services: Services, run_id: UUID) -> tuple[dict[str, set[str]], set[str]]:
-    """`run_graders` read from the run's recorded config and its case rows (`cases_v5`).
+    """`run_graders` read from the run's recorded config and its case rows (`cases_v6`).
 
     Its verdicts' judge models, template hashes and scorer versions, the rubric its config
     selects (`judge.metrics`), and the test case keys of its cases opened as `cached`.

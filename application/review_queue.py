@@ -7,8 +7,6 @@ reads them from the read models is `run_review_queue` below.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -16,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from evaledger.domain import collector
-from evaledger.projections.case_pages import NARROW_CACHED, case_scores_by_id, narrow_case_scores
+from evaledger.projections.case_pages import NarrowCase, case_scores_by_id, narrow_case_scores
 from evaledger.projections.queries import Summary
 from evaledger.projections.votes import reviewed_cases, standing_flag
 from evaledger.scoring.facts import CaseFacts, VerdictFact
@@ -77,32 +75,10 @@ class CaseRow:
             named_scores=score.get("named_scores", {}),
         )
 
-    @classmethod
-    def narrow(cls, score: Mapping[str, Any]) -> CaseRow:
-        """A row from `narrow_case_scores`: what a cases table filters, sorts and charts by.
 
-        No metric or named scores, gate or gate reason, self-judging or hallucinations: a page
-        shows its rows read whole (`whole_rows`).
-        """
-        return cls(
-            case_id=score["case_id"],
-            test_case_key=score["test_case_key"],
-            repetition=score["repetition"],
-            variant=score["variant"],
-            status=score["status"],
-            overall_score=score["overall_score"],
-            passed=score["passed"],
-            errored=bool(score["errored"]),
-            judge_error=bool(score["judge_error"]),
-            self_judged=False,
-            gate="",
-            gate_reason="",
-            latency_p50_ms=score["latency_p50_ms"],
-            cost_usd=score["cost_usd"],
-            hallucinations=0,
-            metric_scores={},
-            named_scores={},
-        )
+CaseFields = CaseRow | NarrowCase
+"""What a cases table filters, sorts and charts by: a whole `CaseRow`, or a `NarrowCase` (every
+case of a run page read as columns, `page_cases`); both carry the `CaseScore` field names."""
 
 
 class QueueReason(StrEnum):
@@ -231,19 +207,22 @@ def case_flag(services: Services, case_id: UUID) -> Any | None:
     return standing_flag(services.reads.engine, case_id)
 
 
+def run_flaky(summary: Summary) -> set[tuple[str, str]]:
+    """Flaky per test case × variant: repetitions of one variant only (issue 30)."""
+    return {(t.test_case_key, t.variant) for t in summary.test_cases if t.flaky}
+
+
 @dataclass(frozen=True)
 class RunCases:
-    """A run's summary and every case as the run page, matrix and queue read them."""
+    """A run's summary and every case as the matrix and the queue read them (whole rows)."""
 
     summary: Summary
     rows: list[CaseRow]
-    narrow: bool = False
-    """The rows are `CaseRow.narrow` (`page_cases`): read the shown ones with `whole_rows`."""
 
     @property
     def flaky(self) -> set[tuple[str, str]]:
-        """Flaky per test case × variant: repetitions of one variant only (issue 30)."""
-        return {(t.test_case_key, t.variant) for t in self.summary.test_cases if t.flaky}
+        """Flaky per test case × variant (`run_flaky`)."""
+        return run_flaky(self.summary)
 
 
 def run_cases(services: Services, run_id: UUID) -> RunCases:
@@ -252,53 +231,35 @@ def run_cases(services: Services, run_id: UUID) -> RunCases:
     return RunCases(summary, case_rows(services, run_id))
 
 
-def page_cases(services: Services, run_id: UUID, *, by_metric: bool = False) -> RunCases:
-    """The run's summary and its case rows for a page that lays out one page of them.
+@dataclass(frozen=True)
+class PageCases:
+    """A run's summary and every case narrow, for a page that lays out one page of them."""
 
-    The rows are narrow (`CaseRow.narrow`: no case's score decoded) unless the page filters by a
-    metric (`by_metric`) or charts per-case named scores (a run with source scorers or named
-    scores): then whole, as `run_cases`. Read the shown rows whole with `whole_rows`.
+    summary: Summary
+    rows: list[NarrowCase]
+    """Every case in opening order; read the shown ones whole with `whole_rows`."""
+
+    @property
+    def flaky(self) -> set[tuple[str, str]]:
+        """Flaky per test case × variant (`run_flaky`)."""
+        return run_flaky(self.summary)
+
+
+def page_cases(services: Services, run_id: UUID, *, by_metric: bool = False) -> PageCases:
+    """The run's summary and its cases as the columns a run page filters, sorts and charts by.
+
+    No case's score is decoded: the metric scores are read (a small JSON column) when the page
+    filters by a metric (`by_metric`), the named scores when it charts them (a run with source
+    scorers or named scores). Read the shown rows whole with `whole_rows`.
     """
     summary = services.reads.summary(run_id)
-    if by_metric or summary.spec.scorers or summary.aggregate.named_score_means:
-        return RunCases(summary, case_rows(services, run_id))
-    return RunCases(
-        summary, narrow_rows(narrow_case_scores(services.reads.engine, run_id)), narrow=True
-    )
+    named = bool(summary.spec.scorers or summary.aggregate.named_score_means)
+    rows = narrow_case_scores(services.reads.engine, run_id, metrics=by_metric, named=named)
+    return PageCases(summary, rows)
 
 
-_narrow_kept: OrderedDict[int, tuple[list[dict[str, Any]], list[CaseRow]]] = OrderedDict()
-_narrow_lock = threading.Lock()
-
-
-def narrow_rows(scores: list[dict[str, Any]]) -> list[CaseRow]:
-    """`CaseRow.narrow` of each of `scores`, built once per list of kept rows.
-
-    `narrow_case_scores` returns the same list while a closed run's rows are kept (a new one
-    when a case changes), so its rows are built once for every page, sort and filter of it:
-    building 10,000 frozen rows was ≈ 40 % of a warm run page's CPU (issue 32, session 11).
-    The list is held beside its rows, so its id is not reused while they are kept; the caller
-    gets its own list of the shared (frozen) rows.
-    """
-    key = id(scores)
-    with _narrow_lock:
-        hit = _narrow_kept.get(key)
-        if hit is not None and hit[0] is scores:
-            _narrow_kept.move_to_end(key)
-            return list(hit[1])
-    with collector.paused():
-        rows = [CaseRow.narrow(s) for s in scores]
-    with _narrow_lock:
-        _narrow_kept[key] = (scores, rows)
-        while len(_narrow_kept) > NARROW_CACHED:
-            _narrow_kept.popitem(last=False)
-    return list(rows)
-
-
-def whole_rows(services: Services, cases: RunCases, rows: Sequence[CaseRow]) -> list[CaseRow]:
-    """`rows` (some of `cases.rows`) read whole, in their order: themselves unless narrow."""
-    if not cases.narrow:
-        return list(rows)
+def whole_rows(services: Services, rows: Sequence[CaseFields]) -> list[CaseRow]:
+    """`rows` read whole (their stored scores decoded), in their order."""
     found = case_scores_by_id(services.reads.engine, [r.case_id for r in rows])
     return [CaseRow.of(found[r.case_id]) for r in rows]
 

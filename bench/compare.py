@@ -127,7 +127,7 @@ def p(values: list[float], q: float) -> float:
 def summaries_floor(url: str, views: str, run_ids: list[str], answer: bytes, repeat: int) -> float:
     """Median seconds: raw read + decode of both stored summaries, plus encoding the answer."""
     decoded = orjson.loads(answer)
-    sql = "SELECT aggregate, test_cases FROM run_summaries_v5 WHERE run_id = {p}"
+    sql = "SELECT aggregate, test_cases FROM run_summaries_v6 WHERE run_id = {p}"
     times = []
     for _ in range(repeat):
         start = time.perf_counter()

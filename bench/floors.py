@@ -9,7 +9,7 @@ can be no faster than this while it does this":
 3. + fold: every case event folded into its `CaseFacts` (`open_case` / `fold_event`);
 4. + score: `score_case` of every case once, under its run's own spec (scoring once per case,
    the least a catch-up that stores each case's `CaseScore` does);
-5. + rows: the case rows' JSON (`encoding.dumps` of facts and score, `cases_v5`).
+5. + rows: the case rows' JSON (`encoding.dumps` of facts and score, `cases_v6`).
 
 Beside them the raw read + `orjson.loads` of the same rows (`bench.common`). Then
 `per_projection`: each projection of the composition root caught up alone from position 0 into

@@ -281,18 +281,18 @@ def rebuild_phases(services: Services, views_url: str, until: int) -> tuple[list
             "decode: pydantic model_validate (full event, run topics)",
         )
         pt.wrap(views.RunsProjection, "process", "runs_v4: process")
-        pt.wrap(views.CasesProjection, "process", "cases_v5: process (load facts, fold)")
+        pt.wrap(views.CasesProjection, "process", "cases_v6: process (load facts, fold)")
         pt.wrap(views.CatalogueProjection, "process", "metrics_v1: process")
         pt.wrap(votes.JudgeVotesProjection, "process", "judge_votes_v1: process")
-        pt.wrap(views, "open_case", "cases_v5: open_case")
-        pt.wrap(views, "fold_event", "cases_v5: fold_event")
-        pt.wrap(views, "score_case", "cases_v5: score_case")
-        pt.wrap(views, "scoring_view", "cases_v5: scoring_view (kept for the rescore inputs)")
+        pt.wrap(views, "open_case", "cases_v6: open_case")
+        pt.wrap(views, "fold_event", "cases_v6: fold_event")
+        pt.wrap(views, "score_case", "cases_v6: score_case")
+        pt.wrap(views, "scoring_view", "cases_v6: scoring_view (kept for the rescore inputs)")
         pt.wrap(pjson, "dumps", "json.dumps facts/score/summary/votes")
         pt.wrap(views, "upsert", "write: upsert rows (SQLAlchemy executemany)")
-        pt.wrap(views, "load_scores", "cases_v5: load_scores for run summary")
-        pt.wrap(views, "summarize_run", "cases_v5: summarize_run")
-        pt.wrap(views, "reduce_repetitions", "cases_v5: reduce_repetitions")
+        pt.wrap(views, "load_scores", "cases_v6: load_scores for run summary")
+        pt.wrap(views, "summarize_run", "cases_v6: summarize_run")
+        pt.wrap(views, "reduce_repetitions", "cases_v6: reduce_repetitions")
         pt.wrap(runner.ProjectionRunner, "_apply", "write: transaction, tracking, commit")
         gc.collect()
         _, total = timed(lambda: r.catch_up(until=until))
@@ -341,7 +341,7 @@ def read_model_decode(services: Services, run_id: str) -> Decoded:
     """Raw read + orjson decode of the read-model rows rescore reads (facts + 3 columns)."""
     out = Decoded()
     sql = (
-        "SELECT facts, overall_score, passed, status FROM cases_v5 WHERE run_id = {p} ORDER BY seq"
+        "SELECT facts, overall_score, passed, status FROM cases_v6 WHERE run_id = {p} ORDER BY seq"
     )
     if services.location.is_sqlite:
         con = sqlite3.connect(services.location.views_url.removeprefix("sqlite:///"))

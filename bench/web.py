@@ -106,27 +106,35 @@ def main() -> None:
             progress("run page 1, first view")
             get(f"/ui/runs/{run_id}")
 
-            def first_view() -> None:
+            def first_view(path: str) -> None:
                 forget_kept()
-                get(f"/ui/runs/{run_id}")
+                get(path)
 
-            first_s, _ = median_seconds(first_view, repeat)
+            first_s, _ = median_seconds(lambda: first_view(f"/ui/runs/{run_id}"), repeat)
+            # The metric filter reads the metric scores column too (cases_v6), kept apart.
+            metric_path = f"/ui/runs/{run_id}?metric=tool_routing&below=3"
+            progress("run, metric below 3, first view")
+            metric_first_s, _ = median_seconds(lambda: first_view(metric_path), repeat)
             pages = {
                 "run page 1": f"/ui/runs/{run_id}",
                 "run, failed only": f"/ui/runs/{run_id}?show=failed",
                 "run, sorted by score": f"/ui/runs/{run_id}?sort=score&desc=true",
                 f"run, last page ({last_page})": f"/ui/runs/{run_id}?page={last_page}",
-                "run, metric below 3": f"/ui/runs/{run_id}?metric=tool_routing&below=3",
+                "run, metric below 3": metric_path,
                 "case audit page": f"/ui/cases/{failed}",
                 "runs list": "/ui/",
             }
             rows = [
                 [
-                    "run page 1, first view",
-                    num(first_s * 1000, 1),
-                    num(first_s / json_s, 2) + "×",
-                    num(first_s / raw_s, 1) + "×",
+                    name,
+                    num(seconds * 1000, 1),
+                    num(seconds / json_s, 2) + "×",
+                    num(seconds / raw_s, 1) + "×",
                 ]
+                for name, seconds in (
+                    ("run page 1, first view", first_s),
+                    ("run, metric below 3, first view", metric_first_s),
+                )
             ]
             for name, path in pages.items():
                 progress(name)

@@ -1,7 +1,7 @@
 """What graded each case of a run, and whether it was cached, read from the case rows (issue 35).
 
 The comparability guard (`application.compare`) and the calibration gate
-(`application.calibration`) read these columns of `cases_v5` instead of replaying every case's
+(`application.calibration`) read these columns of `cases_v6` instead of replaying every case's
 events (one query per run, no JSON of facts or scores decoded).
 """
 

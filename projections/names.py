@@ -18,7 +18,7 @@ reads each lane from (issue 32 item 1)."""
 
 RUNS_PROJECTION = "runs_v4"
 """The runs projection's tracking name, also its runs table's name."""
-CASES_PROJECTION = "cases_v5"
+CASES_PROJECTION = "cases_v6"
 VOTES_PROJECTION = "judge_votes_v1"
 METRICS_PROJECTION = "metrics_v1"
 SEARCH_PROJECTION = "search_v1"
@@ -37,5 +37,5 @@ PROJECTION_NAMES = (
 whether reads are caught up is one query on their tracking rows, without loading the projectors
 (start-up, issue 19)."""
 
-RUN_SUMMARIES_TABLE = "run_summaries_v5"
+RUN_SUMMARIES_TABLE = "run_summaries_v6"
 """Each closed run's aggregate under its own spec (the cases projection's)."""

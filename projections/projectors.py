@@ -257,7 +257,7 @@ class CasePage(NamedTuple):
 
 
 class CasesProjection:
-    """`cases_v5`: per case its facts and its score under the run's own spec; run summaries.
+    """`cases_v6`: per case its facts and its score under the run's own spec; run summaries.
 
     Summaries are materialised for closed runs (completed, canceled, failed) and recomputed
     when a closed run's cases change (overrides); open runs are summarised when read.

@@ -317,7 +317,7 @@ class ReadModels:
     def scoring_facts(self, run_id: UUID) -> list[CaseFacts]:
         """Every case's facts of a run, to score under another spec.
 
-        `score_case` reads what it needs of them (`cases_v5` stores no cut-down copy).
+        `score_case` reads what it needs of them (`cases_v6` stores no cut-down copy).
         """
         self.get_run(run_id)
         with self.engine.connect() as conn:

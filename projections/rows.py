@@ -66,10 +66,11 @@ def case_graders(facts: CaseFacts) -> str:
 
 
 def case_columns(facts: CaseFacts, score: Score) -> dict[str, Any]:
-    """The columns of a case row read from its facts and score besides the JSON (cases_v5).
+    """The columns of a case row read from its facts and score besides the JSON (cases_v6).
 
-    `cached` and `graders` (issue 35's guard and calibration gate), and the four score fields
-    a run page's narrow rows read (`projections.case_pages.NARROW`).
+    `cached` and `graders` (issue 35's guard and calibration gate), the four score fields a run
+    page's narrow rows read (`projections.case_pages.NARROW`), and the score's metric scores
+    and named scores as small JSON objects (what its metric filter and named-score chart read).
     """
     return {
         "cached": facts.cached,
@@ -78,6 +79,8 @@ def case_columns(facts: CaseFacts, score: Score) -> dict[str, Any]:
         "judge_error": score.judge_error,
         "latency_p50_ms": score.latency_p50_ms,
         "cost_usd": score.cost_usd,
+        "metric_scores": orjson.dumps({m.metric: m.score for m in score.metric_scores}).decode(),
+        "named_scores": orjson.dumps(score.named_scores).decode(),
     }
 
 

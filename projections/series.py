@@ -1,6 +1,6 @@
 """The cases a trend reads (issue 33): each case's score, run, agent version and time.
 
-Read-only over `runs_v4`, `cases_v5` and `case_times_v1`. A case's time is its `case_times_v1`
+Read-only over `runs_v4`, `cases_v6` and `case_times_v1`. A case's time is its `case_times_v1`
 row, else its run's listed time (`runs_v4.listed_at`); both are UTC ISO text, so the `since` /
 `until` bounds are compared as text in either database.
 """

@@ -114,7 +114,7 @@ baselines = Table(
 )
 
 case_runs = Table(
-    "cases_v5_runs",
+    "cases_v6_runs",
     metadata,
     Column("run_id", String(36), primary_key=True),
     Column("spec", Text, nullable=False),
@@ -127,32 +127,41 @@ case_runs = Table(
 # scoring reads (`scoring.facts.scoring_view`). v5 (issue 35) adds what graded the case and
 # whether its transcript was cached (`graders`, `cached`: the comparability guard and the
 # calibration gate read them instead of the case events), and four fields of the score as
-# columns (`errored` … `cost_usd`: the run page's narrow rows read no JSON).
+# columns (`errored` … `cost_usd`: the run page's narrow rows read no JSON). v6 (issue 32, the
+# web run page) adds the score's metric scores and named scores as two small JSON objects
+# (`metric_scores`, `named_scores`: the run page's metric filter and named-score chart read
+# them instead of decoding every score) and puts the narrow columns before the large JSON ones:
+# a SQLite row's columns are stored in order, and the facts and score (kilobytes, spilling to
+# overflow pages) first made every narrow read walk past them.
 cases = Table(
     CASES_PROJECTION,
     metadata,
     Column("case_id", String(36), primary_key=True),
     Column("run_id", String(36), nullable=False),
+    Column("seq", Integer, nullable=False),  # order of opening within the projection
     Column("test_case_key", Text, nullable=False),
     Column("repetition", Integer, nullable=False),
     Column("variant", Text, nullable=False),
-    Column("seq", Integer, nullable=False),  # order of opening within the projection
-    Column("facts", Text, nullable=False),
-    Column("score", Text, nullable=False),
     Column("status", String(20), nullable=False),
     Column("overall_score", Float),
     Column("passed", Boolean),
-    Column("cached", Boolean, nullable=False),
-    # The case's verdicts' graders, JSON: distinct [kind, provider:model, version, template
-    # hash] lists, sorted (`projections.rows.case_graders`).
-    Column("graders", Text, nullable=False),
     Column("errored", Boolean, nullable=False),
     Column("judge_error", Boolean, nullable=False),
     Column("latency_p50_ms", BigInteger),
     Column("cost_usd", Float),
+    Column("cached", Boolean, nullable=False),
     Column("position", Integer, nullable=False),
+    # The score's metric scores, JSON: {metric: score or null}, in the score's order.
+    Column("metric_scores", Text, nullable=False),
+    # The score's named scores, JSON: {name: value}, in the score's order.
+    Column("named_scores", Text, nullable=False),
+    # The case's verdicts' graders, JSON: distinct [kind, provider:model, version, template
+    # hash] lists, sorted (`projections.rows.case_graders`).
+    Column("graders", Text, nullable=False),
+    Column("facts", Text, nullable=False),
+    Column("score", Text, nullable=False),
 )
-Index("ix_cases_v5_run", cases.c.run_id, cases.c.seq)
+Index("ix_cases_v6_run", cases.c.run_id, cases.c.seq)
 
 run_summaries = Table(
     RUN_SUMMARIES_TABLE,

@@ -8,7 +8,7 @@ returns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -341,11 +341,16 @@ def run_page(
             review=case_filters.run_review(services, rid) if narrowed.reviews else None,
         )
         # Every case narrow (what the filters, sorts and charts read), the page's rows whole.
-        by_metric = bool(query.metric) and (query.below is not None or bool(narrow.above))
-        cases = review_queue.page_cases(services, rid, by_metric=by_metric)
+        cases = review_queue.page_cases(services, rid, by_metric=query.reads_metrics)
         summary, scores, flaky = cases.summary, cases.rows, cases.flaky
-        shown = views.select_cases(scores, flaky, query)
-        shown = replace(shown, rows=review_queue.whole_rows(services, cases, shown.rows))
+        selected = views.select_cases(scores, flaky, query)
+        shown = views.CasePage(
+            review_queue.whole_rows(services, selected.rows),
+            selected.matching,
+            selected.page,
+            selected.pages,
+            selected.first,
+        )
         names = reports.metric_names(services, run.project)
         agg = summary.aggregate
         charts = views.run_charts(summary.spec, agg, scores, names)

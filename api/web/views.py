@@ -9,11 +9,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from operator import itemgetter
+from typing import Any, Generic, TypeVar
 
 from evaledger.application.case_filters import CaseFilter, Review
 from evaledger.application.review_queue import (
     DISAGREEMENT_POINTS,
+    CaseFields,
     CaseReview,
     CaseRow,
     QueueItem,
@@ -87,12 +89,21 @@ class CaseQuery:
     review: Review | None = None
     """The run's labels and flags, when `filter` reads them."""
 
+    @property
+    def reads_metrics(self) -> bool:
+        """Whether keeping a case reads its metric scores (`_keep`, `CaseFilter.keeps`)."""
+        by_below = bool(self.metric) and self.below is not None
+        return by_below or self.filter.metric is not None
+
+
+R = TypeVar("R", bound=CaseFields)
+
 
 @dataclass(frozen=True)
-class CasePage:
+class CasePage(Generic[R]):
     """One page of the filtered, sorted cases."""
 
-    rows: list[CaseRow]
+    rows: list[R]
     matching: int
     page: int
     pages: int
@@ -100,7 +111,7 @@ class CasePage:
     """1-based index of the first row shown (0 when none)."""
 
 
-def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
+def _keep(s: CaseFields, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
     show = query.show
     if show is Show.FAILED and s.passed is not False:
         return False
@@ -126,7 +137,7 @@ def _keep(s: CaseRow, query: CaseQuery, flaky: set[tuple[str, str]]) -> bool:
 _STATUS_ORDER = {status.value: i for i, status in enumerate(CaseStatus)}
 
 
-def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
+def _sort_value(s: CaseFields, key: SortKey) -> tuple[Any, ...]:
     # Missing values sort last in either direction: the flag comes first in the tuple.
     if key is SortKey.KEY:
         return (s.test_case_key, s.repetition, s.variant)
@@ -140,17 +151,20 @@ def _sort_value(s: CaseRow, key: SortKey) -> tuple[Any, ...]:
     return (value is None, value or 0.0, s.test_case_key, s.repetition)
 
 
-def select_cases(
-    scores: Sequence[CaseRow], flaky: set[tuple[str, str]], query: CaseQuery
-) -> CasePage:
+_sort_key = itemgetter(0)
+
+
+def select_cases(scores: Sequence[R], flaky: set[tuple[str, str]], query: CaseQuery) -> CasePage[R]:
     """Filter, sort and paginate a run's cases (opening order unless sorted)."""
     kept = [s for s in scores if _keep(s, query, flaky)]
     if query.sort is not SortKey.ORDER:
-        present = [s for s in kept if _sort_value(s, query.sort)[0] is not True]
-        missing = [s for s in kept if _sort_value(s, query.sort)[0] is True]
-        present.sort(key=lambda s: _sort_value(s, query.sort), reverse=query.desc)
-        missing.sort(key=lambda s: _sort_value(s, query.sort))
-        kept = present + missing
+        # Each row's sort value computed once (10,000 rows: it was computed three times each).
+        keyed = [(_sort_value(s, query.sort), s) for s in kept]
+        present = [pair for pair in keyed if pair[0][0] is not True]
+        missing = [pair for pair in keyed if pair[0][0] is True]
+        present.sort(key=_sort_key, reverse=query.desc)
+        missing.sort(key=_sort_key)
+        kept = [s for _, s in present] + [s for _, s in missing]
     elif query.desc:
         kept.reverse()
     rows, page, pages, first = page_of(kept, query.page, query.per_page)
@@ -248,7 +262,7 @@ SPREADS = frozenset({"stderr", "std", "var"})
 def run_charts(
     spec: ScoringSpec,
     agg: RunAggregate,
-    scores: Sequence[CaseRow],
+    scores: Sequence[CaseFields],
     names: dict[str, str],
 ) -> RunCharts:
     """The run page's charts, drawn from what the run has.

@@ -291,12 +291,12 @@ def test_verify_notices_a_tampered_last_event_through_the_run_seal(imported: Cli
 
 def test_project_rebuild(imported: Cli) -> None:
     before = imported.json("show", RUN_KEY)
-    code, out, _ = imported("project", "--rebuild", "cases_v5")
-    assert (code, out) == (0, "rebuilt cases_v5 to position 13\n")
+    code, out, _ = imported("project", "--rebuild", "cases_v6")
+    assert (code, out) == (0, "rebuilt cases_v6 to position 13\n")
     assert imported.json("show", RUN_KEY) == before
     code, out, err = imported("project", "--rebuild", "unknown")
     assert (code, out) == (2, "")
-    assert "unknown projection 'unknown'" in err and "cases_v5" in err
+    assert "unknown projection 'unknown'" in err and "cases_v6" in err
     code, out, _ = imported("project")
     assert (code, out) == (0, "projections at position 13\n")
 

@@ -191,7 +191,7 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     assert health["projections"] == dict.fromkeys(
         (
             "runs_v4",
-            "cases_v5",
+            "cases_v6",
             "metrics_v1",
             "judge_votes_v1",
             "search_v1",
@@ -213,7 +213,7 @@ def test_a_projection_failing_on_one_event_is_reported_and_the_rest_serve(
     assert s.runner.positions() == dict.fromkeys(
         (
             "runs_v4",
-            "cases_v5",
+            "cases_v6",
             "metrics_v1",
             "judge_votes_v1",
             "search_v1",

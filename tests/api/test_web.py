@@ -336,7 +336,7 @@ def test_select_cases_sorts_missing_values_last_both_ways() -> None:
     assert [s.test_case_key for s in down.rows] == ["c", "a", "b"]
     flaky = views.select_cases(rows, {("c", "")}, views.CaseQuery(show=views.Show.FLAKY))
     assert [s.test_case_key for s in flaky.rows] == ["c"]
-    empty = views.select_cases([], set(), views.CaseQuery(page=4))
+    empty: views.CasePage[views.CaseRow] = views.select_cases([], set(), views.CaseQuery(page=4))
     assert (empty.rows, empty.matching, empty.page, empty.pages, empty.first) == ([], 0, 1, 1, 0)
 
 

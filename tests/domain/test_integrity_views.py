@@ -29,7 +29,7 @@ def _flip_passed(story: Story) -> str:
     case_id = str(story.ids["b"])
     with story.services.engine.begin() as conn:
         flipped = conn.execute(
-            text("UPDATE cases_v5 SET passed = NOT passed WHERE case_id = :c"), {"c": case_id}
+            text("UPDATE cases_v6 SET passed = NOT passed WHERE case_id = :c"), {"c": case_id}
         ).rowcount
     assert flipped == 1
     return case_id
@@ -39,7 +39,7 @@ def test_untouched_read_models_match_a_rebuild(story: Story) -> None:
     story.services.sync()
     report = check_views(story.services.ledger, story.services.engine)
     assert report.ok, report.drift
-    # runs_v4, baselines_v4, run_summaries_v5, cases_v5, cases_v5_runs, metrics_v1 and the
+    # runs_v4, baselines_v4, run_summaries_v6, cases_v6, cases_v6_runs, metrics_v1 and the
     # four judge_votes_v1 tables (votes, cases, labels, flags), the three search_v1 tables (the
     # text, its cases and runs; the engines' own indexes over the text are not ours to compare),
     # case_times_v1 and the two datasets_v1 tables: every read model, no cache.
@@ -54,14 +54,14 @@ def test_an_edited_passed_flag_is_named_with_both_values(story: Story) -> None:
     assert report.drift is not None
     d = report.drift
     assert (d.table, d.key, d.column, d.live, d.rebuilt) == (
-        "cases_v5",
+        "cases_v6",
         {"case_id": case_id},
         "passed",
         False,
         True,
     )
     assert str(d) == (
-        f"cases_v5 row (case_id={case_id}) column passed: live False, rebuilt from the log True"
+        f"cases_v6 row (case_id={case_id}) column passed: live False, rebuilt from the log True"
     )
 
 
@@ -70,12 +70,12 @@ def test_an_edited_run_pass_rate_and_a_deleted_row_are_named(story: Story) -> No
     run_id = str(story.ids["sealed"])
     with story.services.engine.begin() as conn:
         conn.execute(
-            text("UPDATE run_summaries_v5 SET aggregate = :a WHERE run_id = :r"),
+            text("UPDATE run_summaries_v6 SET aggregate = :a WHERE run_id = :r"),
             {"a": '{"cases_pass_rate_pct": 100.0}', "r": run_id},
         )
     d = check_views(story.services.ledger, story.services.engine).drift
     assert d is not None and (d.table, d.key, d.column) == (
-        "run_summaries_v5",
+        "run_summaries_v6",
         {"run_id": run_id},
         "aggregate",
     )
@@ -103,7 +103,7 @@ def test_the_cli_exits_1_naming_the_row_and_0_when_untouched(
     assert code == 1
     assert out.splitlines()[0].startswith("ok: ")  # the log itself is whole
     assert out.splitlines()[-1] == (
-        f"views: DRIFT at position 23: cases_v5 row (case_id={case_id}) column passed: "
+        f"views: DRIFT at position 23: cases_v6 row (case_id={case_id}) column passed: "
         "live False, rebuilt from the log True"
     )
     code, out, _ = cli("verify", "--views", "--json")
@@ -150,7 +150,7 @@ def test_the_servers_periodic_check_finds_drift_and_health_reports_it(story: Sto
         assert health["verify"]["ok"] is True  # the log is whole; the read model drifted
         drift = health["verify"]["views"]["drift"]
         assert (drift["table"], drift["key"], drift["column"]) == (
-            "cases_v5",
+            "cases_v6",
             {"case_id": case_id},
             "passed",
         )

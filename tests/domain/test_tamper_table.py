@@ -341,7 +341,7 @@ def _read_model_edited(s: Tampered) -> None:
     s.services.sync()
     with s.services.engine.begin() as conn:
         conn.execute(
-            text("UPDATE cases_v5 SET passed = NOT passed WHERE case_id = :c"),
+            text("UPDATE cases_v6 SET passed = NOT passed WHERE case_id = :c"),
             {"c": str(s.ids["b"])},
         )
 
@@ -574,7 +574,7 @@ KINDS: list[Kind] = [
             else Refused("permission denied for table evaledger_chain")
         ),
     ),
-    Kind("read_model_row_edited", _read_model_edited, same(Drift("cases_v5", "passed"))),
+    Kind("read_model_row_edited", _read_model_edited, same(Drift("cases_v6", "passed"))),
     Kind(
         "tail_rolled_back_vs_recorded",
         _roll_back_tail,

@@ -1,4 +1,4 @@
-"""The reference cases read model: what `cases_v5` must hold, computed from the validated log.
+"""The reference cases read model: what `cases_v6` must hold, computed from the validated log.
 
 Every case is folded from its validated pydantic events by the reference fold
 (tests/oracles/fold.py), scored once by `score_case` under its run's own spec (RunCreated's,
@@ -117,7 +117,7 @@ def reference_read_model(ledger: Ledger) -> ReferenceReadModel:
 
 
 def _reference_columns(events: list[DomainEvent], score: CaseScore) -> dict[str, Any]:
-    """The v5 columns from the validated events themselves (not the facts) and the score."""
+    """The v5 and v6 columns from the validated events themselves (not the facts) and the score."""
     opened = events[0]
     assert isinstance(opened, CaseOpened)
     graders = {
@@ -135,6 +135,12 @@ def _reference_columns(events: list[DomainEvent], score: CaseScore) -> dict[str,
         "judge_error": score.judge_error,
         "latency_p50_ms": score.latency_p50_ms,
         "cost_usd": score.cost_usd,
+        "metric_scores": json.dumps(
+            {m.metric: m.score for m in score.metric_scores},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ),
+        "named_scores": json.dumps(score.named_scores, separators=(",", ":"), ensure_ascii=False),
     }
 
 

@@ -2,7 +2,7 @@
 
 The catch-up folds state dicts page by page, loads the cases a page touches once, scores each
 touched case once per page, keeps open runs' scores and facts for their summary and rescore
-inputs, and writes `cases_v5` rows. Its reference (tests/oracles/read_model.py) folds every
+inputs, and writes `cases_v6` rows. Its reference (tests/oracles/read_model.py) folds every
 case's validated events with the reference fold, scores it once at the end and summarises every
 closed run from scratch. On random command sequences (the rebuild property's `Driver`: runs,
 cases, verdicts, corrections, lifecycle, baselines, metrics), caught up incrementally after

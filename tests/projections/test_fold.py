@@ -319,8 +319,8 @@ def test_a_generated_run_projects_to_the_reference_rows(
     full = project_reference(generated, f"sqlite:///{tmp_path}/full.sqlite", 1000)
     folded = project(generated, f"sqlite:///{tmp_path}/one.sqlite", all_projections(), 1000, False)
     assert folded == full
-    assert len(full["cases_v5"]) == 90
-    assert len(full["run_summaries_v5"]) == 1  # the closed run only
+    assert len(full["cases_v6"]) == 90
+    assert len(full["run_summaries_v6"]) == 1  # the closed run only
     # Small pages with every cache dropped between them: facts and scores read back instead.
     small = project(generated, f"sqlite:///{tmp_path}/small.sqlite", all_projections(), 7, True)
     assert small == full

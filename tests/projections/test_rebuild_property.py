@@ -505,8 +505,8 @@ def test_run_summary_rows_are_identical_after_a_rebuild(store_services: Services
     s.ledger.import_bundle(RunBundle.model_validate(bundle(key="a-second-run")), ctx)
     incremental.catch_up()
     before = snapshot(s, ignore=set())
-    s.runner.rebuild("cases_v5")
-    assert snapshot(s, ignore=set())["run_summaries_v5"] == before["run_summaries_v5"]
+    s.runner.rebuild("cases_v6")
+    assert snapshot(s, ignore=set())["run_summaries_v6"] == before["run_summaries_v6"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -279,7 +279,7 @@ def test_long_personas_and_hostile_leftovers_keep_every_read_working(
     assert cases["count"] == 3
     assert cases["data"][0]["variant"] == f"{'c' * 180}\x1f{persona}"
     assert client.get(f"/runs/{run_id}").json()["aggregate"]["total_executions"] == 3
-    assert services_of.runner.rebuild("cases_v5") == event_count(services_of)
+    assert services_of.runner.rebuild("cases_v6") == event_count(services_of)
     assert services_of.runner.rebuild("runs_v4") == event_count(services_of)
     assert client.get(f"/runs/{run_id}/cases").json()["count"] == 3
 
@@ -292,8 +292,8 @@ def test_the_demo_runs_on_postgresql(pg_url: str, capsys: pytest.CaptureFixture[
     assert main(["runs", "--json", "--db", pg_url]) == 0
     runs = orjson.loads(capsys.readouterr().out)
     assert runs["total"] == 4  # 3 offline runs and the online run of its OTel traces
-    assert main(["project", "--rebuild", "cases_v5", "--db", pg_url]) == 0
-    assert capsys.readouterr().out.startswith("rebuilt cases_v5 to position ")
+    assert main(["project", "--rebuild", "cases_v6", "--db", pg_url]) == 0
+    assert capsys.readouterr().out.startswith("rebuilt cases_v6 to position ")
 
 
 def test_a_completion_time_without_a_utc_equivalent_is_422(

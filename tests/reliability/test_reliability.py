@@ -357,7 +357,7 @@ def test_kill_9_in_the_middle_of_projection_then_catch_up_is_consistent(
             incremental = sorted(conn.execute(cases.select()).all())
             run_rows = conn.execute(runs.select()).all()
         assert len(incremental) == 800 and [r.case_count for r in run_rows] == [800]
-        services.runner.rebuild("cases_v5")
+        services.runner.rebuild("cases_v6")
         with services.engine.connect() as conn:
             assert sorted(conn.execute(cases.select()).all()) == incremental
         assert verify(services.ledger).ok
