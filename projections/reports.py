@@ -18,14 +18,9 @@ import pydantic
 from sqlalchemy import delete, select
 
 from evaledger.domain import collector
+from evaledger.domain import events as catalogue
 from evaledger.domain.errors import StateError, ValidationError
-from evaledger.domain.events import (
-    AgentSnapshot,
-    DomainEvent,
-    JudgeVerdictRecorded,
-    VerdictInvalidated,
-    VerdictOverridden,
-)
+from evaledger.domain.events import AgentSnapshot
 from evaledger.domain.metrics import score_label
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import queries
@@ -41,6 +36,7 @@ from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.scoring.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 
 if TYPE_CHECKING:
+    from evaledger.domain.events import DomainEvent
     from evaledger.scoring.comparison import (
         ComparedRun,
         CompareThresholds,
@@ -583,7 +579,7 @@ def _corrections(events: Sequence[DomainEvent]) -> dict[UUID, list[dict[str, Any
     """Every override and invalidation, by the verdict it corrects, in order."""
     corrections: dict[UUID, list[dict[str, Any]]] = {}
     for e in events:
-        if isinstance(e, VerdictOverridden | VerdictInvalidated):
+        if isinstance(e, catalogue.VerdictOverridden | catalogue.VerdictInvalidated):
             corrections.setdefault(e.verdict_id, []).append(
                 {
                     "type": type(e).__name__,
@@ -595,7 +591,7 @@ def _corrections(events: Sequence[DomainEvent]) -> dict[UUID, list[dict[str, Any
                         include={"metric_scores", "expected_outcomes", "passed"},
                         exclude_none=True,
                     )
-                    if isinstance(e, VerdictOverridden)
+                    if isinstance(e, catalogue.VerdictOverridden)
                     else {},
                 }
             )
@@ -624,7 +620,7 @@ def _verdict_trails(events: Sequence[DomainEvent], counted: set[UUID]) -> list[d
             "corrections": corrections.get(e.verdict_id, []),
         }
         for e in events
-        if isinstance(e, JudgeVerdictRecorded)
+        if isinstance(e, catalogue.JudgeVerdictRecorded)
     ]
 
 
