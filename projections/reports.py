@@ -195,11 +195,14 @@ class Reports:
         case_offset: int = 0,
         case_limit: int | None = None,
         guard: Guard | None = None,
+        later: Callable[[Callable[[], None]], None] | None = None,
     ) -> bytes:
         """The comparison as JSON bytes, shared through the store by every serving process.
 
         Every total, verdict and statistic covers all matched cases; only the list of
-        `test_case_comparisons` is paged (sorted by key).
+        `test_case_comparisons` is paged (sorted by key). `later` runs the write of a new answer
+        to the shared cache (a write transaction of the whole body): the HTTP route passes its
+        response's background tasks, so the answer is sent first (issue 32); None writes now.
         """
         from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
@@ -215,7 +218,10 @@ class Reports:
         # One dict per case, freed by refcount: no collector pass over the heap.
         with collector.paused():
             body = result.json(case_offset, case_limit)
-        self._share(digest, body)
+        if later is None:
+            self._share(digest, body)
+        else:
+            later(functools.partial(self._share, digest, body))
         return body
 
     def _shared(self, digest: str) -> bytes | None:

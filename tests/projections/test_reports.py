@@ -288,6 +288,40 @@ def test_compare_answers_are_shared_by_every_process_serving_the_store(
     assert len(keys) == COMPARE_SHARED and key not in keys  # the oldest went first
 
 
+def test_a_new_compare_answer_is_shared_after_it_is_sent(store_services: Services) -> None:
+    # Issue 32: the HTTP route hands the shared write to its background tasks, run once the
+    # answer is sent; until then the store holds only the pair's statistics.
+    s = store_services
+    ctx = Context(actor="t")
+    base = s.ledger.import_bundle(RunBundle.model_validate(uniform("base", 3, 4, 4)), ctx)
+    cand = s.ledger.import_bundle(RunBundle.model_validate(uniform("cand", 3, 4, 3)), ctx)
+    s.sync()
+
+    def answers() -> list[bytes]:
+        with s.reads.engine.connect() as conn:
+            bodies = conn.scalars(select(compare_cache.c.body)).all()
+        return [bytes(b) for b in bodies if b"test_case_comparisons" in bytes(b)]
+
+    deferred: list[Any] = []
+    body = s.reports.compare_json(base.run_id, cand.run_id, later=deferred.append)
+    assert len(deferred) == 1 and answers() == []
+    deferred[0]()
+    assert answers() == [body]
+    # Over HTTP the write has run by the time the client holds the answer (TestClient waits
+    # for the background tasks): another threshold, another shared answer, the same bytes.
+    with TestClient(create_app(services=s)) as client:
+        r = client.get(
+            "/runs/compare",
+            params={
+                "baseline_run_id": str(base.run_id),
+                "candidate_run_id": str(cand.run_id),
+                "case_score_delta": 0.5,
+            },
+        )
+    assert r.status_code == 200
+    assert sorted(answers()) == sorted([body, r.content])
+
+
 def _write(tmp_path: Path, name: str, body: dict[str, Any]) -> str:
     path = tmp_path / name
     path.write_bytes(orjson.dumps(body))
