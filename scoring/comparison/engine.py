@@ -32,6 +32,7 @@ from evaledger.scoring.comparison.models import (
 )
 from evaledger.scoring.comparison.rules import (
     DELTA_DP,
+    KEYS_SHOWN,
     binary_value,
     case_label,
     comparison_warnings,
@@ -294,10 +295,14 @@ def _per_variant(
 
 
 def _flaky_warning(side: str, keys: list[Key], flaky: npt.NDArray[np.bool_]) -> str | None:
-    found = [case_label(*keys[i]) for i in np.flatnonzero(flaky).tolist()]
-    if not found:
+    at = np.flatnonzero(flaky)
+    if not at.size:
         return None
-    return f"{len(found)} flaky test case(s) in {side} (repetitions disagree): " + keys_text(found)
+    # Only the keys the warning quotes are labelled (a 10k-case run can have thousands).
+    found = [case_label(*keys[i]) for i in at[:KEYS_SHOWN].tolist()]
+    return f"{at.size} flaky test case(s) in {side} (repetitions disagree): " + keys_text(
+        found, total=int(at.size)
+    )
 
 
 class _CaseColumns(NamedTuple):
