@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evaledger.domain import events
 from evaledger.domain.events.base import DomainEvent
 
@@ -66,17 +68,14 @@ def test_event_classes_are_every_concrete_event_of_the_submodules() -> None:
     }
     assert set(events.EVENT_CLASSES) == defined
     assert len(events.EVENT_CLASSES) == len(defined)
-    assert events.BY_TOPIC_NAME == {c.topic_name: c for c in defined}
+    assert {c.topic_name: c for c in defined} == events.BY_TOPIC_NAME
     assert list(events.EVENT_CLASSES) == [getattr(events, n) for n in events.EVENT_CLASS_NAMES]
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
-    try:
-        getattr(events, "NoSuchEvent")
-    except AttributeError as e:
-        assert "NoSuchEvent" in str(e)
-    else:
-        raise AssertionError("an unknown name resolved")
+    unknown = "NoSuchEvent"
+    with pytest.raises(AttributeError, match="NoSuchEvent"):
+        getattr(events, unknown)
     assert {"CaseOpened", "EVENT_CLASSES", "HOMES"} <= set(dir(events))
 
 
