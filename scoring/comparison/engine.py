@@ -452,10 +452,11 @@ class Comparison:
             for k, st, b_pass, c_pass, b_score, c_score, sd, b_lat, c_lat, ld, b_flaky, c_flaky,
             b_reps, c_reps in zip(*columns, strict=True)
         ]  # fmt: skip
-        if any(k[1] for k in columns[0]):
+        keys = self.cases.keys[window]
+        if any(variant for _, variant in keys):
             rows = [
-                _with_variant(row, k[1]) if k[1] else row
-                for row, k in zip(rows, columns[0], strict=True)
+                _with_variant(row, variant) if variant else row
+                for row, (_, variant) in zip(rows, keys, strict=True)
             ]
         if self.metric_source is not None:
             for row, deltas in zip(rows, _metric_deltas(self.metric_source, window), strict=True):
