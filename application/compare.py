@@ -69,6 +69,7 @@ def compare_runs_json(
     case_limit: int | None = None,
     allow_different_datasets: bool = False,
     exclude_cached: bool = False,
+    later: Callable[[Callable[[], None]], None] | None = None,
 ) -> bytes:
     """The comparison as JSON bytes (`GET /runs/compare`), shared by every serving process.
 
@@ -76,6 +77,8 @@ def compare_runs_json(
     Every total, verdict and statistic covers all matched cases; only the list of
     `test_case_comparisons` is paged (sorted by key). Runs of two dataset versions are
     compared over their common items unless `allow_different_datasets` (`comparability`).
+    `later` runs the write of a new answer to the store's shared cache (None: now), so a
+    server can send the answer first (`Reports.compare_json`).
     """
     project = services.reads.get_run(candidate_id).project
     _, guard = comparison_guard(
@@ -94,6 +97,7 @@ def compare_runs_json(
         case_offset=case_offset,
         case_limit=case_limit,
         guard=guard,
+        later=later,
     )
 
 

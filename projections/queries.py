@@ -323,13 +323,14 @@ class ReadModels:
         with self.engine.connect() as conn:
             return load_facts(conn, run_id)
 
-    def summary(self, run_id: UUID) -> Summary:
+    def summary(self, run_id: UUID, own: ScoringSpec | None = None) -> Summary:
         """The run summarised under its own spec (materialised once the run is closed).
 
         Decoded materialised summaries are kept per (run, summary position): the position
-        moves whenever the stored summary changes, so a hit is always current.
+        moves whenever the stored summary changes, so a hit is always current. `own`: the
+        run's own spec when the caller holds it (else read from the run).
         """
-        spec = self.run_spec(run_id)
+        spec = own if own is not None else self.run_spec(run_id)
         with self.engine.connect() as conn:
             head = conn.execute(
                 select(run_summaries.c.spec_id, run_summaries.c.position).where(

@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 import orjson
@@ -18,14 +18,9 @@ import pydantic
 from sqlalchemy import delete, select
 
 from evaledger.domain import collector
+from evaledger.domain import events as catalogue
 from evaledger.domain.errors import StateError, ValidationError
-from evaledger.domain.events import (
-    AgentSnapshot,
-    DomainEvent,
-    JudgeVerdictRecorded,
-    VerdictInvalidated,
-    VerdictOverridden,
-)
+from evaledger.domain.events import AgentSnapshot
 from evaledger.domain.metrics import score_label
 from evaledger.domain.spec import ScoringSpec
 from evaledger.projections import queries
@@ -41,6 +36,7 @@ from evaledger.scoring.models import CaseScore, RunAggregate, TestCaseResult
 from evaledger.scoring.rollups import CustomMetricSpec, Rollup, RollupInput, rollup
 
 if TYPE_CHECKING:
+    from evaledger.domain.events import DomainEvent
     from evaledger.scoring.comparison import (
         ComparedRun,
         CompareThresholds,
@@ -56,6 +52,8 @@ COLUMNS_CACHED = 16
 """Runs whose comparison columns this process keeps (as many as ReadModels' summaries)."""
 COMPARE_SHARED = 16
 """Serialised answers kept in the store's shared `compare_cache_v1` (newest first)."""
+SIDES_CACHED = 32
+"""Closed runs whose row, spec and agent this process keeps per summary position (issue 32)."""
 STATISTICS_CACHED = 64
 """Pairs of runs whose paired statistics (the bootstrap's interval) this process keeps."""
 OPEN_STATUSES = frozenset({"created", "running"})
@@ -108,6 +106,14 @@ def shared_key(*parts: Any) -> str:
     return hashlib.sha256(orjson.dumps([code_fingerprint(), *(str(p) for p in parts)])).hexdigest()
 
 
+class Side(NamedTuple):
+    """A run as a comparison reads it: its row, and its own spec and agent validated once."""
+
+    row: RunRow
+    spec: ScoringSpec
+    agent: AgentSnapshot
+
+
 class Reports:
     """Comparisons (cached per run positions), rollups, grades and explanations."""
 
@@ -123,6 +129,9 @@ class Reports:
         self._statistics: OrderedDict[tuple[Any, ...], stats.PairedStatistics] = OrderedDict()
         # digest → an answer about a pair of runs (`pair_answer`), serialised.
         self._answers: OrderedDict[str, bytes] = OrderedDict()
+        # (run, summary position) → the closed run as compared: what a comparison reads of a
+        # closed run's row (created snapshot, status) stands while its summary position does.
+        self._sides: OrderedDict[tuple[UUID, int], Side] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- comparison --------------------------------------------------------------------------
@@ -139,21 +148,51 @@ class Reports:
         found: dict[str, int | None] = {row.run_id: row.position for row in rows}
         return [int(found.get(r) or 0) for r in wanted]
 
-    def compared_run(self, run: RunRow, summary: Summary) -> ComparedRun:
+    def _sides_at(self, *run_ids: UUID) -> tuple[list[Side], list[int]]:
+        """Each run as compared, and its summary position, in one query for a kept closed run.
+
+        A closed run's row is read and its spec and agent validated once per summary position
+        (the position moves whenever the run's stored summary does; a closed run's creation
+        snapshot and status never change); an open run or one without a summary every time.
+        """
+        positions = self._summary_positions(*run_ids)
+        sides = []
+        for run_id, position in zip(run_ids, positions, strict=True):
+            with self._lock:
+                side = self._sides.get((run_id, position))
+                if side is not None:
+                    self._sides.move_to_end((run_id, position))
+            if side is None:
+                row = self.reads.get_run(run_id)
+                side = Side(
+                    row,
+                    ScoringSpec.model_validate(row.spec),
+                    AgentSnapshot.model_validate(row.agent),
+                )
+                if position and row.status not in OPEN_STATUSES:
+                    with self._lock:
+                        self._sides[(run_id, position)] = side
+                        while len(self._sides) > SIDES_CACHED:
+                            self._sides.popitem(last=False)
+            sides.append(side)
+        return sides, positions
+
+    def compared_run(self, side: Side, summary: Summary) -> ComparedRun:
         """A run as the comparison sees it."""
         # lazy: the comparison engine (and numpy under it) loads with the first comparison, not
         # with every CLI command that wires the services (issue 19: start-up).
         from evaledger.scoring.comparison import ComparedRun
 
+        run = side.row
         return ComparedRun(
             run_id=str(run.run_id),
             status=run.status,
             suite_name=run.suite["name"],
             suite_version=run.suite.get("version"),
-            agent=AgentSnapshot.model_validate(run.agent),
+            agent=side.agent,
             config=run.config,
             judge=dict(run.config.get("judge") or {}),
-            spec=ScoringSpec.model_validate(run.spec),
+            spec=side.spec,
             aggregate=summary.aggregate,
         )
 
@@ -199,11 +238,14 @@ class Reports:
         case_offset: int = 0,
         case_limit: int | None = None,
         guard: Guard | None = None,
+        later: Callable[[Callable[[], None]], None] | None = None,
     ) -> bytes:
         """The comparison as JSON bytes, shared through the store by every serving process.
 
         Every total, verdict and statistic covers all matched cases; only the list of
-        `test_case_comparisons` is paged (sorted by key).
+        `test_case_comparisons` is paged (sorted by key). `later` runs the write of a new answer
+        to the shared cache (a write transaction of the whole body): the HTTP route passes its
+        response's background tasks, so the answer is sent first (issue 32); None writes now.
         """
         from evaledger.scoring.comparison import CompareThresholds  # lazy: numpy, see above
 
@@ -219,7 +261,10 @@ class Reports:
         # One dict per case, freed by refcount: no collector pass over the heap.
         with collector.paused():
             body = result.json(case_offset, case_limit)
-        self._share(digest, body)
+        if later is None:
+            self._share(digest, body)
+        else:
+            later(functools.partial(self._share, digest, body))
         return body
 
     def _shared(self, digest: str) -> bytes | None:
@@ -330,10 +375,11 @@ class Reports:
         spec: ScoringSpec | None,
         metric_deltas: bool,
         guard: Guard | None = None,
-    ) -> tuple[list[RunRow], tuple[Any, ...]]:
+    ) -> tuple[list[Side], tuple[Any, ...]]:
         """Both runs (400 unless completed) and the comparison's cache key."""
-        runs = [self.reads.get_run(baseline_id), self.reads.get_run(candidate_id)]
-        for role, run in zip(("baseline", "candidate"), runs, strict=True):
+        # The summaries' positions move whenever a run's scores can change (overrides).
+        sides, (base_position, cand_position) = self._sides_at(baseline_id, candidate_id)
+        for role, run in zip(("baseline", "candidate"), (s.row for s in sides), strict=True):
             if run.status != "completed":
                 again = " (re-run the import to complete it)" if run.status in OPEN_STATUSES else ""
                 raise StateError(
@@ -341,8 +387,6 @@ class Reports:
                     f"compared{again}",
                     field=f"{role}_run_id",
                 )
-        # The summaries' positions move whenever a run's scores can change (overrides).
-        base_position, cand_position = self._summary_positions(baseline_id, candidate_id)
         key = (
             baseline_id,
             base_position,
@@ -353,7 +397,7 @@ class Reports:
             metric_deltas,
             None if guard is None else guard.digest,
         )
-        return runs, key
+        return sides, key
 
     def _compared(
         self,
@@ -374,7 +418,7 @@ class Reports:
 
     def _entry(
         self,
-        runs: list[RunRow],
+        runs: list[Side],
         key: tuple[Any, ...],
         thresholds: CompareThresholds,
         spec: ScoringSpec | None,
@@ -390,7 +434,7 @@ class Reports:
                 return cached
         with collector.paused():
             keys = None if guard is None else guard.keys
-            summaries = [self._summary(r.run_id, spec, keys) for r in runs]
+            summaries = [self._summary(r, spec, keys) for r in runs]
             result = compare_columns(
                 self.compared_run(runs[0], summaries[0]),
                 self.compared_run(runs[1], summaries[1]),
@@ -410,15 +454,18 @@ class Reports:
         return result
 
     def _summary(
-        self, run_id: UUID, spec: ScoringSpec | None, keys: frozenset[str] | None
+        self, side: Side, spec: ScoringSpec | None, keys: frozenset[str] | None
     ) -> Summary:
         """The run summarised under `spec` (its own: None), over the cases of `keys` only.
 
         Restricted, the run is summarised again over the kept case scores by the run-level
         rule (`summarize_run`) and its test cases reduced again: one aggregate definition.
         """
+        run_id = side.row.run_id
         if keys is None:
-            return self.reads.summary_under(run_id, spec)[0] if spec else self.reads.summary(run_id)
+            if spec:
+                return self.reads.summary_under(run_id, spec)[0]
+            return self.reads.summary(run_id, own=side.spec)
         whole, scores = self.reads.summary_under(run_id, spec)
         kept = [s for s in scores if s.test_case_key in keys]
         return Summary(
@@ -583,7 +630,7 @@ def _corrections(events: Sequence[DomainEvent]) -> dict[UUID, list[dict[str, Any
     """Every override and invalidation, by the verdict it corrects, in order."""
     corrections: dict[UUID, list[dict[str, Any]]] = {}
     for e in events:
-        if isinstance(e, VerdictOverridden | VerdictInvalidated):
+        if isinstance(e, catalogue.VerdictOverridden | catalogue.VerdictInvalidated):
             corrections.setdefault(e.verdict_id, []).append(
                 {
                     "type": type(e).__name__,
@@ -595,7 +642,7 @@ def _corrections(events: Sequence[DomainEvent]) -> dict[UUID, list[dict[str, Any
                         include={"metric_scores", "expected_outcomes", "passed"},
                         exclude_none=True,
                     )
-                    if isinstance(e, VerdictOverridden)
+                    if isinstance(e, catalogue.VerdictOverridden)
                     else {},
                 }
             )
@@ -624,7 +671,7 @@ def _verdict_trails(events: Sequence[DomainEvent], counted: set[UUID]) -> list[d
             "corrections": corrections.get(e.verdict_id, []),
         }
         for e in events
-        if isinstance(e, JudgeVerdictRecorded)
+        if isinstance(e, catalogue.JudgeVerdictRecorded)
     ]
 
 

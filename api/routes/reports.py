@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, BackgroundTasks, Query
 from fastapi.responses import Response
 
 from evaledger.api.audit import explain
@@ -31,6 +31,7 @@ router = APIRouter(tags=["reports"])
 )
 def compare_runs(
     services: SyncedDep,
+    background: BackgroundTasks,
     baseline_run_id: UUID,
     candidate_run_id: UUID,
     max_pass_rate_drop: Annotated[
@@ -94,6 +95,7 @@ def compare_runs(
         case_limit=case_limit,
         allow_different_datasets=allow_different_datasets,
         exclude_cached=exclude_cached,
+        later=background.add_task,  # a new answer is shared with the other processes once sent
     )
     return Response(content=body, media_type="application/json")
 

@@ -4,188 +4,358 @@ Every event is a frozen pydantic model. Its topic is `evaledger.<aggregate>.<nam
 and never depends on the Python module it lives in, so moving code never breaks replay. The
 classes live in `run`, `case`, `project`, `trace` and `dataset` (by aggregate), on `base` and
 `values`; every name is imported from here.
+
+Issue 32: the package loads its submodules lazily (PEP 562). `from evaledger.domain.events import
+AgentSnapshot` loads `values` (and what it imports) only, not every event class: a comparison
+needs three value types, and building every event model cost ≈ 60 ms of each `compare`.
+`EVENT_CLASSES` and `BY_TOPIC_NAME` load every submodule on first access (decoding goes
+through them). The imports under `TYPE_CHECKING` are what type checkers see; `HOMES` is what
+runs, and `tests/domain/test_events_lazy.py` holds the two to each other.
 """
 
 from __future__ import annotations
 
-from evaledger.domain.events.alert import (
-    AlertDefined,
-    AlertDeliveryAttempted,
-    AlertDisabled,
-    AlertEvent,
-    AlertFired,
-    AlertRecovered,
-    AlertTransition,
-)
-from evaledger.domain.events.base import (
-    CASE_DIGEST_V2,
-    GENESIS_HASH,
-    DomainEvent,
-    case_digest,
-    check_storable,
-    encode_state,
-    request_digest,
-    same_case_digest,
-    split_topic,
-    stored_hash,
-)
-from evaledger.domain.events.calibration import CalibrationEvent, Estimate, JudgeCalibrated
-from evaledger.domain.events.case import (
-    HUMAN_ACTS,
-    CaseEvent,
-    CaseFlagged,
-    CaseOpened,
-    CaseUnflagged,
-    ClaimsVerified,
-    ExecutionCanceled,
-    ExecutionErrored,
-    ExecutionSkipped,
-    HumanLabelRecorded,
-    JudgeVerdictRecorded,
-    NamedScoresRecorded,
-    OutcomeEvaluated,
-    PayloadErased,
-    ScoreOverridden,
-    SkipOutcome,
-    StructuralCheckRecorded,
-    TranscriptRecorded,
-    VerdictInvalidated,
-    VerdictOverridden,
-)
-from evaledger.domain.events.dataset import (
-    DatasetCreated,
-    DatasetEvent,
-    DatasetItem,
-    DatasetLabel,
-    DatasetRef,
-    DatasetVersionAdded,
-)
-from evaledger.domain.events.project import (
-    CatalogueEvent,
-    ChainAdopted,
-    IdempotencyKeyUsed,
-    MetricRegistered,
-    SigningKeyRotated,
-    TokenEvent,
-    TokenIssued,
-    TokenRevoked,
-    TokenScope,
-)
-from evaledger.domain.events.review import (
-    ReviewAssignment,
-    ReviewEvent,
-    ReviewItemAdjudicated,
-    ReviewItemLabelled,
-    ReviewItemsAssigned,
-    ReviewItemSkipped,
-    ReviewQueueCreated,
-)
-from evaledger.domain.events.rule import (
-    OnlineCaseJudged,
-    OnlineCaseSkipped,
-    OnlineRuleAdded,
-    OnlineRuleDisabled,
-    OnlineRuleEvent,
-)
-from evaledger.domain.events.run import (
-    BaselineApproved,
-    BaselineRevoked,
-    CasesAttached,
-    RunCanceled,
-    RunCompleted,
-    RunCreated,
-    RunEvent,
-    RunFailed,
-    RunStarted,
-    SourceResultsRecorded,
-)
-from evaledger.domain.events.share import (
-    SharedPage,
-    ShareEvent,
-    ShareLinkCreated,
-    ShareLinkRevoked,
-)
-from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
-from evaledger.domain.events.values import (
-    GRADE_VALUES,
-    AgentSnapshot,
-    CheckStatus,
-    Claim,
-    ClaimSupport,
-    ExpectedOutcome,
-    JudgeIdentity,
-    MetricScore,
-    NamedScore,
-    OutcomeResult,
-    ParseStatus,
-    Role,
-    ScoreLabel,
-    ScoreScale,
-    SuiteRef,
-    TestCaseSnapshot,
-    ToolCall,
-    ToolSpec,
-    Turn,
-    Usage,
-    Value,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
-    RunCreated,
-    RunStarted,
-    CasesAttached,
-    RunCompleted,
-    RunCanceled,
-    RunFailed,
-    BaselineApproved,
-    BaselineRevoked,
-    CaseOpened,
-    TranscriptRecorded,
-    ExecutionErrored,
-    ExecutionCanceled,
-    JudgeVerdictRecorded,
-    OutcomeEvaluated,
-    ClaimsVerified,
-    StructuralCheckRecorded,
-    VerdictOverridden,
-    VerdictInvalidated,
-    MetricRegistered,
-    IdempotencyKeyUsed,
-    TokenIssued,
-    TokenRevoked,
-    NamedScoresRecorded,
-    ChainAdopted,
-    HumanLabelRecorded,
-    CaseFlagged,
-    CaseUnflagged,
-    SourceResultsRecorded,
-    ScoreOverridden,
-    ExecutionSkipped,
-    SigningKeyRotated,
-    TraceSpansReceived,
-    TraceRecorded,
-    ReviewQueueCreated,
-    ReviewItemsAssigned,
-    ReviewItemLabelled,
-    ReviewItemSkipped,
-    ReviewItemAdjudicated,
-    PayloadErased,
-    OnlineRuleAdded,
-    OnlineRuleDisabled,
-    OnlineCaseJudged,
-    OnlineCaseSkipped,
-    ShareLinkCreated,
-    ShareLinkRevoked,
-    AlertDefined,
-    AlertDisabled,
-    AlertFired,
-    AlertRecovered,
-    AlertDeliveryAttempted,
-    DatasetCreated,
-    DatasetVersionAdded,
-    JudgeCalibrated,
+if TYPE_CHECKING:
+    from evaledger.domain.events.alert import (
+        AlertDefined,
+        AlertDeliveryAttempted,
+        AlertDisabled,
+        AlertEvent,
+        AlertFired,
+        AlertRecovered,
+        AlertTransition,
+    )
+    from evaledger.domain.events.base import (
+        CASE_DIGEST_V2,
+        GENESIS_HASH,
+        DomainEvent,
+        case_digest,
+        check_storable,
+        encode_state,
+        request_digest,
+        same_case_digest,
+        split_topic,
+        stored_hash,
+    )
+    from evaledger.domain.events.calibration import CalibrationEvent, Estimate, JudgeCalibrated
+    from evaledger.domain.events.case import (
+        HUMAN_ACTS,
+        CaseEvent,
+        CaseFlagged,
+        CaseOpened,
+        CaseUnflagged,
+        ClaimsVerified,
+        ExecutionCanceled,
+        ExecutionErrored,
+        ExecutionSkipped,
+        HumanLabelRecorded,
+        JudgeVerdictRecorded,
+        NamedScoresRecorded,
+        OutcomeEvaluated,
+        PayloadErased,
+        ScoreOverridden,
+        SkipOutcome,
+        StructuralCheckRecorded,
+        TranscriptRecorded,
+        VerdictInvalidated,
+        VerdictOverridden,
+    )
+    from evaledger.domain.events.dataset import (
+        DatasetCreated,
+        DatasetEvent,
+        DatasetItem,
+        DatasetLabel,
+        DatasetRef,
+        DatasetVersionAdded,
+    )
+    from evaledger.domain.events.project import (
+        CatalogueEvent,
+        ChainAdopted,
+        IdempotencyKeyUsed,
+        MetricRegistered,
+        SigningKeyRotated,
+        TokenEvent,
+        TokenIssued,
+        TokenRevoked,
+        TokenScope,
+    )
+    from evaledger.domain.events.review import (
+        ReviewAssignment,
+        ReviewEvent,
+        ReviewItemAdjudicated,
+        ReviewItemLabelled,
+        ReviewItemsAssigned,
+        ReviewItemSkipped,
+        ReviewQueueCreated,
+    )
+    from evaledger.domain.events.rule import (
+        OnlineCaseJudged,
+        OnlineCaseSkipped,
+        OnlineRuleAdded,
+        OnlineRuleDisabled,
+        OnlineRuleEvent,
+    )
+    from evaledger.domain.events.run import (
+        BaselineApproved,
+        BaselineRevoked,
+        CasesAttached,
+        RunCanceled,
+        RunCompleted,
+        RunCreated,
+        RunEvent,
+        RunFailed,
+        RunStarted,
+        SourceResultsRecorded,
+    )
+    from evaledger.domain.events.share import (
+        SharedPage,
+        ShareEvent,
+        ShareLinkCreated,
+        ShareLinkRevoked,
+    )
+    from evaledger.domain.events.trace import TraceEvent, TraceRecorded, TraceSpansReceived
+    from evaledger.domain.events.values import (
+        GRADE_VALUES,
+        AgentSnapshot,
+        CheckStatus,
+        Claim,
+        ClaimSupport,
+        ExpectedOutcome,
+        JudgeIdentity,
+        MetricScore,
+        NamedScore,
+        OutcomeResult,
+        ParseStatus,
+        Role,
+        ScoreLabel,
+        ScoreScale,
+        SuiteRef,
+        TestCaseSnapshot,
+        ToolCall,
+        ToolSpec,
+        Turn,
+        Usage,
+        Value,
+    )
+
+    EVENT_CLASSES: tuple[type[DomainEvent], ...]
+    BY_TOPIC_NAME: dict[str, type[DomainEvent]]
+
+HOMES: dict[str, tuple[str, ...]] = {
+    "alert": (
+        "AlertDefined",
+        "AlertDeliveryAttempted",
+        "AlertDisabled",
+        "AlertEvent",
+        "AlertFired",
+        "AlertRecovered",
+        "AlertTransition",
+    ),
+    "base": (
+        "CASE_DIGEST_V2",
+        "GENESIS_HASH",
+        "DomainEvent",
+        "case_digest",
+        "check_storable",
+        "encode_state",
+        "request_digest",
+        "same_case_digest",
+        "split_topic",
+        "stored_hash",
+    ),
+    "calibration": (
+        "CalibrationEvent",
+        "Estimate",
+        "JudgeCalibrated",
+    ),
+    "case": (
+        "HUMAN_ACTS",
+        "CaseEvent",
+        "CaseFlagged",
+        "CaseOpened",
+        "CaseUnflagged",
+        "ClaimsVerified",
+        "ExecutionCanceled",
+        "ExecutionErrored",
+        "ExecutionSkipped",
+        "HumanLabelRecorded",
+        "JudgeVerdictRecorded",
+        "NamedScoresRecorded",
+        "OutcomeEvaluated",
+        "PayloadErased",
+        "ScoreOverridden",
+        "SkipOutcome",
+        "StructuralCheckRecorded",
+        "TranscriptRecorded",
+        "VerdictInvalidated",
+        "VerdictOverridden",
+    ),
+    "dataset": (
+        "DatasetCreated",
+        "DatasetEvent",
+        "DatasetItem",
+        "DatasetLabel",
+        "DatasetRef",
+        "DatasetVersionAdded",
+    ),
+    "project": (
+        "CatalogueEvent",
+        "ChainAdopted",
+        "IdempotencyKeyUsed",
+        "MetricRegistered",
+        "SigningKeyRotated",
+        "TokenEvent",
+        "TokenIssued",
+        "TokenRevoked",
+        "TokenScope",
+    ),
+    "review": (
+        "ReviewAssignment",
+        "ReviewEvent",
+        "ReviewItemAdjudicated",
+        "ReviewItemLabelled",
+        "ReviewItemsAssigned",
+        "ReviewItemSkipped",
+        "ReviewQueueCreated",
+    ),
+    "rule": (
+        "OnlineCaseJudged",
+        "OnlineCaseSkipped",
+        "OnlineRuleAdded",
+        "OnlineRuleDisabled",
+        "OnlineRuleEvent",
+    ),
+    "run": (
+        "BaselineApproved",
+        "BaselineRevoked",
+        "CasesAttached",
+        "RunCanceled",
+        "RunCompleted",
+        "RunCreated",
+        "RunEvent",
+        "RunFailed",
+        "RunStarted",
+        "SourceResultsRecorded",
+    ),
+    "share": (
+        "SharedPage",
+        "ShareEvent",
+        "ShareLinkCreated",
+        "ShareLinkRevoked",
+    ),
+    "trace": (
+        "TraceEvent",
+        "TraceRecorded",
+        "TraceSpansReceived",
+    ),
+    "values": (
+        "GRADE_VALUES",
+        "AgentSnapshot",
+        "CheckStatus",
+        "Claim",
+        "ClaimSupport",
+        "ExpectedOutcome",
+        "JudgeIdentity",
+        "MetricScore",
+        "NamedScore",
+        "OutcomeResult",
+        "ParseStatus",
+        "Role",
+        "ScoreLabel",
+        "ScoreScale",
+        "SuiteRef",
+        "TestCaseSnapshot",
+        "ToolCall",
+        "ToolSpec",
+        "Turn",
+        "Usage",
+        "Value",
+    ),
+}
+"""Submodule → the names this package re-exports from it (one home per name)."""
+
+EVENT_CLASS_NAMES: tuple[str, ...] = (
+    "RunCreated",
+    "RunStarted",
+    "CasesAttached",
+    "RunCompleted",
+    "RunCanceled",
+    "RunFailed",
+    "BaselineApproved",
+    "BaselineRevoked",
+    "CaseOpened",
+    "TranscriptRecorded",
+    "ExecutionErrored",
+    "ExecutionCanceled",
+    "JudgeVerdictRecorded",
+    "OutcomeEvaluated",
+    "ClaimsVerified",
+    "StructuralCheckRecorded",
+    "VerdictOverridden",
+    "VerdictInvalidated",
+    "MetricRegistered",
+    "IdempotencyKeyUsed",
+    "TokenIssued",
+    "TokenRevoked",
+    "NamedScoresRecorded",
+    "ChainAdopted",
+    "HumanLabelRecorded",
+    "CaseFlagged",
+    "CaseUnflagged",
+    "SourceResultsRecorded",
+    "ScoreOverridden",
+    "ExecutionSkipped",
+    "SigningKeyRotated",
+    "TraceSpansReceived",
+    "TraceRecorded",
+    "ReviewQueueCreated",
+    "ReviewItemsAssigned",
+    "ReviewItemLabelled",
+    "ReviewItemSkipped",
+    "ReviewItemAdjudicated",
+    "PayloadErased",
+    "OnlineRuleAdded",
+    "OnlineRuleDisabled",
+    "OnlineCaseJudged",
+    "OnlineCaseSkipped",
+    "ShareLinkCreated",
+    "ShareLinkRevoked",
+    "AlertDefined",
+    "AlertDisabled",
+    "AlertFired",
+    "AlertRecovered",
+    "AlertDeliveryAttempted",
+    "DatasetCreated",
+    "DatasetVersionAdded",
+    "JudgeCalibrated",
 )
-BY_TOPIC_NAME: dict[str, type[DomainEvent]] = {c.topic_name: c for c in EVENT_CLASSES}
+"""The stored event classes, in `EVENT_CLASSES`' order."""
+
+_HOME = {name: module for module, names in HOMES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above: an unknown name stays an error
+
+    def __getattr__(name: str) -> Any:
+        """A re-exported name, its submodule loaded on first use (PEP 562); then kept here."""
+        if name in _HOME:
+            value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        elif name == "EVENT_CLASSES":
+            value = tuple(__getattr__(n) for n in EVENT_CLASS_NAMES)
+        elif name == "BY_TOPIC_NAME":
+            value = {c.topic_name: c for c in __getattr__("EVENT_CLASSES")}
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "BY_TOPIC_NAME",

@@ -227,10 +227,18 @@ def case_label(key: str, variant: str = "") -> str:
     return f"{key} [{variant_label(variant)}]" if variant else key
 
 
-def keys_text(keys: Sequence[str], limit: int = 10) -> str:
-    """Test case keys as a reason quotes them: the first `limit`, then how many more."""
+KEYS_SHOWN = 10
+"""How many test case keys a reason or warning quotes (`keys_text`)."""
+
+
+def keys_text(keys: Sequence[str], limit: int = KEYS_SHOWN, total: int | None = None) -> str:
+    """Test case keys as a reason quotes them: the first `limit`, then how many more.
+
+    `total`: how many keys there are, when `keys` holds only the first ones (≥ `limit`).
+    """
+    count = len(keys) if total is None else total
     shown = ", ".join(keys[:limit])
-    return shown + (f", … (+{len(keys) - limit} more)" if len(keys) > limit else "")
+    return shown + (f", … (+{count - limit} more)" if count > limit else "")
 
 
 def comparison_warnings(

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from evaledger.api.app import create_app
 from evaledger.api.bootstrap import Services
@@ -19,7 +19,7 @@ from evaledger.domain.bundle import RunBundle
 from evaledger.domain.ledger import Context
 from evaledger.projections.queries import ReadModels
 from evaledger.projections.reports import COMPARE_SHARED, Reports
-from evaledger.projections.tables import compare_cache
+from evaledger.projections.tables import compare_cache, runs
 from evaledger.scoring.comparison import CompareThresholds
 from tests.helpers import bundle as example_bundle
 from tests.helpers import event_count
@@ -286,6 +286,87 @@ def test_compare_answers_are_shared_by_every_process_serving_the_store(
     with s.reads.engine.connect() as conn:
         keys = conn.scalars(select(compare_cache.c.key)).all()
     assert len(keys) == COMPARE_SHARED and key not in keys  # the oldest went first
+
+
+def test_a_new_compare_answer_is_shared_after_it_is_sent(store_services: Services) -> None:
+    # Issue 32: the HTTP route hands the shared write to its background tasks, run once the
+    # answer is sent; until then the store holds only the pair's statistics.
+    s = store_services
+    ctx = Context(actor="t")
+    base = s.ledger.import_bundle(RunBundle.model_validate(uniform("base", 3, 4, 4)), ctx)
+    cand = s.ledger.import_bundle(RunBundle.model_validate(uniform("cand", 3, 4, 3)), ctx)
+    s.sync()
+
+    def answers() -> list[bytes]:
+        with s.reads.engine.connect() as conn:
+            bodies = conn.scalars(select(compare_cache.c.body)).all()
+        return [bytes(b) for b in bodies if b"test_case_comparisons" in bytes(b)]
+
+    deferred: list[Any] = []
+    body = s.reports.compare_json(base.run_id, cand.run_id, later=deferred.append)
+    assert len(deferred) == 1 and answers() == []
+    deferred[0]()
+    assert answers() == [body]
+    # Over HTTP the write has run by the time the client holds the answer (TestClient waits
+    # for the background tasks): another threshold, another shared answer, the same bytes.
+    with TestClient(create_app(services=s)) as client:
+        r = client.get(
+            "/runs/compare",
+            params={
+                "baseline_run_id": str(base.run_id),
+                "candidate_run_id": str(cand.run_id),
+                "case_score_delta": 0.5,
+            },
+        )
+    assert r.status_code == 200
+    assert sorted(answers()) == sorted([body, r.content])
+
+
+def test_a_closed_runs_row_and_spec_are_read_once_per_summary_position(
+    store_services: Services,
+) -> None:
+    # Issue 32: a new comparison of kept runs reads no run row (one positions query says the
+    # kept ones stand); an override moves the position, and the answer follows it.
+    s = store_services
+    ctx = Context(actor="t")
+    base = s.ledger.import_bundle(RunBundle.model_validate(uniform("base", 3, 4, 4)), ctx)
+    cand = s.ledger.import_bundle(RunBundle.model_validate(uniform("cand", 3, 4, 3)), ctx)
+    s.sync()
+    reports = Reports(ReadModels(s.reads.engine))
+    statements: list[str] = []
+
+    def seen(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    reports.compare_json(base.run_id, cand.run_id)
+    event.listen(s.reads.engine, "before_cursor_execute", seen)
+    try:
+        again = reports.compare_json(
+            base.run_id, cand.run_id, CompareThresholds(case_score_delta=1)
+        )
+    finally:
+        event.remove(s.reads.engine, "before_cursor_execute", seen)
+    assert statements and not [q for q in statements if f"FROM {runs.name} " in q]
+    fresh = Reports(ReadModels(s.reads.engine))
+    assert again == fresh.compare_json(
+        base.run_id, cand.run_id, CompareThresholds(case_score_delta=1)
+    )
+    # An override moves the candidate's summary position: its side is read again.
+    case_id = s.reads.case_scores(cand.run_id)[0].case_id
+    facts, _ = s.reads.case_score(case_id)
+    s.ledger.override_verdict(
+        case_id,
+        Context(actor="qa"),
+        verdict_id=facts.verdicts[0].verdict_id,
+        passed=False,
+        reason="x",
+    )
+    s.sync()
+    after = orjson.loads(reports.compare_json(base.run_id, cand.run_id))
+    assert after == orjson.loads(
+        Reports(ReadModels(s.reads.engine)).compare_json(base.run_id, cand.run_id)
+    )
+    assert after["aggregate"] != orjson.loads(again)["aggregate"]
 
 
 def _write(tmp_path: Path, name: str, body: dict[str, Any]) -> str:

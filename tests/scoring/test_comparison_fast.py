@@ -34,11 +34,13 @@ KEYS = [f"tc-{i:02d}" for i in range(12)]
 METRICS = ["tool_routing", "task_completion", "grounding_fidelity", "zz_extra", "aa_extra"]
 # Scores as the summaries hold them: overall 0-100 at 2 dp, metric means of 0-5 integers.
 OVERALL = st.one_of(st.none(), st.integers(0, 10_000).map(lambda n: n / 100))
+# Mostly none; else a provider, or provider × prompt (joined by U+001F) as promptfoo's.
+VARIANT = st.sampled_from(["", "", "", "echo", "echo\x1fprompt 2"])
 LATENCY = st.one_of(st.none(), st.integers(0, 5_000).map(float), st.floats(0, 1e5, width=32))
 
 
 @st.composite
-def results(draw: st.DrawFn, run_id: UUID) -> list[TestCaseResult]:
+def results(draw: st.DrawFn, run_id: UUID, variants: bool = False) -> list[TestCaseResult]:
     keys = draw(st.lists(st.sampled_from(KEYS), max_size=10))
     out = []
     for n, key in enumerate(keys):
@@ -51,6 +53,7 @@ def results(draw: st.DrawFn, run_id: UUID) -> list[TestCaseResult]:
         out.append(
             TestCaseResult(
                 test_case_key=key,
+                variant=draw(VARIANT) if variants else "",
                 repetitions=reps,
                 case_ids=[UUID(int=run_id.int + n)],
                 score=draw(OVERALL),
@@ -110,6 +113,31 @@ def test_columns_equal_the_reference(
     )
     assert fast.json(offset, limit) == paged.__pydantic_serializer__.to_json(paged)
     assert orjson.loads(fast.json()) == expected.model_dump(mode="json")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=results(BASE_ID, variants=True),
+    cand=results(CAND_ID, variants=True),
+    page=st.tuples(st.integers(0, 12), st.one_of(st.none(), st.integers(0, 5))),
+)
+def test_rows_with_variants_are_the_models_bytes(
+    base: list[TestCaseResult], cand: list[TestCaseResult], page: tuple[int, int | None]
+) -> None:
+    # The case rows put a variant right after the key, as `TestCaseComparison` serialises it
+    # (the reference above predates variants: it is held to the validated model here).
+    baseline, candidate = _runs(SPEC)
+    fast = compare_columns(
+        baseline, candidate, RunColumns(base), RunColumns(cand), resamples=50, metric_deltas=False
+    )
+    model = fast.model
+    assert fast.json() == model.__pydantic_serializer__.to_json(model)
+    offset, limit = page
+    end = None if limit is None else offset + limit
+    paged = model.model_copy(
+        update={"test_case_comparisons": model.test_case_comparisons[offset:end]}
+    )
+    assert fast.json(offset, limit) == paged.__pydantic_serializer__.to_json(paged)
 
 
 def test_columns_are_reused_across_comparisons() -> None:
