@@ -51,10 +51,19 @@ class SignatureError(ValueError):
 
 
 def _b64decode(text: str, what: str) -> bytes:
+    """Decode canonical base64 only.
+
+    A last character whose unused bits are set decodes to the same bytes as the canonical one:
+    the same note or key would have two spellings.
+    """
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        encoded = text.encode("ascii")
+        raw = base64.b64decode(encoded, validate=True)
     except (binascii.Error, UnicodeEncodeError):
         raise SignatureError(f"{what} is not base64") from None
+    if base64.b64encode(raw) != encoded:
+        raise SignatureError(f"{what} is not canonical base64")
+    return raw
 
 
 def key_hash(name: str, public: bytes) -> bytes:

@@ -119,7 +119,8 @@ def forget_kept() -> None:
 
 
 def _narrow_rows(engine: Engine, run_id: UUID, *, metrics: bool, named: bool) -> list[NarrowCase]:
-    # cases_v5 keeps the `NARROW` fields as columns: no score's JSON is read or parsed here;
+    # The cases read model (v5 on) keeps the `NARROW` fields as columns: no score's JSON is
+    # read or parsed here;
     # v6 the metric and named scores, two small objects, parsed only when asked for.
     columns = [cases.c[name] for name in (*ROW_COLUMNS, *NARROW)]
     extra = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
@@ -74,3 +75,21 @@ def test_a_key_file_open_to_others_is_refused_and_a_private_one_loads(tmp_path: 
     assert signing_key_from_env({}) is None
     with pytest.raises(ValidationError, match="EVALEDGER_SIGNING_KEY"):
         signing_key_from_env({"EVALEDGER_SIGNING_KEY": "PRIVATE+KEY+x+0+" + os.urandom(4).hex()})
+
+
+def test_a_signature_spelled_with_unused_base64_bits_set_is_refused() -> None:
+    # 68 bytes (key hash ‖ signature) end in a 2-byte group: its third character carries two
+    # unused bits, so flipping the lowest one decodes to the same bytes. Such a note would be a
+    # second spelling of a signed checkpoint: refused, as any changed byte is.
+    key = SigningKey.generate()
+    note = sign_checkpoint(HEAD, key)
+    body, _, line = note.rstrip("\n").rpartition("\n")
+    prefix, _, signature = line.rpartition(" ")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = signature.rstrip("=")
+    flipped = alphabet[alphabet.index(last[-1]) ^ 1]
+    twin = last[:-1] + flipped + "=" * (len(signature) - len(last))
+    assert base64.b64decode(twin) == base64.b64decode(signature)
+    forged = f"{body}\n{prefix} {twin}\n"
+    with pytest.raises(SignatureError, match="canonical"):
+        open_checkpoint(forged, [key.public])
