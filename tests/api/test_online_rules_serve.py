@@ -99,11 +99,17 @@ def judged_trace_ids(db: str) -> set[str]:
         services.close()
 
 
-def wait_for(check: Any, what: str) -> Any:
+def wait_for(check: Any, what: str, logs: tuple[Path, ...] = ()) -> Any:
     deadline = time.monotonic() + WAIT_S
     while not (found := check()):
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
+            # The server's and the worker's own words: what a time-out alone cannot say.
+            tails = "".join(
+                f"\n--- {log.name} (last 4,000 characters)\n{log.read_text(errors='replace')[-4000:]}"
+                for log in logs
+                if log.exists()
+            )
+            pytest.fail(f"timed out waiting for {what}{tails}")
         time.sleep(0.3)
     return found
 
@@ -168,6 +174,7 @@ def test_a_sampled_rule_judges_the_expected_traces_through_serve_and_worker(
         found = wait_for(
             lambda: ids if len(ids := judged_trace_ids(store_url)) >= len(expected) else None,
             "the sampled traces to be judged",
+            (server.log, tmp_path / "worker.log"),
         )
         assert found == expected
         time.sleep(1.0)  # nothing more arrives: every trace is recorded, each judged once
@@ -249,5 +256,6 @@ def test_a_service_instrumented_by_the_official_openai_instrumentation_is_judged
             found = {e.trace_id for e in events if isinstance(e, OnlineCaseJudged)}
             return found if len(found) >= 2 else None
 
-        assert wait_for(judged, "the instrumented traces to be judged") == traces
+        logs = (server.log, tmp_path / "worker.log")
+        assert wait_for(judged, "the instrumented traces to be judged", logs) == traces
         assert judges.calls("anthropic") == 2

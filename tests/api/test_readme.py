@@ -94,9 +94,12 @@ def test_make_check_runs_ruff_mypy_and_pytest() -> None:
 
 
 def test_the_test_command_collects_tests() -> None:
+    # The README's command as a user runs it: not one CI shard of it (EVALEDGER_TEST_SHARD).
+    env = {k: v for k, v in os.environ.items() if k != "EVALEDGER_TEST_SHARD"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         check=False,
