@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,20 +158,29 @@ def unsealed_copy(state: dict[str, Any], values: Sequence[str]) -> dict[str, Any
     `state` is left as it was (the other projections fold the same dict): the top dict and
     each list or dict on a sealed string's path are copied once, everything else is shared.
     """
-    entry = state[PAYLOAD_KEY]
+    paths = [tuple(path) for path in state[PAYLOAD_KEY]["paths"]]
     out = {k: v for k, v in state.items() if k != PAYLOAD_KEY}
-    copied = {id(out)}
-    for i, path in enumerate(entry["paths"]):
-        node: Any = out
+    own_along(out, paths)
+    for i, path in enumerate(paths):
+        _parent(out, path)[path[-1]] = values[i]
+    return out
+
+
+def own_along(state: dict[str, Any], paths: Iterable[tuple[str | int, ...]]) -> None:
+    """Give `state` its own copy of every container on these paths (to change their ends).
+
+    Everything off the paths stays shared with whatever `state` was copied from.
+    """
+    owned: set[int] = set()
+    for path in paths:
+        node: Any = state
         for step in path[:-1]:
             child = node[step]
-            if id(child) not in copied:
-                child = list(child) if isinstance(child, list) else dict(child)
+            if id(child) not in owned:
+                child = dict(child) if isinstance(child, dict) else list(child)
                 node[step] = child
-                copied.add(id(child))
+                owned.add(id(child))
             node = child
-        node[path[-1]] = values[i]
-    return out
 
 
 def _parent(state: dict[str, Any], path: Path) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import Enum
 from functools import cache
@@ -19,7 +19,7 @@ from pydantic import (
 
 from evaledger.domain.errors import ValidationError
 from evaledger.domain.model import FrozenModel
-from evaledger.domain.payloads import SEALED_FIELDS, Sealed, seal_state
+from evaledger.domain.payloads import SEALED_FIELDS, Sealed, own_along, seal_state
 from evaledger.domain.types import ESCAPED_NUL, unstorable
 
 GENESIS_HASH = "0" * 64
@@ -125,7 +125,7 @@ class DomainEvent(FrozenModel):
         if seal is not None:
             paths_of = SEALED_FIELDS.get(self.topic_name)
             if paths_of is not None:
-                _own_along(state, list(paths_of(state)))
+                own_along(state, list(paths_of(state)))
             sealed = seal_state(self.topic_name, state, seal)
             if sealed is not None:
                 private["_sealed"] = sealed
@@ -182,20 +182,6 @@ class DomainEvent(FrozenModel):
         if digest is None:
             digest = private["_hash"] = stored_hash(type(self).topic(), self.stored_state())
         return digest
-
-
-def _own_along(state: dict[str, Any], paths: Iterable[tuple[str | int, ...]]) -> None:
-    """Give `state` its own copy of every container on these paths (to change their ends)."""
-    owned: set[int] = set()
-    for path in paths:
-        node: Any = state
-        for step in path[:-1]:
-            child = node[step]
-            if id(child) not in owned:
-                child = dict(child) if isinstance(child, dict) else list(child)
-                node[step] = child
-                owned.add(id(child))
-            node = child
 
 
 def split_topic(topic: str) -> tuple[str, int]:
