@@ -95,6 +95,7 @@ class JobQueue:
             self.app.task(name="evaledger.check_alerts", queue=QUEUE)(self._check_alerts)
         )
         self._opened = False
+        self._in_worker = False
 
     # -- the schema --------------------------------------------------------------------------
 
@@ -103,7 +104,14 @@ class JobQueue:
         ensure_job_schema(self.location.events_env)
 
     def open(self) -> JobQueue:
-        """Connect (synchronously, for the API's routes)."""
+        """Connect (synchronously, for the API's routes).
+
+        Inside `run_worker` the worker has opened the app (asynchronously): a task that queues
+        another job (an online rule's judgment, found while the worker completes traces) defers
+        through that connection; opening it again synchronously raised NotImplementedError.
+        """
+        if self._in_worker:
+            return self
         if not self._opened:
             self.ensure_schema()
             self.app.open()
@@ -280,6 +288,7 @@ class JobQueue:
     def run_worker(self, concurrency: int = 1) -> None:
         """Run jobs until SIGTERM / SIGINT (a running job finishes first: graceful)."""
         self.ensure_schema()
+        self._in_worker = True
         self.app.run_worker(
             queues=[QUEUE],
             concurrency=concurrency,
